@@ -1,0 +1,96 @@
+#include "engine/compiler/autodiff.h"
+
+namespace netloom {
+
+GradBuilder::GradBuilder(Graph& g, NodeId node, std::map<ValueId, ValueId>& grads)
+    : m_graph(g), m_node(g.nodes[node]), m_grads(grads) {}
+
+ValueId GradBuilder::outGrad(int i) const {
+  auto it = m_grads.find(m_node.outputs[i]);
+  return it == m_grads.end() ? kNoValue : it->second;
+}
+
+bool GradBuilder::needsGrad(int i) const { return m_graph.values[m_node.inputs[i]].requiresGrad; }
+
+std::vector<ValueId> GradBuilder::emitN(const std::string& opName, std::vector<ValueId> inputs,
+                                        Attrs attrs) {
+  const OpDef* op = OpRegistry::instance().find(opName);
+  if (!op) {
+    m_error = "internal: no op '" + opName + "'";
+    return {};
+  }
+  auto resolved = resolveAttrs(*op, attrs);
+  Node n;
+  n.name = m_node.name + "/grad/" + opName + std::to_string(m_graph.nodes.size());
+  n.op = op;
+  n.attrs = resolved ? *resolved : attrs;
+  n.inputs = std::move(inputs);
+  n.backward = true;
+  n.origin = m_node.name;
+  auto id = m_graph.addNode(std::move(n));
+  if (!id) {
+    m_error = id.error().message;
+    return {};
+  }
+  return m_graph.nodes[*id].outputs;
+}
+
+void GradBuilder::addGrad(int i, ValueId grad) {
+  if (grad == kNoValue || !needsGrad(i)) return;
+  ValueId target = m_node.inputs[i];
+  auto it = m_grads.find(target);
+  if (it == m_grads.end()) {
+    m_grads[target] = grad;
+  } else {
+    it->second = emit("Add", {it->second, grad});
+  }
+}
+
+Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss) {
+  // Which values depend on a parameter: only those need gradients.
+  for (const Node& n : g.nodes) {
+    bool req = false;
+    for (ValueId v : n.inputs) req = req || g.values[v].requiresGrad;
+    for (ValueId v : n.outputs) g.values[v].requiresGrad = req;
+  }
+  if (g.values[loss].desc.shape.size() != 0)
+    return makeError("the loss '" + g.values[loss].name + "' must be a scalar, it is " +
+                     shapeToString(g.values[loss].desc.shape));
+  if (!g.values[loss].requiresGrad)
+    return makeError("the loss '" + g.values[loss].name + "' does not depend on any parameter");
+
+  std::map<ValueId, ValueId> grads;
+  size_t forwardCount = g.nodes.size();
+  {
+    Node seed;
+    seed.name = "loss/grad/seed";
+    seed.op = OpRegistry::instance().find("Constant");
+    seed.attrs.set("value", 1.0);
+    seed.attrs.set("shape", std::vector<int64_t>{});
+    seed.backward = true;
+    auto id = g.addNode(std::move(seed));
+    if (!id) return id.error();
+    grads[loss] = g.nodes[*id].outputs[0];
+  }
+  for (size_t k = forwardCount; k-- > 0;) {
+    const Node& n = g.nodes[k];
+    bool anyOut = false;
+    for (ValueId v : n.outputs) anyOut = anyOut || grads.count(v);
+    bool anyIn = false;
+    for (ValueId v : n.inputs) anyIn = anyIn || g.values[v].requiresGrad;
+    if (!anyOut || !anyIn) continue;
+    if (!n.op->grad)
+      return makeError("node '" + n.name + "' (" + n.op->name +
+                       ") is not differentiable but lies between a parameter and the loss");
+    GradBuilder b(g, static_cast<NodeId>(k), grads);
+    n.op->grad(b);
+    if (!b.error().empty())
+      return makeError("autodiff of node '" + g.nodes[k].name + "': " + b.error());
+  }
+  std::map<ValueId, ValueId> out;
+  for (ValueId p : g.params())
+    if (auto it = grads.find(p); it != grads.end()) out[p] = it->second;
+  return out;
+}
+
+}  // namespace netloom

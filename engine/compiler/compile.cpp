@@ -1,0 +1,192 @@
+#include "engine/compiler/compile.h"
+
+#include <chrono>
+#include <set>
+
+#include "engine/compiler/autodiff.h"
+#include "engine/compiler/memory_planner.h"
+#include "engine/compiler/passes.h"
+#include "kernels/core/rng.h"
+
+namespace netloom {
+
+namespace {
+
+Result<ValueId> resolveLoss(const Graph& g, const std::string& name) {
+  if (!name.empty()) {
+    const Node* n = g.findNode(name);
+    if (!n) return makeError("train.loss names '" + name + "', but there is no such node");
+    if (n->op->role != OpRole::Loss && g.values[n->outputs[0]].desc.shape.size() != 0)
+      return makeError("train.loss names '" + name + "' (" + n->op->name +
+                       "), which does not produce a scalar loss");
+    return n->outputs[0];
+  }
+  std::vector<const Node*> losses;
+  for (const Node& n : g.nodes)
+    if (n.op->role == OpRole::Loss) losses.push_back(&n);
+  if (losses.empty())
+    return makeError("the model has no loss node: add one (SoftmaxCrossEntropy, MSELoss, BCELoss)");
+  if (losses.size() > 1)
+    return makeError("the model has several loss nodes ('" + losses[0]->name + "', '" +
+                     losses[1]->name + "'): set train.loss to the one to minimise");
+  return losses[0]->outputs[0];
+}
+
+// Initialises every parameter of `node` that the store did not hold yet.
+Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
+  for (const Node& n : p.graph.nodes) {
+    std::vector<TensorRef> fresh;
+    bool anyNew = false;
+    for (ValueId v : n.inputs) {
+      const Value& val = p.graph.values[v];
+      if (val.kind != ValueKind::Param && val.kind != ValueKind::State) continue;
+      bool existed = store.find(val.name) != nullptr;
+      ParamStore::Entry* e = store.create(val.name, val.desc, val.kind);
+      if (!e)
+        return makeError("tensor '" + val.name + "' is held with shape " +
+                         shapeToString(store.find(val.name)->desc.shape) + ", the model needs " +
+                         shapeToString(val.desc.shape));
+      p.refs[v] = e->ref();
+      if (val.kind == ValueKind::Param) {
+        fresh.push_back(p.refs[v]);
+        anyNew = anyNew || !existed;
+      }
+    }
+    if (anyNew && n.op->init) {
+      Rng rng(hashCombine(seed, nameHash(n.name)));
+      n.op->init(n.attrs, fresh, rng);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status validateModel(const proto::ModelDef& model, int64_t batch) {
+  auto g = buildGraph(model, batch);
+  return g ? Status{} : Status{g.error()};
+}
+
+Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
+                                         ParamStore& store) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto built = buildGraph(model, opts.batch);
+  if (!built) return built.error();
+  auto prog = std::make_unique<Program>();
+  prog->graph = std::move(*built);
+  prog->batch = opts.batch;
+  prog->training = opts.training;
+  Graph& g = prog->graph;
+
+  auto loss = resolveLoss(g, opts.loss);
+  if (!loss) return loss.error();
+  std::vector<std::string> metricNames = opts.metrics;
+  if (metricNames.empty())
+    for (const Node& n : g.nodes)
+      if (n.op->role == OpRole::Metric || n.op->role == OpRole::Loss) metricNames.push_back(n.name);
+  std::set<ValueId> pinned{*loss};
+  for (const std::string& m : metricNames) {
+    const Node* n = g.findNode(m);
+    if (!n) return makeError("train.metrics names '" + m + "', but there is no such node");
+    if (g.values[n->outputs[0]].desc.shape.size() != 0)
+      return makeError("metric '" + m + "' is not a scalar: " + shapeToString(g.values[n->outputs[0]].desc.shape));
+    pinned.insert(n->outputs[0]);
+  }
+  for (const std::string& k : opts.keep) {
+    ValueId v = g.findValue(k);
+    if (v == kNoValue) return makeError("no tensor named '" + k + "' to keep");
+    pinned.insert(v);
+  }
+  // Fusion may move a value to another producer but never renames values.
+  if (opts.fuse) prog->fusions = fuseLinearActivation(g, pinned);
+
+  std::vector<ValueId> roots(pinned.begin(), pinned.end());
+  if (opts.training) {
+    auto grads = autodiff(g, *loss);
+    if (!grads) return grads.error();
+    if (Status s = insertOptimizer(g, *grads, opts.optimizer); !s) return s.error();
+  }
+  eliminateDeadNodes(g, roots);
+  prog->loss = *loss;
+  for (const std::string& m : metricNames)
+    prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
+
+  prog->refs.assign(g.values.size(), TensorRef{});
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    prog->refs[v].shape = g.values[v].desc.shape;
+    prog->refs[v].dtype = g.values[v].desc.dtype;
+    prog->refs[v].device = opts.device;
+  }
+  if (Status s = bindParams(*prog, store, opts.seed); !s) return s.error();
+
+  // Lifetimes of everything that lives inside a step.
+  int nsteps = int(g.nodes.size());
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  auto inArena = [&](ValueId v) {
+    ValueKind k = g.values[v].kind;
+    return k == ValueKind::Activation || k == ValueKind::Input;
+  };
+  for (int i = 0; i < nsteps; ++i) {
+    for (ValueId v : g.nodes[i].inputs)
+      if (inArena(v)) {
+        if (first[v] < 0) first[v] = g.values[v].kind == ValueKind::Input ? 0 : i;
+        last[v] = std::max(last[v], i);
+      }
+    for (ValueId v : g.nodes[i].outputs) {
+      if (first[v] < 0) first[v] = i;
+      last[v] = std::max(last[v], i);
+    }
+  }
+  for (ValueId v : pinned) last[v] = nsteps - 1;
+  for (const auto& [field, v] : g.inputsByField)
+    if (first[v] >= 0) first[v] = 0;
+  std::vector<BufferRequest> requests;
+  std::vector<ValueId> requested;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (first[v] < 0 || !inArena(ValueId(v))) continue;
+    requests.push_back({numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype)),
+                        first[v], last[v]});
+    requested.push_back(ValueId(v));
+  }
+  MemoryPlan mem = planMemory(requests);
+  prog->arena.resize(mem.arenaBytes);
+  prog->arenaBytes = mem.arenaBytes;
+  prog->naiveBytes = mem.naiveBytes;
+  for (size_t k = 0; k < requested.size(); ++k)
+    prog->refs[requested[k]].data = prog->arena.data() + mem.offsets[k];
+
+  // Kernels: the first in each ordered list that accepts the configuration.
+  const KernelRegistry& kernels = KernelRegistry::instance();
+  for (int i = 0; i < nsteps; ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op->external) continue;
+    KernelSig sig;
+    sig.attrs = &n.attrs;
+    for (ValueId v : n.inputs) sig.in.push_back(g.values[v].desc);
+    for (ValueId v : n.outputs) sig.out.push_back(g.values[v].desc);
+    const auto* list = kernels.list(n.op->name, opts.device.kind);
+    PlanStep step;
+    step.node = i;
+    for (size_t k = 0; list && k < list->size() && !step.fn; ++k) {
+      std::string why = (*list)[k].decline(sig);
+      if (!why.empty()) {
+        step.declined += (step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;
+        continue;
+      }
+      step.kernel = (*list)[k].name;
+      step.fn = (*list)[k].prepare(sig);
+    }
+    if (!step.fn)
+      return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
+                       "): no kernel on " + opts.device.toString() +
+                       (step.declined.empty() ? "" : " (" + step.declined + ")"));
+    for (ValueId v : n.inputs) step.in.push_back(prog->refs[v]);
+    for (ValueId v : n.outputs) step.out.push_back(prog->refs[v]);
+    prog->steps.push_back(std::move(step));
+  }
+  prog->compileMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return prog;
+}
+
+}  // namespace netloom

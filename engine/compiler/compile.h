@@ -1,0 +1,32 @@
+// The compiler driver: ModelDef -> validated, shape-inferred IR -> fusion ->
+// autodiff -> optimizer -> dead-code elimination -> kernels chosen -> memory
+// planned -> a Program bound to a ParamStore.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/program.h"
+
+namespace netloom {
+
+struct CompileOptions {
+  int64_t batch = 32;
+  bool training = true;           // add backward and optimizer update
+  proto::Optimizer optimizer;     // used when training
+  std::string loss;               // loss node; empty: the model's only loss node
+  std::vector<std::string> metrics;  // reported nodes; empty: every loss and metric node
+  std::vector<std::string> keep;  // further values to keep readable after a run
+  Device device;
+  uint64_t seed = 0;              // initialises parameters the store does not hold yet
+  bool fuse = true;
+};
+
+Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
+                                         ParamStore& store);
+
+// Validation and shape inference only, as the editor runs on every edit.
+Status validateModel(const proto::ModelDef& model, int64_t batch = 1);
+
+}  // namespace netloom

@@ -1,0 +1,102 @@
+#include "engine/compiler/passes.h"
+
+namespace netloom {
+
+std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>& pinned) {
+  std::vector<std::string> fused;
+  auto users = consumers(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& lin = g.nodes[i];
+    if (lin.op->name != "Linear" || lin.attrs.s("activation") != "none") continue;
+    ValueId v = lin.outputs[0];
+    if (pinned.count(v) || users[v].size() != 1) continue;
+    Node& act = g.nodes[users[v][0]];
+    if (act.op->name != "ReLU") continue;
+    lin.attrs.set("activation", std::string("relu"));
+    lin.outputs = act.outputs;
+    g.values[act.outputs[0]].producer = NodeId(i);
+    g.values[v].producer = -1;
+    dead[users[v][0]] = true;
+    fused.push_back(lin.name + " + " + act.name + " -> Linear with ReLU");
+  }
+  removeNodes(g, dead);
+  return fused;
+}
+
+Result<OptimizerSettings> optimizerSettings(const proto::Optimizer& opt) {
+  OptimizerSettings s;
+  s.kind = opt.kind() == proto::Optimizer::KIND_UNSPECIFIED ? proto::Optimizer::ADAM : opt.kind();
+  s.lr = opt.has_lr() ? opt.lr() : (s.kind == proto::Optimizer::SGD ? 0.01 : 1e-3);
+  s.momentum = opt.momentum();
+  s.nesterov = opt.nesterov();
+  if (opt.has_beta1()) s.beta1 = opt.beta1();
+  if (opt.has_beta2()) s.beta2 = opt.beta2();
+  if (opt.has_eps()) s.eps = opt.eps();
+  s.weightDecay = opt.has_weight_decay() ? opt.weight_decay()
+                                         : (s.kind == proto::Optimizer::ADAMW ? 0.01 : 0.0);
+  if (!(s.lr > 0)) return makeError("train.optimizer.lr must be positive");
+  if (s.momentum < 0 || s.momentum >= 1) return makeError("train.optimizer.momentum must be in [0, 1)");
+  if (s.nesterov && s.momentum == 0) return makeError("train.optimizer.nesterov needs momentum > 0");
+  if (s.beta1 < 0 || s.beta1 >= 1 || s.beta2 < 0 || s.beta2 >= 1)
+    return makeError("train.optimizer.beta1 and beta2 must be in [0, 1)");
+  if (s.weightDecay < 0 || s.weightDecay > 1) return makeError("train.optimizer.weight_decay must be in [0, 1]");
+  return s;
+}
+
+Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
+                       const proto::Optimizer& opt) {
+  auto settings = optimizerSettings(opt);
+  if (!settings) return settings.error();
+  const OptimizerSettings& s = *settings;
+  bool sgd = s.kind == proto::Optimizer::SGD;
+  const OpDef* op = OpRegistry::instance().find(sgd ? "SgdUpdate" : "AdamUpdate");
+  for (const auto& [param, grad] : grads) {
+    Node n;
+    n.name = g.values[param].name + "/update";
+    n.op = op;
+    n.backward = true;
+    n.origin = g.values[param].name;
+    n.inputs = {param, grad};
+    auto state = [&](const std::string& suffix) {
+      Value v;
+      v.name = g.values[param].name + "." + suffix;
+      v.kind = ValueKind::State;
+      v.desc = g.values[param].desc;
+      n.inputs.push_back(g.addValue(std::move(v)));
+    };
+    if (sgd) {
+      n.attrs.set("momentum", s.momentum);
+      n.attrs.set("nesterov", s.nesterov);
+      n.attrs.set("weight_decay", s.weightDecay);
+      if (s.momentum > 0) state("momentum_buffer");
+    } else {
+      n.attrs.set("beta1", s.beta1);
+      n.attrs.set("beta2", s.beta2);
+      n.attrs.set("eps", s.eps);
+      n.attrs.set("weight_decay", s.weightDecay);
+      n.attrs.set("decoupled", s.kind == proto::Optimizer::ADAMW);
+      state("exp_avg");
+      state("exp_avg_sq");
+    }
+    if (auto id = g.addNode(std::move(n)); !id) return id.error();
+  }
+  return {};
+}
+
+void eliminateDeadNodes(Graph& g, const std::vector<ValueId>& roots) {
+  std::vector<bool> neededValue(g.values.size(), false);
+  for (ValueId v : roots) neededValue[v] = true;
+  std::vector<bool> dead(g.nodes.size(), true);
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const Node& n = g.nodes[k];
+    bool needed = !n.op->mutates.empty();
+    for (ValueId v : n.outputs) needed = needed || neededValue[v];
+    if (!needed) continue;
+    dead[k] = false;
+    for (ValueId v : n.inputs) neededValue[v] = true;
+  }
+  removeNodes(g, dead);
+}
+
+}  // namespace netloom

@@ -1,0 +1,105 @@
+// In-memory datasets and the loader that turns them into batches. Sources (IDX,
+// CSV, synthetic) produce a Dataset; splitting, normalisation, shuffling, batching
+// and prefetching happen here so every source behaves alike.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/proto/project.pb.h"
+#include "engine/util/status.h"
+#include "kernels/core/tensor.h"
+
+namespace netloom {
+
+// Samples stored row-major. Byte images stay bytes in memory (a quarter of the
+// floats) and are scaled and normalised while a batch is assembled.
+struct Dataset {
+  Shape sampleShape;              // one sample's feature shape, e.g. {1, 28, 28} or {2}
+  std::vector<uint8_t> bytes;     // features when the source is bytes (IDX), else empty
+  std::vector<float> floats;      // features otherwise
+  std::vector<int32_t> labels;    // one class index per sample
+  std::vector<float> targets;     // raw float labels (CSV, for regression); empty: use labels
+  int32_t classes = 0;            // number of classes (max label + 1)
+
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  int64_t featuresPerSample() const { return numel(sampleShape); }
+  // The samples at `indices`, in that order, as a new dataset.
+  Dataset subset(const std::vector<int64_t>& indices) const;
+};
+
+// Scale then affine: x' = (x * scale - mean) / std.
+struct Normalizer {
+  float scale = 1.0f, mean = 0.0f, std = 1.0f;
+};
+
+struct DataSplits {
+  Dataset train, val, test;
+  Normalizer norm;
+};
+
+// Readers. Errors name the file and what is wrong with it.
+Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labelsPath);
+Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn, bool hasHeader,
+                        char delimiter);
+Dataset makeSpirals(int classes, int samples, double noise, uint64_t seed);
+Dataset makeBlobs(int classes, int samples, int features, double stddev, uint64_t seed);
+
+// Loads a project's DataDef: relative paths resolve against `baseDir`; applies
+// limits, the validation split (seeded) and computes normalisation.
+Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed);
+
+struct Batch {
+  int64_t size = 0;               // samples in this batch (the last may be short)
+  std::vector<float> x;           // size * featuresPerSample, normalised
+  std::vector<int32_t> labels;    // size
+  std::vector<float> labelFloats; // labels as floats, for regression losses
+};
+
+// Produces one epoch of batches in a seeded order, assembled by a prefetch thread
+// that keeps up to `prefetch` batches ready ahead of the consumer.
+class BatchLoader {
+ public:
+  struct Options {
+    int64_t batchSize = 32;
+    bool shuffle = true;
+    uint64_t seed = 0;      // order = f(seed, epoch)
+    int64_t epoch = 0;
+    int prefetch = 2;
+    int64_t skipBatches = 0;  // start part-way into the epoch (resume)
+  };
+
+  BatchLoader(const Dataset& data, const Normalizer& norm, Options opts);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Fills `out` with the next batch; false at the end of the epoch.
+  bool next(Batch& out);
+  // All batches of the epoch, ceil(n / batchSize), including those skipBatches skips.
+  int64_t batchesPerEpoch() const;
+
+  // The sample order for one epoch, exposed for tests.
+  static std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+ private:
+  void produce();
+
+  const Dataset& m_data;
+  Normalizer m_norm;
+  Options m_opts;
+  std::vector<int64_t> m_order;
+  std::thread m_thread;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<Batch> m_ready;
+  bool m_done = false;
+  bool m_stop = false;
+};
+
+}  // namespace netloom

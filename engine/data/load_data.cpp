@@ -1,0 +1,228 @@
+// loadData: turns a project's DataDef into train/val/test splits and the
+// normaliser. Every source passes through the same limit, split and
+// normalisation steps, so they all behave alike.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/data/dataset.h"
+#include "engine/util/rng.h"
+
+namespace netloom {
+namespace {
+
+constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist/";
+// Stream tags keep the seeded splits independent of each other and of the shuffle.
+constexpr uint64_t kTestSplitStream = 0x7E57;
+constexpr uint64_t kValSplitStream = 0x7A11D;
+
+std::string resolve(const std::string& path, const std::string& baseDir) {
+  std::filesystem::path p(path);
+  if (baseDir.empty() || p.is_absolute()) return path;
+  return (std::filesystem::path(baseDir) / p).string();
+}
+
+std::string orDefault(const std::string& path, const char* file, const std::string& baseDir) {
+  return path.empty() ? std::string(kFashionDir) + file : resolve(path, baseDir);
+}
+
+std::vector<int64_t> prefix(int64_t n) {
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+  return idx;
+}
+
+Dataset takeFirst(const Dataset& ds, int64_t limit) {
+  if (limit <= 0 || limit >= ds.size()) return ds;
+  return ds.subset(prefix(limit));
+}
+
+// Holds out round(n * fraction) samples chosen by a seeded shuffle. Both parts
+// keep the original order, so a later "first N" still means the file's first N.
+void splitOff(const Dataset& all, double fraction, uint64_t key, Dataset& keep, Dataset& held) {
+  const int64_t n = all.size();
+  const auto k = std::clamp<int64_t>(std::llround(n * fraction), 0, n);
+  std::vector<int64_t> order = BatchLoader::epochOrder(n, true, key, 0);
+  std::vector<int64_t> heldIdx(order.begin(), order.begin() + k);
+  std::vector<int64_t> keepIdx(order.begin() + k, order.end());
+  std::sort(heldIdx.begin(), heldIdx.end());
+  std::sort(keepIdx.begin(), keepIdx.end());
+  held = all.subset(heldIdx);
+  keep = all.subset(keepIdx);
+}
+
+Result<DataSplits> loadIdx(const proto::IdxSource& src, const std::string& baseDir) {
+  DataSplits s;
+  auto train = readIdx(orDefault(src.train_images(), "train-images-idx3-ubyte.gz", baseDir),
+                       orDefault(src.train_labels(), "train-labels-idx1-ubyte.gz", baseDir));
+  if (!train) return train.error();
+  auto test = readIdx(orDefault(src.test_images(), "t10k-images-idx3-ubyte.gz", baseDir),
+                      orDefault(src.test_labels(), "t10k-labels-idx1-ubyte.gz", baseDir));
+  if (!test) return test.error();
+  s.train = std::move(*train);
+  s.test = std::move(*test);
+  if (s.train.sampleShape != s.test.sampleShape) {
+    return makeError("IDX train images are " + shapeToString(s.train.sampleShape) +
+                     " but test images are " + shapeToString(s.test.sampleShape));
+  }
+  return s;
+}
+
+Result<char> parseDelimiter(const std::string& d) {
+  if (d.empty()) return ',';
+  if (d == "\\t" || d == "tab") return '\t';
+  if (d.size() == 1) return d[0];
+  return makeError("CSV delimiter must be one character, got '" + d + "'");
+}
+
+Result<DataSplits> loadCsv(const proto::CsvSource& src, const std::string& baseDir, uint64_t seed) {
+  if (src.train_path().empty()) return makeError("CSV data source has no train_path");
+  auto delim = parseDelimiter(src.delimiter());
+  if (!delim) return delim.error();
+  const std::string trainPath = resolve(src.train_path(), baseDir);
+  auto train = readCsv(trainPath, src.label_column(), src.has_header(), *delim);
+  if (!train) return train.error();
+
+  DataSplits s;
+  if (!src.test_path().empty()) {
+    const std::string testPath = resolve(src.test_path(), baseDir);
+    auto test = readCsv(testPath, src.label_column(), src.has_header(), *delim);
+    if (!test) return test.error();
+    if (test->sampleShape != train->sampleShape) {
+      return makeError("'" + trainPath + "' has " + shapeToString(train->sampleShape) +
+                       " features per row but '" + testPath + "' has " +
+                       shapeToString(test->sampleShape));
+    }
+    s.train = std::move(*train);
+    s.test = std::move(*test);
+    return s;
+  }
+  const double fraction = src.test_fraction() == 0 ? 0.2 : src.test_fraction();
+  if (!(fraction > 0 && fraction < 1)) {
+    return makeError("CSV test_fraction must be between 0 and 1, got " +
+                     std::to_string(src.test_fraction()));
+  }
+  splitOff(*train, fraction, hashCombine(seed, kTestSplitStream), s.train, s.test);
+  return s;
+}
+
+Result<DataSplits> loadSynthetic(const proto::SyntheticSource& src, uint64_t seed) {
+  const int classes = src.classes() > 0 ? src.classes() : 2;
+  const int trainN = src.train_samples() > 0 ? src.train_samples() : 1000;
+  const int testN = src.test_samples() > 0 ? src.test_samples() : 500;
+  DataSplits s;
+  switch (src.kind()) {
+    case proto::SyntheticSource::BLOBS: {
+      // One draw shares the cluster centres between train and test.
+      const int features = src.features() > 0 ? src.features() : 2;
+      const double stddev = src.noise() > 0 ? src.noise() : 1.0;
+      Dataset all = makeBlobs(classes, trainN + testN, features, stddev, seed);
+      std::vector<int64_t> testIdx(testN);
+      for (int i = 0; i < testN; ++i) testIdx[i] = trainN + i;
+      s.test = all.subset(testIdx);
+      s.train = all.subset(prefix(trainN));
+      return s;
+    }
+    case proto::SyntheticSource::SPIRALS:
+    case proto::SyntheticSource::KIND_UNSPECIFIED: {
+      // The arms' shape does not depend on the seed, so train and test differ only in noise.
+      const double noise = src.noise() > 0 ? src.noise() : 0.1;
+      s.train = makeSpirals(classes, trainN, noise, hashCombine(seed, 1));
+      s.test = makeSpirals(classes, testN, noise, hashCombine(seed, 2));
+      return s;
+    }
+    default: return makeError("unknown synthetic data kind " + std::to_string(src.kind()));
+  }
+}
+
+// Mean and standard deviation of every feature value (after `scale`) in `ds`.
+void featureStats(const Dataset& ds, double scale, double& mean, double& stddev) {
+  double sum = 0, sumSq = 0;
+  int64_t count = 0;
+  if (!ds.bytes.empty()) {
+    // A histogram makes byte data one pass of integer increments.
+    std::vector<int64_t> hist(256, 0);
+    for (uint8_t v : ds.bytes) ++hist[v];
+    for (int v = 0; v < 256; ++v) {
+      const double x = v * scale;
+      sum += x * hist[v];
+      count += hist[v];
+    }
+    mean = count ? sum / count : 0.0;
+    for (int v = 0; v < 256; ++v) sumSq += hist[v] * (v * scale - mean) * (v * scale - mean);
+  } else {
+    for (float v : ds.floats) sum += v * scale;
+    count = static_cast<int64_t>(ds.floats.size());
+    mean = count ? sum / count : 0.0;
+    for (float v : ds.floats) sumSq += (v * scale - mean) * (v * scale - mean);
+  }
+  stddev = count ? std::sqrt(sumSq / count) : 1.0;
+}
+
+Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset& train) {
+  Normalizer n;
+  const double scale = def.scale() == 0 ? 1.0 : def.scale();
+  n.scale = static_cast<float>(scale);
+  switch (def.kind()) {
+    case proto::Normalization::KIND_UNSPECIFIED: break;
+    case proto::Normalization::FIXED:
+      if (def.std() < 0) {
+        return makeError("normalization std must be positive, got " + std::to_string(def.std()));
+      }
+      n.mean = static_cast<float>(def.mean());
+      n.std = def.std() == 0 ? 1.0f : static_cast<float>(def.std());  // 0: unset
+      break;
+    case proto::Normalization::STANDARDIZE: {
+      double mean = 0, stddev = 1;
+      featureStats(train, scale, mean, stddev);
+      n.mean = static_cast<float>(mean);
+      // A constant feature set has nothing to rescale; 1 keeps it finite.
+      n.std = stddev > 1e-12 ? static_cast<float>(stddev) : 1.0f;
+      break;
+    }
+    default: return makeError("unknown normalization kind " + std::to_string(def.kind()));
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed) {
+  Result<DataSplits> loaded = makeError("project has no data source");
+  switch (def.source_case()) {
+    case proto::DataDef::kIdx: loaded = loadIdx(def.idx(), baseDir); break;
+    case proto::DataDef::kCsv: loaded = loadCsv(def.csv(), baseDir, seed); break;
+    case proto::DataDef::kSynthetic: loaded = loadSynthetic(def.synthetic(), seed); break;
+    case proto::DataDef::SOURCE_NOT_SET: break;
+  }
+  if (!loaded) return loaded;
+  DataSplits& s = *loaded;
+
+  if (def.train_limit() < 0 || def.test_limit() < 0) {
+    return makeError("train_limit and test_limit must not be negative");
+  }
+  s.train = takeFirst(s.train, def.train_limit());
+  s.test = takeFirst(s.test, def.test_limit());
+
+  const double valFraction = def.validation_fraction();
+  if (!(valFraction >= 0 && valFraction < 1)) {
+    return makeError("validation_fraction must be in [0, 1), got " + std::to_string(valFraction));
+  }
+  if (valFraction > 0) {
+    Dataset all = std::move(s.train);
+    splitOff(all, valFraction, hashCombine(seed, kValSplitStream), s.train, s.val);
+  } else {
+    s.val.sampleShape = s.train.sampleShape;
+  }
+
+  // Every split reports the same class count, so a model sized from one fits all.
+  const int32_t classes = std::max(s.train.classes, s.test.classes);
+  s.train.classes = s.val.classes = s.test.classes = classes;
+
+  auto norm = makeNormalizer(def.normalization(), s.train);
+  if (!norm) return norm.error();
+  s.norm = *norm;
+  return loaded;
+}
+
+}  // namespace netloom

@@ -1,0 +1,136 @@
+// BatchLoader: one epoch of batches in a seeded order, assembled on a prefetch
+// thread so the trainer never waits on copying and normalising.
+#include <algorithm>
+#include <array>
+
+#include "engine/data/dataset.h"
+#include "engine/util/rng.h"
+
+namespace netloom {
+namespace {
+
+// Gathers rows `idx[0..n)` of `src` into `dst` as normalised floats. Byte data
+// goes through a 256-entry table so the inner loop is one load per element.
+void gatherBytes(const uint8_t* src, int64_t f, const int64_t* idx, int64_t n,
+                 const std::array<float, 256>& table, float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = src + idx[i] * f;
+    float* out = dst + i * f;
+    for (int64_t j = 0; j < f; ++j) out[j] = table[row[j]];
+  }
+}
+
+void gatherFloats(const float* src, int64_t f, const int64_t* idx, int64_t n,
+                  const Normalizer& norm, float* dst) {
+  const float scale = norm.scale, mean = norm.mean, invStd = 1.0f / norm.std;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = src + idx[i] * f;
+    float* out = dst + i * f;
+    for (int64_t j = 0; j < f; ++j) out[j] = (row[j] * scale - mean) * invStd;
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> BatchLoader::epochOrder(int64_t n, bool shuffle, uint64_t seed,
+                                             int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  if (!shuffle) return order;
+  Rng rng(hashCombine(seed, static_cast<uint64_t>(epoch)));
+  for (int64_t i = n - 1; i > 0; --i) {
+    auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options opts)
+    : m_data(data), m_norm(norm), m_opts(opts) {
+  m_opts.batchSize = std::max<int64_t>(m_opts.batchSize, 1);
+  m_opts.prefetch = std::max(m_opts.prefetch, 1);
+  m_opts.skipBatches = std::max<int64_t>(m_opts.skipBatches, 0);
+  // loadData never yields a zero std; a hand-made Normalizer must not turn into inf.
+  if (!(m_norm.std > 0.0f)) m_norm.std = 1.0f;
+  m_order = epochOrder(m_data.size(), m_opts.shuffle, m_opts.seed, m_opts.epoch);
+  m_thread = std::thread([this] { produce(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_cv.notify_all();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+int64_t BatchLoader::batchesPerEpoch() const {
+  const int64_t n = static_cast<int64_t>(m_order.size());
+  return (n + m_opts.batchSize - 1) / m_opts.batchSize;
+}
+
+bool BatchLoader::next(Batch& out) {
+  std::unique_lock lock(m_mutex);
+  m_cv.wait(lock, [this] { return !m_ready.empty() || m_done; });
+  if (m_ready.empty()) return false;
+  out = std::move(m_ready.front());
+  m_ready.pop_front();
+  lock.unlock();
+  m_cv.notify_all();
+  return true;
+}
+
+void BatchLoader::produce() {
+  const int64_t n = static_cast<int64_t>(m_order.size());
+  const int64_t f = m_data.featuresPerSample();
+  const int64_t bs = m_opts.batchSize;
+  const bool isBytes = !m_data.bytes.empty();
+  std::array<float, 256> table{};
+  if (isBytes) {
+    const float invStd = 1.0f / m_norm.std;
+    for (int v = 0; v < 256; ++v) {
+      table[v] = (static_cast<float>(v) * m_norm.scale - m_norm.mean) * invStd;
+    }
+  }
+
+  for (int64_t batch = m_opts.skipBatches; batch * bs < n; ++batch) {
+    {
+      std::unique_lock lock(m_mutex);
+      m_cv.wait(lock, [this] {
+        return m_stop || static_cast<int64_t>(m_ready.size()) < m_opts.prefetch;
+      });
+      if (m_stop) return;
+    }
+    const int64_t start = batch * bs;
+    const int64_t count = std::min(bs, n - start);
+    const int64_t* idx = m_order.data() + start;
+    Batch out;
+    out.size = count;
+    out.x.resize(count * f);
+    out.labels.resize(count);
+    out.labelFloats.resize(count);
+    if (isBytes) {
+      gatherBytes(m_data.bytes.data(), f, idx, count, table, out.x.data());
+    } else if (!m_data.floats.empty()) {
+      gatherFloats(m_data.floats.data(), f, idx, count, m_norm, out.x.data());
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      out.labels[i] = m_data.labels[idx[i]];
+      out.labelFloats[i] =
+          m_data.targets.empty() ? static_cast<float>(out.labels[i]) : m_data.targets[idx[i]];
+    }
+    {
+      std::lock_guard lock(m_mutex);
+      m_ready.push_back(std::move(out));
+    }
+    m_cv.notify_all();
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    m_done = true;
+  }
+  m_cv.notify_all();
+}
+
+}  // namespace netloom

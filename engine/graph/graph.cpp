@@ -1,0 +1,265 @@
+#include "engine/graph/graph.h"
+
+#include <algorithm>
+#include <queue>
+#include <set>
+
+namespace netloom {
+
+ValueId Graph::addValue(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+Result<NodeId> Graph::addNode(Node n) {
+  NodeId id = static_cast<NodeId>(nodes.size());
+  if (n.outputs.empty()) {
+    for (size_t i = 0; i < n.op->outputs.size(); ++i) {
+      Value v;
+      v.name = i == 0 ? n.name : n.name + ":" + std::to_string(i);
+      v.producer = id;
+      n.outputs.push_back(addValue(std::move(v)));
+    }
+  }
+  nodes.push_back(std::move(n));
+  if (Status s = inferNode(*this, id); !s) return s.error();
+  return id;
+}
+
+const Node* Graph::findNode(const std::string& name) const {
+  for (const Node& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+ValueId Graph::findValue(const std::string& name) const {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == name) return static_cast<ValueId>(i);
+  if (name.size() > 2 && name.compare(name.size() - 2, 2, ":0") == 0)
+    return findValue(name.substr(0, name.size() - 2));
+  return kNoValue;
+}
+
+std::vector<ValueId> Graph::params() const {
+  std::vector<ValueId> out;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].kind == ValueKind::Param) out.push_back(static_cast<ValueId>(i));
+  return out;
+}
+
+Status inferNode(Graph& g, NodeId id) {
+  Node& n = g.nodes[id];
+  InferCtx ctx{n.attrs, {}, {}, {}, {}, -1};
+  int ndata = n.numDataInputs();
+  for (int i = 0; i < ndata; ++i) ctx.in.push_back(g.values[n.inputs[i]].desc);
+  ctx.params.resize(n.numParams);
+  ctx.out.resize(n.outputs.size());
+  if (!n.op->infer(ctx)) {
+    std::string where = "node '" + n.name + "' (" + n.op->name + ")";
+    if (ctx.errorPort >= 0) {
+      const auto& ports = n.op->inputs;
+      std::string port = ports.empty()             ? std::to_string(ctx.errorPort)
+                         : ctx.errorPort < int(ports.size()) ? ports[ctx.errorPort].name
+                                                             : ports.back().name;
+      where += ", input '" + port + "'";
+      if (ctx.errorPort < ndata) {
+        const Value& v = g.values[n.inputs[ctx.errorPort]];
+        where += " from '" + v.name + "'";
+      }
+    }
+    return makeError(where + ": " + ctx.error);
+  }
+  for (int i = 0; i < n.numParams; ++i) g.values[n.inputs[ndata + i]].desc = ctx.params[i];
+  for (size_t i = 0; i < n.outputs.size(); ++i) g.values[n.outputs[i]].desc = ctx.out[i];
+  return {};
+}
+
+AttrVal attrFromProto(const proto::AttrValue& v) {
+  switch (v.value_case()) {
+    case proto::AttrValue::kI: return v.i();
+    case proto::AttrValue::kF: return v.f();
+    case proto::AttrValue::kS: return v.s();
+    case proto::AttrValue::kB: return v.b();
+    case proto::AttrValue::kInts:
+      return std::vector<int64_t>(v.ints().values().begin(), v.ints().values().end());
+    case proto::AttrValue::kFloats:
+      return std::vector<double>(v.floats().values().begin(), v.floats().values().end());
+    default: return int64_t{0};
+  }
+}
+
+namespace {
+
+struct InputRef {
+  std::string node;
+  int port = 0;
+};
+
+Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s) {
+  InputRef r{s, 0};
+  auto colon = s.rfind(':');
+  if (colon != std::string::npos) {
+    r.node = s.substr(0, colon);
+    std::string port = s.substr(colon + 1);
+    bool digits = !port.empty() && std::all_of(port.begin(), port.end(), ::isdigit);
+    if (!digits)
+      return makeError("node '" + nodeName + "' input " + std::to_string(index) + " ('" + s +
+                       "'): the port after ':' must be a number");
+    r.port = std::stoi(port);
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
+  const OpRegistry& reg = OpRegistry::instance();
+  std::map<std::string, int> index;  // node name -> position in model
+  for (int i = 0; i < model.nodes_size(); ++i) {
+    const auto& nd = model.nodes(i);
+    if (nd.name().empty())
+      return makeError("node #" + std::to_string(i + 1) + " (" + nd.op() + ") has no name");
+    if (!index.emplace(nd.name(), i).second)
+      return makeError("node '" + nd.name() + "': the name is used by another node");
+  }
+
+  // Resolve ops, attributes and input references before ordering.
+  struct Pending {
+    const OpDef* op;
+    Attrs attrs;
+    std::vector<InputRef> inputs;
+  };
+  std::vector<Pending> pending(model.nodes_size());
+  for (int i = 0; i < model.nodes_size(); ++i) {
+    const auto& nd = model.nodes(i);
+    const OpDef* op = reg.find(nd.op());
+    if (!op || op->role == OpRole::Internal || op->role == OpRole::Optimizer)
+      return makeError("node '" + nd.name() + "': unknown op '" + nd.op() + "'");
+    Attrs given;
+    for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
+    auto attrs = resolveAttrs(*op, given);
+    if (!attrs) return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
+    pending[i].op = op;
+    pending[i].attrs = std::move(*attrs);
+
+    size_t nports = op->inputs.size();
+    bool variadic = nports && op->inputs.back().variadic;
+    size_t given_n = nd.inputs_size();
+    if ((!variadic && given_n != nports) || (variadic && given_n < nports)) {
+      return makeError("node '" + nd.name() + "' (" + op->name + "): expects " +
+                       (variadic ? "at least " : "") + std::to_string(nports) + " input(s), has " +
+                       std::to_string(given_n));
+    }
+    for (int k = 0; k < nd.inputs_size(); ++k) {
+      auto ref = parseInputRef(nd.name(), k, nd.inputs(k));
+      if (!ref) return ref.error();
+      std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
+      auto it = index.find(ref->node);
+      if (it == index.end())
+        return makeError("node '" + nd.name() + "', input '" + port + "': no node named '" +
+                         ref->node + "' (dangling input)");
+      const OpDef* src = reg.find(model.nodes(it->second).op());
+      if (src && ref->port >= int(src->outputs.size()))
+        return makeError("node '" + nd.name() + "', input '" + port + "': node '" + ref->node +
+                         "' has no output port " + std::to_string(ref->port));
+      pending[i].inputs.push_back(*ref);
+    }
+  }
+
+  // Kahn's algorithm, preferring file order among ready nodes so plans are stable.
+  int n = model.nodes_size();
+  std::vector<int> indegree(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int i = 0; i < n; ++i)
+    for (const auto& r : pending[i].inputs) {
+      int src = index[r.node];
+      users[src].push_back(i);
+      ++indegree[i];
+    }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int u : users[i])
+      if (--indegree[u] == 0) ready.push(u);
+  }
+  if (int(order.size()) != n) {
+    std::string names;
+    for (int i = 0; i < n; ++i)
+      if (indegree[i] > 0) names += (names.empty() ? "'" : ", '") + model.nodes(i).name() + "'";
+    return makeError("the graph has a cycle through nodes " + names);
+  }
+
+  Graph g;
+  std::map<std::string, NodeId> built;
+  for (int i : order) {
+    const auto& nd = model.nodes(i);
+    Node node;
+    node.name = nd.name();
+    node.op = pending[i].op;
+    node.attrs = pending[i].attrs;
+    for (const auto& r : pending[i].inputs)
+      node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
+    if (node.op->params) {
+      for (const std::string& p : node.op->params(node.attrs)) {
+        Value v;
+        v.name = node.name + "." + p;
+        v.kind = ValueKind::Param;
+        v.requiresGrad = true;
+        node.inputs.push_back(g.addValue(std::move(v)));
+        ++node.numParams;
+      }
+    }
+    if (node.op->name == "Input") node.attrs.set("__batch", batch);
+    node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
+    auto id = g.addNode(std::move(node));
+    if (!id) return id.error();
+    built[nd.name()] = *id;
+    const Node& added = g.nodes[*id];
+    if (added.op->name == "Input") {
+      g.values[added.outputs[0]].kind = ValueKind::Input;
+      std::string field = added.attrs.s("field");
+      if (g.inputsByField.count(field))
+        return makeError("node '" + added.name + "': another Input already reads field '" +
+                         field + "'");
+      g.inputsByField[field] = added.outputs[0];
+    }
+  }
+  return g;
+}
+
+}  // namespace netloom
+
+namespace netloom {
+
+void removeNodes(Graph& g, const std::vector<bool>& dead) {
+  std::vector<NodeId> remap(g.nodes.size(), -1);
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dead[i]) continue;
+    remap[i] = NodeId(kept.size());
+    kept.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(kept);
+  for (Value& v : g.values)
+    if (v.producer >= 0) v.producer = remap[v.producer];
+}
+
+std::vector<std::vector<NodeId>> consumers(const Graph& g) {
+  std::vector<std::vector<NodeId>> out(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].inputs) out[v].push_back(NodeId(i));
+  return out;
+}
+
+uint64_t nameHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace netloom

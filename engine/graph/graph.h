@@ -1,0 +1,85 @@
+// The engine's IR: nodes over typed tensor values, kept in execution order. Built
+// from a ModelDef, then extended by the compiler passes (autodiff, optimizer).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/ops/op.h"
+#include "engine/proto/project.pb.h"
+#include "engine/util/status.h"
+
+namespace netloom {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+constexpr ValueId kNoValue = -1;
+
+enum class ValueKind {
+  Activation,  // produced by a node inside a step; lives in the planned arena
+  Input,       // filled by the data loader before each step
+  Param,       // a trainable weight; persistent
+  State,       // optimizer state (momentum, moments); persistent
+};
+
+struct Value {
+  std::string name;
+  TensorDesc desc;
+  ValueKind kind = ValueKind::Activation;
+  NodeId producer = -1;
+  bool requiresGrad = false;  // depends on a parameter
+};
+
+struct Node {
+  std::string name;
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<ValueId> inputs;   // data inputs first, then parameters
+  std::vector<ValueId> outputs;
+  int numParams = 0;
+  bool backward = false;         // emitted by autodiff or the optimizer
+  std::string origin;            // the user node a backward node serves
+
+  int numDataInputs() const { return static_cast<int>(inputs.size()) - numParams; }
+};
+
+class Graph {
+ public:
+  std::vector<Node> nodes;
+  std::vector<Value> values;
+  std::map<std::string, ValueId> inputsByField;  // Input nodes: data field -> value
+
+  ValueId addValue(Value v);
+  // Appends a node and infers its output shapes; fails with a message naming it.
+  Result<NodeId> addNode(Node n);
+  const Node* findNode(const std::string& name) const;
+  ValueId findValue(const std::string& name) const;  // "node:port" or param "node.weight"
+  std::vector<ValueId> params() const;
+};
+
+// Infers the shapes of node `id` from its inputs; errors name node, port and shapes.
+Status inferNode(Graph& g, NodeId id);
+
+// Builds the forward graph: resolves attributes, orders nodes topologically and
+// infers every shape for the given batch size. Errors name the node and the port.
+Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch);
+
+// Converts a project attribute into the engine's form.
+AttrVal attrFromProto(const proto::AttrValue& v);
+
+}  // namespace netloom
+
+namespace netloom {
+
+// Drops the nodes marked dead and renumbers producers; values stay (unused ones
+// are simply never bound).
+void removeNodes(Graph& g, const std::vector<bool>& dead);
+
+// For every value, the nodes that read it.
+std::vector<std::vector<NodeId>> consumers(const Graph& g);
+
+// A stable 64-bit name hash (FNV-1a), used to salt per-node random streams.
+uint64_t nameHash(const std::string& s);
+
+}  // namespace netloom

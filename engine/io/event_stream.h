@@ -1,0 +1,34 @@
+// The TrainEvent stream on disk: length-delimited messages (varint size, then the
+// bytes), appended and flushed one event at a time so a reader can tail the file.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/proto/events.pb.h"
+#include "engine/util/status.h"
+
+namespace netloom {
+
+class EventWriter {
+ public:
+  ~EventWriter();
+  Status open(const std::string& path);  // creates or truncates
+  Status write(const proto::TrainEvent& event);
+  void close();
+
+ private:
+  std::FILE* m_file = nullptr;
+  std::string m_path;
+};
+
+// Reads every complete event from `offset`; a torn trailing record (a writer still
+// writing) is left for the next call. `nextOffset` is where the next read starts.
+struct EventReadResult {
+  std::vector<proto::TrainEvent> events;
+  int64_t nextOffset = 0;
+};
+Result<EventReadResult> readEvents(const std::string& path, int64_t offset = 0);
+
+}  // namespace netloom

@@ -1,0 +1,33 @@
+#include "engine/ops/all_ops.h"
+
+#include "engine/ops/op.h"
+
+namespace netloom {
+
+void registerAllOps(OpRegistry& r) {
+  registerInput(r);
+  registerConstant(r);
+  registerLinear(r);
+  registerMatMul(r);
+  registerReLU(r);
+  registerLeakyReLU(r);
+  registerGELU(r);
+  registerSigmoid(r);
+  registerTanh(r);
+  registerSoftmax(r);
+  registerDropout(r);
+  registerFlatten(r);
+  registerReshape(r);
+  registerAdd(r);
+  registerConcat(r);
+  registerIdentity(r);
+  registerSoftmaxCrossEntropy(r);
+  registerMSELoss(r);
+  registerBCELoss(r);
+  registerAccuracy(r);
+  registerTopKAccuracy(r);
+  registerSgdUpdate(r);
+  registerAdamUpdate(r);
+}
+
+}  // namespace netloom

@@ -1,0 +1,34 @@
+// The explicit list of op registrations: one function per op file.
+#pragma once
+
+namespace netloom {
+
+class OpRegistry;
+
+void registerAllOps(OpRegistry& r);
+
+void registerInput(OpRegistry& r);
+void registerConstant(OpRegistry& r);
+void registerLinear(OpRegistry& r);
+void registerMatMul(OpRegistry& r);
+void registerReLU(OpRegistry& r);
+void registerLeakyReLU(OpRegistry& r);
+void registerGELU(OpRegistry& r);
+void registerSigmoid(OpRegistry& r);
+void registerTanh(OpRegistry& r);
+void registerSoftmax(OpRegistry& r);
+void registerDropout(OpRegistry& r);
+void registerFlatten(OpRegistry& r);
+void registerReshape(OpRegistry& r);
+void registerAdd(OpRegistry& r);
+void registerConcat(OpRegistry& r);
+void registerIdentity(OpRegistry& r);
+void registerSoftmaxCrossEntropy(OpRegistry& r);
+void registerMSELoss(OpRegistry& r);
+void registerBCELoss(OpRegistry& r);
+void registerAccuracy(OpRegistry& r);
+void registerTopKAccuracy(OpRegistry& r);
+void registerSgdUpdate(OpRegistry& r);
+void registerAdamUpdate(OpRegistry& r);
+
+}  // namespace netloom

@@ -1,0 +1,22 @@
+// Constant: a tensor filled with one value; autodiff seeds the loss gradient with it.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerConstant(OpRegistry& r) {
+  OpDef d;
+  d.name = "Constant";
+  d.category = "Internal";
+  d.doc = "A tensor filled with one value";
+  d.role = OpRole::Internal;
+  d.outputs = {{"y", "the constant"}};
+  d.attrs = {floatAttr("value", 0.0, -1e300, 1e300, "fill value"),
+             intsAttr("shape", {}, 1, 1e12, "full shape; empty for a scalar")};
+  d.infer = [](InferCtx& c) {
+    c.out[0] = TensorDesc{c.attrs.ints("shape"), DType::F32, {}};
+    return true;
+  };
+  r.add(std::move(d));
+}
+
+}  // namespace netloom

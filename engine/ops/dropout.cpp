@@ -1,0 +1,23 @@
+// Dropout: in training, zeroes each element with probability p and scales the rest
+// by 1/(1-p); in evaluation, the identity. The mask is a pure function of (seed,
+// step, node, index), so the backward pass regenerates it instead of storing it:
+// the gradient is Dropout applied to dy with the same attributes.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerDropout(OpRegistry& r) {
+  OpDef d;
+  d.name = "Dropout";
+  d.category = "Layers";
+  d.doc = "Randomly zeroes elements while training (inverted dropout)";
+  d.inputs = {{"x", "input tensor"}};
+  d.outputs = {{"y", "same shape"}};
+  d.attrs = {floatAttr("p", 0.5, 0.0, 0.99, "probability of zeroing an element")};
+  d.inplaceable = true;
+  d.infer = [](InferCtx& c) { return ops::requireFloat(c, 0) && ops::sameAsInput(c); };
+  d.grad = [](GradBuilder& b) { b.addGrad(0, b.emit("Dropout", {b.outGrad(0)}, b.attrs())); };
+  r.add(std::move(d));
+}
+
+}  // namespace netloom

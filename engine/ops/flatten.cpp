@@ -1,0 +1,38 @@
+// Flatten: merges the dimensions from start_dim on, e.g. N×C×H×W -> N×(C·H·W).
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerFlatten(OpRegistry& r) {
+  OpDef d;
+  d.name = "Flatten";
+  d.category = "Shape";
+  d.doc = "Merges the dimensions from start_dim to the end into one";
+  d.inputs = {{"x", "input tensor"}};
+  d.outputs = {{"y", "flattened tensor"}};
+  d.attrs = {intAttr("start_dim", 1, 1, 7, "first dimension to merge (0 is the batch)")};
+  d.inplaceable = true;
+  d.infer = [](InferCtx& c) {
+    const Shape& x = c.in[0].shape;
+    int64_t start = c.attrs.i("start_dim");
+    if (start >= int64_t(x.size()))
+      return c.fail("start_dim " + std::to_string(start) + " is out of range for " +
+                        shapeToString(x),
+                    0);
+    Shape y(x.begin(), x.begin() + start);
+    int64_t rest = 1;
+    for (size_t i = start; i < x.size(); ++i) rest *= x[i];
+    y.push_back(rest);
+    c.out[0] = TensorDesc{y, c.in[0].dtype, {}};
+    return true;
+  };
+  d.grad = [](GradBuilder& b) {
+    const Shape& x = b.desc(b.input(0)).shape;
+    Attrs a;
+    a.set("shape", Shape(x.begin() + 1, x.end()));
+    b.addGrad(0, b.emit("Reshape", {b.outGrad(0)}, a));
+  };
+  r.add(std::move(d));
+}
+
+}  // namespace netloom

@@ -1,0 +1,38 @@
+// MatMul: a 2-D product over tensors viewed as rows × last dimension. Linear's
+// backward uses it; transposes are attributes so no transpose copies are made.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerMatMul(OpRegistry& r) {
+  OpDef d;
+  d.name = "MatMul";
+  d.category = "Internal";
+  d.role = OpRole::Internal;
+  d.doc = "op(A)·op(B), each viewed as rows × last dimension";
+  d.inputs = {{"a", "… × k (or rows × m with trans_a)"}, {"b", "k × n (or n × k with trans_b)"}};
+  d.outputs = {{"y", "… × n"}};
+  d.attrs = {boolAttr("trans_a", false, "use Aᵀ"), boolAttr("trans_b", false, "use Bᵀ")};
+  d.infer = [](InferCtx& c) {
+    const Shape &a = c.in[0].shape, &b = c.in[1].shape;
+    if (a.empty() || b.size() < 2) return c.fail("expects matrices", a.empty() ? 0 : 1);
+    int64_t aRows = numel(a) / a.back(), aCols = a.back();
+    int64_t bRows = numel(b) / b.back(), bCols = b.back();
+    bool ta = c.attrs.b("trans_a"), tb = c.attrs.b("trans_b");
+    int64_t k1 = ta ? aRows : aCols, k2 = tb ? bCols : bRows, n = tb ? bRows : bCols;
+    if (k1 != k2)
+      return c.fail("inner dimensions differ: " + shapeToString(a) + " and " + shapeToString(b), 1);
+    Shape y;
+    if (ta) {
+      y = {aCols, n};
+    } else {
+      y = a;
+      y.back() = n;
+    }
+    c.out[0] = TensorDesc{y, DType::F32, {}};
+    return true;
+  };
+  r.add(std::move(d));
+}
+
+}  // namespace netloom

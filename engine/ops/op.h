@@ -1,0 +1,113 @@
+// The op registry: every op is declared once, with its ports, attributes (type,
+// default, range, a doc line), parameters, shape inference and gradient rule. The
+// editor's palette and inspector are generated from these declarations.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/util/status.h"
+#include "kernels/core/attrs.h"
+#include "kernels/core/kernel.h"
+
+namespace netloom {
+
+class Graph;
+class GradBuilder;
+class Rng;
+
+enum class AttrKind { Int, Float, Bool, String, Ints };
+
+struct AttrDef {
+  std::string name;
+  AttrKind kind = AttrKind::Int;
+  AttrVal def;
+  double min = -1e300, max = 1e300;  // inclusive range for Int, Float and each of Ints
+  std::vector<std::string> choices;  // String: allowed values; empty means free text
+  std::string doc;
+  bool required = false;             // no default: the user must set it
+};
+
+struct PortDef {
+  std::string name;
+  std::string doc;
+  bool variadic = false;  // only the last input port; takes one or more tensors
+};
+
+// Shape inference: the op reads inputs and attributes, writes output (and parameter)
+// descriptions, or fails with a message naming the port and the shapes.
+struct InferCtx {
+  const Attrs& attrs;
+  std::vector<TensorDesc> in;      // data inputs, in port order
+  std::vector<TensorDesc> params;  // one per declared parameter, to be filled
+  std::vector<TensorDesc> out;     // one per output port, to be filled
+  std::string error;               // set by fail()
+  int errorPort = -1;              // input port at fault, or -1
+
+  bool fail(std::string message, int port = -1) {
+    error = std::move(message);
+    errorPort = port;
+    return false;
+  }
+};
+
+// What an op contributes to the training step's reporting and planning.
+enum class OpRole { Layer, Loss, Metric, Internal, Optimizer };
+
+struct OpDef {
+  std::string name;
+  std::string category;  // palette group: Input, Layers, Activations, Shape, Losses, Metrics
+  std::string doc;
+  OpRole role = OpRole::Layer;
+  std::vector<PortDef> inputs;
+  std::vector<PortDef> outputs;
+  std::vector<AttrDef> attrs;
+  // Parameter names ("weight", "bias") for given attributes; none when empty.
+  std::function<std::vector<std::string>(const Attrs&)> params;
+  std::function<bool(InferCtx&)> infer;
+  // Emits backward nodes; null means the op is not differentiable (metrics, data).
+  std::function<void(GradBuilder&)> grad;
+  // Fills freshly allocated parameters (the weights laid out as PyTorch lays them out).
+  std::function<void(const Attrs&, const std::vector<TensorRef>& params, Rng& rng)> init;
+  // Inputs the op writes in place (optimizer updates); they stay live and are never
+  // planned into the arena.
+  std::vector<int> mutates;
+  // Filled from outside the step (the data loader); it gets no kernel.
+  bool external = false;
+  // Whether every input may share its output's memory (element-wise, same size).
+  bool inplaceable = false;
+  // Forward cost for model summaries: multiply-adds per sample-less call.
+  std::function<int64_t(const InferCtx&)> flops;
+
+  const AttrDef* attr(const std::string& n) const;
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& instance();  // built once, from the explicit list in registry.cpp
+
+  void add(OpDef def);
+  const OpDef* find(const std::string& name) const;
+  std::vector<const OpDef*> all() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>> m_ops;
+};
+
+// Attribute helpers shared by op files.
+AttrDef intAttr(std::string name, int64_t def, double min, double max, std::string doc);
+AttrDef floatAttr(std::string name, double def, double min, double max, std::string doc);
+AttrDef boolAttr(std::string name, bool def, std::string doc);
+AttrDef stringAttr(std::string name, std::string def, std::vector<std::string> choices,
+                   std::string doc);
+AttrDef intsAttr(std::string name, std::vector<int64_t> def, double min, double max,
+                 std::string doc, bool required = false);
+
+// Validates user attributes against the op's declarations and fills defaults.
+// Errors name the attribute and the allowed range or choices.
+Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given);
+
+}  // namespace netloom

@@ -1,0 +1,66 @@
+#include "engine/ops/op_helpers.h"
+
+namespace netloom::ops {
+
+bool sameAsInput(InferCtx& c) {
+  c.out[0] = c.in[0];
+  return true;
+}
+
+bool requireFloat(InferCtx& c, int port) {
+  if (c.in[port].dtype != DType::F32)
+    return c.fail(std::string("expects float32, got ") + dtypeName(c.in[port].dtype), port);
+  return true;
+}
+
+bool requireLabels(InferCtx& c, int port, int64_t batch) {
+  const TensorDesc& l = c.in[port];
+  if (l.dtype != DType::I32)
+    return c.fail(std::string("expects int32 class labels, got ") + dtypeName(l.dtype) +
+                      " (set the label Input's dtype to int32)",
+                  port);
+  if (l.shape != Shape{batch})
+    return c.fail("expects labels of shape " + shapeToString({batch}) + ", got " +
+                      shapeToString(l.shape),
+                  port);
+  return true;
+}
+
+OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, bool gradFromOutput) {
+  OpDef d;
+  d.name = std::move(name);
+  d.category = "Activations";
+  d.doc = std::move(doc);
+  d.inputs = {{"x", "input tensor"}};
+  d.outputs = {{"y", "same shape as x"}};
+  d.inplaceable = true;
+  d.infer = [](InferCtx& c) { return requireFloat(c, 0) && sameAsInput(c); };
+  d.grad = [gradOp, gradFromOutput](GradBuilder& b) {
+    ValueId ref = gradFromOutput ? b.output(0) : b.input(0);
+    b.addGrad(0, b.emit(gradOp, {b.outGrad(0), ref}, b.attrs()));
+  };
+  d.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
+  return d;
+}
+
+OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs) {
+  OpDef d;
+  d.name = std::move(name);
+  d.category = "Internal";
+  d.doc = "backward of an element-wise activation";
+  d.attrs = std::move(attrs);
+  d.role = OpRole::Internal;
+  d.inputs = {{"dy", "gradient of the output"}, {"ref", "forward input or output"}};
+  d.outputs = {{"dx", "gradient of the input"}};
+  d.inplaceable = true;
+  d.infer = sameAsInput;
+  return d;
+}
+
+int normAxis(int64_t axis, size_t rank) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < 0) axis += r;
+  return axis < 0 || axis >= r ? -1 : static_cast<int>(axis);
+}
+
+}  // namespace netloom::ops

@@ -1,0 +1,24 @@
+// Small pieces op files share: common shape rules and the element-wise op shape.
+#pragma once
+
+#include "engine/compiler/autodiff.h"
+#include "engine/ops/op.h"
+
+namespace netloom::ops {
+
+// Output 0 takes input 0's shape and type.
+bool sameAsInput(InferCtx& c);
+// Requires a float input on port `port`.
+bool requireFloat(InferCtx& c, int port);
+// Requires a scalar-per-sample label: int32 of shape [batch].
+bool requireLabels(InferCtx& c, int port, int64_t batch);
+
+// An element-wise activation y = f(x) whose gradient op takes (dy, x) or (dy, y).
+OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, bool gradFromOutput);
+// The matching backward op: dx = g(dy, x-or-y), registered as internal.
+OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs = {});
+
+// Normalises a possibly negative axis for a tensor of `rank`; -1 when out of range.
+int normAxis(int64_t axis, size_t rank);
+
+}  // namespace netloom::ops

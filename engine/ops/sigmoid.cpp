@@ -1,0 +1,11 @@
+// Sigmoid: y = 1 / (1 + e^-x); dy/dx = y(1 - y) reads only the output.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerSigmoid(OpRegistry& r) {
+  r.add(ops::unaryActivation("Sigmoid", "Logistic sigmoid: 1 / (1 + e^-x)", "SigmoidGrad", true));
+  r.add(ops::unaryGrad("SigmoidGrad"));
+}
+
+}  // namespace netloom

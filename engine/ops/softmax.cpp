@@ -1,0 +1,31 @@
+// Softmax along one axis; its gradient reads only the output: dx = y·(dy - Σ dy·y).
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerSoftmax(OpRegistry& r) {
+  AttrDef axis = intAttr("axis", -1, -8, 7, "axis to normalise over; negative counts from the end");
+  OpDef d;
+  d.name = "Softmax";
+  d.category = "Activations";
+  d.doc = "Normalised exponentials along an axis";
+  d.inputs = {{"x", "input tensor"}};
+  d.outputs = {{"y", "probabilities, same shape"}};
+  d.attrs = {axis};
+  d.infer = [](InferCtx& c) {
+    if (!ops::requireFloat(c, 0)) return false;
+    if (ops::normAxis(c.attrs.i("axis"), c.in[0].shape.size()) < 1)
+      return c.fail("axis " + std::to_string(c.attrs.i("axis")) + " is out of range for " +
+                        shapeToString(c.in[0].shape) + " (the batch axis cannot be used)",
+                    0);
+    return ops::sameAsInput(c);
+  };
+  d.grad = [](GradBuilder& b) {
+    b.addGrad(0, b.emit("SoftmaxGrad", {b.outGrad(0), b.output(0)}, b.attrs()));
+  };
+  d.flops = [](const InferCtx& c) { return 5 * numel(c.out[0].shape); };
+  r.add(std::move(d));
+  r.add(ops::unaryGrad("SoftmaxGrad", {axis}));
+}
+
+}  // namespace netloom

@@ -1,0 +1,11 @@
+// Tanh: y = tanh(x); dy/dx = 1 - y² reads only the output.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerTanh(OpRegistry& r) {
+  r.add(ops::unaryActivation("Tanh", "Hyperbolic tangent", "TanhGrad", true));
+  r.add(ops::unaryGrad("TanhGrad"));
+}
+
+}  // namespace netloom

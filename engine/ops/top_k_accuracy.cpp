@@ -1,0 +1,28 @@
+// TopKAccuracy: the fraction of samples whose true class is among the k best scores.
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+bool inferClassMetric(InferCtx& c);  // accuracy.cpp
+
+void registerTopKAccuracy(OpRegistry& r) {
+  OpDef d;
+  d.name = "TopKAccuracy";
+  d.category = "Metrics";
+  d.role = OpRole::Metric;
+  d.doc = "Fraction of samples whose true class is among the k highest scores";
+  d.inputs = {{"scores", "batch × classes"}, {"labels", "batch, int32"}};
+  d.outputs = {{"accuracy", "scalar in [0, 1]"}};
+  d.attrs = {intAttr("k", 5, 1, 1000, "how many top classes count as a hit")};
+  d.infer = [](InferCtx& c) {
+    if (!inferClassMetric(c)) return false;
+    if (c.attrs.i("k") > c.in[0].shape[1])
+      return c.fail("k = " + std::to_string(c.attrs.i("k")) + " exceeds the " +
+                        std::to_string(c.in[0].shape[1]) + " classes",
+                    0);
+    return true;
+  };
+  r.add(std::move(d));
+}
+
+}  // namespace netloom

@@ -1,0 +1,44 @@
+// Persistent tensors of a model: parameters and optimizer state, by name. Every
+// plan compiled for the model (training, evaluation, other batch sizes) binds to
+// the same store, so they share weights without copies.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/graph/graph.h"
+#include "engine/io/safetensors.h"
+
+namespace netloom {
+
+class ParamStore {
+ public:
+  struct Entry {
+    std::string name;
+    TensorDesc desc;
+    ValueKind kind = ValueKind::Param;
+    std::vector<float> data;
+    TensorRef ref() { return TensorRef{data.data(), desc.shape, desc.dtype, desc.device}; }
+  };
+
+  Entry* find(const std::string& name);
+  // Creates a zero-filled entry; the caller initialises it. Returns null when the
+  // name exists with a different shape.
+  Entry* create(const std::string& name, const TensorDesc& desc, ValueKind kind);
+  const std::vector<std::unique_ptr<Entry>>& entries() const { return m_entries; }
+  int64_t parameterCount() const;
+
+  // Parameters only, in creation order, for safetensors.
+  std::vector<NamedTensor> exportParams() const;
+  // Loads parameters by name: every tensor in the file must match a parameter of the
+  // model in name, dtype and shape, and every parameter must be present.
+  Status importParams(const std::vector<NamedTensor>& tensors, const std::string& file);
+
+ private:
+  std::vector<std::unique_ptr<Entry>> m_entries;
+  std::map<std::string, Entry*> m_byName;
+};
+
+}  // namespace netloom

@@ -1,0 +1,70 @@
+#include "engine/runtime/program.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace netloom {
+
+void Arena::Free::operator()(char* p) const { std::free(p); }
+
+void Arena::resize(int64_t bytes) {
+  int64_t rounded = (std::max<int64_t>(bytes, 64) + 63) / 64 * 64;
+  m_data.reset(static_cast<char*>(std::aligned_alloc(64, rounded)));
+  m_size = bytes;
+}
+
+void Program::run(const StepContext& ctx) const {
+  for (const PlanStep& s : steps) {
+    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
+    s.fn(io);
+  }
+}
+
+const TensorRef* Program::input(const std::string& field) const {
+  auto it = graph.inputsByField.find(field);
+  if (it == graph.inputsByField.end() || !refs[it->second].data) return nullptr;
+  return &refs[it->second];
+}
+
+namespace {
+std::string bytesText(int64_t b) {
+  std::ostringstream o;
+  o.precision(3);
+  if (b >= (1 << 20))
+    o << double(b) / double(1 << 20) << " MiB";
+  else if (b >= 1024)
+    o << double(b) / 1024.0 << " KiB";
+  else
+    o << b << " B";
+  return o.str();
+}
+}  // namespace
+
+std::string Program::explain() const {
+  std::ostringstream o;
+  o << (training ? "training" : "evaluation") << " plan, batch " << batch << ", " << steps.size()
+    << " kernel launches\n";
+  for (const std::string& f : fusions) o << "  fused: " << f << "\n";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PlanStep& s = steps[i];
+    const Node& n = graph.nodes[s.node];
+    o << "  [" << i << "] " << n.name << " (" << n.op->name << ") -> " << s.kernel;
+    if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
+    o << "\n       in:";
+    for (ValueId v : n.inputs) o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
+    o << "\n       out:";
+    for (ValueId v : n.outputs) {
+      o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
+      if (graph.values[v].kind == ValueKind::Activation && refs[v].data)
+        o << "@" << (static_cast<char*>(refs[v].data) - arena.data());
+    }
+    o << "\n";
+  }
+  o << "memory: arena " << bytesText(arenaBytes) << " (" << arenaBytes << " bytes) vs naive "
+    << bytesText(naiveBytes) << " (" << naiveBytes << " bytes)";
+  if (naiveBytes > 0) o << ", " << (100.0 * double(arenaBytes) / double(naiveBytes)) << "% of naive";
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace netloom

@@ -1,0 +1,60 @@
+// A compiled Program: a flat, ordered list of kernel launches over buffers bound at
+// compile time, one planned arena for everything that lives inside a step, and the
+// persistent parameters bound from a ParamStore. Running it allocates nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/graph/graph.h"
+#include "engine/runtime/param_store.h"
+
+namespace netloom {
+
+struct PlanStep {
+  NodeId node = -1;
+  std::string kernel;    // the chosen implementation
+  std::string declined;  // why faster implementations declined, for --explain
+  KernelFn fn;
+  std::vector<TensorRef> in, out;
+};
+
+// Memory aligned for vector loads; owned by the program.
+class Arena {
+ public:
+  void resize(int64_t bytes);
+  char* data() const { return m_data.get(); }
+  int64_t size() const { return m_size; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> m_data;
+  int64_t m_size = 0;
+};
+
+struct Program {
+  Graph graph;
+  std::vector<PlanStep> steps;
+  std::vector<TensorRef> refs;  // per value; data null when a value is never used
+  Arena arena;
+  int64_t arenaBytes = 0;
+  int64_t naiveBytes = 0;
+  int64_t batch = 0;
+  bool training = false;
+  ValueId loss = kNoValue;
+  std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
+  std::vector<std::string> fusions;                       // what the fusion pass merged
+  double compileMs = 0;
+
+  void run(const StepContext& ctx) const;
+  float scalar(ValueId v) const { return refs[v].f32()[0]; }
+  const TensorRef* input(const std::string& field) const;
+  // The compiled plan, the kernels chosen (and why others declined), the fusions
+  // and the memory plan, as `netloom-train --explain` prints it.
+  std::string explain() const;
+};
+
+}  // namespace netloom

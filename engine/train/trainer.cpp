@@ -1,0 +1,345 @@
+#include "engine/train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "engine/compiler/compile.h"
+#include "engine/compiler/passes.h"
+#include "engine/data/dataset.h"
+#include "engine/io/safetensors.h"
+#include "engine/train/schedule.h"
+
+namespace netloom {
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+proto::TrainEvent event() {
+  proto::TrainEvent e;
+  e.set_time(now());
+  return e;
+}
+
+// Programs for one mode, compiled per batch size on demand (the last batch of an
+// epoch may be short); all share one parameter store.
+class ProgramCache {
+ public:
+  ProgramCache(const proto::Project& p, CompileOptions base, ParamStore& store)
+      : m_project(p), m_base(std::move(base)), m_store(store) {}
+
+  Result<Program*> get(int64_t batch) {
+    auto it = m_programs.find(batch);
+    if (it != m_programs.end()) return it->second.get();
+    CompileOptions o = m_base;
+    o.batch = batch;
+    auto prog = compile(m_project.model(), o, m_store);
+    if (!prog) return prog.error();
+    Program* raw = prog->get();
+    m_programs[batch] = std::move(*prog);
+    return raw;
+  }
+
+ private:
+  const proto::Project& m_project;
+  CompileOptions m_base;
+  ParamStore& m_store;
+  std::map<int64_t, std::unique_ptr<Program>> m_programs;
+};
+
+// Copies a batch into the program's input tensors.
+void feed(const Program& prog, const Batch& b) {
+  if (const TensorRef* x = prog.input("x"))
+    std::memcpy(x->data, b.x.data(), b.x.size() * sizeof(float));
+  if (const TensorRef* l = prog.input("label")) {
+    if (l->dtype == DType::I32)
+      std::memcpy(l->data, b.labels.data(), b.labels.size() * sizeof(int32_t));
+    else
+      std::memcpy(l->data, b.labelFloats.data(), b.labelFloats.size() * sizeof(float));
+  }
+}
+
+struct Totals {
+  double loss = 0;
+  std::map<std::string, double> metrics;
+  int64_t samples = 0;
+
+  void add(const Program& p, int64_t n) {
+    loss += double(p.scalar(p.loss)) * double(n);
+    for (const auto& [name, v] : p.metrics)
+      if (v != p.loss) metrics[name] += double(p.scalar(v)) * double(n);
+    samples += n;
+  }
+  double meanLoss() const { return samples ? loss / double(samples) : 0; }
+  void fill(google::protobuf::Map<std::string, double>* out) const {
+    for (const auto& [name, v] : metrics) (*out)[name] = samples ? v / double(samples) : 0;
+  }
+};
+
+// Checks the data fits the model's inputs before anything runs.
+Status checkDataFits(const Program& prog, const Dataset& data) {
+  for (const auto& [field, v] : prog.graph.inputsByField) {
+    const Value& val = prog.graph.values[v];
+    const Node& node = prog.graph.nodes[val.producer];
+    Shape sample(val.desc.shape.begin() + 1, val.desc.shape.end());
+    if (field == "x" && numel(sample) != data.featuresPerSample())
+      return makeError("node '" + node.name + "' (Input): shape " + shapeToString(sample) +
+                       " does not match the dataset's samples (" +
+                       shapeToString(data.sampleShape) + ")");
+    if (field == "label" && !sample.empty() && numel(sample) != 1)
+      return makeError("node '" + node.name + "' (Input): labels are one value per sample, shape " +
+                       shapeToString(sample) + " was given");
+  }
+  for (const Node& n : prog.graph.nodes) {
+    if (n.op->name != "SoftmaxCrossEntropy") continue;
+    int64_t classes = prog.graph.values[n.inputs[0]].desc.shape[1];
+    if (classes < data.classes)
+      return makeError("node '" + n.name + "' (SoftmaxCrossEntropy), input 'logits': " +
+                       std::to_string(classes) + " classes, but the dataset has labels up to " +
+                       std::to_string(data.classes - 1));
+  }
+  return {};
+}
+
+Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normalizer& norm,
+                        int64_t batch, uint64_t seed) {
+  Totals t;
+  BatchLoader::Options lo;
+  lo.batchSize = batch;
+  lo.shuffle = false;
+  BatchLoader loader(data, norm, lo);
+  Batch b;
+  StepContext ctx;
+  ctx.training = false;
+  ctx.seed = seed;
+  while (loader.next(b)) {
+    auto prog = cache.get(b.size);
+    if (!prog) return prog.error();
+    feed(**prog, b);
+    (*prog)->run(ctx);
+    t.add(**prog, b.size);
+  }
+  return t;
+}
+
+struct Setup {
+  proto::Project project;
+  DataSplits data;
+  int64_t batch = 32;
+  int epochs = 1;
+  int threads = 1;
+  uint64_t seed = 0;
+  CompileOptions trainOpts, evalOpts;
+};
+
+Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
+  Setup s;
+  s.project = project;
+  const proto::TrainDef& t = project.train();
+  if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);
+  if (opts.testLimit >= 0) s.project.mutable_data()->set_test_limit(opts.testLimit);
+  s.batch = opts.batchSize > 0 ? opts.batchSize : (t.batch_size() > 0 ? t.batch_size() : 32);
+  s.epochs = opts.epochs > 0 ? opts.epochs : (t.epochs() > 0 ? t.epochs() : 1);
+  s.threads = opts.threads > 0 ? opts.threads : (t.threads() > 0 ? t.threads() : omp_get_num_procs());
+  s.seed = opts.seed ? *opts.seed : t.seed();
+  if (!t.device().empty() && t.device() != "cpu")
+    return makeError("train.device '" + t.device() + "' is not available: this build trains on 'cpu'");
+  omp_set_num_threads(s.threads);
+
+  auto data = loadData(s.project.data(), opts.projectDir, s.seed);
+  if (!data) return data.error();
+  s.data = std::move(*data);
+  if (s.data.train.size() == 0) return makeError("the training set is empty");
+
+  s.trainOpts.training = true;
+  s.trainOpts.optimizer = t.optimizer();
+  s.trainOpts.loss = t.loss();
+  s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
+  s.trainOpts.seed = s.seed;
+  s.evalOpts = s.trainOpts;
+  s.evalOpts.training = false;
+  return s;
+}
+
+}  // namespace
+
+Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts) {
+  auto setup = prepare(project, opts);
+  if (!setup) return setup.error();
+  ParamStore store;
+  ProgramCache train(setup->project, setup->trainOpts, store), eval(setup->project, setup->evalOpts, store);
+  auto tp = train.get(setup->batch);
+  if (!tp) return tp.error();
+  auto ep = eval.get(setup->batch);
+  if (!ep) return ep.error();
+  return (*tp)->explain() + "\n" + (*ep)->explain();
+}
+
+Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
+                                 const EventSink& sink) {
+  double wallStart = now();
+  auto fail = [&](const std::string& message, int64_t step) -> Error {
+    proto::TrainEvent e = event();
+    e.mutable_failed()->set_message(message);
+    e.mutable_failed()->set_step(step);
+    sink(e);
+    return makeError(message);
+  };
+
+  auto setupOr = prepare(project, opts);
+  if (!setupOr) return fail(setupOr.error().message, 0);
+  Setup& s = *setupOr;
+  ParamStore store;
+  ProgramCache train(s.project, s.trainOpts, store), eval(s.project, s.evalOpts, store);
+  auto first = train.get(s.batch);
+  if (!first) return fail(first.error().message, 0);
+  Program& main = **first;
+  if (Status st = checkDataFits(main, s.data.train); !st) return fail(st.message(), 0);
+  if (!opts.initWeights.empty()) {
+    auto tensors = readSafetensors(opts.initWeights);
+    if (!tensors) return fail(tensors.error().message, 0);
+    if (Status st = store.importParams(*tensors, opts.initWeights); !st) return fail(st.message(), 0);
+  }
+  auto settings = optimizerSettings(s.project.train().optimizer());
+  double baseLr = settings ? settings->lr : 1e-3;
+
+  int64_t perEpoch = (s.data.train.size() + s.batch - 1) / s.batch;
+  int64_t total = perEpoch * s.epochs;
+  if (opts.maxSteps > 0) total = std::min(total, opts.maxSteps);
+
+  TrainSummary sum;
+  sum.compileMs = main.compileMs;
+  sum.arenaBytes = main.arenaBytes;
+  sum.naiveBytes = main.naiveBytes;
+  sum.parameters = store.parameterCount();
+  {
+    proto::TrainEvent e = event();
+    auto* r = e.mutable_run_started();
+    r->set_project_name(s.project.name());
+    r->set_device("cpu");
+    r->set_threads(s.threads);
+    r->set_total_steps(total);
+    r->set_epochs(s.epochs);
+    r->set_train_samples(s.data.train.size());
+    r->set_test_samples(s.data.test.size());
+    r->set_parameters(sum.parameters);
+    r->set_arena_bytes(main.arenaBytes);
+    r->set_naive_bytes(main.naiveBytes);
+    r->set_compile_ms(main.compileMs);
+    r->set_seed(s.seed);
+    sink(e);
+  }
+
+  StepContext ctx;
+  ctx.seed = s.seed;
+  ctx.training = true;
+  double trainSeconds = 0;
+  int64_t trainSamples = 0;
+  bool stopped = false;
+  for (int epoch = 1; epoch <= s.epochs && !stopped; ++epoch) {
+    Totals totals;
+    BatchLoader::Options lo;
+    lo.batchSize = s.batch;
+    lo.shuffle = !s.project.data().no_shuffle();
+    lo.seed = s.seed;
+    lo.epoch = epoch;
+    lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
+    BatchLoader loader(s.data.train, s.data.norm, lo);
+    Batch b;
+    auto epochStart = std::chrono::steady_clock::now();
+    while (true) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (!loader.next(b)) break;
+      auto prog = train.get(b.size);
+      if (!prog) return fail(prog.error().message, ctx.step);
+      ctx.step += 1;
+      ctx.lr = learningRate(s.project.train().schedule(), baseLr, ctx.step, perEpoch, total);
+      feed(**prog, b);
+      (*prog)->run(ctx);
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      trainSeconds += dt;
+      trainSamples += b.size;
+      float loss = (*prog)->scalar((*prog)->loss);
+      if (!std::isfinite(loss))
+        return fail("the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+                        " at step " + std::to_string(ctx.step) + " (epoch " +
+                        std::to_string(epoch) + ")",
+                    ctx.step);
+      totals.add(**prog, b.size);
+      proto::TrainEvent e = event();
+      auto* st = e.mutable_step();
+      st->set_step(ctx.step);
+      st->set_epoch(epoch);
+      st->set_loss(loss);
+      st->set_lr(ctx.lr);
+      st->set_samples_per_sec(dt > 0 ? double(b.size) / dt : 0);
+      st->set_seconds(now() - wallStart);
+      for (const auto& [name, v] : (*prog)->metrics)
+        if (v != (*prog)->loss) (*st->mutable_metrics())[name] = (*prog)->scalar(v);
+      sink(e);
+      if (ctx.step >= total || (opts.stop && opts.stop->load())) {
+        stopped = true;
+        break;
+      }
+    }
+    proto::TrainEvent e = event();
+    auto* ep = e.mutable_epoch();
+    ep->set_epoch(epoch);
+    ep->set_train_loss(totals.meanLoss());
+    totals.fill(ep->mutable_train_metrics());
+    sum.trainLoss = totals.meanLoss();
+    if (s.data.val.size() > 0) {
+      auto val = evaluate(eval, s.data.val, s.data.norm, s.batch, s.seed);
+      if (!val) return fail(val.error().message, ctx.step);
+      ep->set_has_val(true);
+      ep->set_val_loss(val->meanLoss());
+      val->fill(ep->mutable_val_metrics());
+    }
+    if (s.data.test.size() > 0) {
+      auto test = evaluate(eval, s.data.test, s.data.norm, s.batch, s.seed);
+      if (!test) return fail(test.error().message, ctx.step);
+      ep->set_has_test(true);
+      ep->set_test_loss(test->meanLoss());
+      test->fill(ep->mutable_test_metrics());
+      sum.testLoss = test->meanLoss();
+      for (const Node& n : main.graph.nodes)
+        if (n.op->name == "Accuracy" && ep->test_metrics().count(n.name)) {
+          sum.testAccuracy = ep->test_metrics().at(n.name);
+          break;
+        }
+    }
+    ep->set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - epochStart).count());
+    sink(e);
+    sum.epochs = epoch;
+  }
+  sum.steps = ctx.step;
+  sum.samplesPerSec = trainSeconds > 0 ? double(trainSamples) / trainSeconds : 0;
+  sum.wallSeconds = now() - wallStart;
+
+  if (!opts.saveWeights.empty()) {
+    if (Status st = writeSafetensors(opts.saveWeights, store.exportParams(),
+                                     {{"format", "pt"}, {"producer", "netloom"}});
+        !st)
+      return fail(st.message(), ctx.step);
+  }
+  proto::TrainEvent e = event();
+  auto* f = e.mutable_finished();
+  f->set_steps(sum.steps);
+  f->set_epochs(sum.epochs);
+  f->set_train_loss(sum.trainLoss);
+  f->set_test_loss(sum.testLoss);
+  f->set_test_accuracy(sum.testAccuracy);
+  f->set_samples_per_sec(sum.samplesPerSec);
+  f->set_wall_seconds(sum.wallSeconds);
+  sink(e);
+  return sum;
+}
+
+}  // namespace netloom

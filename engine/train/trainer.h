@@ -1,0 +1,50 @@
+// Runs a project's training: loads data, compiles the training and evaluation
+// programs, steps through the epochs and reports everything as TrainEvents. The
+// CLI, the IDE's in-process runner and remote runs all go through here.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "engine/proto/events.pb.h"
+#include "engine/proto/project.pb.h"
+#include "engine/util/status.h"
+
+namespace netloom {
+
+struct TrainOptions {
+  std::string projectDir = ".";  // relative data paths resolve against it
+  int epochs = 0;                // 0: the project's
+  int64_t maxSteps = 0;          // 0: no limit
+  int batchSize = 0;             // 0: the project's
+  int threads = 0;               // 0: the project's, else every core
+  std::optional<uint64_t> seed;  // unset: the project's
+  int64_t trainLimit = -1;       // -1: the project's data.train_limit
+  int64_t testLimit = -1;
+  std::string initWeights;       // safetensors to start from
+  std::string saveWeights;       // safetensors written at the end
+  const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
+};
+
+struct TrainSummary {
+  int epochs = 0;
+  int64_t steps = 0;
+  double trainLoss = 0, testLoss = 0, testAccuracy = -1;  // -1: the model has no Accuracy node
+  double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
+  int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
+};
+
+using EventSink = std::function<void(const proto::TrainEvent&)>;
+
+// Every problem before the first step returns an Error (and a Failed event); a
+// failure during training (a NaN loss) emits Failed naming the step, then returns
+// an Error with the same message.
+Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
+                                 const EventSink& sink);
+
+// The compiled training and evaluation plans with their memory plans.
+Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts);
+
+}  // namespace netloom

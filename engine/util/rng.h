@@ -1,0 +1,2 @@
+#pragma once
+#include "kernels/core/rng.h"

@@ -1,0 +1,54 @@
+// Errors as values at every boundary: a message that names the file, node, port or
+// tensor at fault. Nothing in the engine throws across its public API.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace netloom {
+
+struct Error {
+  std::string message;
+};
+
+// Either a T or an Error. Deliberately small: ok(), value(), error().
+template <class T>
+class Result {
+ public:
+  Result(T value) : m_v(std::move(value)) {}
+  Result(Error e) : m_v(std::move(e)) {}
+
+  bool ok() const { return m_v.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() { assert(ok()); return std::get<0>(m_v); }
+  const T& value() const { assert(ok()); return std::get<0>(m_v); }
+  T& operator*() { return value(); }
+  T* operator->() { return &value(); }
+  const Error& error() const { assert(!ok()); return std::get<1>(m_v); }
+
+ private:
+  std::variant<T, Error> m_v;
+};
+
+// A Result with no value: an empty optional error means success.
+class Status {
+ public:
+  Status() = default;
+  Status(Error e) : m_error(std::move(e)) {}
+  static Status okStatus() { return {}; }
+
+  bool ok() const { return !m_error; }
+  explicit operator bool() const { return ok(); }
+  const std::string& message() const { return m_error->message; }
+  Error error() const { return *m_error; }
+
+ private:
+  std::optional<Error> m_error;
+};
+
+inline Error makeError(std::string message) { return Error{std::move(message)}; }
+
+}  // namespace netloom

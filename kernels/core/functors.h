@@ -1,0 +1,71 @@
+// Element-wise math written once as functors. NL_HD marks them callable from host
+// and device code, so CPU tests check the same math a GPU backend runs.
+#pragma once
+
+#include <cmath>
+
+#ifdef __CUDACC__
+#define NL_HD __host__ __device__
+#else
+#define NL_HD
+#endif
+
+namespace netloom::fn {
+
+struct Relu {
+  NL_HD float operator()(float x) const { return x > 0.f ? x : 0.f; }
+};
+struct ReluGrad {  // from the output y
+  NL_HD float operator()(float dy, float y) const { return y > 0.f ? dy : 0.f; }
+};
+struct LeakyRelu {
+  float slope;
+  NL_HD float operator()(float x) const { return x > 0.f ? x : slope * x; }
+};
+struct LeakyReluGrad {  // from the input x
+  float slope;
+  NL_HD float operator()(float dy, float x) const { return x > 0.f ? dy : slope * dy; }
+};
+struct Sigmoid {
+  NL_HD float operator()(float x) const { return 1.f / (1.f + expf(-x)); }
+};
+struct SigmoidGrad {  // from the output y
+  NL_HD float operator()(float dy, float y) const { return dy * y * (1.f - y); }
+};
+struct Tanh {
+  NL_HD float operator()(float x) const { return tanhf(x); }
+};
+struct TanhGrad {  // from the output y
+  NL_HD float operator()(float dy, float y) const { return dy * (1.f - y * y); }
+};
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+
+struct Gelu {
+  NL_HD float operator()(float x) const { return 0.5f * x * (1.f + erff(x * kInvSqrt2)); }
+};
+struct GeluGrad {  // from the input x
+  NL_HD float operator()(float dy, float x) const {
+    float cdf = 0.5f * (1.f + erff(x * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+struct GeluTanh {
+  NL_HD float operator()(float x) const {
+    float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.f + tanhf(u));
+  }
+};
+struct GeluTanhGrad {
+  NL_HD float operator()(float dy, float x) const {
+    float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+    float t = tanhf(u);
+    float du = kSqrt2OverPi * (1.f + 3.f * 0.044715f * x * x);
+    return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * du);
+  }
+};
+
+}  // namespace netloom::fn

@@ -1,0 +1,34 @@
+#include "kernels/core/kernel.h"
+
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom {
+
+KernelRegistry& KernelRegistry::instance() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry;
+    registerCpuKernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void KernelRegistry::add(const std::string& op, DeviceKind device, KernelImpl impl) {
+  m_lists[{op, device}].push_back(std::move(impl));
+}
+
+const std::vector<KernelImpl>* KernelRegistry::list(const std::string& op,
+                                                    DeviceKind device) const {
+  auto it = m_lists.find({op, device});
+  return it == m_lists.end() ? nullptr : &it->second;
+}
+
+void registerCpuKernels(KernelRegistry& r) {
+  cpu::registerGemm(r);
+  cpu::registerElementwise(r);
+  cpu::registerLosses(r);
+  cpu::registerShape(r);
+  cpu::registerOptimizers(r);
+}
+
+}  // namespace netloom

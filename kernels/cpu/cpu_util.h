@@ -1,0 +1,45 @@
+// Helpers for CPU kernels: OpenMP loops that stay serial for small sizes (a
+// parallel region costs microseconds), and the stateless-kernel shorthand.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/core/kernel.h"
+
+namespace netloom::cpu {
+
+// Below this many elements an element-wise loop runs on one thread.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+template <class F>
+inline void parallelFor(int64_t n, int64_t grain, F&& body) {
+  if (n < grain || omp_get_max_threads() == 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t chunk = (n + nt - 1) / nt;
+    int64_t lo = std::min<int64_t>(n, t * chunk), hi = std::min<int64_t>(n, lo + chunk);
+    if (lo < hi) body(lo, hi);
+  }
+}
+
+// A kernel that accepts every configuration and needs no plan-time state beyond
+// what `make` captures from the signature.
+inline KernelImpl kernel(std::string name, std::function<KernelFn(const KernelSig&)> make) {
+  return KernelImpl{std::move(name), [](const KernelSig&) { return std::string(); },
+                    std::move(make)};
+}
+
+void registerElementwise(KernelRegistry& r);
+void registerGemm(KernelRegistry& r);
+void registerLosses(KernelRegistry& r);
+void registerShape(KernelRegistry& r);
+void registerOptimizers(KernelRegistry& r);
+
+}  // namespace netloom::cpu

@@ -1,0 +1,98 @@
+// Element-wise CPU kernels: activations and their gradients, Add, copies for shape
+// ops, Dropout and Constant. Loops are written so the compiler vectorises them.
+#include <cstring>
+
+#include "kernels/core/functors.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/core/rng.h"
+
+namespace netloom::cpu {
+namespace {
+
+template <class F>
+KernelFn unary(F f) {
+  return [f](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
+    });
+  };
+}
+
+template <class F>
+KernelFn binary(F f) {
+  return [f](const KernelIO& io) {
+    const float* a = io.in[0].f32();
+    const float* b = io.in[1].f32();
+    float* y = io.out[0].f32();
+    parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
+    });
+  };
+}
+
+KernelFn copy() {
+  return [](const KernelIO& io) {
+    if (io.out[0].data != io.in[0].data)
+      std::memcpy(io.out[0].data, io.in[0].data, io.out[0].numel() * dtypeSize(io.out[0].dtype));
+  };
+}
+
+}  // namespace
+
+void registerElementwise(KernelRegistry& r) {
+  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
+    r.add(op, DeviceKind::Cpu, kernel(std::string("cpu.") + op, std::move(make)));
+  };
+  add("ReLU", [](const KernelSig&) { return unary(fn::Relu{}); });
+  add("ReLUGrad", [](const KernelSig&) { return binary(fn::ReluGrad{}); });
+  add("LeakyReLU", [](const KernelSig& s) {
+    return unary(fn::LeakyRelu{float(s.attrs->f("negative_slope"))});
+  });
+  add("LeakyReLUGrad", [](const KernelSig& s) {
+    return binary(fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
+  });
+  add("GELU", [](const KernelSig& s) {
+    return s.attrs->s("approximate") == "tanh" ? unary(fn::GeluTanh{}) : unary(fn::Gelu{});
+  });
+  add("GELUGrad", [](const KernelSig& s) {
+    return s.attrs->s("approximate") == "tanh" ? binary(fn::GeluTanhGrad{})
+                                               : binary(fn::GeluGrad{});
+  });
+  add("Sigmoid", [](const KernelSig&) { return unary(fn::Sigmoid{}); });
+  add("SigmoidGrad", [](const KernelSig&) { return binary(fn::SigmoidGrad{}); });
+  add("Tanh", [](const KernelSig&) { return unary(fn::Tanh{}); });
+  add("TanhGrad", [](const KernelSig&) { return binary(fn::TanhGrad{}); });
+  add("Add", [](const KernelSig&) { return binary([](float a, float b) { return a + b; }); });
+  for (const char* op : {"Identity", "Flatten", "Reshape"})
+    add(op, [](const KernelSig&) { return copy(); });
+
+  add("Constant", [](const KernelSig& s) -> KernelFn {
+    float v = float(s.attrs->f("value"));
+    return [v](const KernelIO& io) {
+      float* y = io.out[0].f32();
+      for (int64_t i = 0, n = io.out[0].numel(); i < n; ++i) y[i] = v;
+    };
+  });
+
+  add("Dropout", [](const KernelSig& s) -> KernelFn {
+    float p = float(s.attrs->f("p"));
+    uint64_t salt = uint64_t(s.attrs->i("__salt"));
+    KernelFn passThrough = copy();
+    return [p, salt, passThrough](const KernelIO& io) {
+      if (!io.ctx->training || p == 0.f) return passThrough(io);
+      uint64_t key = hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt));
+      float scale = 1.f / (1.f - p);
+      const float* x = io.in[0].f32();
+      float* y = io.out[0].f32();
+      parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) y[i] = uniformAt(key, uint64_t(i)) < p ? 0.f : x[i] * scale;
+      });
+    };
+  });
+}
+
+}  // namespace netloom::cpu

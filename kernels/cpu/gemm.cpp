@@ -1,0 +1,118 @@
+// Matrix products on the CPU: oneDNN's sgemm first (tuned, JIT-dispatched per CPU),
+// a plain reference last. Linear adds its bias and optional ReLU in one pass over
+// the output while it is still in cache.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstring>
+
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+namespace {
+
+struct GemmDims {
+  int64_t m, n, k, lda, ldb;
+  bool ta, tb;
+};
+
+// A viewed as rows × last dimension; likewise B.
+GemmDims matmulDims(const Shape& a, const Shape& b, bool ta, bool tb) {
+  int64_t aCols = a.back(), aRows = numel(a) / aCols;
+  int64_t bCols = b.back(), bRows = numel(b) / bCols;
+  return {ta ? aCols : aRows, tb ? bRows : bCols, ta ? aRows : aCols, aCols, bCols, ta, tb};
+}
+
+void gemmOneDnn(const GemmDims& d, const float* a, const float* b, float* c) {
+  dnnl_sgemm(d.ta ? 'T' : 'N', d.tb ? 'T' : 'N', d.m, d.n, d.k, 1.f, a, d.lda, b, d.ldb, 0.f, c,
+             d.n);
+}
+
+void gemmReference(const GemmDims& d, const float* a, const float* b, float* c) {
+  parallelFor(d.m, 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t j = 0; j < d.n; ++j) {
+        float acc = 0.f;
+        for (int64_t p = 0; p < d.k; ++p) {
+          float av = d.ta ? a[p * d.lda + i] : a[i * d.lda + p];
+          float bv = d.tb ? b[j * d.ldb + p] : b[p * d.ldb + j];
+          acc += av * bv;
+        }
+        c[i * d.n + j] = acc;
+      }
+  });
+}
+
+using GemmFn = void (*)(const GemmDims&, const float*, const float*, float*);
+
+std::string declineNonFloat(const KernelSig& s) {
+  for (const auto& t : s.in)
+    if (t.dtype != DType::F32) return "oneDNN sgemm takes float32 only";
+  return {};
+}
+
+// y = x·Wᵀ (+ b) (then ReLU), x viewed as rows × in.
+KernelFn makeLinear(const KernelSig& s, GemmFn gemm) {
+  GemmDims d = matmulDims(s.in[0].shape, s.in[1].shape, false, true);
+  bool relu = s.attrs->s("activation") == "relu";
+  bool bias = s.in.size() > 2;
+  return [d, relu, bias, gemm](const KernelIO& io) {
+    float* y = io.out[0].f32();
+    gemm(d, io.in[0].f32(), io.in[1].f32(), y);
+    if (!bias && !relu) return;
+    const float* b = bias ? io.in[2].f32() : nullptr;
+    parallelFor(d.m, std::max<int64_t>(1, kParallelGrain / d.n), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        float* row = y + i * d.n;
+        if (b) {
+#pragma omp simd
+          for (int64_t j = 0; j < d.n; ++j) row[j] += b[j];
+        }
+        if (relu) {
+#pragma omp simd
+          for (int64_t j = 0; j < d.n; ++j) row[j] = row[j] > 0.f ? row[j] : 0.f;
+        }
+      }
+    });
+  };
+}
+
+KernelFn makeMatMul(const KernelSig& s, GemmFn gemm) {
+  GemmDims d = matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"),
+                          s.attrs->b("trans_b"));
+  return [d, gemm](const KernelIO& io) { gemm(d, io.in[0].f32(), io.in[1].f32(), io.out[0].f32()); };
+}
+
+}  // namespace
+
+void registerGemm(KernelRegistry& r) {
+  r.add("Linear", DeviceKind::Cpu,
+        {"onednn.sgemm+bias", declineNonFloat,
+         [](const KernelSig& s) { return makeLinear(s, gemmOneDnn); }});
+  r.add("Linear", DeviceKind::Cpu,
+        kernel("reference.linear", [](const KernelSig& s) { return makeLinear(s, gemmReference); }));
+  r.add("MatMul", DeviceKind::Cpu,
+        {"onednn.sgemm", declineNonFloat,
+         [](const KernelSig& s) { return makeMatMul(s, gemmOneDnn); }});
+  r.add("MatMul", DeviceKind::Cpu,
+        kernel("reference.matmul", [](const KernelSig& s) { return makeMatMul(s, gemmReference); }));
+
+  // Column sums: each thread owns a band of columns and walks all rows, so no
+  // reduction across threads is needed and the result is thread-count independent.
+  r.add("ReduceRows", DeviceKind::Cpu, kernel("cpu.reduce_rows", [](const KernelSig& s) -> KernelFn {
+          int64_t n = s.in[0].shape.back(), rows = numel(s.in[0].shape) / n;
+          return [n, rows](const KernelIO& io) {
+            const float* x = io.in[0].f32();
+            float* y = io.out[0].f32();
+            parallelFor(n, rows * n < kParallelGrain ? n + 1 : 16, [&](int64_t lo, int64_t hi) {
+              for (int64_t j = lo; j < hi; ++j) y[j] = 0.f;
+              for (int64_t i = 0; i < rows; ++i) {
+                const float* row = x + i * n;
+#pragma omp simd
+                for (int64_t j = lo; j < hi; ++j) y[j] += row[j];
+              }
+            });
+          };
+        }));
+}
+
+}  // namespace netloom::cpu

@@ -1,0 +1,273 @@
+// Softmax, losses and metrics on the CPU. Per-row work runs in parallel into a
+// per-row buffer that is then summed serially, so a loss is bit-for-bit the same
+// for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+namespace {
+
+struct AxisDims {
+  int64_t outer, len, inner;
+};
+
+AxisDims axisDims(const Shape& s, int64_t axis) {
+  int64_t rank = int64_t(s.size());
+  if (axis < 0) axis += rank;
+  AxisDims d{1, s[axis], 1};
+  for (int64_t i = 0; i < axis; ++i) d.outer *= s[i];
+  for (int64_t i = axis + 1; i < rank; ++i) d.inner *= s[i];
+  return d;
+}
+
+// A mean of per-row values computed in parallel and summed in a fixed order.
+class RowMean {
+ public:
+  explicit RowMean(int64_t rows) : m_rows(std::make_shared<std::vector<double>>(rows)) {}
+  double* rows() const { return m_rows->data(); }
+  double mean(int64_t divisor) const {
+    double s = 0;
+    for (double v : *m_rows) s += v;
+    return s / double(divisor);
+  }
+
+ private:
+  std::shared_ptr<std::vector<double>> m_rows;
+};
+
+// log Σ exp(x) over one row, stable.
+inline double logSumExp(const float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += std::exp(double(x[j] - m));
+  return double(m) + std::log(s);
+}
+
+KernelFn softmax(const KernelSig& s) {
+  AxisDims d = axisDims(s.in[0].shape, s.attrs->i("axis"));
+  return [d](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(d.outer * d.inner, std::max<int64_t>(1, kParallelGrain / d.len),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    int64_t o = r / d.inner, in = r % d.inner;
+                    const float* xr = x + o * d.len * d.inner + in;
+                    float* yr = y + o * d.len * d.inner + in;
+                    float m = xr[0];
+                    for (int64_t j = 1; j < d.len; ++j) m = std::max(m, xr[j * d.inner]);
+                    float sum = 0.f;
+                    for (int64_t j = 0; j < d.len; ++j) {
+                      float e = std::exp(xr[j * d.inner] - m);
+                      yr[j * d.inner] = e;
+                      sum += e;
+                    }
+                    float inv = 1.f / sum;
+                    for (int64_t j = 0; j < d.len; ++j) yr[j * d.inner] *= inv;
+                  }
+                });
+  };
+}
+
+KernelFn softmaxGrad(const KernelSig& s) {
+  AxisDims d = axisDims(s.in[0].shape, s.attrs->i("axis"));
+  return [d](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    const float* y = io.in[1].f32();
+    float* dx = io.out[0].f32();
+    parallelFor(d.outer * d.inner, std::max<int64_t>(1, kParallelGrain / d.len),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    int64_t base = (r / d.inner) * d.len * d.inner + r % d.inner;
+                    float dot = 0.f;
+                    for (int64_t j = 0; j < d.len; ++j)
+                      dot += dy[base + j * d.inner] * y[base + j * d.inner];
+                    for (int64_t j = 0; j < d.len; ++j) {
+                      int64_t k = base + j * d.inner;
+                      dx[k] = y[k] * (dy[k] - dot);
+                    }
+                  }
+                });
+  };
+}
+
+KernelFn softmaxCrossEntropy(const KernelSig& s) {
+  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  double eps = s.attrs->f("label_smoothing");
+  RowMean rows(b);
+  return [b, c, eps, rows](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    const int32_t* label = io.in[1].i32();
+    double* per = rows.rows();
+    parallelFor(b, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float* xr = x + i * c;
+        int32_t l = label[i];
+        if (l < 0 || l >= c) {
+          per[i] = NAN;  // a label outside the classes poisons the loss visibly
+          continue;
+        }
+        double lse = logSumExp(xr, c);
+        double nll = lse - xr[l];
+        if (eps > 0) {
+          double mean = 0;
+          for (int64_t j = 0; j < c; ++j) mean += xr[j];
+          nll = (1 - eps) * nll + eps * (lse - mean / double(c));
+        }
+        per[i] = nll;
+      }
+    });
+    io.out[0].f32()[0] = float(rows.mean(b));
+  };
+}
+
+KernelFn softmaxCrossEntropyGrad(const KernelSig& s) {
+  int64_t b = s.in[1].shape[0], c = s.in[1].shape[1];
+  float eps = float(s.attrs->f("label_smoothing"));
+  return [b, c, eps](const KernelIO& io) {
+    float scale = io.in[0].f32()[0] / float(b);
+    const float* x = io.in[1].f32();
+    const int32_t* label = io.in[2].i32();
+    float* dx = io.out[0].f32();
+    float off = eps / float(c), on = 1.f - eps + off;
+    parallelFor(b, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float* xr = x + i * c;
+        float* dr = dx + i * c;
+        float m = xr[0];
+        for (int64_t j = 1; j < c; ++j) m = std::max(m, xr[j]);
+        float sum = 0.f;
+        for (int64_t j = 0; j < c; ++j) sum += (dr[j] = std::exp(xr[j] - m));
+        float inv = 1.f / sum;
+        for (int64_t j = 0; j < c; ++j) dr[j] = (dr[j] * inv - off) * scale;
+        if (label[i] >= 0 && label[i] < c) dr[label[i]] -= (on - off) * scale;
+      }
+    });
+  };
+}
+
+KernelFn mse(const KernelSig& s) {
+  int64_t n = numel(s.in[0].shape), rows = std::max<int64_t>(1, s.in[0].shape[0]);
+  int64_t per = n / rows;
+  RowMean acc(rows);
+  return [n, rows, per, acc](const KernelIO& io) {
+    const float* p = io.in[0].f32();
+    const float* t = io.in[1].f32();
+    double* out = acc.rows();
+    parallelFor(rows, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        double sum = 0;
+        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += double(p[j] - t[j]) * (p[j] - t[j]);
+        out[r] = sum;
+      }
+    });
+    io.out[0].f32()[0] = float(acc.mean(n));
+  };
+}
+
+KernelFn mseGrad(const KernelSig& s) {
+  int64_t n = numel(s.in[1].shape);
+  return [n](const KernelIO& io) {
+    float scale = 2.f * io.in[0].f32()[0] / float(n);
+    const float* p = io.in[1].f32();
+    const float* t = io.in[2].f32();
+    float* d = io.out[0].f32();
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) d[i] = scale * (p[i] - t[i]);
+    });
+  };
+}
+
+inline double bceTerm(float x, float t, bool logits) {
+  if (logits) return std::max(double(x), 0.0) - double(x) * t + std::log1p(std::exp(-std::fabs(double(x))));
+  // PyTorch clamps each log at -100 so a saturated probability stays finite.
+  double lp = std::max(std::log(double(x)), -100.0), l1p = std::max(std::log1p(-double(x)), -100.0);
+  return -(t * lp + (1.0 - t) * l1p);
+}
+
+KernelFn bce(const KernelSig& s) {
+  int64_t n = numel(s.in[0].shape), rows = std::max<int64_t>(1, s.in[0].shape[0]);
+  int64_t per = n / rows;
+  bool logits = s.attrs->b("from_logits");
+  RowMean acc(rows);
+  return [n, rows, per, logits, acc](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    const float* t = io.in[1].f32();
+    double* out = acc.rows();
+    parallelFor(rows, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        double sum = 0;
+        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += bceTerm(x[j], t[j], logits);
+        out[r] = sum;
+      }
+    });
+    io.out[0].f32()[0] = float(acc.mean(n));
+  };
+}
+
+KernelFn bceGrad(const KernelSig& s) {
+  int64_t n = numel(s.in[1].shape);
+  bool logits = s.attrs->b("from_logits");
+  return [n, logits](const KernelIO& io) {
+    float scale = io.in[0].f32()[0] / float(n);
+    const float* x = io.in[1].f32();
+    const float* t = io.in[2].f32();
+    float* d = io.out[0].f32();
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        if (logits) {
+          d[i] = scale * (1.f / (1.f + std::exp(-x[i])) - t[i]);
+        } else {
+          float denom = std::max(x[i] * (1.f - x[i]), 1e-12f);
+          d[i] = scale * (x[i] - t[i]) / denom;
+        }
+      }
+    });
+  };
+}
+
+// Fraction of rows whose label ranks among the top k (k = 1: plain accuracy).
+KernelFn topK(const KernelSig& s, int64_t k) {
+  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  return [b, c, k](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    const int32_t* label = io.in[1].i32();
+    int64_t hits = 0;
+    for (int64_t i = 0; i < b; ++i) {
+      int32_t l = label[i];
+      if (l < 0 || l >= c) continue;
+      const float* xr = x + i * c;
+      // Ties go to the lower index, as argmax does: count scores that beat the label's.
+      int64_t better = 0;
+      for (int64_t j = 0; j < c; ++j) better += xr[j] > xr[l] || (xr[j] == xr[l] && j < l);
+      hits += better < k;
+    }
+    io.out[0].f32()[0] = float(double(hits) / double(b));
+  };
+}
+
+}  // namespace
+
+void registerLosses(KernelRegistry& r) {
+  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
+    r.add(op, DeviceKind::Cpu, kernel(std::string("cpu.") + op, std::move(make)));
+  };
+  add("Softmax", softmax);
+  add("SoftmaxGrad", softmaxGrad);
+  add("SoftmaxCrossEntropy", softmaxCrossEntropy);
+  add("SoftmaxCrossEntropyGrad", softmaxCrossEntropyGrad);
+  add("MSELoss", mse);
+  add("MSELossGrad", mseGrad);
+  add("BCELoss", bce);
+  add("BCELossGrad", bceGrad);
+  add("Accuracy", [](const KernelSig& s) { return topK(s, 1); });
+  add("TopKAccuracy", [](const KernelSig& s) { return topK(s, s.attrs->i("k")); });
+}
+
+}  // namespace netloom::cpu

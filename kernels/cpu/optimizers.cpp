@@ -1,0 +1,61 @@
+// Optimizer updates on the CPU, in place, following PyTorch's formulas exactly so a
+// run can be compared step by step with torch.optim.
+#include <cmath>
+
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+
+void registerOptimizers(KernelRegistry& r) {
+  r.add("SgdUpdate", DeviceKind::Cpu, kernel("cpu.sgd", [](const KernelSig& s) -> KernelFn {
+          float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
+          bool nesterov = s.attrs->b("nesterov");
+          return [mu, wd, nesterov](const KernelIO& io) {
+            float* p = io.in[0].f32();
+            const float* g = io.in[1].f32();
+            float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
+            float lr = float(io.ctx->lr);
+            parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+              for (int64_t i = lo; i < hi; ++i) {
+                float d = g[i] + wd * p[i];
+                if (buf) {
+                  buf[i] = mu * buf[i] + d;
+                  d = nesterov ? d + mu * buf[i] : buf[i];
+                }
+                p[i] -= lr * d;
+              }
+            });
+          };
+        }));
+  r.add("AdamUpdate", DeviceKind::Cpu, kernel("cpu.adam", [](const KernelSig& s) -> KernelFn {
+          float b1 = float(s.attrs->f("beta1")), b2 = float(s.attrs->f("beta2"));
+          float eps = float(s.attrs->f("eps")), wd = float(s.attrs->f("weight_decay"));
+          bool decoupled = s.attrs->b("decoupled");
+          return [b1, b2, eps, wd, decoupled](const KernelIO& io) {
+            float* p = io.in[0].f32();
+            const float* g = io.in[1].f32();
+            float* m = io.in[2].f32();
+            float* v = io.in[3].f32();
+            float lr = float(io.ctx->lr);
+            double t = double(io.ctx->step);
+            float bc1 = float(1.0 - std::pow(double(b1), t));
+            float bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
+            float stepSize = lr / bc1;
+            float keep = decoupled ? 1.f - lr * wd : 1.f;
+            float l2 = decoupled ? 0.f : wd;
+            parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+              for (int64_t i = lo; i < hi; ++i) {
+                float gi = g[i] + l2 * p[i];
+                m[i] = b1 * m[i] + (1.f - b1) * gi;
+                v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+                float denom = std::sqrt(v[i]) / bc2Sqrt + eps;
+                p[i] = p[i] * keep - stepSize * m[i] / denom;
+              }
+            });
+          };
+        }));
+}
+
+}  // namespace netloom::cpu
