@@ -46,9 +46,12 @@ void GradBuilder::addGrad(int i, ValueId grad) {
   }
 }
 
-Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss) {
-  // Which values depend on a parameter: only those need gradients.
+Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss,
+                                            const std::vector<ValueId>& alsoWrt) {
+  // Which values depend on a parameter (or a requested tensor): only those need gradients.
+  for (ValueId v : alsoWrt) g.values[v].requiresGrad = true;
   for (const Node& n : g.nodes) {
+    if (n.op->external) continue;
     bool req = false;
     for (ValueId v : n.inputs) req = req || g.values[v].requiresGrad;
     for (ValueId v : n.outputs) g.values[v].requiresGrad = req;
@@ -88,7 +91,9 @@ Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss) {
       return makeError("autodiff of node '" + g.nodes[k].name + "': " + b.error());
   }
   std::map<ValueId, ValueId> out;
-  for (ValueId p : g.params())
+  std::vector<ValueId> wrt = g.params();
+  wrt.insert(wrt.end(), alsoWrt.begin(), alsoWrt.end());
+  for (ValueId p : wrt)
     if (auto it = grads.find(p); it != grads.end()) out[p] = it->second;
   return out;
 }

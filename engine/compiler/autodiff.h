@@ -40,7 +40,9 @@ class GradBuilder {
   std::string m_error;
 };
 
-// Builds the backward graph of `loss` (a scalar). Returns parameter -> gradient.
-Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss);
+// Builds the backward graph of `loss` (a scalar). Returns tensor -> gradient for
+// every parameter the loss depends on, and for each of `alsoWrt` (e.g. inputs).
+Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss,
+                                            const std::vector<ValueId>& alsoWrt = {});
 
 }  // namespace netloom

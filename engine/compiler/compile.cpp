@@ -102,9 +102,23 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
 
   std::vector<ValueId> roots(pinned.begin(), pinned.end());
   if (opts.training) {
-    auto grads = autodiff(g, *loss);
+    std::vector<ValueId> wrt;
+    for (const std::string& name : opts.gradientsOf) {
+      ValueId v = g.findValue(name);
+      if (v == kNoValue) return makeError("no tensor named '" + name + "' to differentiate");
+      wrt.push_back(v);
+    }
+    auto grads = autodiff(g, *loss, wrt);
     if (!grads) return grads.error();
-    if (Status s = insertOptimizer(g, *grads, opts.optimizer); !s) return s.error();
+    if (opts.updateParams) {
+      if (Status s = insertOptimizer(g, *grads, opts.optimizer); !s) return s.error();
+    } else {
+      for (const auto& [v, grad] : *grads) {
+        prog->gradients[g.values[v].name] = grad;
+        pinned.insert(grad);
+        roots.push_back(grad);
+      }
+    }
   }
   eliminateDeadNodes(g, roots);
   prog->loss = *loss;

@@ -13,7 +13,9 @@ namespace netloom {
 
 struct CompileOptions {
   int64_t batch = 32;
-  bool training = true;           // add backward and optimizer update
+  bool training = true;           // add the backward pass
+  bool updateParams = true;       // with training: add the optimizer update
+  std::vector<std::string> gradientsOf;  // further tensors (e.g. inputs) to differentiate
   proto::Optimizer optimizer;     // used when training
   std::string loss;               // loss node; empty: the model's only loss node
   std::vector<std::string> metrics;  // reported nodes; empty: every loss and metric node

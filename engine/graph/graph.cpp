@@ -88,6 +88,20 @@ AttrVal attrFromProto(const proto::AttrValue& v) {
   }
 }
 
+proto::AttrValue attrToProto(const AttrVal& v) {
+  proto::AttrValue out;
+  if (auto* i = std::get_if<int64_t>(&v)) out.set_i(*i);
+  if (auto* f = std::get_if<double>(&v)) out.set_f(*f);
+  if (auto* s = std::get_if<std::string>(&v)) out.set_s(*s);
+  if (auto* b = std::get_if<bool>(&v)) out.set_b(*b);
+  // mutable_*() selects the list even when it is empty (an empty shape is a scalar).
+  if (auto* is = std::get_if<std::vector<int64_t>>(&v))
+    *out.mutable_ints()->mutable_values() = {is->begin(), is->end()};
+  if (auto* fs = std::get_if<std::vector<double>>(&v))
+    *out.mutable_floats()->mutable_values() = {fs->begin(), fs->end()};
+  return out;
+}
+
 namespace {
 
 struct InputRef {

@@ -65,8 +65,9 @@ Status inferNode(Graph& g, NodeId id);
 // infers every shape for the given batch size. Errors name the node and the port.
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch);
 
-// Converts a project attribute into the engine's form.
+// Converts a project attribute into the engine's form, and back.
 AttrVal attrFromProto(const proto::AttrValue& v);
+proto::AttrValue attrToProto(const AttrVal& v);
 
 }  // namespace netloom
 

@@ -27,6 +27,11 @@ void registerBCELoss(OpRegistry& r) {
   };
   d.grad = [](GradBuilder& b) {
     b.addGrad(0, b.emit("BCELossGrad", {b.outGrad(0), b.input(0), b.input(1)}, b.attrs()));
+    if (b.needsGrad(1)) {
+      Attrs a = b.attrs();
+      a.set("wrt_target", true);
+      b.addGrad(1, b.emit("BCELossGrad", {b.outGrad(0), b.input(0), b.input(1)}, a));
+    }
   };
   d.flops = [](const InferCtx& c) { return 4 * numel(c.in[0].shape); };
   r.add(std::move(d));
@@ -35,10 +40,10 @@ void registerBCELoss(OpRegistry& r) {
   g.name = "BCELossGrad";
   g.category = "Internal";
   g.role = OpRole::Internal;
-  g.doc = "d loss / d input";
+  g.doc = "d loss / d input (or d loss / d target)";
   g.inputs = {{"dloss", "scalar"}, {"input", "any"}, {"target", "same elements"}};
   g.outputs = {{"dinput", "input's shape"}};
-  g.attrs = {logits};
+  g.attrs = {logits, boolAttr("wrt_target", false, "differentiate by the target instead")};
   g.infer = [](InferCtx& c) {
     c.out[0] = c.in[1];
     return true;

@@ -3,6 +3,7 @@
 // persistent parameters bound from a ParamStore. Running it allocates nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct Program {
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
   std::vector<std::string> fusions;                       // what the fusion pass merged
+  // Gradients kept readable when the optimizer does not consume them: tensor name ->
+  // its gradient (parameters, and CompileOptions::gradientsOf).
+  std::map<std::string, ValueId> gradients;
   double compileMs = 0;
 
   void run(const StepContext& ctx) const;

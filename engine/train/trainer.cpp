@@ -89,6 +89,9 @@ Status checkDataFits(const Program& prog, const Dataset& data) {
     const Value& val = prog.graph.values[v];
     const Node& node = prog.graph.nodes[val.producer];
     Shape sample(val.desc.shape.begin() + 1, val.desc.shape.end());
+    if (field != "x" && field != "label")
+      return makeError("node '" + node.name + "' (Input): the dataset has no field '" + field +
+                       "' (it provides 'x' and 'label')");
     if (field == "x" && numel(sample) != data.featuresPerSample())
       return makeError("node '" + node.name + "' (Input): shape " + shapeToString(sample) +
                        " does not match the dataset's samples (" +

@@ -213,15 +213,19 @@ KernelFn bce(const KernelSig& s) {
 
 KernelFn bceGrad(const KernelSig& s) {
   int64_t n = numel(s.in[1].shape);
-  bool logits = s.attrs->b("from_logits");
-  return [n, logits](const KernelIO& io) {
+  bool logits = s.attrs->b("from_logits"), wrtTarget = s.attrs->b("wrt_target");
+  return [n, logits, wrtTarget](const KernelIO& io) {
     float scale = io.in[0].f32()[0] / float(n);
     const float* x = io.in[1].f32();
     const float* t = io.in[2].f32();
     float* d = io.out[0].f32();
     parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        if (logits) {
+        if (wrtTarget) {  // d/dt = -logit(p) = -x for logits
+          d[i] = logits ? -scale * x[i]
+                        : scale * float(std::max(std::log1p(-double(x[i])), -100.0) -
+                                        std::max(std::log(double(x[i])), -100.0));
+        } else if (logits) {
           d[i] = scale * (1.f / (1.f + std::exp(-x[i])) - t[i]);
         } else {
           float denom = std::max(x[i] * (1.f - x[i]), 1e-12f);

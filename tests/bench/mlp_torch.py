@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+# Trains projects/fashion-mlp.nlproj's model in PyTorch, with the same data, normalisation,
+# optimizer and batching, and times it the way netloom-train does, so bench_mlp.sh can set
+# the two side by side. Prints one JSON line with netloom-train's summary keys.
+#
+# Run it with Debian's /usr/bin/python3 (python3-torch, python3-numpy): the python3 on PATH
+# may be another interpreter without them.
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fashion_idx  # noqa: E402
+
+# The project's FIXED normalisation: x * scale, then (x - mean) / std.
+SCALE, MEAN, STD = 1.0 / 255.0, 0.2860, 0.3530
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="Train the Fashion-MNIST MLP in PyTorch.")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--train-limit", type=int, default=0, help="use only the first N samples")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--data-dir", default=fashion_idx.DEFAULT_DIR)
+    return p.parse_args()
+
+
+def to_tensors(images, labels):
+    # Whole set as float32 in memory, normalised once: NetLoom normalises per batch on a
+    # prefetch thread, which keeps that work off its step time too.
+    x = torch.from_numpy(images.astype(np.float32)).unsqueeze(1)  # N x 1 x 28 x 28
+    x = (x * SCALE - MEAN) / STD
+    return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
+
+
+def build_model():
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(784, 256), nn.ReLU(),
+        nn.Linear(256, 128), nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+
+
+def evaluate(model, loss_fn, x, y, batch):
+    """Returns (mean loss, accuracy) over the whole set, batched as NetLoom evaluates."""
+    model.eval()
+    total_loss, correct = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            logits = model(x[i:i + batch])
+            total_loss += loss_fn(logits, y[i:i + batch]).item() * len(logits)
+            correct += (logits.argmax(1) == y[i:i + batch]).sum().item()
+    model.train()
+    return total_loss / len(x), correct / len(x)
+
+
+def main():
+    args = parse_args()
+    wall_start = time.perf_counter()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    train_img, train_lab, test_img, test_lab = fashion_idx.load(args.data_dir)
+    if args.train_limit > 0:
+        train_img, train_lab = train_img[:args.train_limit], train_lab[:args.train_limit]
+    x_train, y_train = to_tensors(train_img, train_lab)
+    x_test, y_test = to_tensors(test_img, test_lab)
+
+    model = build_model()
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                           weight_decay=0.0)
+    gen = torch.Generator().manual_seed(args.seed)
+
+    n, batch = len(x_train), args.batch_size
+    steps, train_seconds, train_samples = 0, 0.0, 0
+    train_loss = test_loss = test_acc = float("nan")
+    for _ in range(args.epochs):
+        perm = torch.randperm(n, generator=gen)
+        loss_sum = 0.0
+        # The last short batch is kept, as NetLoom does.
+        for i in range(0, n, batch):
+            t0 = time.perf_counter()
+            idx = perm[i:i + batch]
+            xb, yb = x_train[idx], y_train[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            train_seconds += time.perf_counter() - t0
+            train_samples += len(idx)
+            steps += 1
+            # Reading the loss after the timer mirrors netloom-train, which reads its
+            # loss scalar after timing the step.
+            loss_sum += loss.item() * len(idx)
+        train_loss = loss_sum / n
+        test_loss, test_acc = evaluate(model, loss_fn, x_test, y_test, batch)
+
+    print(json.dumps({
+        "epochs": args.epochs,
+        "steps": steps,
+        "train_loss": train_loss,
+        "test_loss": test_loss,
+        "test_accuracy": test_acc,
+        "samples_per_sec": train_samples / train_seconds if train_seconds > 0 else 0.0,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()
