@@ -81,7 +81,8 @@ for name, s in (("NetLoom", nl), ("PyTorch", pt)):
           % (name, acc(s), s["samples_per_sec"], s["wall_seconds"], s["steps"]))
 if pt["samples_per_sec"] > 0:
     print("samples/s ratio NetLoom/PyTorch: %.2fx" % (nl["samples_per_sec"] / pt["samples_per_sec"]))
-print("PyTorch %s, %d thread(s)" % (pt.get("torch_version", "?"), pt.get("threads", 0)))
+print("PyTorch %s, %d thread(s), BLAS: %s"
+      % (pt.get("torch_version", "?"), pt.get("threads", 0), pt.get("blas", "?")))
 print("train loss: NetLoom %.4f, PyTorch %.4f" % (nl["train_loss"], pt["train_loss"]))
 print("NetLoom compile: %.1f ms, parameters: %d (PyTorch %d)"
       % (nl["compile_ms"], nl["parameters"], pt["parameters"]))

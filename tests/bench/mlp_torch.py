@@ -63,6 +63,18 @@ def evaluate(model, loss_fn, x, y, batch):
     return total_loss / len(x), correct / len(x)
 
 
+def loaded_blas():
+    """Names the BLAS libraries this process has mapped. Debian's torch is built against the
+    generic libblas.so.3, so its matmul speed is whichever BLAS the alternatives system
+    selects (reference netlib, OpenBLAS, BLIS...), which decides most of its step time."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in line.lower()}
+    except OSError:
+        return "unknown"
+    return ", ".join(sorted(os.path.realpath(p) for p in paths)) or "none"
+
+
 def main():
     args = parse_args()
     wall_start = time.perf_counter()
@@ -116,6 +128,7 @@ def main():
         "parameters": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
+        "blas": loaded_blas(),
     }))
 
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for NetLoom and runs it.
+#   scripts/setup.sh run    install what is missing, build, train the example MLP
+#   scripts/setup.sh test   install what is missing, build, run the whole test suite
+#   scripts/setup.sh build  install what is missing, build
+# Installing is skipped when every package is already present.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+mode=${1:-run}
+build=${NETLOOM_BUILD_DIR:-build}
+
+packages=(
+  g++ cmake ninja-build pkg-config zlib1g-dev
+  protobuf-compiler libprotobuf-dev
+  libdnnl-dev ocl-icd-opencl-dev
+  qt6-base-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "netloom: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$build" --parallel "$(nproc)"
+
+case "$mode" in
+  build) ;;
+  run)
+    shift || true
+    exec "$build/engine/netloom-train" projects/fashion-mlp.nlproj "$@"
+    ;;
+  test)
+    exec ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout 900
+    ;;
+  *)
+    echo "usage: scripts/setup.sh [run|test|build]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,282 @@
+// The compiler passes on small graphs: validation errors, fusion, dead-code
+// elimination, autodiff through whole models, the memory planner's invariant and
+// the determinism of plans.
+#include <QtTest>
+
+#include <set>
+
+#include "engine/compiler/compile.h"
+#include "engine/compiler/memory_planner.h"
+#include "kernels/core/rng.h"
+#include "model_text.h"
+
+using namespace netloom;
+using namespace testutil;
+
+namespace {
+
+std::string mlpBody() {
+  return input("x", "4") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 8)) +
+         node("act", "ReLU", "fc1") + node("fc2", "Linear", "act", intAttr("out_features", 3)) +
+         node("loss", "SoftmaxCrossEntropy", "fc2,label") + node("acc", "Accuracy", "fc2,label");
+}
+
+std::string errorOf(const std::string& body) {
+  ParamStore store;
+  auto r = compile(model(body), CompileOptions{}, store);
+  return r.ok() ? std::string() : r.error().message;
+}
+
+// Checks that no two arena tensors that are live at the same step overlap, from
+// the program's steps alone (independently of the planner's own bookkeeping).
+bool arenaIsSafe(const Program& p) {
+  std::map<ValueId, std::pair<int, int>> live;  // value -> first/last step
+  const char* lo = p.arena.data();
+  const char* hi = lo + p.arenaBytes;
+  auto inArena = [&](ValueId v) {
+    const char* d = static_cast<const char*>(p.refs[v].data);
+    return d >= lo && d < hi;
+  };
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const Node& n = p.graph.nodes[p.steps[i].node];
+    std::vector<ValueId> used = n.inputs;
+    used.insert(used.end(), n.outputs.begin(), n.outputs.end());
+    for (ValueId v : used) {
+      if (!inArena(v)) continue;
+      int first = p.graph.values[v].kind == ValueKind::Input ? 0 : int(i);
+      auto [it, fresh] = live.try_emplace(v, first, int(i));
+      if (!fresh) it->second.second = int(i);
+    }
+  }
+  for (ValueId v : {p.loss}) live[v].second = int(p.steps.size());
+  for (auto a = live.begin(); a != live.end(); ++a)
+    for (auto b = std::next(a); b != live.end(); ++b) {
+      bool together = a->second.first <= b->second.second && b->second.first <= a->second.second;
+      const char* a0 = static_cast<const char*>(p.refs[a->first].data);
+      const char* b0 = static_cast<const char*>(p.refs[b->first].data);
+      int64_t an = p.refs[a->first].numel() * int64_t(dtypeSize(p.refs[a->first].dtype));
+      int64_t bn = p.refs[b->first].numel() * int64_t(dtypeSize(p.refs[b->first].dtype));
+      if (together && a0 < b0 + bn && b0 < a0 + an) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+class TestCompiler : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void errorsNameNodeAndPort_data() {
+    QTest::addColumn<QString>("body");
+    QTest::addColumn<QStringList>("mentions");
+    QTest::newRow("unknown op") << QString::fromStdString(input("x", "4") + node("a", "Lineer", "x"))
+                                << QStringList{"'a'", "unknown op 'Lineer'"};
+    QTest::newRow("dangling input")
+        << QString::fromStdString(input("x", "4") + node("a", "ReLU", "nowhere"))
+        << QStringList{"'a'", "input 'x'", "'nowhere'"};
+    QTest::newRow("cycle") << QString::fromStdString(input("x", "4") + node("a", "Add", "x,b") +
+                                                     node("b", "ReLU", "a"))
+                           << QStringList{"cycle", "'a'", "'b'"};
+    QTest::newRow("shape mismatch")
+        << QString::fromStdString(input("x", "4") + input("y", "5", "y") + node("s", "Add", "x,y"))
+        << QStringList{"'s'", "input 'b'", "×5", "×4"};
+    QTest::newRow("duplicate name")
+        << QString::fromStdString(input("x", "4") + node("x", "ReLU", "x"))
+        << QStringList{"'x'", "used by another node"};
+    QTest::newRow("arity") << QString::fromStdString(input("x", "4") + node("s", "Add", "x"))
+                           << QStringList{"'s'", "expects 2 input(s), has 1"};
+    QTest::newRow("bad port") << QString::fromStdString(input("x", "4") + node("r", "ReLU", "x:3"))
+                              << QStringList{"'r'", "no output port 3"};
+    QTest::newRow("attribute range")
+        << QString::fromStdString(input("x", "4") + node("d", "Dropout", "x", "attrs { key: 'p' value { f: 1.5 } }"))
+        << QStringList{"'d'", "'p'", "between 0 and 0.99"};
+    QTest::newRow("no loss") << QString::fromStdString(input("x", "4") + node("r", "ReLU", "x"))
+                             << QStringList{"no loss node"};
+    QTest::newRow("two losses")
+        << QString::fromStdString(mlpBody() + node("loss2", "SoftmaxCrossEntropy", "fc2,label"))
+        << QStringList{"several loss nodes", "train.loss"};
+    QTest::newRow("labels dtype")
+        << QString::fromStdString(input("x", "4") + input("l", "", "label") +
+                                  node("fc", "Linear", "x", intAttr("out_features", 3)) +
+                                  node("loss", "SoftmaxCrossEntropy", "fc,l"))
+        << QStringList{"'loss'", "input 'labels'", "int32"};
+    QTest::newRow("linear on a vector")
+        << QString::fromStdString(input("x", "") + node("fc", "Linear", "x", intAttr("out_features", 3)))
+        << QStringList{"'fc'", "input 'x'", "batch × features"};
+  }
+  void errorsNameNodeAndPort() {
+    QFETCH(QString, body);
+    QFETCH(QStringList, mentions);
+    std::string err = errorOf(body.toStdString());
+    QVERIFY2(!err.empty(), "the graph was accepted");
+    for (const QString& m : mentions)
+      QVERIFY2(err.find(m.toStdString()) != std::string::npos,
+               qPrintable("'" + m + "' missing from: " + QString::fromStdString(err)));
+  }
+
+  void fusesLinearWithItsOnlyRelu() {
+    ParamStore store;
+    auto p = compile(model(mlpBody()), CompileOptions{}, store);
+    QVERIFY(p.ok());
+    QCOMPARE(int((*p)->fusions.size()), 1);
+    for (const Node& n : (*p)->graph.nodes) QVERIFY(n.op->name != "ReLU");
+    // A second reader of fc1 keeps the ReLU separate.
+    std::string body = mlpBody() + node("tap", "Tanh", "fc1");
+    CompileOptions o;
+    o.keep = {"tap"};
+    ParamStore store2;
+    auto q = compile(model(body), o, store2);
+    QVERIFY(q.ok());
+    QCOMPARE(int((*q)->fusions.size()), 0);
+  }
+
+  void removesDeadBranches() {
+    std::string body = mlpBody() + node("unused", "Tanh", "fc1");
+    ParamStore store;
+    auto p = compile(model(body), CompileOptions{}, store);
+    QVERIFY(p.ok());
+    for (const Node& n : (*p)->graph.nodes) QVERIFY(n.name != "unused");
+  }
+
+  void accumulatesGradientsOfSharedTensors() {
+    // fc1 feeds two branches; its gradient must be the sum of both.
+    std::string body = input("x", "4") + labels() +
+                       node("fc1", "Linear", "x", intAttr("out_features", 6)) +
+                       node("a", "Tanh", "fc1") + node("b", "Sigmoid", "fc1") +
+                       node("sum", "Add", "a,b") +
+                       node("fc2", "Linear", "sum", intAttr("out_features", 3)) +
+                       node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    checkAgainstFiniteDifferences(body);
+  }
+
+  void wholeModelGradients() { checkAgainstFiniteDifferences(mlpBody()); }
+
+  void concatAndReshapeModelGradients() {
+    std::string body = input("x", "6") + labels() +
+                       node("r", "Reshape", "x", "attrs { key: 'shape' value { ints { values: [2, 3] } } }") +
+                       node("f", "Flatten", "r") + node("g", "GELU", "f") +
+                       node("c", "Concat", "f,g") +
+                       node("fc", "Linear", "c", intAttr("out_features", 4)) +
+                       node("loss", "SoftmaxCrossEntropy", "fc,label");
+    checkAgainstFiniteDifferences(body);
+  }
+
+  void plannerNeverOverlapsLiveBuffers() {
+    Rng rng(11);
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<BufferRequest> reqs(1 + rng.below(40));
+      for (auto& r : reqs) {
+        r.bytes = int64_t(1 + rng.below(5000));
+        r.first = int(rng.below(30));
+        r.last = r.first + int(rng.below(10));
+      }
+      MemoryPlan plan = planMemory(reqs);
+      QVERIFY(planIsValid(reqs, plan));
+      QVERIFY(plan.arenaBytes <= plan.naiveBytes);
+    }
+    // Disjoint lifetimes share memory.
+    std::vector<BufferRequest> chain{{1000, 0, 1}, {1000, 2, 3}, {1000, 4, 5}};
+    QCOMPARE(planMemory(chain).arenaBytes, int64_t(1024));
+  }
+
+  void compiledArenaIsSafeAndSmallerThanNaive() {
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 16;
+    auto p = compile(model(mlpBody()), o, store);
+    QVERIFY(p.ok());
+    QVERIFY(arenaIsSafe(**p));
+    QVERIFY((*p)->arenaBytes > 0);
+    QVERIFY((*p)->arenaBytes < (*p)->naiveBytes);
+  }
+
+  void plansAreDeterministic() {
+    ParamStore a, b;
+    auto p = compile(model(mlpBody()), CompileOptions{}, a);
+    auto q = compile(model(mlpBody()), CompileOptions{}, b);
+    QVERIFY(p.ok() && q.ok());
+    // Offsets are printed relative to each arena, so the texts compare plans.
+    QCOMPARE(QString::fromStdString((*p)->explain()), QString::fromStdString((*q)->explain()));
+    QCOMPARE(a.exportParams()[0].data, b.exportParams()[0].data);  // seeded initialisation
+  }
+
+  void explainNamesKernelsAndMemory() {
+    ParamStore store;
+    auto p = compile(model(mlpBody()), CompileOptions{}, store);
+    QVERIFY(p.ok());
+    std::string text = (*p)->explain();
+    QVERIFY(text.find("onednn.sgemm") != std::string::npos);
+    QVERIFY(text.find("fused: fc1 + act") != std::string::npos);
+    QVERIFY(text.find("memory: arena") != std::string::npos);
+  }
+
+  void optimizerStateIsNamedLikePyTorch() {
+    ParamStore store;
+    CompileOptions o;
+    o.optimizer.set_kind(proto::Optimizer::SGD);
+    o.optimizer.set_momentum(0.9);
+    QVERIFY(compile(model(mlpBody()), o, store).ok());
+    QVERIFY(store.find("fc1.weight.momentum_buffer"));
+    ParamStore adam;
+    QVERIFY(compile(model(mlpBody()), CompileOptions{}, adam).ok());
+    QVERIFY(adam.find("fc2.bias.exp_avg_sq"));
+    QCOMPARE(adam.find("fc1.weight")->desc.shape, (Shape{8, 4}));  // [out, in]
+  }
+
+ private:
+  // Gradients of every parameter against central differences of the loss, with the
+  // forward run by the engine itself (float), so tolerances are loose.
+  void checkAgainstFiniteDifferences(const std::string& body) {
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 5;
+    o.updateParams = false;
+    o.fuse = true;
+    auto grads = compile(model(body), o, store);
+    QVERIFY2(grads.ok(), grads.ok() ? "" : grads.error().message.c_str());
+    CompileOptions e = o;
+    e.training = false;
+    auto fwd = compile(model(body), e, store);
+    QVERIFY(fwd.ok());
+    Rng rng(3);
+    std::vector<float> x(5 * 6);
+    for (float& v : x) v = float(rng.uniform(-1, 1));
+    std::vector<int32_t> l{0, 2, 1, 1, 0};
+    auto feed = [&](const Program& p) {
+      const TensorRef* xi = p.input("x");
+      std::memcpy(xi->data, x.data(), xi->numel() * sizeof(float));
+      std::memcpy(p.input("label")->data, l.data(), l.size() * sizeof(int32_t));
+    };
+    StepContext ctx;
+    ctx.step = 1;
+    feed(**grads);
+    (*grads)->run(ctx);
+    auto lossAt = [&]() {
+      feed(**fwd);
+      (*fwd)->run(ctx);
+      return double((*fwd)->scalar((*fwd)->loss));
+    };
+    for (const auto& entry : store.entries()) {
+      auto it = (*grads)->gradients.find(entry->name);
+      QVERIFY2(it != (*grads)->gradients.end(), entry->name.c_str());
+      const float* g = (*grads)->refs[it->second].f32();
+      for (size_t i = 0; i < entry->data.size(); i += 3) {
+        float saved = entry->data[i];
+        const float h = 1e-2f;
+        entry->data[i] = saved + h;
+        double up = lossAt();
+        entry->data[i] = saved - h;
+        double down = lossAt();
+        entry->data[i] = saved;
+        double numeric = (up - down) / (2 * double(h));
+        QVERIFY2(std::fabs(g[i] - numeric) <= 2e-3 + 3e-2 * std::fabs(numeric),
+                 qPrintable(QString("%1[%2]: engine %3, finite difference %4")
+                                .arg(entry->name.c_str()).arg(i).arg(g[i]).arg(numeric)));
+      }
+    }
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCompiler)
+#include "tst_compiler.moc"
