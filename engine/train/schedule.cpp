@@ -18,9 +18,11 @@ double learningRate(const proto::LrSchedule& s, double baseLr, int64_t step, int
       break;
     }
     case proto::LrSchedule::COSINE: {
-      // Anneals over the steps after warm-up, reaching min_lr at the last step.
+      // Anneals over the steps after warm-up towards min_lr.
       double span = double(std::max<int64_t>(1, totalSteps - warm));
-      double t = std::clamp(double(step - warm) / span, 0.0, 1.0);
+      // As torch.optim.lr_scheduler.CosineAnnealingLR stepped once per step: the
+      // first step runs at the base rate.
+      double t = std::clamp(double(step - 1 - warm) / span, 0.0, 1.0);
       lr = s.min_lr() + 0.5 * (baseLr - s.min_lr()) * (1.0 + std::cos(M_PI * t));
       break;
     }

@@ -94,6 +94,9 @@ def main():
     gen = torch.Generator().manual_seed(args.seed)
 
     n, batch = len(x_train), args.batch_size
+    # The project's cosine schedule, stepped once per optimizer step as NetLoom does.
+    total_steps = args.epochs * ((n + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_steps)
     steps, train_seconds, train_samples = 0, 0.0, 0
     train_loss = test_loss = test_acc = float("nan")
     for _ in range(args.epochs):
@@ -108,6 +111,7 @@ def main():
             loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
+            sched.step()
             train_seconds += time.perf_counter() - t0
             train_samples += len(idx)
             steps += 1
