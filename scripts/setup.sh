@@ -3,6 +3,7 @@
 #   scripts/setup.sh run    install what is missing, build, train the example MLP
 #   scripts/setup.sh test   install what is missing, build, run the whole test suite
 #   scripts/setup.sh build  install what is missing, build
+#   scripts/setup.sh bench  also install PyTorch, build, run the benchmarks
 # Installing is skipped when every package is already present.
 set -euo pipefail
 
@@ -18,6 +19,8 @@ packages=(
   qt6-base-dev
   dataset-fashion-mnist
 )
+
+[ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -45,8 +48,12 @@ case "$mode" in
   test)
     exec ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout 900
     ;;
+  bench)
+    shift || true
+    exec tests/bench/bench_mlp.sh "$@"
+    ;;
   *)
-    echo "usage: scripts/setup.sh [run|test|build]" >&2
+    echo "usage: scripts/setup.sh [run|test|build|bench]" >&2
     exit 2
     ;;
 esac

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "engine/data/dataset.h"
-#include "engine/util/rng.h"
+#include "kernels/core/rng.h"
 
 namespace netloom {
 namespace {

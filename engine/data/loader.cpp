@@ -4,7 +4,7 @@
 #include <array>
 
 #include "engine/data/dataset.h"
-#include "engine/util/rng.h"
+#include "kernels/core/rng.h"
 
 namespace netloom {
 namespace {

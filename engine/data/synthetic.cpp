@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "engine/data/dataset.h"
-#include "engine/util/rng.h"
+#include "kernels/core/rng.h"
 
 namespace netloom {
 namespace {

@@ -1,0 +1,164 @@
+// netloom-train as a user runs it: exit codes, messages that name the file, line,
+// node and port, the summary JSON, the event stream and --explain.
+#include <QtTest>
+
+#include "engine/io/event_stream.h"
+#include "engine/io/json.h"
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  QString out, err;
+};
+
+Outcome runTrain(const QStringList& args) {
+  QProcess p;
+  p.start(NETLOOM_TRAIN_EXE, args);
+  p.waitForFinished(300000);
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+QString project(const char* name) { return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name; }
+
+QString writeProject(QTemporaryDir& dir, const QString& name, const QString& text) {
+  QString path = dir.filePath(name);
+  QFile f(path);
+  f.open(QIODevice::WriteOnly);
+  f.write(text.toUtf8());
+  return path;
+}
+
+QString spiralsWithModel(const QString& model) {
+  QFile f(project("spirals.nlproj"));
+  f.open(QIODevice::ReadOnly);
+  QString text = QString::fromUtf8(f.readAll());
+  int start = text.indexOf("model {"), end = text.indexOf("\ndata {");
+  return text.left(start) + "model {\n" + model + "\n}" + text.mid(end);
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void versionAndUsage() {
+    Outcome v = runTrain({"--version"});
+    QCOMPARE(v.code, 0);
+    QVERIFY(v.out.startsWith("netloom-train "));
+    Outcome u = runTrain({project("spirals.nlproj"), "--frobnicate"});
+    QCOMPARE(u.code, 2);
+    QVERIFY(u.err.contains("unknown option '--frobnicate'"));
+    QVERIFY(u.err.contains("usage:"));
+    Outcome n = runTrain({project("spirals.nlproj"), "--threads", "zero"});
+    QCOMPARE(n.code, 2);
+    QVERIFY(n.err.contains("--threads"));
+  }
+
+  void syntaxErrorNamesFileLineAndColumn() {
+    QTemporaryDir dir;
+    QString path = writeProject(dir, "broken.nlproj", "name: \"x\"\nmodel {\n  nodes { name: \"a\" op: }\n}\n");
+    Outcome o = runTrain({path});
+    QCOMPARE(o.code, 2);
+    QVERIFY2(o.err.contains(path + ":3:"), qPrintable(o.err));
+  }
+
+  void missingProjectFileIsNamed() {
+    Outcome o = runTrain({"/nonexistent/model.nlproj"});
+    QCOMPARE(o.code, 2);
+    QVERIFY(o.err.contains("/nonexistent/model.nlproj"));
+  }
+
+  void modelErrorsNameNodeAndPort_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QStringList>("mentions");
+    const QString inputs =
+        "nodes { name: 'point' op: 'Input' attrs { key: 'shape' value { ints { values: [2] } } } }\n"
+        "nodes { name: 'label' op: 'Input' attrs { key: 'field' value { s: 'label' } } attrs { key: "
+        "'dtype' value { s: 'int32' } } }\n";
+    const QString head =
+        "nodes { name: 'logits' op: 'Linear' inputs: 'point' attrs { key: 'out_features' value { i: "
+        "3 } } }\nnodes { name: 'loss' op: 'SoftmaxCrossEntropy' inputs: ['logits', 'label'] }\n";
+    QTest::newRow("unknown op") << inputs + "nodes { name: 'mystery' op: 'Conv9d' inputs: 'point' }\n" + head
+                                << QStringList{"'mystery'", "Conv9d"};
+    QTest::newRow("dangling") << inputs + "nodes { name: 'logits' op: 'Linear' inputs: 'pint' attrs { key: 'out_features' value { i: 3 } } }\nnodes { name: 'loss' op: 'SoftmaxCrossEntropy' inputs: ['logits', 'label'] }\n"
+                              << QStringList{"'logits'", "input 'x'", "'pint'"};
+    QTest::newRow("cycle") << inputs + "nodes { name: 'a' op: 'Add' inputs: ['point', 'b'] }\nnodes { name: 'b' op: 'Tanh' inputs: 'a' }\n" + head
+                           << QStringList{"cycle", "'a'", "'b'"};
+    QTest::newRow("shape mismatch")
+        << inputs + "nodes { name: 'wide' op: 'Linear' inputs: 'point' attrs { key: 'out_features' value { i: 5 } } }\nnodes { name: 'sum' op: 'Add' inputs: ['point', 'wide'] }\n" + head
+        << QStringList{"'sum'", "input 'b'", "×5", "×2"};
+  }
+  void modelErrorsNameNodeAndPort() {
+    QFETCH(QString, model);
+    QFETCH(QStringList, mentions);
+    QTemporaryDir dir;
+    QString path = writeProject(dir, "bad.nlproj", spiralsWithModel(model));
+    Outcome o = runTrain({path, "--quiet"});
+    QVERIFY2(o.code != 0, qPrintable(o.err));
+    for (const QString& m : mentions) QVERIFY2(o.err.contains(m), qPrintable(m + " missing: " + o.err));
+  }
+
+  void summaryJsonAndEventStream() {
+    QTemporaryDir dir;
+    QString summary = dir.filePath("summary.json"), events = dir.filePath("events.pb");
+    Outcome o = runTrain({project("spirals.nlproj"), "--epochs", "3", "--threads", "1",
+                          "--summary-json", summary, "--events", events});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QFile f(summary);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto json = netloom::Json::parse(f.readAll().toStdString());
+    QVERIFY(json.ok());
+    for (const char* key : {"epochs", "steps", "train_loss", "test_loss", "test_accuracy",
+                            "samples_per_sec", "wall_seconds", "compile_ms", "arena_bytes",
+                            "naive_bytes"}) {
+      const netloom::Json* v = json->find(key);
+      QVERIFY2(v && v->isNumber(), key);
+    }
+    QCOMPARE(json->find("epochs")->asNumber(), 3.0);
+    QVERIFY(json->find("arena_bytes")->asNumber() <= json->find("naive_bytes")->asNumber());
+
+    auto read = netloom::readEvents(events.toStdString());
+    QVERIFY(read.ok());
+    const auto& ev = read->events;
+    QVERIFY(ev.front().has_run_started());
+    QVERIFY(ev.back().has_finished());
+    int steps = 0, epochs = 0;
+    for (const auto& e : ev) steps += e.has_step(), epochs += e.has_epoch();
+    QCOMPARE(double(steps), json->find("steps")->asNumber());
+    QCOMPARE(epochs, 3);
+    QCOMPARE(ev.back().finished().test_accuracy(), json->find("test_accuracy")->asNumber());
+  }
+
+  void failedRunKeepsItsEvents() {
+    QTemporaryDir dir;
+    QFile f(project("spirals.nlproj"));
+    f.open(QIODevice::ReadOnly);
+    QString text = QString::fromUtf8(f.readAll()).replace("optimizer { kind: ADAM lr: 0.01 }",
+                                                          "optimizer { kind: SGD lr: 1e38 }");
+    QString path = writeProject(dir, "diverge.nlproj", text);
+    QString events = dir.filePath("events.pb");
+    Outcome o = runTrain({path, "--events", events});
+    QCOMPARE(o.code, 1);
+    QVERIFY2(o.err.contains("NaN") || o.err.contains("infinite"), qPrintable(o.err));
+    auto read = netloom::readEvents(events.toStdString());
+    QVERIFY(read.ok());
+    QVERIFY(read->events.back().has_failed());
+    QVERIFY(read->events.front().has_run_started());
+  }
+
+  void explainPrintsPlanKernelsAndMemory() {
+    Outcome o = runTrain({project("fashion-mlp.nlproj"), "--explain", "--train-limit", "100"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QVERIFY(o.out.contains("training plan"));
+    QVERIFY(o.out.contains("evaluation plan"));
+    QVERIFY(o.out.contains("onednn.sgemm"));
+    QVERIFY(o.out.contains("memory: arena"));
+    QVERIFY(o.out.contains("fc1.weight/update"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
