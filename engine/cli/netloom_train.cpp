@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   if (a.explain) {
     auto text = netloom::explainTraining(*project, a.opts);
     if (!text) {
-      std::fprintf(stderr, "netloom-train: %s: %s\n", a.project.c_str(), text.error().message.c_str());
+      std::fprintf(stderr, "netloom-train: %s: %s\n", a.project.c_str(),
+                   text.error().message.c_str());
       return 2;
     }
     std::printf("%s", text->c_str());
@@ -179,7 +180,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!a.summaryJson.empty()) {
-    if (auto st = netloom::writeFileAtomic(a.summaryJson, summaryJson(*result).dump() + "\n"); !st) {
+    if (auto st = netloom::writeFileAtomic(a.summaryJson, summaryJson(*result).dump() + "\n");
+        !st) {
       std::fprintf(stderr, "netloom-train: %s\n", st.message().c_str());
       return 1;
     }

@@ -32,7 +32,8 @@ void ProgressPrinter::drawStep(const proto::Step& s) {
   bar += std::string(width - filled, '.');
   double elapsed = s.seconds() - m_startSeconds;
   double eta = s.step() > 1 && frac > 0 ? elapsed / frac - elapsed : 0;
-  std::fprintf(m_out, "\r\033[2Kepoch %d/%d [%s] %3d%% step %lld/%lld loss %.4f %6.0f samples/s ETA %s",
+  std::fprintf(m_out,
+               "\r\033[2Kepoch %d/%d [%s] %3d%% step %lld/%lld loss %.4f %6.0f samples/s ETA %s",
                s.epoch(), m_epochs, bar.c_str(), int(frac * 100), (long long)s.step(),
                (long long)m_totalSteps, m_smoothedLoss, s.samples_per_sec(), clock(eta).c_str());
   std::fflush(m_out);

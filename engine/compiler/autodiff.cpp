@@ -10,7 +10,9 @@ ValueId GradBuilder::outGrad(int i) const {
   return it == m_grads.end() ? kNoValue : it->second;
 }
 
-bool GradBuilder::needsGrad(int i) const { return m_graph.values[m_node.inputs[i]].requiresGrad; }
+bool GradBuilder::needsGrad(int i) const {
+  return m_graph.values[m_node.inputs[i]].requiresGrad;
+}
 
 std::vector<ValueId> GradBuilder::emitN(const std::string& opName, std::vector<ValueId> inputs,
                                         Attrs attrs) {

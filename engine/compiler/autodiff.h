@@ -17,7 +17,7 @@ class GradBuilder {
   const Attrs& attrs() const { return m_node.attrs; }
   ValueId input(int i) const { return m_node.inputs[i]; }  // data inputs, then parameters
   ValueId output(int i) const { return m_node.outputs[i]; }
-  ValueId outGrad(int i = 0) const;                          // kNoValue when none reached it
+  ValueId outGrad(int i = 0) const;  // kNoValue when none reached it
   bool needsGrad(int i) const;
   const TensorDesc& desc(ValueId v) const { return m_graph.values[v].desc; }
   int numInputs() const { return static_cast<int>(m_node.inputs.size()); }

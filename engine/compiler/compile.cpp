@@ -89,7 +89,8 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     const Node* n = g.findNode(m);
     if (!n) return makeError("train.metrics names '" + m + "', but there is no such node");
     if (g.values[n->outputs[0]].desc.shape.size() != 0)
-      return makeError("metric '" + m + "' is not a scalar: " + shapeToString(g.values[n->outputs[0]].desc.shape));
+      return makeError("metric '" + m +
+                       "' is not a scalar: " + shapeToString(g.values[n->outputs[0]].desc.shape));
     pinned.insert(n->outputs[0]);
   }
   for (const std::string& k : opts.keep) {
@@ -122,8 +123,7 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
   }
   eliminateDeadNodes(g, roots);
   prog->loss = *loss;
-  for (const std::string& m : metricNames)
-    prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
+  for (const std::string& m : metricNames) prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
 
   prog->refs.assign(g.values.size(), TensorRef{});
   for (size_t v = 0; v < g.values.size(); ++v) {

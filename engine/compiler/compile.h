@@ -13,15 +13,15 @@ namespace netloom {
 
 struct CompileOptions {
   int64_t batch = 32;
-  bool training = true;           // add the backward pass
-  bool updateParams = true;       // with training: add the optimizer update
+  bool training = true;                  // add the backward pass
+  bool updateParams = true;              // with training: add the optimizer update
   std::vector<std::string> gradientsOf;  // further tensors (e.g. inputs) to differentiate
-  proto::Optimizer optimizer;     // used when training
-  std::string loss;               // loss node; empty: the model's only loss node
-  std::vector<std::string> metrics;  // reported nodes; empty: every loss and metric node
-  std::vector<std::string> keep;  // further values to keep readable after a run
+  proto::Optimizer optimizer;            // used when training
+  std::string loss;                      // loss node; empty: the model's only loss node
+  std::vector<std::string> metrics;      // reported nodes; empty: every loss and metric node
+  std::vector<std::string> keep;         // further values to keep readable after a run
   Device device;
-  uint64_t seed = 0;              // initialises parameters the store does not hold yet
+  uint64_t seed = 0;  // initialises parameters the store does not hold yet
   bool fuse = true;
 };
 

@@ -6,7 +6,9 @@
 namespace netloom {
 
 namespace {
-int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+int64_t alignUp(int64_t v, int64_t a) {
+  return (v + a - 1) / a * a;
+}
 bool liveTogether(const BufferRequest& a, const BufferRequest& b) {
   return a.first <= b.last && b.first <= a.last;
 }
@@ -31,7 +33,9 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests, int64_t alignm
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (size_t p : placed)
       if (liveTogether(r, requests[p]))
-        taken.push_back({plan.offsets[p], plan.offsets[p] + alignUp(std::max<int64_t>(requests[p].bytes, 1), alignment)});
+        taken.push_back(
+            {plan.offsets[p],
+             plan.offsets[p] + alignUp(std::max<int64_t>(requests[p].bytes, 1), alignment)});
     std::sort(taken.begin(), taken.end());
     // The lowest gap that fits; among gaps, prefer the smallest that fits (best fit).
     int64_t best = -1, bestGap = INT64_MAX, cursor = 0;

@@ -36,11 +36,14 @@ Result<OptimizerSettings> optimizerSettings(const proto::Optimizer& opt) {
   s.weightDecay = opt.has_weight_decay() ? opt.weight_decay()
                                          : (s.kind == proto::Optimizer::ADAMW ? 0.01 : 0.0);
   if (!(s.lr > 0)) return makeError("train.optimizer.lr must be positive");
-  if (s.momentum < 0 || s.momentum >= 1) return makeError("train.optimizer.momentum must be in [0, 1)");
-  if (s.nesterov && s.momentum == 0) return makeError("train.optimizer.nesterov needs momentum > 0");
+  if (s.momentum < 0 || s.momentum >= 1)
+    return makeError("train.optimizer.momentum must be in [0, 1)");
+  if (s.nesterov && s.momentum == 0)
+    return makeError("train.optimizer.nesterov needs momentum > 0");
   if (s.beta1 < 0 || s.beta1 >= 1 || s.beta2 < 0 || s.beta2 >= 1)
     return makeError("train.optimizer.beta1 and beta2 must be in [0, 1)");
-  if (s.weightDecay < 0 || s.weightDecay > 1) return makeError("train.optimizer.weight_decay must be in [0, 1]");
+  if (s.weightDecay < 0 || s.weightDecay > 1)
+    return makeError("train.optimizer.weight_decay must be in [0, 1]");
   return s;
 }
 

@@ -20,12 +20,12 @@ namespace netloom {
 // Samples stored row-major. Byte images stay bytes in memory (a quarter of the
 // floats) and are scaled and normalised while a batch is assembled.
 struct Dataset {
-  Shape sampleShape;              // one sample's feature shape, e.g. {1, 28, 28} or {2}
-  std::vector<uint8_t> bytes;     // features when the source is bytes (IDX), else empty
-  std::vector<float> floats;      // features otherwise
-  std::vector<int32_t> labels;    // one class index per sample
-  std::vector<float> targets;     // raw float labels (CSV, for regression); empty: use labels
-  int32_t classes = 0;            // number of classes (max label + 1)
+  Shape sampleShape;            // one sample's feature shape, e.g. {1, 28, 28} or {2}
+  std::vector<uint8_t> bytes;   // features when the source is bytes (IDX), else empty
+  std::vector<float> floats;    // features otherwise
+  std::vector<int32_t> labels;  // one class index per sample
+  std::vector<float> targets;   // raw float labels (CSV, for regression); empty: use labels
+  int32_t classes = 0;          // number of classes (max label + 1)
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t featuresPerSample() const { return numel(sampleShape); }
@@ -55,10 +55,10 @@ Dataset makeBlobs(int classes, int samples, int features, double stddev, uint64_
 Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed);
 
 struct Batch {
-  int64_t size = 0;               // samples in this batch (the last may be short)
-  std::vector<float> x;           // size * featuresPerSample, normalised
-  std::vector<int32_t> labels;    // size
-  std::vector<float> labelFloats; // labels as floats, for regression losses
+  int64_t size = 0;                // samples in this batch (the last may be short)
+  std::vector<float> x;            // size * featuresPerSample, normalised
+  std::vector<int32_t> labels;     // size
+  std::vector<float> labelFloats;  // labels as floats, for regression losses
 };
 
 // Produces one epoch of batches in a seeded order, assembled by a prefetch thread
@@ -68,7 +68,7 @@ class BatchLoader {
   struct Options {
     int64_t batchSize = 32;
     bool shuffle = true;
-    uint64_t seed = 0;      // order = f(seed, epoch)
+    uint64_t seed = 0;  // order = f(seed, epoch)
     int64_t epoch = 0;
     int prefetch = 2;
     int64_t skipBatches = 0;  // start part-way into the epoch (resume)

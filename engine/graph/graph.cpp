@@ -58,7 +58,7 @@ Status inferNode(Graph& g, NodeId id) {
     std::string where = "node '" + n.name + "' (" + n.op->name + ")";
     if (ctx.errorPort >= 0) {
       const auto& ports = n.op->inputs;
-      std::string port = ports.empty()             ? std::to_string(ctx.errorPort)
+      std::string port = ports.empty()                       ? std::to_string(ctx.errorPort)
                          : ctx.errorPort < int(ports.size()) ? ports[ctx.errorPort].name
                                                              : ports.back().name;
       where += ", input '" + port + "'";
@@ -152,7 +152,8 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     Attrs given;
     for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
     auto attrs = resolveAttrs(*op, given);
-    if (!attrs) return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
+    if (!attrs)
+      return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
     pending[i].op = op;
     pending[i].attrs = std::move(*attrs);
 
@@ -238,8 +239,8 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
       g.values[added.outputs[0]].kind = ValueKind::Input;
       std::string field = added.attrs.s("field");
       if (g.inputsByField.count(field))
-        return makeError("node '" + added.name + "': another Input already reads field '" +
-                         field + "'");
+        return makeError("node '" + added.name + "': another Input already reads field '" + field +
+                         "'");
       g.inputsByField[field] = added.outputs[0];
     }
   }

@@ -35,11 +35,11 @@ struct Node {
   std::string name;
   const OpDef* op = nullptr;
   Attrs attrs;
-  std::vector<ValueId> inputs;   // data inputs first, then parameters
+  std::vector<ValueId> inputs;  // data inputs first, then parameters
   std::vector<ValueId> outputs;
   int numParams = 0;
-  bool backward = false;         // emitted by autodiff or the optimizer
-  std::string origin;            // the user node a backward node serves
+  bool backward = false;  // emitted by autodiff or the optimizer
+  std::string origin;     // the user node a backward node serves
 
   int numDataInputs() const { return static_cast<int>(inputs.size()) - numParams; }
 };

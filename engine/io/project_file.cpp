@@ -43,7 +43,8 @@ Result<proto::Project> parseProject(const std::string& text, const std::string& 
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, &project))
-    return makeError(errors.any() ? errors.describe(fileName) : fileName + ": cannot parse project");
+    return makeError(errors.any() ? errors.describe(fileName)
+                                  : fileName + ": cannot parse project");
   return project;
 }
 

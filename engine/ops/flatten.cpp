@@ -16,9 +16,8 @@ void registerFlatten(OpRegistry& r) {
     const Shape& x = c.in[0].shape;
     int64_t start = c.attrs.i("start_dim");
     if (start >= int64_t(x.size()))
-      return c.fail("start_dim " + std::to_string(start) + " is out of range for " +
-                        shapeToString(x),
-                    0);
+      return c.fail(
+          "start_dim " + std::to_string(start) + " is out of range for " + shapeToString(x), 0);
     Shape y(x.begin(), x.begin() + start);
     int64_t rest = 1;
     for (size_t i = start; i < x.size(); ++i) rest *= x[i];

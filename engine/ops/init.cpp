@@ -5,10 +5,10 @@
 namespace netloom {
 
 AttrDef initAttr() {
-  return stringAttr("init", "default",
-                    {"default", "kaiming_uniform", "kaiming_normal", "xavier_uniform",
-                     "xavier_normal", "zeros"},
-                    "weight initialiser; 'default' matches PyTorch");
+  return stringAttr(
+      "init", "default",
+      {"default", "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal", "zeros"},
+      "weight initialiser; 'default' matches PyTorch");
 }
 
 void fillUniform(const TensorRef& t, double bound, Rng& rng) {

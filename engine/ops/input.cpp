@@ -13,10 +13,8 @@ void registerInput(OpRegistry& r) {
   d.external = true;
   d.attrs = {
       intsAttr("shape", {}, 1, 1e9, "shape of one sample, without the batch dimension"),
-      stringAttr("field", "x", {},
-                 "which part of a sample it reads: 'x' (features) or 'label'"),
-      stringAttr("dtype", "float32", {"float32", "int32"},
-                 "element type; class labels are int32"),
+      stringAttr("field", "x", {}, "which part of a sample it reads: 'x' (features) or 'label'"),
+      stringAttr("dtype", "float32", {"float32", "int32"}, "element type; class labels are int32"),
   };
   d.infer = [](InferCtx& c) {
     Shape s{c.attrs.i("__batch", 1)};

@@ -28,7 +28,7 @@ struct AttrDef {
   double min = -1e300, max = 1e300;  // inclusive range for Int, Float and each of Ints
   std::vector<std::string> choices;  // String: allowed values; empty means free text
   std::string doc;
-  bool required = false;             // no default: the user must set it
+  bool required = false;  // no default: the user must set it
 };
 
 struct PortDef {

@@ -20,9 +20,9 @@ bool requireLabels(InferCtx& c, int port, int64_t batch) {
                       " (set the label Input's dtype to int32)",
                   port);
   if (l.shape != Shape{batch})
-    return c.fail("expects labels of shape " + shapeToString({batch}) + ", got " +
-                      shapeToString(l.shape),
-                  port);
+    return c.fail(
+        "expects labels of shape " + shapeToString({batch}) + ", got " + shapeToString(l.shape),
+        port);
   return true;
 }
 

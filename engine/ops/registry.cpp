@@ -48,13 +48,13 @@ AttrDef boolAttr(std::string name, bool def, std::string doc) {
 }
 AttrDef stringAttr(std::string name, std::string def, std::vector<std::string> choices,
                    std::string doc) {
-  return AttrDef{std::move(name), AttrKind::String, std::move(def), 0, 0, std::move(choices),
-                 std::move(doc)};
+  return AttrDef{std::move(name),    AttrKind::String, std::move(def), 0, 0,
+                 std::move(choices), std::move(doc)};
 }
 AttrDef intsAttr(std::string name, std::vector<int64_t> def, double min, double max,
                  std::string doc, bool required) {
-  return AttrDef{std::move(name), AttrKind::Ints, std::move(def), min, max, {}, std::move(doc),
-                 required};
+  return AttrDef{std::move(name), AttrKind::Ints, std::move(def), min, max, {},
+                 std::move(doc),  required};
 }
 
 namespace {
@@ -142,7 +142,8 @@ Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given) {
         found = found || c == s;
         list += (list.empty() ? "" : ", ") + c;
       }
-      if (!found) return makeError("attribute '" + name + "' is '" + s + "', must be one of " + list);
+      if (!found)
+        return makeError("attribute '" + name + "' is '" + s + "', must be one of " + list);
     }
     out.set(name, std::move(v));
   }

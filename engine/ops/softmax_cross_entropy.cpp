@@ -24,8 +24,8 @@ void registerSoftmaxCrossEntropy(OpRegistry& r) {
     return true;
   };
   d.grad = [](GradBuilder& b) {
-    b.addGrad(0, b.emit("SoftmaxCrossEntropyGrad", {b.outGrad(0), b.input(0), b.input(1)},
-                        b.attrs()));
+    b.addGrad(0,
+              b.emit("SoftmaxCrossEntropyGrad", {b.outGrad(0), b.input(0), b.input(1)}, b.attrs()));
   };
   d.flops = [](const InferCtx& c) { return 6 * numel(c.in[0].shape); };
   r.add(std::move(d));

@@ -62,7 +62,8 @@ Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const s
   for (const auto& e : m_entries)
     if (e->kind == ValueKind::Param && !byName.count(e->name))
       return makeError(file + ": parameter '" + e->name + "' is missing");
-  for (auto& [name, t] : byName) std::memcpy(find(name)->data.data(), t->data.data(), t->data.size());
+  for (auto& [name, t] : byName)
+    std::memcpy(find(name)->data.data(), t->data.data(), t->data.size());
   return {};
 }
 

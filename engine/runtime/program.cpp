@@ -5,7 +5,9 @@
 
 namespace netloom {
 
-void Arena::Free::operator()(char* p) const { std::free(p); }
+void Arena::Free::operator()(char* p) const {
+  std::free(p);
+}
 
 void Arena::resize(int64_t bytes) {
   int64_t rounded = (std::max<int64_t>(bytes, 64) + 63) / 64 * 64;
@@ -51,7 +53,8 @@ std::string Program::explain() const {
     o << "  [" << i << "] " << n.name << " (" << n.op->name << ") -> " << s.kernel;
     if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
     o << "\n       in:";
-    for (ValueId v : n.inputs) o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
+    for (ValueId v : n.inputs)
+      o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
     o << "\n       out:";
     for (ValueId v : n.outputs) {
       o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
@@ -62,7 +65,8 @@ std::string Program::explain() const {
   }
   o << "memory: arena " << bytesText(arenaBytes) << " (" << arenaBytes << " bytes) vs naive "
     << bytesText(naiveBytes) << " (" << naiveBytes << " bytes)";
-  if (naiveBytes > 0) o << ", " << (100.0 * double(arenaBytes) / double(naiveBytes)) << "% of naive";
+  if (naiveBytes > 0)
+    o << ", " << (100.0 * double(arenaBytes) / double(naiveBytes)) << "% of naive";
   o << "\n";
   return o.str();
 }

@@ -47,7 +47,7 @@ struct Program {
   bool training = false;
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
-  std::vector<std::string> fusions;                       // what the fusion pass merged
+  std::vector<std::string> fusions;                      // what the fusion pass merged
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

@@ -94,8 +94,8 @@ Status checkDataFits(const Program& prog, const Dataset& data) {
                        "' (it provides 'x' and 'label')");
     if (field == "x" && numel(sample) != data.featuresPerSample())
       return makeError("node '" + node.name + "' (Input): shape " + shapeToString(sample) +
-                       " does not match the dataset's samples (" +
-                       shapeToString(data.sampleShape) + ")");
+                       " does not match the dataset's samples (" + shapeToString(data.sampleShape) +
+                       ")");
     if (field == "label" && !sample.empty() && numel(sample) != 1)
       return makeError("node '" + node.name + "' (Input): labels are one value per sample, shape " +
                        shapeToString(sample) + " was given");
@@ -150,10 +150,12 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   if (opts.testLimit >= 0) s.project.mutable_data()->set_test_limit(opts.testLimit);
   s.batch = opts.batchSize > 0 ? opts.batchSize : (t.batch_size() > 0 ? t.batch_size() : 32);
   s.epochs = opts.epochs > 0 ? opts.epochs : (t.epochs() > 0 ? t.epochs() : 1);
-  s.threads = opts.threads > 0 ? opts.threads : (t.threads() > 0 ? t.threads() : omp_get_num_procs());
+  s.threads =
+      opts.threads > 0 ? opts.threads : (t.threads() > 0 ? t.threads() : omp_get_num_procs());
   s.seed = opts.seed ? *opts.seed : t.seed();
   if (!t.device().empty() && t.device() != "cpu")
-    return makeError("train.device '" + t.device() + "' is not available: this build trains on 'cpu'");
+    return makeError("train.device '" + t.device() +
+                     "' is not available: this build trains on 'cpu'");
   omp_set_num_threads(s.threads);
 
   auto data = loadData(s.project.data(), opts.projectDir, s.seed);
@@ -177,7 +179,8 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
   auto setup = prepare(project, opts);
   if (!setup) return setup.error();
   ParamStore store;
-  ProgramCache train(setup->project, setup->trainOpts, store), eval(setup->project, setup->evalOpts, store);
+  ProgramCache train(setup->project, setup->trainOpts, store),
+      eval(setup->project, setup->evalOpts, store);
   auto tp = train.get(setup->batch);
   if (!tp) return tp.error();
   auto ep = eval.get(setup->batch);
@@ -208,7 +211,8 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   if (!opts.initWeights.empty()) {
     auto tensors = readSafetensors(opts.initWeights);
     if (!tensors) return fail(tensors.error().message, 0);
-    if (Status st = store.importParams(*tensors, opts.initWeights); !st) return fail(st.message(), 0);
+    if (Status st = store.importParams(*tensors, opts.initWeights); !st)
+      return fail(st.message(), 0);
   }
   auto settings = optimizerSettings(s.project.train().optimizer());
   double baseLr = settings ? settings->lr : 1e-3;
@@ -318,7 +322,8 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
           break;
         }
     }
-    ep->set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - epochStart).count());
+    ep->set_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - epochStart).count());
     sink(e);
     sum.epochs = epoch;
   }

@@ -23,8 +23,8 @@ struct TrainOptions {
   std::optional<uint64_t> seed;  // unset: the project's
   int64_t trainLimit = -1;       // -1: the project's data.train_limit
   int64_t testLimit = -1;
-  std::string initWeights;       // safetensors to start from
-  std::string saveWeights;       // safetensors written at the end
+  std::string initWeights;                  // safetensors to start from
+  std::string saveWeights;                  // safetensors written at the end
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
 };
 

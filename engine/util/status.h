@@ -23,11 +23,20 @@ class Result {
 
   bool ok() const { return m_v.index() == 0; }
   explicit operator bool() const { return ok(); }
-  T& value() { assert(ok()); return std::get<0>(m_v); }
-  const T& value() const { assert(ok()); return std::get<0>(m_v); }
+  T& value() {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
+  const T& value() const {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
   T& operator*() { return value(); }
   T* operator->() { return &value(); }
-  const Error& error() const { assert(!ok()); return std::get<1>(m_v); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(m_v);
+  }
 
  private:
   std::variant<T, Error> m_v;
@@ -49,6 +58,8 @@ class Status {
   std::optional<Error> m_error;
 };
 
-inline Error makeError(std::string message) { return Error{std::move(message)}; }
+inline Error makeError(std::string message) {
+  return Error{std::move(message)};
+}
 
 }  // namespace netloom

@@ -30,10 +30,10 @@ struct KernelSig {
 
 // Per-step values the runtime passes to every launch.
 struct StepContext {
-  int64_t step = 0;        // 1-based optimizer step
-  double lr = 0.0;         // learning rate for this step
-  uint64_t seed = 0;       // run seed; kernels derive counter-based random streams
-  bool training = true;    // Dropout and friends read this
+  int64_t step = 0;      // 1-based optimizer step
+  double lr = 0.0;       // learning rate for this step
+  uint64_t seed = 0;     // run seed; kernels derive counter-based random streams
+  bool training = true;  // Dropout and friends read this
 };
 
 struct KernelIO {

@@ -15,7 +15,9 @@ inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-inline uint64_t hashCombine(uint64_t a, uint64_t b) { return mix64(a ^ mix64(b)); }
+inline uint64_t hashCombine(uint64_t a, uint64_t b) {
+  return mix64(a ^ mix64(b));
+}
 
 // Uniform in [0, 1) with 24 bits of precision, the float mantissa.
 inline float uniformAt(uint64_t key, uint64_t index) {

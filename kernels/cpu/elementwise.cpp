@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "kernels/core/functors.h"
-#include "kernels/cpu/cpu_util.h"
 #include "kernels/core/rng.h"
+#include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
 namespace {
@@ -49,9 +49,8 @@ void registerElementwise(KernelRegistry& r) {
   };
   add("ReLU", [](const KernelSig&) { return unary(fn::Relu{}); });
   add("ReLUGrad", [](const KernelSig&) { return binary(fn::ReluGrad{}); });
-  add("LeakyReLU", [](const KernelSig& s) {
-    return unary(fn::LeakyRelu{float(s.attrs->f("negative_slope"))});
-  });
+  add("LeakyReLU",
+      [](const KernelSig& s) { return unary(fn::LeakyRelu{float(s.attrs->f("negative_slope"))}); });
   add("LeakyReLUGrad", [](const KernelSig& s) {
     return binary(fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
   });
@@ -89,7 +88,8 @@ void registerElementwise(KernelRegistry& r) {
       const float* x = io.in[0].f32();
       float* y = io.out[0].f32();
       parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) y[i] = uniformAt(key, uint64_t(i)) < p ? 0.f : x[i] * scale;
+        for (int64_t i = lo; i < hi; ++i)
+          y[i] = uniformAt(key, uint64_t(i)) < p ? 0.f : x[i] * scale;
       });
     };
   });

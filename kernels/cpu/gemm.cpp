@@ -77,28 +77,32 @@ KernelFn makeLinear(const KernelSig& s, GemmFn gemm) {
 }
 
 KernelFn makeMatMul(const KernelSig& s, GemmFn gemm) {
-  GemmDims d = matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"),
-                          s.attrs->b("trans_b"));
-  return [d, gemm](const KernelIO& io) { gemm(d, io.in[0].f32(), io.in[1].f32(), io.out[0].f32()); };
+  GemmDims d =
+      matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"), s.attrs->b("trans_b"));
+  return
+      [d, gemm](const KernelIO& io) { gemm(d, io.in[0].f32(), io.in[1].f32(), io.out[0].f32()); };
 }
 
 }  // namespace
 
 void registerGemm(KernelRegistry& r) {
-  r.add("Linear", DeviceKind::Cpu,
-        {"onednn.sgemm+bias", declineNonFloat,
-         [](const KernelSig& s) { return makeLinear(s, gemmOneDnn); }});
-  r.add("Linear", DeviceKind::Cpu,
-        kernel("reference.linear", [](const KernelSig& s) { return makeLinear(s, gemmReference); }));
-  r.add("MatMul", DeviceKind::Cpu,
-        {"onednn.sgemm", declineNonFloat,
-         [](const KernelSig& s) { return makeMatMul(s, gemmOneDnn); }});
-  r.add("MatMul", DeviceKind::Cpu,
-        kernel("reference.matmul", [](const KernelSig& s) { return makeMatMul(s, gemmReference); }));
+  r.add("Linear", DeviceKind::Cpu, {"onednn.sgemm+bias", declineNonFloat, [](const KernelSig& s) {
+                                      return makeLinear(s, gemmOneDnn);
+                                    }});
+  r.add("Linear", DeviceKind::Cpu, kernel("reference.linear", [](const KernelSig& s) {
+          return makeLinear(s, gemmReference);
+        }));
+  r.add("MatMul", DeviceKind::Cpu, {"onednn.sgemm", declineNonFloat, [](const KernelSig& s) {
+                                      return makeMatMul(s, gemmOneDnn);
+                                    }});
+  r.add("MatMul", DeviceKind::Cpu, kernel("reference.matmul", [](const KernelSig& s) {
+          return makeMatMul(s, gemmReference);
+        }));
 
   // Column sums: each thread owns a band of columns and walks all rows, so no
   // reduction across threads is needed and the result is thread-count independent.
-  r.add("ReduceRows", DeviceKind::Cpu, kernel("cpu.reduce_rows", [](const KernelSig& s) -> KernelFn {
+  r.add("ReduceRows", DeviceKind::Cpu,
+        kernel("cpu.reduce_rows", [](const KernelSig& s) -> KernelFn {
           int64_t n = s.in[0].shape.back(), rows = numel(s.in[0].shape) / n;
           return [n, rows](const KernelIO& io) {
             const float* x = io.in[0].f32();

@@ -162,7 +162,8 @@ KernelFn mse(const KernelSig& s) {
     parallelFor(rows, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         double sum = 0;
-        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += double(p[j] - t[j]) * (p[j] - t[j]);
+        for (int64_t j = r * per; j < (r + 1) * per; ++j)
+          sum += double(p[j] - t[j]) * (p[j] - t[j]);
         out[r] = sum;
       }
     });
@@ -185,7 +186,8 @@ KernelFn mseGrad(const KernelSig& s) {
 }
 
 inline double bceTerm(float x, float t, bool logits) {
-  if (logits) return std::max(double(x), 0.0) - double(x) * t + std::log1p(std::exp(-std::fabs(double(x))));
+  if (logits)
+    return std::max(double(x), 0.0) - double(x) * t + std::log1p(std::exp(-std::fabs(double(x))));
   // PyTorch clamps each log at -100 so a saturated probability stays finite.
   double lp = std::max(std::log(double(x)), -100.0), l1p = std::max(std::log1p(-double(x)), -100.0);
   return -(t * lp + (1.0 - t) * l1p);

@@ -17,7 +17,9 @@ Blocks blocks(const Shape& s, int64_t axis) {
   return b;
 }
 
-int64_t positiveAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
+int64_t positiveAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + int64_t(rank) : axis;
+}
 
 }  // namespace
 

@@ -26,8 +26,8 @@ inline std::string labels(const std::string& name = "label") {
          "s: 'int32' } } } ";
 }
 
-inline std::string node(const std::string& name, const std::string& op,
-                        const std::string& inputs, const std::string& attrs = "") {
+inline std::string node(const std::string& name, const std::string& op, const std::string& inputs,
+                        const std::string& attrs = "") {
   std::string s = "nodes { name: '" + name + "' op: '" + op + "'";
   std::string rest = inputs;
   while (!rest.empty()) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <QtTest>
-
 #include <cmath>
 #include <functional>
 #include <map>
@@ -46,7 +45,9 @@ struct OpCase {
   bool checkGradients = true;
 };
 
-inline int64_t count(const Shape& s) { return netloom::numel(s); }
+inline int64_t count(const Shape& s) {
+  return netloom::numel(s);
+}
 
 // The scalar the gradients are taken of: the op itself when it is a loss, otherwise
 // mean((y - t)²) against a fixed random target t.
@@ -173,7 +174,10 @@ inline void run(const OpCase& c) {
     double got = p.refs[out].f32()[i];
     if (!close(got, want[i], 1e-4, 1e-5))
       QFAIL(qPrintable(QString("%1 forward[%2]: got %3, reference %4")
-                           .arg(c.op.c_str()).arg(i).arg(got, 0, 'g', 9).arg(want[i], 0, 'g', 9)));
+                           .arg(c.op.c_str())
+                           .arg(i)
+                           .arg(got, 0, 'g', 9)
+                           .arg(want[i], 0, 'g', 9)));
   }
   if (!grads) return;
 
@@ -194,8 +198,11 @@ inline void run(const OpCase& c) {
       double numeric = (up - down) / (2 * h);
       if (!close(g[i], numeric, 5e-3, 2e-6))
         QFAIL(qPrintable(QString("%1 d/d%2[%3]: engine %4, finite difference %5")
-                             .arg(c.op.c_str()).arg(name.c_str()).arg(i)
-                             .arg(g[i], 0, 'g', 9).arg(numeric, 0, 'g', 9)));
+                             .arg(c.op.c_str())
+                             .arg(name.c_str())
+                             .arg(i)
+                             .arg(g[i], 0, 'g', 9)
+                             .arg(numeric, 0, 'g', 9)));
     }
   };
   size_t floatIndex = 0;

@@ -17,10 +17,13 @@ Outcome runTrain(const QStringList& args) {
   p.start(NETLOOM_TRAIN_EXE, args);
   p.waitForFinished(300000);
   return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
 }
 
-QString project(const char* name) { return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name; }
+QString project(const char* name) {
+  return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name;
+}
 
 QString writeProject(QTemporaryDir& dir, const QString& name, const QString& text) {
   QString path = dir.filePath(name);
@@ -59,7 +62,8 @@ class TestCli : public QObject {
 
   void syntaxErrorNamesFileLineAndColumn() {
     QTemporaryDir dir;
-    QString path = writeProject(dir, "broken.nlproj", "name: \"x\"\nmodel {\n  nodes { name: \"a\" op: }\n}\n");
+    QString path = writeProject(dir, "broken.nlproj",
+                                "name: \"x\"\nmodel {\n  nodes { name: \"a\" op: }\n}\n");
     Outcome o = runTrain({path});
     QCOMPARE(o.code, 2);
     QVERIFY2(o.err.contains(path + ":3:"), qPrintable(o.err));
@@ -75,20 +79,34 @@ class TestCli : public QObject {
     QTest::addColumn<QString>("model");
     QTest::addColumn<QStringList>("mentions");
     const QString inputs =
-        "nodes { name: 'point' op: 'Input' attrs { key: 'shape' value { ints { values: [2] } } } }\n"
-        "nodes { name: 'label' op: 'Input' attrs { key: 'field' value { s: 'label' } } attrs { key: "
+        "nodes { name: 'point' op: 'Input' attrs { key: 'shape' value { ints { values: [2] } } } "
+        "}\n"
+        "nodes { name: 'label' op: 'Input' attrs { key: 'field' value { s: 'label' } } attrs { "
+        "key: "
         "'dtype' value { s: 'int32' } } }\n";
     const QString head =
-        "nodes { name: 'logits' op: 'Linear' inputs: 'point' attrs { key: 'out_features' value { i: "
+        "nodes { name: 'logits' op: 'Linear' inputs: 'point' attrs { key: 'out_features' value { "
+        "i: "
         "3 } } }\nnodes { name: 'loss' op: 'SoftmaxCrossEntropy' inputs: ['logits', 'label'] }\n";
-    QTest::newRow("unknown op") << inputs + "nodes { name: 'mystery' op: 'Conv9d' inputs: 'point' }\n" + head
+    QTest::newRow("unknown op") << inputs +
+                                       "nodes { name: 'mystery' op: 'Conv9d' inputs: 'point' }\n" +
+                                       head
                                 << QStringList{"'mystery'", "Conv9d"};
-    QTest::newRow("dangling") << inputs + "nodes { name: 'logits' op: 'Linear' inputs: 'pint' attrs { key: 'out_features' value { i: 3 } } }\nnodes { name: 'loss' op: 'SoftmaxCrossEntropy' inputs: ['logits', 'label'] }\n"
+    QTest::newRow("dangling") << inputs +
+                                     "nodes { name: 'logits' op: 'Linear' inputs: 'pint' attrs { "
+                                     "key: 'out_features' value { i: 3 } } }\nnodes { name: 'loss' "
+                                     "op: 'SoftmaxCrossEntropy' inputs: ['logits', 'label'] }\n"
                               << QStringList{"'logits'", "input 'x'", "'pint'"};
-    QTest::newRow("cycle") << inputs + "nodes { name: 'a' op: 'Add' inputs: ['point', 'b'] }\nnodes { name: 'b' op: 'Tanh' inputs: 'a' }\n" + head
+    QTest::newRow("cycle") << inputs +
+                                  "nodes { name: 'a' op: 'Add' inputs: ['point', 'b'] }\nnodes { "
+                                  "name: 'b' op: 'Tanh' inputs: 'a' }\n" +
+                                  head
                            << QStringList{"cycle", "'a'", "'b'"};
     QTest::newRow("shape mismatch")
-        << inputs + "nodes { name: 'wide' op: 'Linear' inputs: 'point' attrs { key: 'out_features' value { i: 5 } } }\nnodes { name: 'sum' op: 'Add' inputs: ['point', 'wide'] }\n" + head
+        << inputs +
+               "nodes { name: 'wide' op: 'Linear' inputs: 'point' attrs { key: 'out_features' "
+               "value { i: 5 } } }\nnodes { name: 'sum' op: 'Add' inputs: ['point', 'wide'] }\n" +
+               head
         << QStringList{"'sum'", "input 'b'", "×5", "×2"};
   }
   void modelErrorsNameNodeAndPort() {
@@ -98,7 +116,8 @@ class TestCli : public QObject {
     QString path = writeProject(dir, "bad.nlproj", spiralsWithModel(model));
     Outcome o = runTrain({path, "--quiet"});
     QVERIFY2(o.code != 0, qPrintable(o.err));
-    for (const QString& m : mentions) QVERIFY2(o.err.contains(m), qPrintable(m + " missing: " + o.err));
+    for (const QString& m : mentions)
+      QVERIFY2(o.err.contains(m), qPrintable(m + " missing: " + o.err));
   }
 
   void summaryJsonAndEventStream() {
@@ -111,9 +130,9 @@ class TestCli : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto json = netloom::Json::parse(f.readAll().toStdString());
     QVERIFY(json.ok());
-    for (const char* key : {"epochs", "steps", "train_loss", "test_loss", "test_accuracy",
-                            "samples_per_sec", "wall_seconds", "compile_ms", "arena_bytes",
-                            "naive_bytes"}) {
+    for (const char* key :
+         {"epochs", "steps", "train_loss", "test_loss", "test_accuracy", "samples_per_sec",
+          "wall_seconds", "compile_ms", "arena_bytes", "naive_bytes"}) {
       const netloom::Json* v = json->find(key);
       QVERIFY2(v && v->isNumber(), key);
     }
@@ -136,8 +155,9 @@ class TestCli : public QObject {
     QTemporaryDir dir;
     QFile f(project("spirals.nlproj"));
     f.open(QIODevice::ReadOnly);
-    QString text = QString::fromUtf8(f.readAll()).replace("optimizer { kind: ADAM lr: 0.01 }",
-                                                          "optimizer { kind: SGD lr: 1e38 }");
+    QString text =
+        QString::fromUtf8(f.readAll())
+            .replace("optimizer { kind: ADAM lr: 0.01 }", "optimizer { kind: SGD lr: 1e38 }");
     QString path = writeProject(dir, "diverge.nlproj", text);
     QString events = dir.filePath("events.pb");
     Outcome o = runTrain({path, "--events", events});

@@ -2,7 +2,6 @@
 // elimination, autodiff through whole models, the memory planner's invariant and
 // the determinism of plans.
 #include <QtTest>
-
 #include <set>
 
 #include "engine/compiler/compile.h"
@@ -70,7 +69,8 @@ class TestCompiler : public QObject {
   void errorsNameNodeAndPort_data() {
     QTest::addColumn<QString>("body");
     QTest::addColumn<QStringList>("mentions");
-    QTest::newRow("unknown op") << QString::fromStdString(input("x", "4") + node("a", "Lineer", "x"))
+    QTest::newRow("unknown op") << QString::fromStdString(input("x", "4") +
+                                                          node("a", "Lineer", "x"))
                                 << QStringList{"'a'", "unknown op 'Lineer'"};
     QTest::newRow("dangling input")
         << QString::fromStdString(input("x", "4") + node("a", "ReLU", "nowhere"))
@@ -89,20 +89,23 @@ class TestCompiler : public QObject {
     QTest::newRow("bad port") << QString::fromStdString(input("x", "4") + node("r", "ReLU", "x:3"))
                               << QStringList{"'r'", "no output port 3"};
     QTest::newRow("attribute range")
-        << QString::fromStdString(input("x", "4") + node("d", "Dropout", "x", "attrs { key: 'p' value { f: 1.5 } }"))
+        << QString::fromStdString(input("x", "4") +
+                                  node("d", "Dropout", "x", "attrs { key: 'p' value { f: 1.5 } }"))
         << QStringList{"'d'", "'p'", "between 0 and 0.99"};
     QTest::newRow("no loss") << QString::fromStdString(input("x", "4") + node("r", "ReLU", "x"))
                              << QStringList{"no loss node"};
-    QTest::newRow("two losses")
-        << QString::fromStdString(mlpBody() + node("loss2", "SoftmaxCrossEntropy", "fc2,label"))
-        << QStringList{"several loss nodes", "train.loss"};
-    QTest::newRow("labels dtype")
-        << QString::fromStdString(input("x", "4") + input("l", "", "label") +
-                                  node("fc", "Linear", "x", intAttr("out_features", 3)) +
-                                  node("loss", "SoftmaxCrossEntropy", "fc,l"))
-        << QStringList{"'loss'", "input 'labels'", "int32"};
+    QTest::newRow("two losses") << QString::fromStdString(mlpBody() + node("loss2",
+                                                                           "SoftmaxCrossEntropy",
+                                                                           "fc2,label"))
+                                << QStringList{"several loss nodes", "train.loss"};
+    QTest::newRow("labels dtype") << QString::fromStdString(
+                                         input("x", "4") + input("l", "", "label") +
+                                         node("fc", "Linear", "x", intAttr("out_features", 3)) +
+                                         node("loss", "SoftmaxCrossEntropy", "fc,l"))
+                                  << QStringList{"'loss'", "input 'labels'", "int32"};
     QTest::newRow("linear on a vector")
-        << QString::fromStdString(input("x", "") + node("fc", "Linear", "x", intAttr("out_features", 3)))
+        << QString::fromStdString(input("x", "") +
+                                  node("fc", "Linear", "x", intAttr("out_features", 3)))
         << QStringList{"'fc'", "input 'x'", "batch × features"};
   }
   void errorsNameNodeAndPort() {
@@ -141,24 +144,23 @@ class TestCompiler : public QObject {
 
   void accumulatesGradientsOfSharedTensors() {
     // fc1 feeds two branches; its gradient must be the sum of both.
-    std::string body = input("x", "4") + labels() +
-                       node("fc1", "Linear", "x", intAttr("out_features", 6)) +
-                       node("a", "Tanh", "fc1") + node("b", "Sigmoid", "fc1") +
-                       node("sum", "Add", "a,b") +
-                       node("fc2", "Linear", "sum", intAttr("out_features", 3)) +
-                       node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    std::string body =
+        input("x", "4") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 6)) +
+        node("a", "Tanh", "fc1") + node("b", "Sigmoid", "fc1") + node("sum", "Add", "a,b") +
+        node("fc2", "Linear", "sum", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc2,label");
     checkAgainstFiniteDifferences(body);
   }
 
   void wholeModelGradients() { checkAgainstFiniteDifferences(mlpBody()); }
 
   void concatAndReshapeModelGradients() {
-    std::string body = input("x", "6") + labels() +
-                       node("r", "Reshape", "x", "attrs { key: 'shape' value { ints { values: [2, 3] } } }") +
-                       node("f", "Flatten", "r") + node("g", "GELU", "f") +
-                       node("c", "Concat", "f,g") +
-                       node("fc", "Linear", "c", intAttr("out_features", 4)) +
-                       node("loss", "SoftmaxCrossEntropy", "fc,label");
+    std::string body =
+        input("x", "6") + labels() +
+        node("r", "Reshape", "x", "attrs { key: 'shape' value { ints { values: [2, 3] } } }") +
+        node("f", "Flatten", "r") + node("g", "GELU", "f") + node("c", "Concat", "f,g") +
+        node("fc", "Linear", "c", intAttr("out_features", 4)) +
+        node("loss", "SoftmaxCrossEntropy", "fc,label");
     checkAgainstFiniteDifferences(body);
   }
 
@@ -272,7 +274,10 @@ class TestCompiler : public QObject {
         double numeric = (up - down) / (2 * double(h));
         QVERIFY2(std::fabs(g[i] - numeric) <= 2e-3 + 3e-2 * std::fabs(numeric),
                  qPrintable(QString("%1[%2]: engine %3, finite difference %4")
-                                .arg(entry->name.c_str()).arg(i).arg(g[i]).arg(numeric)));
+                                .arg(entry->name.c_str())
+                                .arg(i)
+                                .arg(g[i])
+                                .arg(numeric)));
       }
     }
   }

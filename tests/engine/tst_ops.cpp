@@ -94,9 +94,13 @@ Vec concat(const RefArgs& a, int64_t axis) {
   return y;
 }
 
-Vec same(const RefArgs& a) { return a.in[0]; }
+Vec same(const RefArgs& a) {
+  return a.in[0];
+}
 
-double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
 double geluTanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
@@ -109,47 +113,64 @@ std::vector<std::pair<std::string, OpCase>> allCases() {
   add("linear 4x5->3", {"Linear", {{"out_features", I(3)}}, {{{4, 5}}}, linear});
   add("linear no bias", {"Linear", {{"out_features", I(2)}, {"bias", false}}, {{{3, 6}}}, linear});
   add("linear 3d input", {"Linear", {{"out_features", I(4)}}, {{{2, 3, 5}}}, linear});
-  add("linear xavier", {"Linear", {{"out_features", I(3)}, {"init", std::string("xavier_normal")}},
-                        {{{5, 4}}}, linear});
-  add("relu", {"ReLU", {}, {{{4, 6}}}, [](const RefArgs& a) { return unary(a, [](double x) { return std::max(x, 0.0); }); }});
+  add("linear xavier", {"Linear",
+                        {{"out_features", I(3)}, {"init", std::string("xavier_normal")}},
+                        {{{5, 4}}},
+                        linear});
+  add("relu", {"ReLU", {}, {{{4, 6}}}, [](const RefArgs& a) {
+                 return unary(a, [](double x) { return std::max(x, 0.0); });
+               }});
   add("leaky relu", {"LeakyReLU", {{"negative_slope", 0.1}}, {{{3, 7}}}, [](const RefArgs& a) {
-        return unary(a, [](double x) { return x > 0 ? x : 0.1 * x; });
-      }});
+                       return unary(a, [](double x) { return x > 0 ? x : 0.1 * x; });
+                     }});
   add("gelu", {"GELU", {}, {{{3, 8}}}, [](const RefArgs& a) { return unary(a, gelu); }});
-  add("gelu tanh", {"GELU", {{"approximate", std::string("tanh")}}, {{{3, 8}}},
-                    [](const RefArgs& a) { return unary(a, geluTanh); }});
+  add("gelu tanh",
+      {"GELU", {{"approximate", std::string("tanh")}}, {{{3, 8}}}, [](const RefArgs& a) {
+         return unary(a, geluTanh);
+       }});
   add("sigmoid", {"Sigmoid", {}, {{{2, 9}}}, [](const RefArgs& a) {
-        return unary(a, [](double x) { return 1 / (1 + std::exp(-x)); });
-      }});
-  add("tanh", {"Tanh", {}, {{{2, 2, 5}}}, [](const RefArgs& a) { return unary(a, [](double x) { return std::tanh(x); }); }});
+                    return unary(a, [](double x) { return 1 / (1 + std::exp(-x)); });
+                  }});
+  add("tanh", {"Tanh", {}, {{{2, 2, 5}}}, [](const RefArgs& a) {
+                 return unary(a, [](double x) { return std::tanh(x); });
+               }});
   add("softmax last", {"Softmax", {}, {{{4, 6}}}, [](const RefArgs& a) { return softmax(a, -1); }});
-  add("softmax axis 1 of 3", {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}},
-                              [](const RefArgs& a) { return softmax(a, 1); }});
+  add("softmax axis 1 of 3",
+      {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}}, [](const RefArgs& a) { return softmax(a, 1); }});
   add("dropout p=0", {"Dropout", {{"p", 0.0}}, {{{3, 5}}}, same});
   add("flatten", {"Flatten", {}, {{{2, 3, 2, 2}}}, same});
   add("flatten start 2", {"Flatten", {{"start_dim", I(2)}}, {{{2, 3, 2, 2}}}, same});
   add("reshape", {"Reshape", {{"shape", Shape{3, -1}}}, {{{2, 12}}}, same});
   add("identity", {"Identity", {}, {{{3, 4}}}, same});
   add("add", {"Add", {}, {{{3, 4}}, {{3, 4}}}, [](const RefArgs& a) {
-        Vec y(a.in[0].size());
-        for (size_t i = 0; i < y.size(); ++i) y[i] = a.in[0][i] + a.in[1][i];
-        return y;
-      }});
-  add("concat axis 1", {"Concat", {}, {{{2, 3}}, {{2, 5}}}, [](const RefArgs& a) { return concat(a, 1); }});
-  add("concat three axis -1", {"Concat", {{"axis", I(-1)}}, {{{2, 2, 3}}, {{2, 2, 1}}, {{2, 2, 2}}},
-                               [](const RefArgs& a) { return concat(a, -1); }});
-  add("concat axis 1 of 3", {"Concat", {{"axis", I(1)}}, {{{2, 1, 3}}, {{2, 2, 3}}},
-                             [](const RefArgs& a) { return concat(a, 1); }});
-  add("softmax cross entropy", {"SoftmaxCrossEntropy", {}, {{{5, 4}}, {{5}, Fill::Labels, 4}},
-                                [](const RefArgs& a) { return crossEntropy(a, 0.0); }});
-  add("cross entropy smoothing", {"SoftmaxCrossEntropy", {{"label_smoothing", 0.1}},
+                Vec y(a.in[0].size());
+                for (size_t i = 0; i < y.size(); ++i) y[i] = a.in[0][i] + a.in[1][i];
+                return y;
+              }});
+  add("concat axis 1",
+      {"Concat", {}, {{{2, 3}}, {{2, 5}}}, [](const RefArgs& a) { return concat(a, 1); }});
+  add("concat three axis -1",
+      {"Concat", {{"axis", I(-1)}}, {{{2, 2, 3}}, {{2, 2, 1}}, {{2, 2, 2}}}, [](const RefArgs& a) {
+         return concat(a, -1);
+       }});
+  add("concat axis 1 of 3",
+      {"Concat", {{"axis", I(1)}}, {{{2, 1, 3}}, {{2, 2, 3}}}, [](const RefArgs& a) {
+         return concat(a, 1);
+       }});
+  add("softmax cross entropy",
+      {"SoftmaxCrossEntropy", {}, {{{5, 4}}, {{5}, Fill::Labels, 4}}, [](const RefArgs& a) {
+         return crossEntropy(a, 0.0);
+       }});
+  add("cross entropy smoothing", {"SoftmaxCrossEntropy",
+                                  {{"label_smoothing", 0.1}},
                                   {{{6, 3}}, {{6}, Fill::Labels, 3}},
                                   [](const RefArgs& a) { return crossEntropy(a, 0.1); }});
   add("mse", {"MSELoss", {}, {{{4, 3}}, {{4, 3}}}, [](const RefArgs& a) {
-        double s = 0;
-        for (size_t i = 0; i < a.in[0].size(); ++i) s += std::pow(a.in[0][i] - a.in[1][i], 2);
-        return Vec{s / double(a.in[0].size())};
-      }});
+                double s = 0;
+                for (size_t i = 0; i < a.in[0].size(); ++i)
+                  s += std::pow(a.in[0][i] - a.in[1][i], 2);
+                return Vec{s / double(a.in[0].size())};
+              }});
   auto bce = [](bool logits) {
     return [logits](const RefArgs& a) {
       double s = 0;
@@ -161,11 +182,17 @@ std::vector<std::pair<std::string, OpCase>> allCases() {
       return Vec{s / double(a.in[0].size())};
     };
   };
-  add("bce", {"BCELoss", {}, {{{4, 2}, Fill::Probability}, {{4, 2}, Fill::Probability}}, bce(false)});
-  add("bce logits", {"BCELoss", {{"from_logits", true}}, {{{5, 1}}, {{5, 1}, Fill::Probability}}, bce(true)});
-  add("accuracy", {"Accuracy", {}, {{{8, 5}}, {{8}, Fill::Labels, 5}}, [](const RefArgs& a) { return topK(a, 1); }});
-  add("top-3 accuracy", {"TopKAccuracy", {{"k", I(3)}}, {{{8, 5}}, {{8}, Fill::Labels, 5}},
-                         [](const RefArgs& a) { return topK(a, 3); }});
+  add("bce",
+      {"BCELoss", {}, {{{4, 2}, Fill::Probability}, {{4, 2}, Fill::Probability}}, bce(false)});
+  add("bce logits",
+      {"BCELoss", {{"from_logits", true}}, {{{5, 1}}, {{5, 1}, Fill::Probability}}, bce(true)});
+  add("accuracy", {"Accuracy", {}, {{{8, 5}}, {{8}, Fill::Labels, 5}}, [](const RefArgs& a) {
+                     return topK(a, 1);
+                   }});
+  add("top-3 accuracy",
+      {"TopKAccuracy", {{"k", I(3)}}, {{{8, 5}}, {{8}, Fill::Labels, 5}}, [](const RefArgs& a) {
+         return topK(a, 3);
+       }});
   return c;
 }
 
@@ -274,7 +301,8 @@ class TestOps : public QObject {
     a.set("out_features", int64_t(0));
     auto r = netloom::resolveAttrs(*linear, a);
     QVERIFY(!r.ok());
-    QVERIFY2(r.error().message.find("out_features") != std::string::npos, r.error().message.c_str());
+    QVERIFY2(r.error().message.find("out_features") != std::string::npos,
+             r.error().message.c_str());
     Attrs b;
     b.set("out_features", int64_t(3));
     b.set("unitz", int64_t(3));

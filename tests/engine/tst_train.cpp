@@ -2,7 +2,6 @@
 // determinism, failures that stop a run with a Failed event, and weights that go
 // in and out as safetensors with bad files refused by name.
 #include <QtTest>
-
 #include <filesystem>
 #include <fstream>
 
@@ -59,7 +58,8 @@ class TestTrain : public QObject {
   }
 
   void fashionMlpOnASubsetReachesEightyPercent() {
-    if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    if (!haveFashion())
+      QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
     TrainOptions o;
     o.epochs = 1;
     o.trainLimit = 10000;
@@ -129,7 +129,8 @@ class TestTrain : public QObject {
 
   void inputThatDoesNotFitTheDataIsRefused() {
     proto::Project p = load("spirals.nlproj");
-    (*p.mutable_model()->mutable_nodes(0)->mutable_attrs())["shape"].mutable_ints()->set_values(0, 3);
+    (*p.mutable_model()->mutable_nodes(0)->mutable_attrs())["shape"].mutable_ints()->set_values(0,
+                                                                                                3);
     Run r = train(p, {});
     QVERIFY(!r.result.ok());
     QVERIFY2(r.result.error().message.find("'point'") != std::string::npos,
@@ -206,9 +207,12 @@ class TestTrain : public QObject {
   void schedulesAndOptimizersTrain_data() {
     QTest::addColumn<int>("optimizer");
     QTest::addColumn<int>("schedule");
-    QTest::newRow("sgd momentum, step") << int(proto::Optimizer::SGD) << int(proto::LrSchedule::STEP);
-    QTest::newRow("adamw, cosine") << int(proto::Optimizer::ADAMW) << int(proto::LrSchedule::COSINE);
-    QTest::newRow("adam, constant") << int(proto::Optimizer::ADAM) << int(proto::LrSchedule::CONSTANT);
+    QTest::newRow("sgd momentum, step")
+        << int(proto::Optimizer::SGD) << int(proto::LrSchedule::STEP);
+    QTest::newRow("adamw, cosine")
+        << int(proto::Optimizer::ADAMW) << int(proto::LrSchedule::COSINE);
+    QTest::newRow("adam, constant")
+        << int(proto::Optimizer::ADAM) << int(proto::LrSchedule::CONSTANT);
   }
   void schedulesAndOptimizersTrain() {
     QFETCH(int, optimizer);
