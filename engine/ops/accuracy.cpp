@@ -3,14 +3,6 @@
 
 namespace netloom {
 
-bool inferClassMetric(InferCtx& c) {
-  const Shape& x = c.in[0].shape;
-  if (x.size() != 2) return c.fail("expects batch × classes, got " + shapeToString(x), 0);
-  if (!ops::requireLabels(c, 1, x[0])) return false;
-  c.out[0] = TensorDesc{{}, DType::F32, {}};
-  return true;
-}
-
 void registerAccuracy(OpRegistry& r) {
   OpDef d;
   d.name = "Accuracy";
@@ -19,7 +11,7 @@ void registerAccuracy(OpRegistry& r) {
   d.doc = "Fraction of samples whose top score is the true class";
   d.inputs = {{"scores", "batch × classes"}, {"labels", "batch, int32"}};
   d.outputs = {{"accuracy", "scalar in [0, 1]"}};
-  d.infer = inferClassMetric;
+  d.infer = ops::inferClassMetric;
   r.add(std::move(d));
 }
 

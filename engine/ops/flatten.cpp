@@ -25,12 +25,7 @@ void registerFlatten(OpRegistry& r) {
     c.out[0] = TensorDesc{y, c.in[0].dtype, {}};
     return true;
   };
-  d.grad = [](GradBuilder& b) {
-    const Shape& x = b.desc(b.input(0)).shape;
-    Attrs a;
-    a.set("shape", Shape(x.begin() + 1, x.end()));
-    b.addGrad(0, b.emit("Reshape", {b.outGrad(0)}, a));
-  };
+  d.grad = ops::reshapeGradBack;
   r.add(std::move(d));
 }
 

@@ -57,6 +57,21 @@ OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs) {
   return d;
 }
 
+bool inferClassMetric(InferCtx& c) {
+  const Shape& x = c.in[0].shape;
+  if (x.size() != 2) return c.fail("expects batch × classes, got " + shapeToString(x), 0);
+  if (!requireLabels(c, 1, x[0])) return false;
+  c.out[0] = TensorDesc{{}, DType::F32, {}};
+  return true;
+}
+
+void reshapeGradBack(GradBuilder& b) {
+  const Shape& x = b.desc(b.input(0)).shape;
+  Attrs a;
+  a.set("shape", Shape(x.begin() + 1, x.end()));
+  b.addGrad(0, b.emit("Reshape", {b.outGrad(0)}, a));
+}
+
 int normAxis(int64_t axis, size_t rank) {
   int64_t r = static_cast<int64_t>(rank);
   if (axis < 0) axis += r;

@@ -18,6 +18,12 @@ OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, boo
 // The matching backward op: dx = g(dy, x-or-y), registered as internal.
 OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs = {});
 
+// Scores against labels: batch × classes and int32 labels of shape [batch] -> scalar.
+bool inferClassMetric(InferCtx& c);
+
+// The gradient of a pure reshape: the output gradient reshaped back to the input.
+void reshapeGradBack(GradBuilder& b);
+
 // Normalises a possibly negative axis for a tensor of `rank`; -1 when out of range.
 int normAxis(int64_t axis, size_t rank);
 

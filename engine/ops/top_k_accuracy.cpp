@@ -3,8 +3,6 @@
 
 namespace netloom {
 
-bool inferClassMetric(InferCtx& c);  // accuracy.cpp
-
 void registerTopKAccuracy(OpRegistry& r) {
   OpDef d;
   d.name = "TopKAccuracy";
@@ -15,7 +13,7 @@ void registerTopKAccuracy(OpRegistry& r) {
   d.outputs = {{"accuracy", "scalar in [0, 1]"}};
   d.attrs = {intAttr("k", 5, 1, 1000, "how many top classes count as a hit")};
   d.infer = [](InferCtx& c) {
-    if (!inferClassMetric(c)) return false;
+    if (!ops::inferClassMetric(c)) return false;
     if (c.attrs.i("k") > c.in[0].shape[1])
       return c.fail("k = " + std::to_string(c.attrs.i("k")) + " exceeds the " +
                         std::to_string(c.in[0].shape[1]) + " classes",
