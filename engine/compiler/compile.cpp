@@ -39,7 +39,8 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
     bool anyNew = false;
     for (ValueId v : n.inputs) {
       const Value& val = p.graph.values[v];
-      if (val.kind != ValueKind::Param && val.kind != ValueKind::State) continue;
+      bool weight = val.kind == ValueKind::Param || val.kind == ValueKind::Buffer;
+      if (!weight && val.kind != ValueKind::State) continue;
       bool existed = store.find(val.name) != nullptr;
       ParamStore::Entry* e = store.create(val.name, val.desc, val.kind);
       if (!e)
@@ -47,7 +48,7 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
                          shapeToString(store.find(val.name)->desc.shape) + ", the model needs " +
                          shapeToString(val.desc.shape));
       p.refs[v] = e->ref();
-      if (val.kind == ValueKind::Param) {
+      if (weight) {
         fresh.push_back(p.refs[v]);
         anyNew = anyNew || !existed;
       }
@@ -181,7 +182,8 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     const auto* list = kernels.list(n.op->name, opts.device.kind);
     PlanStep step;
     step.node = i;
-    for (size_t k = 0; list && k < list->size() && !step.fn; ++k) {
+    size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
+    for (size_t k = firstTried; list && k < list->size() && !step.fn; ++k) {
       std::string why = (*list)[k].decline(sig);
       if (!why.empty()) {
         step.declined += (step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;

@@ -23,6 +23,9 @@ struct CompileOptions {
   Device device;
   uint64_t seed = 0;  // initialises parameters the store does not hold yet
   bool fuse = true;
+  // Take the last kernel of every list (the plain reference) instead of the first
+  // that accepts: tests compare the two on the same inputs.
+  bool referenceKernels = false;
 };
 
 Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,

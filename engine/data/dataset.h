@@ -1,6 +1,6 @@
 // In-memory datasets and the loader that turns them into batches. Sources (IDX,
-// CSV, synthetic) produce a Dataset; splitting, normalisation, shuffling, batching
-// and prefetching happen here so every source behaves alike.
+// CSV, synthetic) produce a Dataset; splitting, normalisation, augmentation,
+// shuffling, batching and prefetching happen here so every source behaves alike.
 #pragma once
 
 #include <condition_variable>
@@ -38,9 +38,31 @@ struct Normalizer {
   float scale = 1.0f, mean = 0.0f, std = 1.0f;
 };
 
+// Random crop, horizontal flip and translation of C×H×W images, applied to raw
+// pixel values before normalisation with zero (black) entering at the edges, as
+// torchvision pads. Order: crop, translate, flip. Each sample's draws come from its
+// own key, so an epoch's augmentations do not depend on threads or on resuming.
+struct Augmenter {
+  int32_t cropPadding = 0;      // RandomCrop(size, padding): a shift in [-p, p] per axis
+  bool horizontalFlip = false;  // left-right with probability 0.5
+  int32_t maxTranslation = 0;   // a shift in [-t, t] per axis
+
+  // Rejects negative sizes, naming the field.
+  static Result<Augmenter> fromProto(const proto::Augmentation& def);
+  bool enabled() const { return cropPadding > 0 || horizontalFlip || maxTranslation > 0; }
+  // Fails when the augmentation is on and samples are not channels × height × width.
+  Status check(const Shape& sampleShape) const;
+  // The key of one sample's draws: a pure function of (seed, epoch, sample index).
+  static uint64_t sampleKey(uint64_t seed, int64_t epoch, int64_t sampleIndex);
+  // Writes the augmented sample `src` (shape passed check()) to `dst`, which must not alias it.
+  void apply(const uint8_t* src, uint8_t* dst, const Shape& shape, uint64_t key) const;
+  void apply(const float* src, float* dst, const Shape& shape, uint64_t key) const;
+};
+
 struct DataSplits {
   Dataset train, val, test;
   Normalizer norm;
+  Augmenter augment{};  // for the training loader only; off unless the DataDef asks
 };
 
 // Readers. Errors name the file and what is wrong with it.
@@ -72,6 +94,7 @@ class BatchLoader {
     int64_t epoch = 0;
     int prefetch = 2;
     int64_t skipBatches = 0;  // start part-way into the epoch (resume)
+    Augmenter augment{};      // off by default; on for training batches only
   };
 
   BatchLoader(const Dataset& data, const Normalizer& norm, Options opts);
@@ -83,6 +106,9 @@ class BatchLoader {
   bool next(Batch& out);
   // All batches of the epoch, ceil(n / batchSize), including those skipBatches skips.
   int64_t batchesPerEpoch() const;
+  // Fails when the options do not fit the data (augmentation of non-image samples);
+  // such a loader yields no batches.
+  const Status& status() const { return m_status; }
 
   // The sample order for one epoch, exposed for tests.
   static std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
@@ -93,6 +119,7 @@ class BatchLoader {
   const Dataset& m_data;
   Normalizer m_norm;
   Options m_opts;
+  Status m_status;
   std::vector<int64_t> m_order;
   std::thread m_thread;
   std::mutex m_mutex;

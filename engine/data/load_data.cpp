@@ -222,6 +222,11 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
   auto norm = makeNormalizer(def.normalization(), s.train);
   if (!norm) return norm.error();
   s.norm = *norm;
+
+  auto augment = Augmenter::fromProto(def.augmentation());
+  if (!augment) return augment.error();
+  if (Status st = augment->check(s.train.sampleShape); !st) return st.error();
+  s.augment = *augment;
   return loaded;
 }
 

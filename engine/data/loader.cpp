@@ -1,5 +1,5 @@
 // BatchLoader: one epoch of batches in a seeded order, assembled on a prefetch
-// thread so the trainer never waits on copying and normalising.
+// thread so the trainer never waits on copying, augmenting and normalising.
 #include <algorithm>
 #include <array>
 
@@ -9,25 +9,16 @@
 namespace netloom {
 namespace {
 
-// Gathers rows `idx[0..n)` of `src` into `dst` as normalised floats. Byte data
-// goes through a 256-entry table so the inner loop is one load per element.
-void gatherBytes(const uint8_t* src, int64_t f, const int64_t* idx, int64_t n,
-                 const std::array<float, 256>& table, float* dst) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = src + idx[i] * f;
-    float* out = dst + i * f;
-    for (int64_t j = 0; j < f; ++j) out[j] = table[row[j]];
-  }
+// One sample to normalised floats. Byte data goes through a 256-entry table so the
+// inner loop is one load per element.
+void normaliseBytes(const uint8_t* row, int64_t f, const std::array<float, 256>& table,
+                    float* out) {
+  for (int64_t j = 0; j < f; ++j) out[j] = table[row[j]];
 }
 
-void gatherFloats(const float* src, int64_t f, const int64_t* idx, int64_t n,
-                  const Normalizer& norm, float* dst) {
+void normaliseFloats(const float* row, int64_t f, const Normalizer& norm, float* out) {
   const float scale = norm.scale, mean = norm.mean, invStd = 1.0f / norm.std;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = src + idx[i] * f;
-    float* out = dst + i * f;
-    for (int64_t j = 0; j < f; ++j) out[j] = (row[j] * scale - mean) * invStd;
-  }
+  for (int64_t j = 0; j < f; ++j) out[j] = (row[j] * scale - mean) * invStd;
 }
 
 }  // namespace
@@ -52,7 +43,11 @@ BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options op
   m_opts.skipBatches = std::max<int64_t>(m_opts.skipBatches, 0);
   // loadData never yields a zero std; a hand-made Normalizer must not turn into inf.
   if (!(m_norm.std > 0.0f)) m_norm.std = 1.0f;
-  m_order = epochOrder(m_data.size(), m_opts.shuffle, m_opts.seed, m_opts.epoch);
+  m_status = m_opts.augment.check(m_data.sampleShape);
+  // A loader that cannot apply its options has an empty epoch rather than a wrong one.
+  if (m_status.ok()) {
+    m_order = epochOrder(m_data.size(), m_opts.shuffle, m_opts.seed, m_opts.epoch);
+  }
   m_thread = std::thread([this] { produce(); });
 }
 
@@ -86,6 +81,13 @@ void BatchLoader::produce() {
   const int64_t f = m_data.featuresPerSample();
   const int64_t bs = m_opts.batchSize;
   const bool isBytes = !m_data.bytes.empty();
+  const bool isFloats = !isBytes && !m_data.floats.empty();
+  // Augmentation works on raw values, as torchvision pads before normalising: each
+  // sample is augmented into a scratch row, then normalised from there.
+  const Augmenter& augment = m_opts.augment;
+  const bool augmenting = augment.enabled();
+  std::vector<uint8_t> byteScratch(augmenting && isBytes ? f : 0);
+  std::vector<float> floatScratch(augmenting && isFloats ? f : 0);
   std::array<float, 256> table{};
   if (isBytes) {
     const float invStd = 1.0f / m_norm.std;
@@ -110,10 +112,25 @@ void BatchLoader::produce() {
     out.x.resize(count * f);
     out.labels.resize(count);
     out.labelFloats.resize(count);
-    if (isBytes) {
-      gatherBytes(m_data.bytes.data(), f, idx, count, table, out.x.data());
-    } else if (!m_data.floats.empty()) {
-      gatherFloats(m_data.floats.data(), f, idx, count, m_norm, out.x.data());
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t sample = idx[i];
+      float* dst = out.x.data() + i * f;
+      const uint64_t key = augmenting ? Augmenter::sampleKey(m_opts.seed, m_opts.epoch, sample) : 0;
+      if (isBytes) {
+        const uint8_t* row = m_data.bytes.data() + sample * f;
+        if (augmenting) {
+          augment.apply(row, byteScratch.data(), m_data.sampleShape, key);
+          row = byteScratch.data();
+        }
+        normaliseBytes(row, f, table, dst);
+      } else if (isFloats) {
+        const float* row = m_data.floats.data() + sample * f;
+        if (augmenting) {
+          augment.apply(row, floatScratch.data(), m_data.sampleShape, key);
+          row = floatScratch.data();
+        }
+        normaliseFloats(row, f, m_norm, dst);
+      }
     }
     for (int64_t i = 0; i < count; ++i) {
       out.labels[i] = m_data.labels[idx[i]];

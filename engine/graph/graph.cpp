@@ -219,16 +219,19 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     node.attrs = pending[i].attrs;
     for (const auto& r : pending[i].inputs)
       node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
-    if (node.op->params) {
-      for (const std::string& p : node.op->params(node.attrs)) {
+    auto persistent = [&](const auto& names, ValueKind kind) {
+      if (!names) return;
+      for (const std::string& p : names(node.attrs)) {
         Value v;
         v.name = node.name + "." + p;
-        v.kind = ValueKind::Param;
-        v.requiresGrad = true;
+        v.kind = kind;
+        v.requiresGrad = kind == ValueKind::Param;
         node.inputs.push_back(g.addValue(std::move(v)));
         ++node.numParams;
       }
-    }
+    };
+    persistent(node.op->params, ValueKind::Param);
+    persistent(node.op->buffers, ValueKind::Buffer);
     if (node.op->name == "Input") node.attrs.set("__batch", batch);
     node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
     auto id = g.addNode(std::move(node));

@@ -21,6 +21,7 @@ enum class ValueKind {
   Input,       // filled by the data loader before each step
   Param,       // a trainable weight; persistent
   State,       // optimizer state (momentum, moments); persistent
+  Buffer,      // persistent, saved with the weights, not trained (running statistics)
 };
 
 struct Value {

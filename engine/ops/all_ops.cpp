@@ -26,6 +26,13 @@ void registerAllOps(OpRegistry& r) {
   registerBCELoss(r);
   registerAccuracy(r);
   registerTopKAccuracy(r);
+  registerConv2d(r);
+  registerConvTranspose2d(r);
+  registerPool2d(r);
+  registerGlobalAvgPool2d(r);
+  registerBatchNorm(r);
+  registerLayerNorm(r);
+  registerUpsample(r);
   registerSgdUpdate(r);
   registerAdamUpdate(r);
 }

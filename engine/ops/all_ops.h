@@ -28,6 +28,13 @@ void registerMSELoss(OpRegistry& r);
 void registerBCELoss(OpRegistry& r);
 void registerAccuracy(OpRegistry& r);
 void registerTopKAccuracy(OpRegistry& r);
+void registerConv2d(OpRegistry& r);
+void registerConvTranspose2d(OpRegistry& r);
+void registerPool2d(OpRegistry& r);
+void registerGlobalAvgPool2d(OpRegistry& r);
+void registerBatchNorm(OpRegistry& r);
+void registerLayerNorm(OpRegistry& r);
+void registerUpsample(OpRegistry& r);
 void registerSgdUpdate(OpRegistry& r);
 void registerAdamUpdate(OpRegistry& r);
 

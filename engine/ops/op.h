@@ -35,6 +35,7 @@ struct PortDef {
   std::string name;
   std::string doc;
   bool variadic = false;  // only the last input port; takes one or more tensors
+  bool hidden = false;    // an output kept for the backward pass, not shown to users
 };
 
 // Shape inference: the op reads inputs and attributes, writes output (and parameter)
@@ -42,7 +43,7 @@ struct PortDef {
 struct InferCtx {
   const Attrs& attrs;
   std::vector<TensorDesc> in;      // data inputs, in port order
-  std::vector<TensorDesc> params;  // one per declared parameter, to be filled
+  std::vector<TensorDesc> params;  // one per declared parameter, then buffer, to be filled
   std::vector<TensorDesc> out;     // one per output port, to be filled
   std::string error;               // set by fail()
   int errorPort = -1;              // input port at fault, or -1
@@ -67,10 +68,14 @@ struct OpDef {
   std::vector<AttrDef> attrs;
   // Parameter names ("weight", "bias") for given attributes; none when empty.
   std::function<std::vector<std::string>(const Attrs&)> params;
+  // Persistent tensors that are not trained ("running_mean"); they follow the
+  // parameters in a node's inputs and are saved with the weights.
+  std::function<std::vector<std::string>(const Attrs&)> buffers;
   std::function<bool(InferCtx&)> infer;
   // Emits backward nodes; null means the op is not differentiable (metrics, data).
   std::function<void(GradBuilder&)> grad;
-  // Fills freshly allocated parameters (the weights laid out as PyTorch lays them out).
+  // Fills freshly allocated parameters and buffers, in declaration order (the weights
+  // laid out as PyTorch lays them out).
   std::function<void(const Attrs&, const std::vector<TensorRef>& params, Rng& rng)> init;
   // Inputs the op writes in place (optimizer updates); they stay live and are never
   // planned into the arena.

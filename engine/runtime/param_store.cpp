@@ -33,7 +33,7 @@ int64_t ParamStore::parameterCount() const {
 std::vector<NamedTensor> ParamStore::exportParams() const {
   std::vector<NamedTensor> out;
   for (const auto& e : m_entries) {
-    if (e->kind != ValueKind::Param) continue;
+    if (e->kind != ValueKind::Param && e->kind != ValueKind::Buffer) continue;
     NamedTensor t;
     t.name = e->name;
     t.dtype = DType::F32;
@@ -49,7 +49,7 @@ Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const s
   std::map<std::string, const NamedTensor*> byName;
   for (const NamedTensor& t : tensors) {
     Entry* e = find(t.name);
-    if (!e || e->kind != ValueKind::Param)
+    if (!e || (e->kind != ValueKind::Param && e->kind != ValueKind::Buffer))
       return makeError(file + ": tensor '" + t.name + "' is not a parameter of this model");
     if (t.dtype != DType::F32)
       return makeError(file + ": tensor '" + t.name + "' has dtype " + dtypeName(t.dtype) +
@@ -60,7 +60,7 @@ Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const s
     byName[t.name] = &t;
   }
   for (const auto& e : m_entries)
-    if (e->kind == ValueKind::Param && !byName.count(e->name))
+    if ((e->kind == ValueKind::Param || e->kind == ValueKind::Buffer) && !byName.count(e->name))
       return makeError(file + ": parameter '" + e->name + "' is missing");
   for (auto& [name, t] : byName)
     std::memcpy(find(name)->data.data(), t->data.data(), t->data.size());

@@ -30,7 +30,7 @@ class ParamStore {
   const std::vector<std::unique_ptr<Entry>>& entries() const { return m_entries; }
   int64_t parameterCount() const;
 
-  // Parameters only, in creation order, for safetensors.
+  // Parameters and buffers (not optimizer state), in creation order, for safetensors.
   std::vector<NamedTensor> exportParams() const;
   // Loads parameters by name: every tensor in the file must match a parameter of the
   // model in name, dtype and shape, and every parameter must be present.

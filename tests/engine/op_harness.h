@@ -63,7 +63,9 @@ inline bool close(double got, double want, double rtol, double atol) {
   return std::fabs(got - want) <= atol + rtol * std::fabs(want);
 }
 
-inline void run(const OpCase& c) {
+// One pass with either the preferred kernels or the reference ones; `forward` gets
+// the op's output.
+inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   using namespace netloom;
   const OpDef* op = OpRegistry::instance().find(c.op);
   QVERIFY2(op, ("no op " + c.op).c_str());
@@ -120,6 +122,7 @@ inline void run(const OpCase& c) {
   o.gradientsOf = grads ? floatInputs : std::vector<std::string>{};
   o.fuse = false;
   o.seed = 3;
+  o.referenceKernels = referenceKernels;
   ParamStore store;
   auto prog = compile(m, o, store);
   QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
@@ -170,6 +173,7 @@ inline void run(const OpCase& c) {
   ValueId out = p.graph.findValue("op");
   QVERIFY(out != kNoValue);
   QCOMPARE(int64_t(want.size()), p.refs[out].numel());
+  forward.assign(p.refs[out].f32(), p.refs[out].f32() + want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     double got = p.refs[out].f32()[i];
     if (!close(got, want[i], 1e-4, 1e-5))
@@ -209,6 +213,21 @@ inline void run(const OpCase& c) {
   for (size_t k = 0; k < c.inputs.size(); ++k)
     if (c.inputs[k].fill != Fill::Labels) check(floatInputs[floatIndex++], args.in[k]);
   for (size_t k = 0; k < paramNames.size(); ++k) check(paramNames[k], args.params[k]);
+}
+
+// Both the preferred kernels and the reference kernels against the double reference,
+// and against each other on the same inputs.
+inline void run(const OpCase& c) {
+  Vec fast, reference;
+  runOnce(c, false, fast);
+  if (QTest::currentTestFailed()) return;
+  runOnce(c, true, reference);
+  if (QTest::currentTestFailed()) return;
+  QCOMPARE(fast.size(), reference.size());
+  for (size_t i = 0; i < fast.size(); ++i)
+    if (!close(fast[i], reference[i], 1e-4, 1e-5))
+      QFAIL(qPrintable(QString("%1: preferred kernel %2 vs reference kernel %3 at %4")
+                           .arg(c.op.c_str()).arg(fast[i]).arg(reference[i]).arg(i)));
 }
 
 }  // namespace harness

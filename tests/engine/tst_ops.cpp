@@ -4,6 +4,8 @@
 #include <QtTest>
 
 #include "engine/compiler/compile.h"
+#include "cases_conv.h"
+#include "cases_norm.h"
 #include "op_harness.h"
 
 using namespace harness;
@@ -105,7 +107,7 @@ double geluTanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
-std::vector<std::pair<std::string, OpCase>> allCases() {
+std::vector<std::pair<std::string, OpCase>> coreCases() {
   std::vector<std::pair<std::string, OpCase>> c;
   auto add = [&](std::string name, OpCase oc) { c.push_back({std::move(name), std::move(oc)}); };
   using I = int64_t;
@@ -194,6 +196,12 @@ std::vector<std::pair<std::string, OpCase>> allCases() {
          return topK(a, 3);
        }});
   return c;
+}
+
+std::vector<std::pair<std::string, OpCase>> allCases() {
+  auto all = coreCases();
+  for (auto more : {convCases(), normCases()}) all.insert(all.end(), more.begin(), more.end());
+  return all;
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+// BatchNorm over N×C×… (1-D and 2-D alike): in training, normalises with the batch's
+// per-channel mean and biased variance and updates the running statistics
+// (running = (1 - momentum)·running + momentum·batch, the variance unbiased), as
+// PyTorch does; in evaluation, uses the running statistics. The batch statistics are
+// hidden outputs the backward pass reads.
+#include "engine/ops/init.h"
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerBatchNorm(OpRegistry& r) {
+  std::vector<AttrDef> attrs = {
+      intAttr("num_features", 0, 0, 1 << 24, "expected channels; 0 takes them from the input"),
+      floatAttr("eps", 1e-5, 0.0, 1.0, "added to the variance"),
+      floatAttr("momentum", 0.1, 0.0, 1.0, "weight of the batch in the running statistics"),
+      boolAttr("affine", true, "learn a per-channel scale and shift"),
+  };
+  OpDef d;
+  d.name = "BatchNorm";
+  d.category = "Normalization";
+  d.doc = "Normalises each channel over the batch (and positions)";
+  d.inputs = {{"x", "N × C × …"}};
+  d.outputs = {{"y", "same shape"},
+               {"batch_mean", "per-channel mean", false, true},
+               {"batch_var", "per-channel biased variance", false, true}};
+  d.attrs = attrs;
+  d.params = [](const Attrs& a) {
+    return a.b("affine") ? std::vector<std::string>{"weight", "bias"} : std::vector<std::string>{};
+  };
+  d.buffers = [](const Attrs&) { return std::vector<std::string>{"running_mean", "running_var"}; };
+  d.infer = [](InferCtx& c) {
+    if (!ops::requireFloat(c, 0)) return false;
+    const Shape& x = c.in[0].shape;
+    if (x.size() < 2)
+      return c.fail("expects N × C or N × C × … (rank 2 or more), got rank " +
+                        std::to_string(x.size()) + " (" + shapeToString(x) + ")",
+                    0);
+    int64_t ch = x[1], want = c.attrs.i("num_features");
+    if (want != 0 && want != ch)
+      return c.fail("attribute 'num_features' is " + std::to_string(want) + " but the input has " +
+                        std::to_string(ch) + " channels (" + shapeToString(x) + ")",
+                    0);
+    for (auto& p : c.params) p = TensorDesc{{ch}, DType::F32, {}};
+    c.out[0] = c.in[0];
+    c.out[1] = c.out[2] = TensorDesc{{ch}, DType::F32, {}};
+    return true;
+  };
+  d.grad = [](GradBuilder& b) {
+    bool affine = b.attrs().b("affine");
+    std::vector<ValueId> in = {b.outGrad(0), b.input(0), b.output(1), b.output(2)};
+    if (affine) in.push_back(b.input(1));
+    auto g = b.emitN("BatchNormGrad", in, b.attrs());
+    if (g.size() < 3) return;
+    b.addGrad(0, g[0]);
+    if (affine) {
+      b.addGrad(1, g[1]);
+      b.addGrad(2, g[2]);
+    }
+  };
+  d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng&) {
+    size_t k = 0;
+    if (a.b("affine")) {
+      fillConstant(p[k++], 1.0f);
+      fillConstant(p[k++], 0.0f);
+    }
+    fillConstant(p[k++], 0.0f);  // running_mean
+    fillConstant(p[k++], 1.0f);  // running_var
+  };
+  d.flops = [](const InferCtx& c) { return 4 * numel(c.in[0].shape); };
+  r.add(std::move(d));
+
+  OpDef g;
+  g.name = "BatchNormGrad";
+  g.category = "Internal";
+  g.role = OpRole::Internal;
+  g.doc = "d loss / d input, weight and bias of BatchNorm (training mode)";
+  g.inputs = {{"dy", "gradient of the output"},
+              {"x", "forward input"},
+              {"batch_mean", "forward batch mean"},
+              {"batch_var", "forward batch variance"},
+              {"weight", "scale, when affine", true}};
+  g.outputs = {{"dx", "gradient of the input"}, {"dweight", "C"}, {"dbias", "C"}};
+  g.attrs = attrs;
+  g.infer = [](InferCtx& c) {
+    c.out[0] = c.in[1];
+    c.out[1] = c.out[2] = c.in[2];
+    return true;
+  };
+  r.add(std::move(g));
+}
+
+}  // namespace netloom

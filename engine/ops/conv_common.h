@@ -1,0 +1,14 @@
+// What Conv2d and ConvTranspose2d share: attributes, shape rule, initialiser and the
+// shape of their backward ops.
+#pragma once
+
+#include "engine/ops/op_helpers.h"
+
+namespace netloom::ops {
+
+std::vector<AttrDef> convAttrs(bool transposed);
+bool inferConv(InferCtx& c, bool transposed);
+void initConv(const Attrs& a, const std::vector<TensorRef>& p, Rng& rng);
+OpDef convGradOp(std::string name, std::string doc, bool transposed);
+
+}  // namespace netloom::ops

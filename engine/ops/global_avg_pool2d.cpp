@@ -1,0 +1,43 @@
+// GlobalAvgPool2d: the mean of each channel over H×W, N×C×H×W -> N×C (keepdim:
+// N×C×1×1, as PyTorch's AdaptiveAvgPool2d(1)).
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerGlobalAvgPool2d(OpRegistry& r) {
+  OpDef d;
+  d.name = "GlobalAvgPool2d";
+  d.category = "Pooling";
+  d.doc = "Mean of each channel over all positions";
+  d.inputs = {{"x", "N × C × H × W"}};
+  d.outputs = {{"y", "N × C (or N × C × 1 × 1)"}};
+  d.attrs = {boolAttr("keepdim", false, "keep the 1×1 spatial dimensions")};
+  d.infer = [](InferCtx& c) {
+    if (!ops::requireFloat(c, 0)) return false;
+    const Shape& x = c.in[0].shape;
+    if (x.size() != 4) return c.fail("expects N×C×H×W, got " + shapeToString(x), 0);
+    c.out[0] = TensorDesc{c.attrs.b("keepdim") ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]},
+                          DType::F32, {}};
+    return true;
+  };
+  d.grad = [](GradBuilder& b) {
+    b.addGrad(0, b.emit("GlobalAvgPool2dGrad", {b.outGrad(0), b.input(0)}));
+  };
+  d.flops = [](const InferCtx& c) { return numel(c.in[0].shape); };
+  r.add(std::move(d));
+
+  OpDef g;
+  g.name = "GlobalAvgPool2dGrad";
+  g.category = "Internal";
+  g.role = OpRole::Internal;
+  g.doc = "Spreads each channel's gradient evenly over H×W";
+  g.inputs = {{"dy", "N × C"}, {"x", "forward input"}};
+  g.outputs = {{"dx", "N × C × H × W"}};
+  g.infer = [](InferCtx& c) {
+    c.out[0] = c.in[1];
+    return true;
+  };
+  r.add(std::move(g));
+}
+
+}  // namespace netloom

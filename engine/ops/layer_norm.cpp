@@ -1,0 +1,83 @@
+// LayerNorm: normalises each sample over its last `normalized_dims` dimensions, with
+// a learned scale and shift of that trailing shape, as PyTorch's LayerNorm. The
+// per-row mean and biased variance are hidden outputs for backward.
+#include "engine/ops/init.h"
+#include "engine/ops/op_helpers.h"
+
+namespace netloom {
+
+void registerLayerNorm(OpRegistry& r) {
+  std::vector<AttrDef> attrs = {
+      intAttr("normalized_dims", 1, 1, 7, "how many trailing dimensions to normalise over"),
+      floatAttr("eps", 1e-5, 0.0, 1.0, "added to the variance"),
+      boolAttr("affine", true, "learn an element-wise scale and shift"),
+  };
+  OpDef d;
+  d.name = "LayerNorm";
+  d.category = "Normalization";
+  d.doc = "Normalises each sample over its trailing dimensions";
+  d.inputs = {{"x", "… × normalized shape"}};
+  d.outputs = {{"y", "same shape"},
+               {"mean", "per-row mean", false, true},
+               {"var", "per-row biased variance", false, true}};
+  d.attrs = attrs;
+  d.params = [](const Attrs& a) {
+    return a.b("affine") ? std::vector<std::string>{"weight", "bias"} : std::vector<std::string>{};
+  };
+  d.infer = [](InferCtx& c) {
+    if (!ops::requireFloat(c, 0)) return false;
+    const Shape& x = c.in[0].shape;
+    int64_t k = c.attrs.i("normalized_dims");
+    if (k >= int64_t(x.size()))
+      return c.fail("attribute 'normalized_dims' (" + std::to_string(k) +
+                        ") must leave the batch dimension of " + shapeToString(x),
+                    0);
+    Shape tail(x.end() - k, x.end());
+    for (auto& p : c.params) p = TensorDesc{tail, DType::F32, {}};
+    c.out[0] = c.in[0];
+    c.out[1] = c.out[2] = TensorDesc{{numel(x) / numel(tail)}, DType::F32, {}};
+    return true;
+  };
+  d.grad = [](GradBuilder& b) {
+    bool affine = b.attrs().b("affine");
+    std::vector<ValueId> in = {b.outGrad(0), b.input(0), b.output(1), b.output(2)};
+    if (affine) in.push_back(b.input(1));
+    auto g = b.emitN("LayerNormGrad", in, b.attrs());
+    if (g.size() < 3) return;
+    b.addGrad(0, g[0]);
+    if (affine) {
+      b.addGrad(1, g[1]);
+      b.addGrad(2, g[2]);
+    }
+  };
+  d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng&) {
+    if (a.b("affine")) {
+      fillConstant(p[0], 1.0f);
+      fillConstant(p[1], 0.0f);
+    }
+  };
+  d.flops = [](const InferCtx& c) { return 5 * numel(c.in[0].shape); };
+  r.add(std::move(d));
+
+  OpDef g;
+  g.name = "LayerNormGrad";
+  g.category = "Internal";
+  g.role = OpRole::Internal;
+  g.doc = "d loss / d input, weight and bias of LayerNorm";
+  g.inputs = {{"dy", "gradient of the output"},
+              {"x", "forward input"},
+              {"mean", "forward row means"},
+              {"var", "forward row variance"},
+              {"weight", "scale, when affine", true}};
+  g.outputs = {{"dx", "gradient of the input"}, {"dweight", "normalized shape"}, {"dbias", "normalized shape"}};
+  g.attrs = attrs;
+  g.infer = [](InferCtx& c) {
+    c.out[0] = c.in[1];
+    Shape tail(c.in[1].shape.end() - c.attrs.i("normalized_dims"), c.in[1].shape.end());
+    c.out[1] = c.out[2] = TensorDesc{tail, DType::F32, {}};
+    return true;
+  };
+  r.add(std::move(g));
+}
+
+}  // namespace netloom
