@@ -12,6 +12,7 @@
 #include "engine/io/json.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/train/summary.h"
 #include "engine/train/trainer.h"
 
 namespace {
@@ -30,12 +31,17 @@ const char* kUsage =
     "  --explain           print the compiled plans and memory plans, then exit\n"
     "  --init-weights F    start from the weights in a safetensors file\n"
     "  --save-weights F    write the final weights as safetensors\n"
+    "  --checkpoint-dir D  where checkpoints go (default: checkpoints/ beside the project)\n"
+    "  --resume DIR        continue from a checkpoint, or the latest in a folder of them;\n"
+    "                      --events then appends to the stream\n"
+    "  --summary           print each node's output shape, parameters, FLOPs and\n"
+    "                      activation memory, then exit\n"
     "  --quiet             no progress output\n"
     "  --version           print the version and exit\n";
 
 struct Args {
   std::string project, events, summaryJson;
-  bool explain = false, quiet = false;
+  bool explain = false, quiet = false, summary = false;
   netloom::TrainOptions opts;
 };
 
@@ -89,6 +95,12 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!value(a.opts.initWeights)) return "--init-weights needs a file";
     } else if (k == "--save-weights") {
       if (!value(a.opts.saveWeights)) return "--save-weights needs a file";
+    } else if (k == "--checkpoint-dir") {
+      if (!value(a.opts.checkpointDir)) return "--checkpoint-dir needs a folder";
+    } else if (k == "--resume") {
+      if (!value(a.opts.resume)) return "--resume needs a checkpoint folder";
+    } else if (k == "--summary") {
+      a.summary = true;
     } else if (k == "--explain") {
       a.explain = true;
     } else if (k == "--quiet") {
@@ -147,6 +159,19 @@ int main(int argc, char** argv) {
   }
   a.opts.projectDir = std::filesystem::absolute(a.project).parent_path().string();
 
+  if (a.summary) {
+    int64_t batch =
+        a.opts.batchSize > 0 ? a.opts.batchSize : std::max(1, project->train().batch_size());
+    auto summary = netloom::summarizeModel(project->model(), batch);
+    if (!summary) {
+      std::fprintf(stderr, "netloom-train: %s: %s\n", a.project.c_str(),
+                   summary.error().message.c_str());
+      return 2;
+    }
+    std::printf("%s", summary->table().c_str());
+    return 0;
+  }
+
   if (a.explain) {
     auto text = netloom::explainTraining(*project, a.opts);
     if (!text) {
@@ -160,7 +185,7 @@ int main(int argc, char** argv) {
 
   netloom::EventWriter events;
   if (!a.events.empty()) {
-    if (auto st = events.open(a.events); !st) {
+    if (auto st = events.open(a.events, !a.opts.resume.empty()); !st) {
       std::fprintf(stderr, "netloom-train: %s\n", st.message().c_str());
       return 2;
     }

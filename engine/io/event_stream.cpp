@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace netloom {
@@ -56,9 +57,16 @@ EventWriter::~EventWriter() {
   close();
 }
 
-Status EventWriter::open(const std::string& path) {
+Status EventWriter::open(const std::string& path, bool append) {
   close();
-  m_file = std::fopen(path.c_str(), "wb");
+  if (append && std::filesystem::exists(path)) {
+    auto existing = readEvents(path);
+    if (!existing) return existing.error();
+    std::error_code ec;
+    std::filesystem::resize_file(path, uint64_t(existing->nextOffset), ec);
+    if (ec) return makeError("cannot trim the torn end of " + path + ": " + ec.message());
+  }
+  m_file = std::fopen(path.c_str(), append ? "ab" : "wb");
   if (!m_file) return makeError("cannot write events to " + path + ": " + errnoText(errno));
   m_path = path;
   return {};

@@ -14,7 +14,9 @@ namespace netloom {
 class EventWriter {
  public:
   ~EventWriter();
-  Status open(const std::string& path);  // creates or truncates
+  // Creates or truncates; with `append`, keeps the complete events already there and
+  // drops a torn last record (a writer that was killed mid-write) before appending.
+  Status open(const std::string& path, bool append = false);
   Status write(const proto::TrainEvent& event);
   void close();
 

@@ -74,6 +74,12 @@ OpDef convGradOp(std::string name, std::string doc, bool transposed) {
   g.attrs = convAttrs(transposed);
   g.attrs[0].required = false;
   g.attrs[1].required = false;
+  // The gradient has the shape of what it differentiates: x, or the weight.
+  int like = g.name.ends_with("GradWeight") ? 2 : 1;
+  g.infer = [like](InferCtx& c) {
+    c.out[0] = c.in[like];
+    return true;
+  };
   return g;
 }
 
@@ -102,7 +108,7 @@ void registerConv2d(OpRegistry& r) {
   };
   d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng& rng) { initConv(a, p, rng); };
   d.flops = [](const InferCtx& c) {
-    return numel(c.out[0].shape) * c.params[0].shape[1] * c.params[0].shape[2] * c.params[0].shape[3];
+    return 2 * numel(c.out[0].shape) * c.params[0].shape[1] * c.params[0].shape[2] * c.params[0].shape[3];
   };
   r.add(std::move(d));
   r.add(convGradOp("Conv2dGradInput", "d loss / d input of Conv2d", false));

@@ -84,7 +84,8 @@ struct OpDef {
   bool external = false;
   // Whether every input may share its output's memory (element-wise, same size).
   bool inplaceable = false;
-  // Forward cost for model summaries: multiply-adds per sample-less call.
+  // Forward cost for model summaries: floating-point operations for the whole batch
+  // (a multiply-add counts two).
   std::function<int64_t(const InferCtx&)> flops;
 
   const AttrDef* attr(const std::string& n) const;

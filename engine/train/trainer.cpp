@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -12,6 +13,8 @@
 #include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/metric_watch.h"
 #include "engine/train/schedule.h"
 
 namespace netloom {
@@ -111,6 +114,7 @@ Status checkDataFits(const Program& prog, const Dataset& data) {
   return {};
 }
 
+// An evaluation pass: eval mode, no gradients, no optimizer.
 Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normalizer& norm,
                         int64_t batch, uint64_t seed) {
   Totals t;
@@ -140,6 +144,8 @@ struct Setup {
   int threads = 1;
   uint64_t seed = 0;
   CompileOptions trainOpts, evalOpts;
+  std::optional<MetricWatch> best, early;
+  std::string checkpointDir;
 };
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
@@ -162,6 +168,30 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   if (!data) return data.error();
   s.data = std::move(*data);
   if (s.data.train.size() == 0) return makeError("the training set is empty");
+
+  auto watch = [&](const std::string& spec, proto::MetricMode mode, double delta,
+                   const std::string& field) -> Result<std::optional<MetricWatch>> {
+    if (spec.empty()) return std::optional<MetricWatch>{};
+    auto w = MetricWatch::parse(spec, mode, delta, field);
+    if (!w) return w.error();
+    if (w->needsValidation() && s.data.val.size() == 0)
+      return makeError(field + " '" + spec +
+                       "' needs a validation split: set data.validation_fraction");
+    if (w->needsTest() && s.data.test.size() == 0)
+      return makeError(field + " '" + spec + "' needs a test set");
+    return std::optional<MetricWatch>(*w);
+  };
+  const auto& ck = t.checkpoint();
+  auto best = watch(ck.keep_best(), ck.mode(), 0.0, "train.checkpoint.keep_best");
+  if (!best) return best.error();
+  s.best = *best;
+  const auto& es = t.early_stopping();
+  auto early = watch(es.metric(), es.mode(), es.min_delta(), "train.early_stopping.metric");
+  if (!early) return early.error();
+  s.early = *early;
+  s.checkpointDir = !opts.checkpointDir.empty()
+                        ? opts.checkpointDir
+                        : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
 
   s.trainOpts.training = true;
   s.trainOpts.optimizer = t.optimizer();
@@ -191,30 +221,44 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
 Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
                                  const EventSink& sink) {
   double wallStart = now();
-  auto fail = [&](const std::string& message, int64_t step) -> Error {
+  RunPosition pos;
+  auto fail = [&](const std::string& message) -> Error {
     proto::TrainEvent e = event();
     e.mutable_failed()->set_message(message);
-    e.mutable_failed()->set_step(step);
+    e.mutable_failed()->set_step(pos.step);
     sink(e);
     return makeError(message);
   };
+  auto log = [&](proto::Log::Level level, const std::string& text) {
+    proto::TrainEvent e = event();
+    e.mutable_log()->set_level(level);
+    e.mutable_log()->set_text(text);
+    sink(e);
+  };
 
   auto setupOr = prepare(project, opts);
-  if (!setupOr) return fail(setupOr.error().message, 0);
+  if (!setupOr) return fail(setupOr.error().message);
   Setup& s = *setupOr;
+  const proto::TrainDef& def = s.project.train();
   ParamStore store;
   ProgramCache train(s.project, s.trainOpts, store), eval(s.project, s.evalOpts, store);
   auto first = train.get(s.batch);
-  if (!first) return fail(first.error().message, 0);
+  if (!first) return fail(first.error().message);
   Program& main = **first;
-  if (Status st = checkDataFits(main, s.data.train); !st) return fail(st.message(), 0);
+  if (Status st = checkDataFits(main, s.data.train); !st) return fail(st.message());
   if (!opts.initWeights.empty()) {
     auto tensors = readSafetensors(opts.initWeights);
-    if (!tensors) return fail(tensors.error().message, 0);
-    if (Status st = store.importParams(*tensors, opts.initWeights); !st)
-      return fail(st.message(), 0);
+    if (!tensors) return fail(tensors.error().message);
+    if (Status st = store.importParams(*tensors, opts.initWeights); !st) return fail(st.message());
   }
-  auto settings = optimizerSettings(s.project.train().optimizer());
+  if (!opts.resume.empty()) {
+    auto ckpt = readCheckpoint(opts.resume);
+    if (!ckpt) return fail(ckpt.error().message);
+    if (Status st = restoreTensors(store, *ckpt); !st) return fail(st.message());
+    pos = ckpt->position;
+    s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
+  }
+  auto settings = optimizerSettings(def.optimizer());
   double baseLr = settings ? settings->lr : 1e-3;
 
   int64_t perEpoch = (s.data.train.size() + s.batch - 1) / s.batch;
@@ -243,47 +287,73 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
     r->set_seed(s.seed);
     sink(e);
   }
+  if (!opts.resume.empty())
+    log(proto::Log::INFO, "resumed at step " + std::to_string(pos.step) + " (epoch " +
+                              std::to_string(pos.epoch) + ", batch " +
+                              std::to_string(pos.batchInEpoch) + ")");
+
+  const proto::CheckpointPolicy& policy = def.checkpoint();
+  bool checkpointing = policy.every_steps() > 0 || policy.every_epochs() > 0 || s.best;
+  CheckpointWriter writer(s.checkpointDir, policy);
+  auto checkpoint = [&]() -> Result<std::string> {
+    auto path = writer.write(store, pos, s.seed);
+    if (!path) return path.error();
+    proto::TrainEvent e = event();
+    e.mutable_checkpoint()->set_path(*path);
+    e.mutable_checkpoint()->set_step(pos.step);
+    sink(e);
+    return path;
+  };
 
   StepContext ctx;
   ctx.seed = s.seed;
   ctx.training = true;
-  double trainSeconds = 0;
-  int64_t trainSamples = 0;
-  bool stopped = false;
-  for (int epoch = 1; epoch <= s.epochs && !stopped; ++epoch) {
-    Totals totals;
+  ctx.step = pos.step;
+  bool stopped = pos.step >= total;
+  for (; pos.epoch <= s.epochs && !stopped; ++pos.epoch) {
     BatchLoader::Options lo;
     lo.batchSize = s.batch;
     lo.shuffle = !s.project.data().no_shuffle();
     lo.seed = s.seed;
-    lo.epoch = epoch;
+    lo.epoch = pos.epoch;
     lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
+    lo.skipBatches = pos.batchInEpoch;
+    lo.augment = s.data.augment;
     BatchLoader loader(s.data.train, s.data.norm, lo);
+    if (!loader.status()) return fail(loader.status().message());
+    Totals totals;
+    totals.loss = pos.lossSum;
+    totals.metrics = pos.metricSums;
+    totals.samples = pos.samples;
     Batch b;
     auto epochStart = std::chrono::steady_clock::now();
     while (true) {
       auto t0 = std::chrono::steady_clock::now();
       if (!loader.next(b)) break;
       auto prog = train.get(b.size);
-      if (!prog) return fail(prog.error().message, ctx.step);
+      if (!prog) return fail(prog.error().message);
       ctx.step += 1;
-      ctx.lr = learningRate(s.project.train().schedule(), baseLr, ctx.step, perEpoch, total);
+      pos.step = ctx.step;
+      ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
       feed(**prog, b);
       (*prog)->run(ctx);
       double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      trainSeconds += dt;
-      trainSamples += b.size;
+      pos.trainSeconds += dt;
+      pos.trainSamples += b.size;
       float loss = (*prog)->scalar((*prog)->loss);
       if (!std::isfinite(loss))
         return fail("the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-                        " at step " + std::to_string(ctx.step) + " (epoch " +
-                        std::to_string(epoch) + ")",
-                    ctx.step);
+                    " at step " + std::to_string(ctx.step) + " (epoch " +
+                    std::to_string(pos.epoch) + ")");
       totals.add(**prog, b.size);
+      pos.batchInEpoch += 1;
+      pos.lossSum = totals.loss;
+      pos.metricSums = totals.metrics;
+      pos.samples = totals.samples;
       proto::TrainEvent e = event();
       auto* st = e.mutable_step();
       st->set_step(ctx.step);
-      st->set_epoch(epoch);
+      st->set_epoch(pos.epoch);
       st->set_loss(loss);
       st->set_lr(ctx.lr);
       st->set_samples_per_sec(dt > 0 ? double(b.size) / dt : 0);
@@ -291,27 +361,31 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
       for (const auto& [name, v] : (*prog)->metrics)
         if (v != (*prog)->loss) (*st->mutable_metrics())[name] = (*prog)->scalar(v);
       sink(e);
+      bool lastOfEpoch = pos.batchInEpoch >= perEpoch;
+      if (policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0 && !lastOfEpoch)
+        if (auto c = checkpoint(); !c) return fail(c.error().message);
       if (ctx.step >= total || (opts.stop && opts.stop->load())) {
         stopped = true;
         break;
       }
     }
+    bool epochComplete = pos.batchInEpoch >= perEpoch;
     proto::TrainEvent e = event();
     auto* ep = e.mutable_epoch();
-    ep->set_epoch(epoch);
+    ep->set_epoch(pos.epoch);
     ep->set_train_loss(totals.meanLoss());
     totals.fill(ep->mutable_train_metrics());
     sum.trainLoss = totals.meanLoss();
     if (s.data.val.size() > 0) {
       auto val = evaluate(eval, s.data.val, s.data.norm, s.batch, s.seed);
-      if (!val) return fail(val.error().message, ctx.step);
+      if (!val) return fail(val.error().message);
       ep->set_has_val(true);
       ep->set_val_loss(val->meanLoss());
       val->fill(ep->mutable_val_metrics());
     }
     if (s.data.test.size() > 0) {
       auto test = evaluate(eval, s.data.test, s.data.norm, s.batch, s.seed);
-      if (!test) return fail(test.error().message, ctx.step);
+      if (!test) return fail(test.error().message);
       ep->set_has_test(true);
       ep->set_test_loss(test->meanLoss());
       test->fill(ep->mutable_test_metrics());
@@ -325,17 +399,66 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
     ep->set_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epochStart).count());
     sink(e);
-    sum.epochs = epoch;
+    sum.epochs = pos.epoch;
+
+    // Best value and early stopping look at complete epochs only.
+    bool isBest = false;
+    double value = 0;
+    if (epochComplete && s.best && s.best->valueIn(*ep, value) &&
+        (!pos.hasBest || s.best->improves(value, pos.best))) {
+      isBest = true;
+    }
+    bool stopEarly = false;
+    const MetricWatch* tracked = s.early ? &*s.early : (s.best ? &*s.best : nullptr);
+    if (epochComplete && tracked && tracked->valueIn(*ep, value)) {
+      if (!pos.hasBest || tracked->improves(value, pos.best)) {
+        pos.best = value;
+        pos.hasBest = true;
+        pos.bestEpoch = pos.epoch;
+        pos.epochsWithoutImprovement = 0;
+      } else {
+        pos.epochsWithoutImprovement += 1;
+      }
+      int patience = def.early_stopping().patience() > 0 ? def.early_stopping().patience() : 5;
+      if (s.early && pos.epochsWithoutImprovement >= patience) {
+        stopEarly = true;
+        log(proto::Log::INFO,
+            "early stopping after epoch " + std::to_string(pos.epoch) + ": " + s.early->spec() +
+                " has not improved for " + std::to_string(patience) + " epochs (best " +
+                std::to_string(pos.best) + " at epoch " + std::to_string(pos.bestEpoch) + ")");
+      }
+    }
+    if (epochComplete) {
+      // The next checkpoint describes the start of the next epoch.
+      pos.epoch += 1;
+      pos.batchInEpoch = 0;
+      pos.lossSum = 0;
+      pos.metricSums.clear();
+      pos.samples = 0;
+      bool due = policy.every_epochs() > 0 && (pos.epoch - 1) % policy.every_epochs() == 0;
+      bool stepDue = policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0;
+      if (checkpointing && (due || stepDue || isBest)) {
+        auto c = checkpoint();
+        if (!c) return fail(c.error().message);
+        if (isBest)
+          if (Status st = writer.markBest(*c); !st) return fail(st.message());
+      }
+      pos.epoch -= 1;  // the loop's ++ moves on
+    }
+    if (stopEarly) {
+      sum.stoppedEarly = true;
+      break;
+    }
   }
   sum.steps = ctx.step;
-  sum.samplesPerSec = trainSeconds > 0 ? double(trainSamples) / trainSeconds : 0;
+  sum.samplesPerSec = pos.trainSeconds > 0 ? double(pos.trainSamples) / pos.trainSeconds : 0;
   sum.wallSeconds = now() - wallStart;
 
   if (!opts.saveWeights.empty()) {
     if (Status st = writeSafetensors(opts.saveWeights, store.exportParams(),
                                      {{"format", "pt"}, {"producer", "netloom"}});
         !st)
-      return fail(st.message(), ctx.step);
+      return fail(st.message());
   }
   proto::TrainEvent e = event();
   auto* f = e.mutable_finished();

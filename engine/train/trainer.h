@@ -23,8 +23,10 @@ struct TrainOptions {
   std::optional<uint64_t> seed;  // unset: the project's
   int64_t trainLimit = -1;       // -1: the project's data.train_limit
   int64_t testLimit = -1;
-  std::string initWeights;                  // safetensors to start from
-  std::string saveWeights;                  // safetensors written at the end
+  std::string initWeights;    // safetensors to start from
+  std::string saveWeights;    // safetensors written at the end
+  std::string checkpointDir;  // where checkpoints go; empty: "checkpoints" beside the project
+  std::string resume;         // continue from this checkpoint (or a folder of them)
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
 };
 
@@ -34,6 +36,7 @@ struct TrainSummary {
   double trainLoss = 0, testLoss = 0, testAccuracy = -1;  // -1: the model has no Accuracy node
   double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
+  bool stoppedEarly = false;
 };
 
 using EventSink = std::function<void(const proto::TrainEvent&)>;

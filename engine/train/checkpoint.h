@@ -1,0 +1,71 @@
+// Checkpoints: everything a run needs to continue exactly where it stopped — weights,
+// buffers and optimizer state (one safetensors file) and a small JSON manifest with
+// the step, the position in the data order and the running totals. Random streams
+// are pure functions of (seed, step, epoch, sample), so the seed and the position
+// are the random state. Each checkpoint is a folder written under a temporary name
+// and renamed when complete; the `latest` file, replaced atomically afterwards,
+// names the newest good one, so a crash mid-write never replaces it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/proto/project.pb.h"
+#include "engine/runtime/param_store.h"
+
+namespace netloom {
+
+// Where a run stands, saved with every checkpoint.
+struct RunPosition {
+  int64_t step = 0;          // optimizer steps done
+  int epoch = 1;             // the epoch in progress (1-based)
+  int64_t batchInEpoch = 0;  // batches of that epoch done
+  // Totals of the epoch in progress, so its averages come out as in one run.
+  double lossSum = 0;
+  std::map<std::string, double> metricSums;
+  int64_t samples = 0;
+  double trainSeconds = 0;  // for throughput over the whole run
+  int64_t trainSamples = 0;
+  // Best-metric tracking (keep_best, early stopping).
+  double best = 0;
+  bool hasBest = false;
+  int bestEpoch = 0;
+  int epochsWithoutImprovement = 0;
+};
+
+struct LoadedCheckpoint {
+  std::string path;  // the checkpoint folder
+  RunPosition position;
+  uint64_t seed = 0;
+  std::vector<NamedTensor> tensors;
+};
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::string dir, proto::CheckpointPolicy policy);
+
+  // Writes a checkpoint named after the step; prunes to keep_last. Returns its folder.
+  Result<std::string> write(const ParamStore& store, const RunPosition& pos, uint64_t seed);
+  // Copies a written checkpoint to `best/` (atomically replacing the previous best).
+  Status markBest(const std::string& checkpoint);
+
+ private:
+  std::string m_dir;
+  proto::CheckpointPolicy m_policy;
+};
+
+// Reads `dir`: a checkpoint folder, or a folder of checkpoints whose `latest` names one.
+// Errors name the file and what is wrong.
+Result<LoadedCheckpoint> readCheckpoint(const std::string& dir);
+
+// Loads every persistent tensor (weights, buffers, optimizer state) from a checkpoint
+// into a store built for the current model. A checkpoint of another model is refused,
+// naming the first tensor that does not fit.
+Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt);
+
+// Every persistent tensor of the store, for a checkpoint.
+std::vector<NamedTensor> exportState(const ParamStore& store);
+
+}  // namespace netloom
