@@ -34,6 +34,7 @@ const char* kUsage =
     "  --checkpoint-dir D  where checkpoints go (default: checkpoints/ beside the project)\n"
     "  --resume DIR        continue from a checkpoint, or the latest in a folder of them;\n"
     "                      --events then appends to the stream\n"
+    "  --profile           print where the training steps' time went, by op and kernel\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
     "                      activation memory, then exit\n"
     "  --quiet             no progress output\n"
@@ -99,6 +100,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!value(a.opts.checkpointDir)) return "--checkpoint-dir needs a folder";
     } else if (k == "--resume") {
       if (!value(a.opts.resume)) return "--resume needs a checkpoint folder";
+    } else if (k == "--profile") {
+      a.opts.profile = true;
     } else if (k == "--summary") {
       a.summary = true;
     } else if (k == "--explain") {
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
     if (a.quiet) std::fprintf(stderr, "netloom-train: %s\n", result.error().message.c_str());
     return 1;
   }
+  if (a.opts.profile) std::printf("%s", result->profile.c_str());
   if (!a.summaryJson.empty()) {
     if (auto st = netloom::writeFileAtomic(a.summaryJson, summaryJson(*result).dump() + "\n");
         !st) {

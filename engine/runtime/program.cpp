@@ -1,5 +1,6 @@
 #include "engine/runtime/program.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
 
@@ -19,6 +20,17 @@ void Program::run(const StepContext& ctx) const {
   for (const PlanStep& s : steps) {
     KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
     s.fn(io);
+  }
+}
+
+void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) const {
+  seconds.resize(steps.size(), 0.0);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PlanStep& s = steps[i];
+    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
+    auto t0 = std::chrono::steady_clock::now();
+    s.fn(io);
+    seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 }
 

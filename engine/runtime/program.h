@@ -54,6 +54,8 @@ struct Program {
   double compileMs = 0;
 
   void run(const StepContext& ctx) const;
+  // As run(), adding each launch's wall time to `seconds` (one slot per step).
+  void runProfiled(const StepContext& ctx, std::vector<double>& seconds) const;
   float scalar(ValueId v) const { return refs[v].f32()[0]; }
   const TensorRef* input(const std::string& field) const;
   // The compiled plan, the kernels chosen (and why others declined), the fusions

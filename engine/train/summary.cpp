@@ -73,7 +73,7 @@ std::string ModelSummary::table() const {
   }
   out += std::string(109, '-') + "\n";
   std::snprintf(line, sizeof line,
-                "batch %lld: %s parameters (%s bytes), %s buffer elements, forward %s, "
+                "batch %lld: %s parameters (%s), %s buffer elements, forward %s, "
                 "activations %s\n",
                 (long long)batch, grouped(parameters).c_str(),
                 human(double(parameters) * 4, "B").c_str(), grouped(buffers).c_str(),

@@ -13,6 +13,7 @@
 #include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
 #include "engine/train/schedule.h"
@@ -309,6 +310,7 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   ctx.seed = s.seed;
   ctx.training = true;
   ctx.step = pos.step;
+  std::map<const Program*, ProfiledProgram> profiles;
   bool stopped = pos.step >= total;
   for (; pos.epoch <= s.epochs && !stopped; ++pos.epoch) {
     BatchLoader::Options lo;
@@ -336,7 +338,14 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
       pos.step = ctx.step;
       ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
       feed(**prog, b);
-      (*prog)->run(ctx);
+      if (opts.profile) {
+        ProfiledProgram& pp = profiles[*prog];
+        pp.program = *prog;
+        (*prog)->runProfiled(ctx, pp.seconds);
+        pp.runs += 1;
+      } else {
+        (*prog)->run(ctx);
+      }
       double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       pos.trainSeconds += dt;
       pos.trainSamples += b.size;
@@ -453,6 +462,11 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   sum.steps = ctx.step;
   sum.samplesPerSec = pos.trainSeconds > 0 ? double(pos.trainSamples) / pos.trainSeconds : 0;
   sum.wallSeconds = now() - wallStart;
+  if (opts.profile) {
+    std::vector<ProfiledProgram> all;
+    for (auto& [_, pp] : profiles) all.push_back(std::move(pp));
+    sum.profile = profileTable(all);
+  }
 
   if (!opts.saveWeights.empty()) {
     if (Status st = writeSafetensors(opts.saveWeights, store.exportParams(),

@@ -26,6 +26,7 @@ struct TrainOptions {
   std::string initWeights;    // safetensors to start from
   std::string saveWeights;    // safetensors written at the end
   std::string checkpointDir;  // where checkpoints go; empty: "checkpoints" beside the project
+  bool profile = false;          // time every kernel launch of the training steps
   std::string resume;         // continue from this checkpoint (or a folder of them)
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
 };
@@ -37,6 +38,7 @@ struct TrainSummary {
   double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
   bool stoppedEarly = false;
+  std::string profile;  // the per-op breakdown, when TrainOptions::profile
 };
 
 using EventSink = std::function<void(const proto::TrainEvent&)>;

@@ -169,6 +169,25 @@ class TestCli : public QObject {
     QVERIFY(read->events.front().has_run_started());
   }
 
+  void summaryListsNodesAndTotals() {
+    Outcome o = runTrain({project("fashion-mlp.nlproj"), "--summary"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    // 784·256 + 256 + 256·128 + 128 + 128·10 + 10 parameters, as torchinfo counts them.
+    QVERIFY2(o.out.contains("235,146 parameters"), qPrintable(o.out));
+    QVERIFY(o.out.contains("fc1"));
+    QVERIFY(o.out.contains("64×256"));
+    // fc1's forward: 64 samples × 256 outputs × 784 inputs × 2.
+    QVERIFY(o.out.contains("25,690,112"));
+  }
+
+  void profileBreaksDownTimeByOp() {
+    Outcome o = runTrain({project("spirals.nlproj"), "--epochs", "1", "--profile", "--quiet"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QVERIFY(o.out.contains("profile: 47 training steps"));
+    QVERIFY(o.out.contains("onednn.sgemm+bias"));
+    QVERIFY(o.out.contains("AdamUpdate"));
+  }
+
   void explainPrintsPlanKernelsAndMemory() {
     Outcome o = runTrain({project("fashion-mlp.nlproj"), "--explain", "--train-limit", "100"});
     QVERIFY2(o.code == 0, qPrintable(o.err));
