@@ -29,6 +29,8 @@ void registerCpuKernels(KernelRegistry& r) {
   cpu::registerLosses(r);
   cpu::registerShape(r);
   cpu::registerOptimizers(r);
+  cpu::registerConv(r);
+  cpu::registerPoolNorm(r);
 }
 
 }  // namespace netloom

@@ -41,5 +41,7 @@ void registerGemm(KernelRegistry& r);
 void registerLosses(KernelRegistry& r);
 void registerShape(KernelRegistry& r);
 void registerOptimizers(KernelRegistry& r);
+void registerConv(KernelRegistry& r);
+void registerPoolNorm(KernelRegistry& r);
 
 }  // namespace netloom::cpu

@@ -70,6 +70,34 @@ class TestTrain : public QObject {
     QVERIFY(r.result->arenaBytes > 0 && r.result->arenaBytes <= r.result->naiveBytes);
   }
 
+  void lenetOnASubsetReachesEightyPercent() {
+    if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    TrainOptions o;
+    o.epochs = 1;
+    o.trainLimit = 10000;
+    Run r = train(load("fashion-lenet.nlproj"), o);
+    QVERIFY2(r.result.ok(), r.result.ok() ? "" : r.result.error().message.c_str());
+    QVERIFY2(r.result->testAccuracy >= 0.80, qPrintable(QString::number(r.result->testAccuracy)));
+  }
+
+  void everyExampleProjectCompiles() {
+    int count = 0;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(NETLOOM_SOURCE_DIR) + "/projects")) {
+      if (entry.path().extension() != ".nlproj") continue;
+      ++count;
+      auto p = loadProject(entry.path().string());
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      TrainOptions o;
+      o.trainLimit = 256;
+      o.testLimit = 256;
+      o.projectDir = entry.path().parent_path().string();
+      auto plans = explainTraining(*p, o);
+      QVERIFY2(plans.ok(), (entry.path().string() + ": " + (plans.ok() ? "" : plans.error().message)).c_str());
+    }
+    QVERIFY(count >= 6);
+  }
+
   void oneThreadIsBitForBitDeterministic() {
     proto::Project p = load("spirals.nlproj");
     // Dropout makes the run depend on the per-step random streams as well.

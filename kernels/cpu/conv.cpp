@@ -1,0 +1,401 @@
+// Convolutions on the CPU: Conv2d, ConvTranspose2d and their input and weight
+// gradients, each with oneDNN first and a plain deterministic reference last; plus
+// ReduceChannels, the bias gradient. oneDNN primitives are created once at prepare
+// time on plain layouts (nchw, PyTorch's weights), so a launch only rebinds pointers.
+#include <cassert>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "kernels/core/geometry.h"
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+namespace {
+
+// Which of the three convolution passes a kernel computes.
+enum class Pass { Forward, Data, Weights };
+
+// An op's configuration read from its signature. `w` is the op's own geometry:
+// ih/iw its input (x), oh/ow its output (y); for the transposed op, padBottom and
+// padRight are those of the equivalent convolution and may be negative.
+struct ConvConfig {
+  bool transposed = false;
+  bool bias = false;                 // forward only
+  int64_t groups = 1, c = 0, o = 0;  // input and output channels of the op
+  Window2d w;
+};
+
+// The forward op has (x, weight[, bias]); its gradients (dy, x, weight).
+ConvConfig configOf(const KernelSig& s, bool transposed, Pass pass) {
+  ConvConfig k;
+  k.transposed = transposed;
+  int xi = pass == Pass::Forward ? 0 : 1, wi = xi + 1;
+  k.bias = pass == Pass::Forward && s.in.size() > 2;
+  k.groups = s.attrs->i("groups", 1);
+  const Shape& x = s.in[xi].shape;
+  const Shape& wt = s.in[wi].shape;
+  std::string err =
+      transposed ? convTransposeWindow(*s.attrs, x, k.w) : convWindow(*s.attrs, x, k.w);
+  assert(err.empty() && "shape inference accepted the configuration");
+  (void)err;
+  k.c = x[1];
+  k.o = transposed ? wt[1] * k.groups : wt[0];
+  return k;
+}
+
+// The same computation as a direct convolution, which the reference loops are
+// written for: a transposed convolution is the input gradient of the convolution
+// that maps its output back to its input, with the very same weight tensor.
+struct ConvGeom {
+  int64_t n = 0, ci = 0, co = 0, g = 1;  // conv input and output channels
+  Window2d w;                            // ih/iw conv input, oh/ow conv output
+};
+
+ConvGeom geomOf(const ConvConfig& k) {
+  ConvGeom g;
+  g.n = k.w.n, g.g = k.groups, g.w = k.w;
+  if (!k.transposed) {
+    g.ci = k.c, g.co = k.o;
+  } else {
+    g.ci = k.o, g.co = k.c;
+    std::swap(g.w.ih, g.w.oh);
+    std::swap(g.w.iw, g.w.ow);
+  }
+  return g;
+}
+
+// Output positions [lo, hi) whose tap at input offset `off` (from stride·o) falls
+// inside an input of length `in`.
+inline void tapRange(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = in - off <= 0 ? 0 : std::min(out, (in - off + s - 1) / s);
+}
+
+int64_t grainFor(int64_t workPerItem) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerItem));
+}
+
+// Reference loops -----------------------------------------------------------------
+// Each parallel item owns one output plane (or one weight slice) and visits its
+// contributions in a fixed order, so results do not depend on the thread count. Rows
+// with unit stride, the common case, get a vectorised inner loop.
+
+// y[n, co] = bias + Σ x[n, ci of the group] ⋆ w[co].
+void refForward(const ConvGeom& g, const float* x, const float* wt, const float* b, float* y) {
+  const Window2d& w = g.w;
+  int64_t cig = g.ci / g.g, cog = g.co / g.g, in = w.ih * w.iw, out = w.oh * w.ow;
+  parallelFor(g.n * g.co, grainFor(cig * w.kh * w.kw * out), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      int64_t n = item / g.co, o = item % g.co, grp = o / cog;
+      float* yp = y + item * out;
+      std::fill(yp, yp + out, b ? b[o] : 0.f);
+      for (int64_t c = 0; c < cig; ++c) {
+        const float* xp = x + (n * g.ci + grp * cig + c) * in;
+        const float* wp = wt + (o * cig + c) * w.kh * w.kw;
+        for (int64_t ky = 0; ky < w.kh; ++ky)
+          for (int64_t kx = 0; kx < w.kw; ++kx) {
+            float wv = wp[ky * w.kw + kx];
+            int64_t offY = ky * w.dh - w.padTop, offX = kx * w.dw - w.padLeft, y0, y1, x0, x1;
+            tapRange(offY, w.sh, w.ih, w.oh, y0, y1);
+            tapRange(offX, w.sw, w.iw, w.ow, x0, x1);
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              const float* xr = xp + (oy * w.sh + offY) * w.iw + offX;
+              float* yr = yp + oy * w.ow;
+              if (w.sw == 1) {
+#pragma omp simd
+                for (int64_t ox = x0; ox < x1; ++ox) yr[ox] += wv * xr[ox];
+              } else {
+                for (int64_t ox = x0; ox < x1; ++ox) yr[ox] += wv * xr[ox * w.sw];
+              }
+            }
+          }
+      }
+    }
+  });
+}
+
+// dx[n, ci] = bias + Σ over the group's co of dy[n, co] scattered through w[co, ci].
+void refData(const ConvGeom& g, const float* dy, const float* wt, const float* b, float* dx) {
+  const Window2d& w = g.w;
+  int64_t cig = g.ci / g.g, cog = g.co / g.g, in = w.ih * w.iw, out = w.oh * w.ow;
+  parallelFor(g.n * g.ci, grainFor(cog * w.kh * w.kw * out), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      int64_t n = item / g.ci, c = item % g.ci, grp = c / cig, cl = c % cig;
+      float* xp = dx + item * in;
+      std::fill(xp, xp + in, b ? b[c] : 0.f);
+      for (int64_t o = grp * cog; o < (grp + 1) * cog; ++o) {
+        const float* yp = dy + (n * g.co + o) * out;
+        const float* wp = wt + (o * cig + cl) * w.kh * w.kw;
+        for (int64_t ky = 0; ky < w.kh; ++ky)
+          for (int64_t kx = 0; kx < w.kw; ++kx) {
+            float wv = wp[ky * w.kw + kx];
+            int64_t offY = ky * w.dh - w.padTop, offX = kx * w.dw - w.padLeft, y0, y1, x0, x1;
+            tapRange(offY, w.sh, w.ih, w.oh, y0, y1);
+            tapRange(offX, w.sw, w.iw, w.ow, x0, x1);
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              float* xr = xp + (oy * w.sh + offY) * w.iw + offX;
+              const float* yr = yp + oy * w.ow;
+              if (w.sw == 1) {
+#pragma omp simd
+                for (int64_t ox = x0; ox < x1; ++ox) xr[ox] += wv * yr[ox];
+              } else {
+                for (int64_t ox = x0; ox < x1; ++ox) xr[ox * w.sw] += wv * yr[ox];
+              }
+            }
+          }
+      }
+    }
+  });
+}
+
+// dw[co, ci] = Σ over the batch of dy[n, co] ⋆ x[n, ci]; one item per weight slice.
+void refWeights(const ConvGeom& g, const float* x, const float* dy, float* dw) {
+  const Window2d& w = g.w;
+  int64_t cig = g.ci / g.g, cog = g.co / g.g, in = w.ih * w.iw, out = w.oh * w.ow;
+  parallelFor(g.co * cig, grainFor(g.n * w.kh * w.kw * out), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      int64_t o = item / cig, cl = item % cig, c = o / cog * cig + cl;
+      for (int64_t ky = 0; ky < w.kh; ++ky)
+        for (int64_t kx = 0; kx < w.kw; ++kx) {
+          int64_t offY = ky * w.dh - w.padTop, offX = kx * w.dw - w.padLeft, y0, y1, x0, x1;
+          tapRange(offY, w.sh, w.ih, w.oh, y0, y1);
+          tapRange(offX, w.sw, w.iw, w.ow, x0, x1);
+          double acc = 0;  // sums N·OH·OW products: rows in float, the total in double
+          for (int64_t n = 0; n < g.n; ++n) {
+            const float* xp = x + (n * g.ci + c) * in;
+            const float* yp = dy + (n * g.co + o) * out;
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              const float* xr = xp + (oy * w.sh + offY) * w.iw + offX;
+              const float* yr = yp + oy * w.ow;
+              float row = 0.f;
+              if (w.sw == 1) {
+#pragma omp simd reduction(+ : row)
+                for (int64_t ox = x0; ox < x1; ++ox) row += yr[ox] * xr[ox];
+              } else {
+                for (int64_t ox = x0; ox < x1; ++ox) row += yr[ox] * xr[ox * w.sw];
+              }
+              acc += row;
+            }
+          }
+          dw[item * w.kh * w.kw + ky * w.kw + kx] = float(acc);
+        }
+    }
+  });
+}
+
+// Which reference loop computes an op, and on which of its inputs: `a` and `b` are
+// (x, weight) for the forward loop, (dy, weight) for the data loop and (x, dy) for
+// the weight loop. The transposed op swaps the convolution's two sides, so its
+// forward is the data loop, its input gradient the forward loop, and its dy sits on
+// the convolution's input side.
+KernelFn makeReference(const KernelSig& s, bool transposed, Pass pass) {
+  ConvConfig k = configOf(s, transposed, pass);
+  ConvGeom g = geomOf(k);
+  Pass loop = pass;
+  int a = 0, b = 1, bias = k.bias ? 2 : -1;
+  if (pass == Pass::Forward && transposed) loop = Pass::Data;
+  if (pass == Pass::Data) loop = transposed ? Pass::Forward : Pass::Data, b = 2;
+  if (pass == Pass::Weights && !transposed) a = 1, b = 0;
+  return [g, loop, a, b, bias](const KernelIO& io) {
+    const float* pa = io.in[a].f32();
+    const float* pb = io.in[b].f32();
+    const float* pbias = bias >= 0 ? io.in[bias].f32() : nullptr;
+    float* y = io.out[0].f32();
+    switch (loop) {
+      case Pass::Forward: refForward(g, pa, pb, pbias, y); break;
+      case Pass::Data: refData(g, pa, pb, pbias, y); break;
+      case Pass::Weights: refWeights(g, pa, pb, y); break;
+    }
+  };
+}
+
+// oneDNN ---------------------------------------------------------------------------
+
+const dnnl::engine& dnnlEngine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& dnnlStream() {
+  static dnnl::stream s(dnnlEngine());
+  return s;
+}
+
+struct ConvPrims {
+  using Fwd = dnnl::convolution_forward;
+  using Data = dnnl::convolution_backward_data;
+  using Weights = dnnl::convolution_backward_weights;
+  static constexpr dnnl::algorithm alg = dnnl::algorithm::convolution_direct;
+};
+
+struct DeconvPrims {
+  using Fwd = dnnl::deconvolution_forward;
+  using Data = dnnl::deconvolution_backward_data;
+  using Weights = dnnl::deconvolution_backward_weights;
+  static constexpr dnnl::algorithm alg = dnnl::algorithm::deconvolution_direct;
+};
+
+// A primitive with its memory objects bound once; `slots` says which tensor of a
+// launch each memory wraps (an input index, or -1 for the output).
+struct DnnlConv {
+  dnnl::primitive prim;
+  std::string impl;
+  std::vector<std::pair<int, dnnl::memory>> slots;
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::memory scratchpad;  // user-owned, so a launch allocates nothing
+};
+
+template <class P>
+std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  const Window2d& w = k.w;
+  const dnnl::engine& eng = dnnlEngine();
+  auto md = [](dims d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
+  auto src = md({w.n, k.c, w.ih, w.iw}, tag::nchw);
+  auto dst = md({w.n, k.o, w.oh, w.ow}, tag::nchw);
+  // oneDNN's logical weight dims are (g,) o, i, kh, kw for both kinds; PyTorch stores
+  // a transposed convolution's weight i-major, which the iohw tags describe as is.
+  int64_t g = k.groups;
+  tag wtag =
+      g == 1 ? (k.transposed ? tag::iohw : tag::oihw) : (k.transposed ? tag::giohw : tag::goihw);
+  auto wei =
+      g == 1 ? md({k.o, k.c, w.kh, w.kw}, wtag) : md({g, k.o / g, k.c / g, w.kh, w.kw}, wtag);
+  auto bias = k.bias ? md({k.o}, tag::x) : dnnl::memory::desc();
+  dims strides{w.sh, w.sw}, dil{w.dh - 1, w.dw - 1};
+  dims padL{w.padTop, w.padLeft}, padR{w.padBottom, w.padRight};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+  typename P::Fwd::primitive_desc fwd(
+      typename P::Fwd::desc(dnnl::prop_kind::forward_training, P::alg, src, wei, bias, dst, strides,
+                            dil, padL, padR),
+      attr, eng);
+  auto st = std::make_shared<DnnlConv>();
+  auto bind = [&](int arg, int slot, const dnnl::memory::desc& d) {
+    dnnl::memory m(d, eng, DNNL_MEMORY_NONE);
+    st->slots.push_back({slot, m});
+    st->args[arg] = m;
+  };
+  dnnl::memory::desc scratch;
+  if (pass == Pass::Forward) {
+    st->prim = typename P::Fwd(fwd);
+    st->impl = fwd.impl_info_str();
+    scratch = fwd.scratchpad_desc();
+    bind(DNNL_ARG_SRC, 0, src);
+    bind(DNNL_ARG_WEIGHTS, 1, wei);
+    if (k.bias) bind(DNNL_ARG_BIAS, 2, bias);
+    bind(DNNL_ARG_DST, -1, dst);
+  } else if (pass == Pass::Data) {
+    typename P::Data::primitive_desc pd(
+        typename P::Data::desc(P::alg, src, wei, dst, strides, dil, padL, padR), attr, eng, fwd);
+    st->prim = typename P::Data(pd);
+    st->impl = pd.impl_info_str();
+    scratch = pd.scratchpad_desc();
+    bind(DNNL_ARG_DIFF_DST, 0, dst);
+    bind(DNNL_ARG_WEIGHTS, 2, wei);
+    bind(DNNL_ARG_DIFF_SRC, -1, src);
+  } else {
+    typename P::Weights::primitive_desc pd(
+        typename P::Weights::desc(P::alg, src, wei, dst, strides, dil, padL, padR), attr, eng, fwd);
+    st->prim = typename P::Weights(pd);
+    st->impl = pd.impl_info_str();
+    scratch = pd.scratchpad_desc();
+    bind(DNNL_ARG_DIFF_DST, 0, dst);
+    bind(DNNL_ARG_SRC, 1, src);
+    bind(DNNL_ARG_DIFF_WEIGHTS, -1, wei);
+  }
+  if (scratch.get_size() > 0) {
+    st->scratchpad = dnnl::memory(scratch, eng);
+    st->args[DNNL_ARG_SCRATCHPAD] = st->scratchpad;
+  }
+  return st;
+}
+
+std::shared_ptr<DnnlConv> buildDnnl(const KernelSig& s, bool transposed, Pass pass) {
+  ConvConfig k = configOf(s, transposed, pass);
+  return transposed ? buildPrims<DeconvPrims>(k, pass) : buildPrims<ConvPrims>(k, pass);
+}
+
+std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass) {
+  for (const TensorDesc& t : s.in)
+    if (t.dtype != DType::F32) return "oneDNN convolutions here take float32 only";
+  try {
+    auto st = buildDnnl(s, transposed, pass);
+    // Its own reference loops are no faster than ours, and ours are deterministic.
+    if (st->impl.rfind("ref", 0) == 0) return "oneDNN has only its reference implementation";
+  } catch (const dnnl::error& e) {
+    return std::string("oneDNN: ") + e.what();
+  }
+  return {};
+}
+
+KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass) {
+  std::shared_ptr<DnnlConv> st = buildDnnl(s, transposed, pass);
+  return [st](const KernelIO& io) {
+    for (auto& [slot, m] : st->slots)
+      m.set_data_handle(slot < 0 ? io.out[0].data : io.in[slot].data);
+    st->prim.execute(dnnlStream(), st->args);
+    dnnlStream().wait();
+  };
+}
+
+}  // namespace
+
+void registerConv(KernelRegistry& r) {
+  struct Entry {
+    const char* op;
+    bool transposed;
+    Pass pass;
+    const char* onednn;
+    const char* reference;
+  };
+  const Entry entries[] = {
+      {"Conv2d", false, Pass::Forward, "onednn.conv_fwd", "reference.conv_fwd"},
+      {"Conv2dGradInput", false, Pass::Data, "onednn.conv_bwd_data", "reference.conv_bwd_data"},
+      {"Conv2dGradWeight", false, Pass::Weights, "onednn.conv_bwd_weights",
+       "reference.conv_bwd_weights"},
+      {"ConvTranspose2d", true, Pass::Forward, "onednn.deconv_fwd", "reference.deconv_fwd"},
+      {"ConvTranspose2dGradInput", true, Pass::Data, "onednn.deconv_bwd_data",
+       "reference.deconv_bwd_data"},
+      {"ConvTranspose2dGradWeight", true, Pass::Weights, "onednn.deconv_bwd_weights",
+       "reference.deconv_bwd_weights"},
+  };
+  for (const Entry& e : entries) {
+    bool t = e.transposed;
+    Pass p = e.pass;
+    r.add(e.op, DeviceKind::Cpu,
+          {e.onednn, [t, p](const KernelSig& s) { return declineDnnl(s, t, p); },
+           [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }});
+    r.add(e.op, DeviceKind::Cpu,
+          kernel(e.reference, [t, p](const KernelSig& s) { return makeReference(s, t, p); }));
+  }
+
+  // Per-channel sums (the bias gradient): each thread owns a band of channels and
+  // walks the batch in order, so the result does not depend on the thread count.
+  r.add("ReduceChannels", DeviceKind::Cpu,
+        kernel("cpu.reduce_channels", [](const KernelSig& s) -> KernelFn {
+          const Shape& x = s.in[0].shape;
+          int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
+          return [n, c, inner](const KernelIO& io) {
+            const float* x = io.in[0].f32();
+            float* y = io.out[0].f32();
+            parallelFor(c, grainFor(n * inner), [&](int64_t lo, int64_t hi) {
+              for (int64_t ch = lo; ch < hi; ++ch) {
+                double acc = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                  const float* p = x + (i * c + ch) * inner;
+                  float plane = 0.f;
+#pragma omp simd reduction(+ : plane)
+                  for (int64_t j = 0; j < inner; ++j) plane += p[j];
+                  acc += plane;
+                }
+                y[ch] = float(acc);
+              }
+            });
+          };
+        }));
+}
+
+}  // namespace netloom::cpu

@@ -1,0 +1,329 @@
+// Pooling and nearest upsampling on the CPU. oneDNN's pooling comes first where its
+// semantics match PyTorch's; the reference kernels own whole N·C planes per thread,
+// so overlapping windows accumulate in a fixed order and results do not depend on
+// the thread count.
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "kernels/core/geometry.h"
+#include "kernels/cpu/pool_norm.h"
+
+namespace netloom::cpu {
+namespace {
+
+using dnnl::memory;
+
+Window2d poolGeometry(const KernelSig& s, int xIndex) {
+  Window2d w;
+  [[maybe_unused]] std::string err = poolWindow(*s.attrs, s.in[xIndex].shape, w);
+  assert(err.empty());  // shape inference has run the same check
+  return w;
+}
+
+// Where output index `o` reads along one axis: [lo, hi) inside the input, and the
+// window's length inside the explicitly padded input. Windows that ceil_mode adds
+// may reach past the explicit padding; as in PyTorch, those positions never count.
+struct Span {
+  int64_t lo, hi, padded;
+};
+
+inline Span span(int64_t o, int64_t stride, int64_t k, int64_t pad, int64_t in) {
+  int64_t start = o * stride - pad, end = std::min(start + k, in + pad);
+  return {std::max<int64_t>(start, 0), std::min(end, in), end - start};
+}
+
+// Planes per parallel chunk so that one chunk is worth a thread.
+inline int64_t planeGrain(int64_t workPerPlane) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerPlane));
+}
+
+// The first maximum of a window in row-major order; NaN wins, as in PyTorch.
+inline int64_t argmax(const float* plane, int64_t iw, const Span& r, const Span& c) {
+  float best = -std::numeric_limits<float>::infinity();
+  int64_t at = r.lo * iw + c.lo;
+  for (int64_t y = r.lo; y < r.hi; ++y)
+    for (int64_t x = c.lo; x < c.hi; ++x) {
+      float v = plane[y * iw + x];
+      if (v > best || std::isnan(v)) best = v, at = y * iw + x;
+    }
+  return at;
+}
+
+// Calls f(outputIndex, rows, cols, divisor) for every window of one plane.
+template <class F>
+inline void forEachWindow(const Window2d& w, bool includePad, F&& f) {
+  for (int64_t oy = 0; oy < w.oh; ++oy) {
+    Span r = span(oy, w.sh, w.kh, w.padTop, w.ih);
+    for (int64_t ox = 0; ox < w.ow; ++ox) {
+      Span c = span(ox, w.sw, w.kw, w.padLeft, w.iw);
+      int64_t div = includePad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
+      f(oy * w.ow + ox, r, c, float(div));
+    }
+  }
+}
+
+KernelFn maxPoolReference(const KernelSig& s) {
+  Window2d w = poolGeometry(s, 0);
+  return [w](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* xp = x + p * w.ih * w.iw;
+        float* yp = y + p * w.oh * w.ow;
+        forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
+          yp[o] = xp[argmax(xp, w.iw, r, c)];
+        });
+      }
+    });
+  };
+}
+
+KernelFn maxPoolGradReference(const KernelSig& s) {
+  Window2d w = poolGeometry(s, 1);
+  return [w](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    const float* x = io.in[1].f32();
+    float* dx = io.out[0].f32();
+    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* xp = x + p * w.ih * w.iw;
+        const float* dyp = dy + p * w.oh * w.ow;
+        float* dxp = dx + p * w.ih * w.iw;
+        std::fill(dxp, dxp + w.ih * w.iw, 0.f);
+        forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
+          dxp[argmax(xp, w.iw, r, c)] += dyp[o];
+        });
+      }
+    });
+  };
+}
+
+KernelFn avgPoolReference(const KernelSig& s) {
+  Window2d w = poolGeometry(s, 0);
+  bool includePad = s.attrs->b("count_include_pad", true);
+  return [w, includePad](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* xp = x + p * w.ih * w.iw;
+        float* yp = y + p * w.oh * w.ow;
+        forEachWindow(w, includePad, [&](int64_t o, const Span& r, const Span& c, float div) {
+          float sum = 0.f;
+          for (int64_t iy = r.lo; iy < r.hi; ++iy)
+            for (int64_t ix = c.lo; ix < c.hi; ++ix) sum += xp[iy * w.iw + ix];
+          yp[o] = sum / div;
+        });
+      }
+    });
+  };
+}
+
+KernelFn avgPoolGradReference(const KernelSig& s) {
+  Window2d w = poolGeometry(s, 1);
+  bool includePad = s.attrs->b("count_include_pad", true);
+  return [w, includePad](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    float* dx = io.out[0].f32();
+    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* dyp = dy + p * w.oh * w.ow;
+        float* dxp = dx + p * w.ih * w.iw;
+        std::fill(dxp, dxp + w.ih * w.iw, 0.f);
+        forEachWindow(w, includePad, [&](int64_t o, const Span& r, const Span& c, float div) {
+          float g = dyp[o] / div;
+          for (int64_t iy = r.lo; iy < r.hi; ++iy)
+            for (int64_t ix = c.lo; ix < c.hi; ++ix) dxp[iy * w.iw + ix] += g;
+        });
+      }
+    });
+  };
+}
+
+// oneDNN pooling ------------------------------------------------------------------
+
+struct DnnlPool {
+  Window2d w;
+  dnnl::algorithm alg;
+  memory::desc src, dst;
+
+  DnnlPool(const KernelSig& s, int xIndex, bool average) : w(poolGeometry(s, xIndex)) {
+    alg = !average                                ? dnnl::algorithm::pooling_max
+          : s.attrs->b("count_include_pad", true) ? dnnl::algorithm::pooling_avg_include_padding
+                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+    src = memory::desc({w.n, w.c, w.ih, w.iw}, memory::data_type::f32, memory::format_tag::nchw);
+    dst = memory::desc({w.n, w.c, w.oh, w.ow}, memory::data_type::f32, memory::format_tag::nchw);
+  }
+  dnnl::pooling_forward::primitive_desc forward(dnnl::prop_kind prop) const {
+    dnnl::pooling_forward::desc d(prop, alg, src, dst, {w.sh, w.sw}, {w.kh, w.kw},
+                                  {w.padTop, w.padLeft}, {w.padBottom, w.padRight});
+    return {d, userScratchpad(), dnnlEngine()};
+  }
+  dnnl::pooling_backward::primitive_desc backward() const {
+    dnnl::pooling_backward::desc d(alg, src, dst, {w.sh, w.sw}, {w.kh, w.kw}, {w.padTop, w.padLeft},
+                                   {w.padBottom, w.padRight});
+    return {d, userScratchpad(), dnnlEngine(), forward(dnnl::prop_kind::forward_training)};
+  }
+};
+
+std::string declinePool(const KernelSig& s, int xIndex, bool average, bool backward) {
+  if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  DnnlPool p(s, xIndex, average);
+  if (p.alg == dnnl::algorithm::pooling_avg_include_padding &&
+      (p.w.padBottom != p.w.padTop || p.w.padRight != p.w.padLeft))
+    return "ceil_mode windows reach past the padding: oneDNN would count those positions "
+           "in the divisor, PyTorch does not";
+  return dnnlDecline([&]() -> std::vector<std::string> {
+    if (backward) return {p.backward().impl_info_str()};
+    return {p.forward(dnnl::prop_kind::forward_inference).impl_info_str()};
+  });
+}
+
+// Inference-only forward: max pooling then needs no workspace.
+KernelFn poolForwardOneDnn(const KernelSig& s, bool average) {
+  DnnlPool p(s, 0, average);
+  auto call = std::make_shared<DnnlCall>(
+      DnnlCall::make<dnnl::pooling_forward>(p.forward(dnnl::prop_kind::forward_inference)));
+  call->arg(DNNL_ARG_SRC, p.src);
+  call->arg(DNNL_ARG_DST, p.dst);
+  return [call](const KernelIO& io) {
+    call->set(DNNL_ARG_SRC, io.in[0].data);
+    call->set(DNNL_ARG_DST, io.out[0].data);
+    call->run();
+  };
+}
+
+KernelFn avgPoolGradOneDnn(const KernelSig& s) {
+  DnnlPool p(s, 1, true);
+  auto call = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::pooling_backward>(p.backward()));
+  call->arg(DNNL_ARG_DIFF_DST, p.dst);
+  call->arg(DNNL_ARG_DIFF_SRC, p.src);
+  return [call](const KernelIO& io) {
+    call->set(DNNL_ARG_DIFF_DST, io.in[0].data);
+    call->set(DNNL_ARG_DIFF_SRC, io.out[0].data);
+    call->run();
+  };
+}
+
+// Global average pooling and upsampling: memory-bound passes with nothing for a
+// library to improve, so one kernel each.
+
+KernelFn globalAvgPool(const KernelSig& s) {
+  const Shape& x = s.in[0].shape;
+  int64_t planes = x[0] * x[1], area = x[2] * x[3];
+  return [planes, area](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(planes, planeGrain(area), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const float* xp = x + p * area;
+        double sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < area; ++i) sum += xp[i];
+        y[p] = float(sum / double(area));
+      }
+    });
+  };
+}
+
+KernelFn globalAvgPoolGrad(const KernelSig& s) {
+  const Shape& x = s.in[1].shape;
+  int64_t planes = x[0] * x[1], area = x[2] * x[3];
+  return [planes, area](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    float* dx = io.out[0].f32();
+    parallelFor(planes, planeGrain(area), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        float g = dy[p] / float(area);
+        std::fill(dx + p * area, dx + (p + 1) * area, g);
+      }
+    });
+  };
+}
+
+struct UpsampleDims {
+  int64_t rows, iw, sh, sw;  // rows: N·C·H input rows
+};
+
+UpsampleDims upsampleDims(const KernelSig& s, int xIndex) {
+  const Shape& x = s.in[xIndex].shape;
+  UpsampleDims d{x[0] * x[1] * x[2], x[3], 1, 1};
+  pair2d(*s.attrs, "scale_factor", 2, d.sh, d.sw);
+  return d;
+}
+
+// Input row r becomes output rows r·sh … r·sh + sh - 1.
+KernelFn upsample(const KernelSig& s) {
+  UpsampleDims d = upsampleDims(s, 0);
+  return [d](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    int64_t ow = d.iw * d.sw;
+    parallelFor(d.rows, planeGrain(ow * d.sh), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* xr = x + r * d.iw;
+        float* y0 = y + r * d.sh * ow;
+        for (int64_t j = 0; j < d.iw; ++j)
+          for (int64_t k = 0; k < d.sw; ++k) y0[j * d.sw + k] = xr[j];
+        for (int64_t i = 1; i < d.sh; ++i) std::memcpy(y0 + i * ow, y0, sizeof(float) * ow);
+      }
+    });
+  };
+}
+
+KernelFn upsampleGrad(const KernelSig& s) {
+  UpsampleDims d = upsampleDims(s, 1);
+  return [d](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    float* dx = io.out[0].f32();
+    int64_t ow = d.iw * d.sw;
+    parallelFor(d.rows, planeGrain(ow * d.sh), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        float* dxr = dx + r * d.iw;
+        std::fill(dxr, dxr + d.iw, 0.f);
+        for (int64_t i = 0; i < d.sh; ++i) {
+          const float* dyr = dy + (r * d.sh + i) * ow;
+          for (int64_t j = 0; j < d.iw; ++j)
+            for (int64_t k = 0; k < d.sw; ++k) dxr[j] += dyr[j * d.sw + k];
+        }
+      }
+    });
+  };
+}
+
+}  // namespace
+
+void registerPooling(KernelRegistry& r) {
+  auto cpu = DeviceKind::Cpu;
+  r.add("MaxPool2d", cpu,
+        {"onednn.pooling_max", [](const KernelSig& s) { return declinePool(s, 0, false, false); },
+         [](const KernelSig& s) { return poolForwardOneDnn(s, false); }});
+  r.add("MaxPool2d", cpu, kernel("reference.max_pool2d", maxPoolReference));
+  r.add("MaxPool2dGrad", cpu,
+        {"onednn.pooling_max_backward",
+         [](const KernelSig&) {
+           return std::string(
+               "needs the forward pass's workspace (the argmax of each window), which the plan "
+               "does not keep");
+         },
+         nullptr});
+  r.add("MaxPool2dGrad", cpu, kernel("reference.max_pool2d_grad", maxPoolGradReference));
+  r.add("AvgPool2d", cpu,
+        {"onednn.pooling_avg", [](const KernelSig& s) { return declinePool(s, 0, true, false); },
+         [](const KernelSig& s) { return poolForwardOneDnn(s, true); }});
+  r.add("AvgPool2d", cpu, kernel("reference.avg_pool2d", avgPoolReference));
+  r.add("AvgPool2dGrad", cpu,
+        {"onednn.pooling_avg_backward",
+         [](const KernelSig& s) { return declinePool(s, 1, true, true); }, avgPoolGradOneDnn});
+  r.add("AvgPool2dGrad", cpu, kernel("reference.avg_pool2d_grad", avgPoolGradReference));
+  r.add("GlobalAvgPool2d", cpu, kernel("cpu.global_avg_pool2d", globalAvgPool));
+  r.add("GlobalAvgPool2dGrad", cpu, kernel("cpu.global_avg_pool2d_grad", globalAvgPoolGrad));
+  r.add("Upsample", cpu, kernel("cpu.upsample_nearest", upsample));
+  r.add("UpsampleGrad", cpu, kernel("cpu.upsample_nearest_grad", upsampleGrad));
+}
+
+}  // namespace netloom::cpu
