@@ -163,10 +163,11 @@ struct DnnlPool {
                                   {w.padTop, w.padLeft}, {w.padBottom, w.padRight});
     return {d, userScratchpad(), dnnlEngine()};
   }
-  dnnl::pooling_backward::primitive_desc backward() const {
+  dnnl::pooling_backward::primitive_desc backward(
+      const dnnl::pooling_forward::primitive_desc& hint) const {
     dnnl::pooling_backward::desc d(alg, src, dst, {w.sh, w.sw}, {w.kh, w.kw}, {w.padTop, w.padLeft},
                                    {w.padBottom, w.padRight});
-    return {d, userScratchpad(), dnnlEngine(), forward(dnnl::prop_kind::forward_training)};
+    return {d, userScratchpad(), dnnlEngine(), hint};
   }
 };
 
@@ -178,8 +179,9 @@ std::string declinePool(const KernelSig& s, int xIndex, bool average, bool backw
     return "ceil_mode windows reach past the padding: oneDNN would count those positions "
            "in the divisor, PyTorch does not";
   return dnnlDecline([&]() -> std::vector<std::string> {
-    if (backward) return {p.backward().impl_info_str()};
-    return {p.forward(dnnl::prop_kind::forward_inference).impl_info_str()};
+    if (!backward) return {p.forward(dnnl::prop_kind::forward_inference).impl_info_str()};
+    auto fwd = p.forward(dnnl::prop_kind::forward_training);
+    return {fwd.impl_info_str(), p.backward(fwd).impl_info_str()};
   });
 }
 
@@ -199,13 +201,39 @@ KernelFn poolForwardOneDnn(const KernelSig& s, bool average) {
 
 KernelFn avgPoolGradOneDnn(const KernelSig& s) {
   DnnlPool p(s, 1, true);
-  auto call = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::pooling_backward>(p.backward()));
+  auto call = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::pooling_backward>(
+      p.backward(p.forward(dnnl::prop_kind::forward_training))));
   call->arg(DNNL_ARG_DIFF_DST, p.dst);
   call->arg(DNNL_ARG_DIFF_SRC, p.src);
   return [call](const KernelIO& io) {
     call->set(DNNL_ARG_DIFF_DST, io.in[0].data);
     call->set(DNNL_ARG_DIFF_SRC, io.out[0].data);
     call->run();
+  };
+}
+
+// Max pooling's backward reads the forward's workspace (where each window's maximum
+// is), which the plan does not keep: the forward runs again here, into an output and
+// a workspace of this kernel's own, allocated once. oneDNN records the first maximum
+// of a window, as PyTorch does (checked on inputs full of ties).
+KernelFn maxPoolGradOneDnn(const KernelSig& s) {
+  DnnlPool p(s, 1, false);
+  auto fwdPd = p.forward(dnnl::prop_kind::forward_training);
+  auto fwd = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::pooling_forward>(fwdPd));
+  auto bwd = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::pooling_backward>(p.backward(fwdPd)));
+  memory workspace(fwdPd.workspace_desc(), dnnlEngine());
+  fwd->arg(DNNL_ARG_SRC, p.src);
+  fwd->own(DNNL_ARG_DST, memory(p.dst, dnnlEngine()));
+  fwd->own(DNNL_ARG_WORKSPACE, workspace);
+  bwd->arg(DNNL_ARG_DIFF_DST, p.dst);
+  bwd->arg(DNNL_ARG_DIFF_SRC, p.src);
+  bwd->own(DNNL_ARG_WORKSPACE, workspace);
+  return [fwd, bwd](const KernelIO& io) {
+    fwd->set(DNNL_ARG_SRC, io.in[1].data);
+    fwd->run();
+    bwd->set(DNNL_ARG_DIFF_DST, io.in[0].data);
+    bwd->set(DNNL_ARG_DIFF_SRC, io.out[0].data);
+    bwd->run();
   };
 }
 
@@ -305,12 +333,7 @@ void registerPooling(KernelRegistry& r) {
   r.add("MaxPool2d", cpu, kernel("reference.max_pool2d", maxPoolReference));
   r.add("MaxPool2dGrad", cpu,
         {"onednn.pooling_max_backward",
-         [](const KernelSig&) {
-           return std::string(
-               "needs the forward pass's workspace (the argmax of each window), which the plan "
-               "does not keep");
-         },
-         nullptr});
+         [](const KernelSig& s) { return declinePool(s, 1, false, true); }, maxPoolGradOneDnn});
   r.add("MaxPool2dGrad", cpu, kernel("reference.max_pool2d_grad", maxPoolGradReference));
   r.add("AvgPool2d", cpu,
         {"onednn.pooling_avg", [](const KernelSig& s) { return declinePool(s, 0, true, false); },

@@ -42,6 +42,8 @@ class DnnlCall {
   void arg(int arg, const dnnl::memory::desc& md) {
     m_args[arg] = dnnl::memory(md, dnnlEngine(), DNNL_MEMORY_NONE);
   }
+  // Binds argument `arg` to memory the call keeps (a workspace, a scratch output).
+  void own(int arg, const dnnl::memory& m) { m_args[arg] = m; }
   void set(int arg, const void* data) { m_args.at(arg).set_data_handle(const_cast<void*>(data)); }
   void run() {
     m_prim.execute(dnnlStream(), m_args);
