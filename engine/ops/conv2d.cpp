@@ -4,8 +4,8 @@
 // bias gradient sums dy over everything but channels.
 #include <cmath>
 
-#include "engine/ops/init.h"
 #include "engine/ops/conv_common.h"
+#include "engine/ops/init.h"
 #include "kernels/core/geometry.h"
 
 namespace netloom {
@@ -69,7 +69,8 @@ OpDef convGradOp(std::string name, std::string doc, bool transposed) {
   g.category = "Internal";
   g.role = OpRole::Internal;
   g.doc = std::move(doc);
-  g.inputs = {{"dy", "gradient of the output"}, {"x", "forward input"}, {"weight", "forward weight"}};
+  g.inputs = {
+      {"dy", "gradient of the output"}, {"x", "forward input"}, {"weight", "forward weight"}};
   g.outputs = {{"grad", "gradient"}};
   g.attrs = convAttrs(transposed);
   g.attrs[0].required = false;
@@ -102,13 +103,15 @@ void registerConv2d(OpRegistry& r) {
   d.infer = [](InferCtx& c) { return inferConv(c, false); };
   d.grad = [](GradBuilder& b) {
     ValueId dy = b.outGrad(0);
-    if (b.needsGrad(0)) b.addGrad(0, b.emit("Conv2dGradInput", {dy, b.input(0), b.input(1)}, b.attrs()));
+    if (b.needsGrad(0))
+      b.addGrad(0, b.emit("Conv2dGradInput", {dy, b.input(0), b.input(1)}, b.attrs()));
     b.addGrad(1, b.emit("Conv2dGradWeight", {dy, b.input(0), b.input(1)}, b.attrs()));
     if (b.numInputs() > 2) b.addGrad(2, b.emit("ReduceChannels", {dy}));
   };
   d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng& rng) { initConv(a, p, rng); };
   d.flops = [](const InferCtx& c) {
-    return 2 * numel(c.out[0].shape) * c.params[0].shape[1] * c.params[0].shape[2] * c.params[0].shape[3];
+    return 2 * numel(c.out[0].shape) * c.params[0].shape[1] * c.params[0].shape[2] *
+           c.params[0].shape[3];
   };
   r.add(std::move(d));
   r.add(convGradOp("Conv2dGradInput", "d loss / d input of Conv2d", false));

@@ -16,8 +16,8 @@ void registerGlobalAvgPool2d(OpRegistry& r) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;
     if (x.size() != 4) return c.fail("expects N×C×H×W, got " + shapeToString(x), 0);
-    c.out[0] = TensorDesc{c.attrs.b("keepdim") ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]},
-                          DType::F32, {}};
+    c.out[0] = TensorDesc{
+        c.attrs.b("keepdim") ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]}, DType::F32, {}};
     return true;
   };
   d.grad = [](GradBuilder& b) {

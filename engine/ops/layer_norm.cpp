@@ -69,7 +69,9 @@ void registerLayerNorm(OpRegistry& r) {
               {"mean", "forward row means"},
               {"var", "forward row variance"},
               {"weight", "scale, when affine", true}};
-  g.outputs = {{"dx", "gradient of the input"}, {"dweight", "normalized shape"}, {"dbias", "normalized shape"}};
+  g.outputs = {{"dx", "gradient of the input"},
+               {"dweight", "normalized shape"},
+               {"dbias", "normalized shape"}};
   g.attrs = attrs;
   g.infer = [](InferCtx& c) {
     c.out[0] = c.in[1];

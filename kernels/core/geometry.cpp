@@ -19,7 +19,8 @@ namespace {
 std::string readCommon(const Attrs& a, const Shape& x, Window2d& w, bool pool) {
   if (x.size() != 4) return "expects N×C×H×W, got " + shapeToString(x);
   w.n = x[0], w.c = x[1], w.ih = x[2], w.iw = x[3];
-  if (!pair2d(a, "kernel_size", 1, w.kh, w.kw)) return "attribute 'kernel_size' takes 1 or 2 values";
+  if (!pair2d(a, "kernel_size", 1, w.kh, w.kw))
+    return "attribute 'kernel_size' takes 1 or 2 values";
   int64_t sdef = pool ? -1 : 1;
   if (!pair2d(a, "stride", sdef, w.sh, w.sw)) return "attribute 'stride' takes 1 or 2 values";
   if (w.sh == -1) w.sh = w.kh, w.sw = w.kw;
@@ -37,7 +38,9 @@ std::string checkFits(const Window2d& w) {
   int64_t ekh = (w.kh - 1) * w.dh + 1, ekw = (w.kw - 1) * w.dw + 1;
   if (ekh > w.ih + w.padTop + w.padBottom || ekw > w.iw + w.padLeft + w.padRight)
     return "attribute 'kernel_size' " + std::to_string(w.kh) + "×" + std::to_string(w.kw) +
-           (w.dh > 1 || w.dw > 1 ? " (dilated " + std::to_string(ekh) + "×" + std::to_string(ekw) + ")" : "") +
+           (w.dh > 1 || w.dw > 1
+                ? " (dilated " + std::to_string(ekh) + "×" + std::to_string(ekw) + ")"
+                : "") +
            " is larger than the padded input " + std::to_string(w.ih + w.padTop + w.padBottom) +
            "×" + std::to_string(w.iw + w.padLeft + w.padRight);
   return {};
@@ -66,7 +69,8 @@ std::string convWindow(const Attrs& a, const Shape& x, Window2d& w) {
 std::string convTransposeWindow(const Attrs& a, const Shape& x, Window2d& w) {
   if (std::string e = readCommon(a, x, w, false); !e.empty()) return e;
   int64_t oph = 0, opw = 0;
-  if (!pair2d(a, "output_padding", 0, oph, opw)) return "attribute 'output_padding' takes 1 or 2 values";
+  if (!pair2d(a, "output_padding", 0, oph, opw))
+    return "attribute 'output_padding' takes 1 or 2 values";
   if (oph >= std::max(w.sh, w.dh) || opw >= std::max(w.sw, w.dw) || oph < 0 || opw < 0)
     return "attribute 'output_padding' must be smaller than the stride or the dilation";
   w.oh = (w.ih - 1) * w.sh - 2 * w.padTop + w.dh * (w.kh - 1) + oph + 1;

@@ -227,7 +227,10 @@ inline void run(const OpCase& c) {
   for (size_t i = 0; i < fast.size(); ++i)
     if (!close(fast[i], reference[i], 1e-4, 1e-5))
       QFAIL(qPrintable(QString("%1: preferred kernel %2 vs reference kernel %3 at %4")
-                           .arg(c.op.c_str()).arg(fast[i]).arg(reference[i]).arg(i)));
+                           .arg(c.op.c_str())
+                           .arg(fast[i])
+                           .arg(reference[i])
+                           .arg(i)));
 }
 
 }  // namespace harness

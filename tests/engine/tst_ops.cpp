@@ -3,9 +3,9 @@
 // forward is random by design.
 #include <QtTest>
 
-#include "engine/compiler/compile.h"
 #include "cases_conv.h"
 #include "cases_norm.h"
+#include "engine/compiler/compile.h"
 #include "op_harness.h"
 
 using namespace harness;

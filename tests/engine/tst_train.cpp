@@ -71,7 +71,8 @@ class TestTrain : public QObject {
   }
 
   void lenetOnASubsetReachesEightyPercent() {
-    if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    if (!haveFashion())
+      QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
     TrainOptions o;
     o.epochs = 1;
     o.trainLimit = 10000;
@@ -93,7 +94,8 @@ class TestTrain : public QObject {
       o.testLimit = 256;
       o.projectDir = entry.path().parent_path().string();
       auto plans = explainTraining(*p, o);
-      QVERIFY2(plans.ok(), (entry.path().string() + ": " + (plans.ok() ? "" : plans.error().message)).c_str());
+      QVERIFY2(plans.ok(),
+               (entry.path().string() + ": " + (plans.ok() ? "" : plans.error().message)).c_str());
     }
     QVERIFY(count >= 6);
   }
