@@ -45,18 +45,7 @@ void registerBatchNorm(OpRegistry& r) {
     c.out[1] = c.out[2] = TensorDesc{{ch}, DType::F32, {}};
     return true;
   };
-  d.grad = [](GradBuilder& b) {
-    bool affine = b.attrs().b("affine");
-    std::vector<ValueId> in = {b.outGrad(0), b.input(0), b.output(1), b.output(2)};
-    if (affine) in.push_back(b.input(1));
-    auto g = b.emitN("BatchNormGrad", in, b.attrs());
-    if (g.size() < 3) return;
-    b.addGrad(0, g[0]);
-    if (affine) {
-      b.addGrad(1, g[1]);
-      b.addGrad(2, g[2]);
-    }
-  };
+  d.grad = [](GradBuilder& b) { ops::normalizationGrad(b, "BatchNormGrad"); };
   d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng&) {
     size_t k = 0;
     if (a.b("affine")) {

@@ -72,6 +72,19 @@ void reshapeGradBack(GradBuilder& b) {
   b.addGrad(0, b.emit("Reshape", {b.outGrad(0)}, a));
 }
 
+void normalizationGrad(GradBuilder& b, const std::string& gradOp) {
+  bool affine = b.attrs().b("affine");
+  std::vector<ValueId> in = {b.outGrad(0), b.input(0), b.output(1), b.output(2)};
+  if (affine) in.push_back(b.input(1));
+  auto g = b.emitN(gradOp, in, b.attrs());
+  if (g.size() < 3) return;
+  b.addGrad(0, g[0]);
+  if (affine) {
+    b.addGrad(1, g[1]);
+    b.addGrad(2, g[2]);
+  }
+}
+
 int normAxis(int64_t axis, size_t rank) {
   int64_t r = static_cast<int64_t>(rank);
   if (axis < 0) axis += r;

@@ -24,6 +24,10 @@ bool inferClassMetric(InferCtx& c);
 // The gradient of a pure reshape: the output gradient reshaped back to the input.
 void reshapeGradBack(GradBuilder& b);
 
+// The gradient of BatchNorm and LayerNorm: one backward op reading (dy, x, the two
+// saved statistics[, weight]) and giving the input, weight and bias gradients.
+void normalizationGrad(GradBuilder& b, const std::string& gradOp);
+
 // Normalises a possibly negative axis for a tensor of `rank`; -1 when out of range.
 int normAxis(int64_t axis, size_t rank);
 

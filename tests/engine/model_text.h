@@ -1,8 +1,10 @@
 // Small helpers for tests that write models and projects as text.
 #pragma once
 
+#include <QtTest>
 #include <string>
 
+#include "engine/compiler/compile.h"
 #include "engine/io/project_file.h"
 
 namespace testutil {
@@ -40,6 +42,22 @@ inline std::string node(const std::string& name, const std::string& op, const st
 
 inline std::string intAttr(const std::string& key, long long v) {
   return "attrs { key: '" + key + "' value { i: " + std::to_string(v) + " } }";
+}
+
+// The message of compiling a model with default options; empty when it compiles.
+inline std::string compileError(const std::string& body) {
+  netloom::ParamStore store;
+  auto r = netloom::compile(model(body), netloom::CompileOptions{}, store);
+  return r.ok() ? std::string() : r.error().message;
+}
+
+// Fails the current test unless compiling `body` fails with every one of `mentions`.
+inline void expectCompileError(const std::string& body, const QStringList& mentions) {
+  std::string err = compileError(body);
+  QVERIFY2(!err.empty(), "the model was accepted");
+  for (const QString& m : mentions)
+    QVERIFY2(err.find(m.toStdString()) != std::string::npos,
+             qPrintable("'" + m + "' missing from: " + QString::fromStdString(err)));
 }
 
 }  // namespace testutil
