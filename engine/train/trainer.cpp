@@ -17,6 +17,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
 #include "engine/train/schedule.h"
+#include "kernels/cpu/cpu_util.h"
 
 namespace netloom {
 
@@ -163,7 +164,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   if (!t.device().empty() && t.device() != "cpu")
     return makeError("train.device '" + t.device() +
                      "' is not available: this build trains on 'cpu'");
-  omp_set_num_threads(s.threads);
+  cpu::configureThreads(s.threads);
 
   auto data = loadData(s.project.data(), opts.projectDir, s.seed);
   if (!data) return data.error();

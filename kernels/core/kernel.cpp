@@ -2,6 +2,10 @@
 
 #include "kernels/cpu/cpu_util.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace netloom {
 
 KernelRegistry& KernelRegistry::instance() {
@@ -21,6 +25,14 @@ const std::vector<KernelImpl>* KernelRegistry::list(const std::string& op,
                                                     DeviceKind device) const {
   auto it = m_lists.find({op, device});
   return it == m_lists.end() ? nullptr : &it->second;
+}
+
+void cpu::configureThreads(int threads) {
+  omp_set_num_threads(threads);
+#if defined(__SSE__)
+#pragma omp parallel num_threads(threads)
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // flush-to-zero and denormals-are-zero
+#endif
 }
 
 void registerCpuKernels(KernelRegistry& r) {

@@ -36,6 +36,12 @@ inline KernelImpl kernel(std::string name, std::function<KernelFn(const KernelSi
                     std::move(make)};
 }
 
+// Sets the CPU thread count for every kernel (oneDNN and ours share the OpenMP
+// pool) and makes each pool thread flush denormal floats to zero: gradients that
+// decay towards zero otherwise slow some training steps by several times, and no
+// result of a network depends on values below 1e-38.
+void configureThreads(int threads);
+
 void registerElementwise(KernelRegistry& r);
 void registerGemm(KernelRegistry& r);
 void registerLosses(KernelRegistry& r);
