@@ -36,11 +36,11 @@ std::string profileTable(const std::vector<ProfiledProgram>& runs) {
                 "profile: %lld training steps, %.3f s in kernels (%.3f ms/step)\n",
                 (long long)steps, total, steps ? 1e3 * total / double(steps) : 0.0);
   out += line;
-  std::snprintf(line, sizeof line, "%-26s %-28s %10s %12s %7s\n", "op", "kernel", "launches",
+  std::snprintf(line, sizeof line, "%-26s %-36s %10s %12s %7s\n", "op", "kernel", "launches",
                 "total ms", "share");
   out += line;
   for (const auto& [key, row] : rows) {
-    std::snprintf(line, sizeof line, "%-26s %-28s %10lld %12.1f %6.1f%%\n", key.first.c_str(),
+    std::snprintf(line, sizeof line, "%-26s %-36s %10lld %12.1f %6.1f%%\n", key.first.c_str(),
                   key.second.c_str(), (long long)row.launches, 1e3 * row.seconds,
                   total > 0 ? 100.0 * row.seconds / total : 0.0);
     out += line;
