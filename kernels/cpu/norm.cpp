@@ -357,17 +357,11 @@ KernelFn batchNormOneDnn(const KernelSig& s) {
   };
 }
 
-KernelFn batchNormGradOneDnn(const KernelSig& s) {
-  DnnlBn bn(s, 1);
-  bool hasWeight = s.in.size() == 5;
-  auto call =
-      std::make_shared<DnnlCall>(DnnlCall::make<dnnl::batch_normalization_backward>(bn.backward()));
-  for (int a : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) call->arg(a, bn.data);
-  for (int a : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
-                DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
-    call->arg(a, bn.stat);
-  // oneDNN 2.6 insists on a shift input in backward too, though it never reads it.
-  auto ones = std::make_shared<std::vector<float>>(bn.d.c, 1.f);
+// The launch both normalisation backwards share: inputs (dy, x, mean, var[, weight]),
+// outputs (dx, dweight, dbias). oneDNN 2.6 insists on a shift input in backward too,
+// though it never reads it, and on a scale when there is no weight.
+KernelFn normBackwardLaunch(std::shared_ptr<DnnlCall> call, bool hasWeight, int64_t channels) {
+  auto ones = std::make_shared<std::vector<float>>(channels, 1.f);
   call->set(DNNL_ARG_SHIFT, ones->data());
   if (!hasWeight) call->set(DNNL_ARG_SCALE, ones->data());
   return [call, hasWeight, ones](const KernelIO& io) {
@@ -381,6 +375,18 @@ KernelFn batchNormGradOneDnn(const KernelSig& s) {
     call->set(DNNL_ARG_DIFF_SHIFT, io.out[2].data);
     call->run();
   };
+}
+
+KernelFn batchNormGradOneDnn(const KernelSig& s) {
+  DnnlBn bn(s, 1);
+  bool hasWeight = s.in.size() == 5;
+  auto call =
+      std::make_shared<DnnlCall>(DnnlCall::make<dnnl::batch_normalization_backward>(bn.backward()));
+  for (int a : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) call->arg(a, bn.data);
+  for (int a : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
+                DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
+    call->arg(a, bn.stat);
+  return normBackwardLaunch(call, hasWeight, bn.d.c);
 }
 
 // LayerNorm as rows × cols.
@@ -439,21 +445,7 @@ KernelFn layerNormGradOneDnn(const KernelSig& s) {
   for (int a : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) call->arg(a, ln.stat);
   for (int a : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
     call->arg(a, ln.param);
-  // oneDNN 2.6 insists on a shift input in backward too, though it never reads it.
-  auto ones = std::make_shared<std::vector<float>>(ln.d.cols, 1.f);
-  call->set(DNNL_ARG_SHIFT, ones->data());
-  if (!hasWeight) call->set(DNNL_ARG_SCALE, ones->data());
-  return [call, hasWeight, ones](const KernelIO& io) {
-    call->set(DNNL_ARG_DIFF_DST, io.in[0].data);
-    call->set(DNNL_ARG_SRC, io.in[1].data);
-    call->set(DNNL_ARG_MEAN, io.in[2].data);
-    call->set(DNNL_ARG_VARIANCE, io.in[3].data);
-    if (hasWeight) call->set(DNNL_ARG_SCALE, io.in[4].data);
-    call->set(DNNL_ARG_DIFF_SRC, io.out[0].data);
-    call->set(DNNL_ARG_DIFF_SCALE, io.out[1].data);
-    call->set(DNNL_ARG_DIFF_SHIFT, io.out[2].data);
-    call->run();
-  };
+  return normBackwardLaunch(call, hasWeight, ln.d.cols);
 }
 
 // Declines when the signature is not float, or as dnnlDecline says. oneDNN 2.6's
