@@ -27,9 +27,9 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_idx  # noqa: E402
-# Evaluation (model.eval(), no_grad, batched as NetLoom evaluates) and the BLAS probe are
+# The timed training loop, its evaluation (model.eval(), no_grad) and the BLAS probe are
 # the MLP bench's.
-from mlp_torch import evaluate, loaded_blas  # noqa: E402
+from mlp_torch import loaded_blas, train_epochs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ("lenet", "convbn")
@@ -415,32 +415,10 @@ def main():
         sys.exit("cnn_torch.py: %s: %s" % (args.project, e))
     gen = torch.Generator().manual_seed(seed)
 
-    steps, train_seconds, train_samples = 0, 0.0, 0
-    train_loss = test_loss = test_acc = float("nan")
-    for _ in range(epochs):
-        perm = torch.randperm(n, generator=gen)
-        loss_sum = 0.0
-        # The last short batch is kept, as NetLoom does. (A last batch of one sample makes
-        # BatchNorm1d raise in training mode: avoid such --train-limit values.)
-        for i in range(0, n, batch):
-            t0 = time.perf_counter()
-            idx = perm[i:i + batch]
-            xb, yb = x_train[idx], y_train[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            sched.step()
-            train_seconds += time.perf_counter() - t0
-            train_samples += len(idx)
-            steps += 1
-            # Reading the loss after the timer mirrors netloom-train, which reads its
-            # loss scalar after timing the step.
-            loss_sum += loss.item() * len(idx)
-        train_loss = loss_sum / n
-        # model.eval() under no_grad (running BatchNorm statistics, no dropout), then back
-        # to model.train().
-        test_loss, test_acc = evaluate(model, loss_fn, x_test, y_test, batch)
+    # A last batch of one sample makes BatchNorm1d raise in training mode: avoid such
+    # --train-limit values.
+    steps, train_seconds, train_samples, train_loss, test_loss, test_acc = train_epochs(
+        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, epochs, gen)
 
     print(json.dumps({
         "epochs": epochs,

@@ -63,6 +63,40 @@ def evaluate(model, loss_fn, x, y, batch):
     return total_loss / len(x), correct / len(x)
 
 
+def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen):
+    """Trains as netloom-train does and times it the same way: the per-step time covers
+    batch indexing, forward, backward and the optimizer step, not the evaluation. The
+    last short batch of an epoch is kept. Returns steps, timing and the last epoch's
+    train loss, test loss and test accuracy."""
+    x_train, y_train = train
+    x_test, y_test = test
+    n = len(x_train)
+    steps, train_seconds, train_samples = 0, 0.0, 0
+    train_loss = test_loss = test_acc = float("nan")
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        loss_sum = 0.0
+        for i in range(0, n, batch):
+            t0 = time.perf_counter()
+            idx = perm[i:i + batch]
+            xb, yb = x_train[idx], y_train[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            sched.step()
+            train_seconds += time.perf_counter() - t0
+            train_samples += len(idx)
+            steps += 1
+            # Reading the loss after the timer mirrors netloom-train, which reads its
+            # loss scalar after timing the step.
+            loss_sum += loss.item() * len(idx)
+        train_loss = loss_sum / n
+        # evaluate() runs model.eval() under no_grad, then returns to model.train().
+        test_loss, test_acc = evaluate(model, loss_fn, x_test, y_test, batch)
+    return steps, train_seconds, train_samples, train_loss, test_loss, test_acc
+
+
 def loaded_blas():
     """Names the BLAS libraries this process has mapped. Debian's torch is built against the
     generic libblas.so.3, so its matmul speed is whichever BLAS the alternatives system
@@ -97,29 +131,8 @@ def main():
     # The project's cosine schedule, stepped once per optimizer step as NetLoom does.
     total_steps = args.epochs * ((n + batch - 1) // batch)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_steps)
-    steps, train_seconds, train_samples = 0, 0.0, 0
-    train_loss = test_loss = test_acc = float("nan")
-    for _ in range(args.epochs):
-        perm = torch.randperm(n, generator=gen)
-        loss_sum = 0.0
-        # The last short batch is kept, as NetLoom does.
-        for i in range(0, n, batch):
-            t0 = time.perf_counter()
-            idx = perm[i:i + batch]
-            xb, yb = x_train[idx], y_train[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            sched.step()
-            train_seconds += time.perf_counter() - t0
-            train_samples += len(idx)
-            steps += 1
-            # Reading the loss after the timer mirrors netloom-train, which reads its
-            # loss scalar after timing the step.
-            loss_sum += loss.item() * len(idx)
-        train_loss = loss_sum / n
-        test_loss, test_acc = evaluate(model, loss_fn, x_test, y_test, batch)
+    steps, train_seconds, train_samples, train_loss, test_loss, test_acc = train_epochs(
+        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, args.epochs, gen)
 
     print(json.dumps({
         "epochs": args.epochs,
