@@ -11,7 +11,7 @@ ValueId Graph::addValue(Value v) {
   return static_cast<ValueId>(values.size() - 1);
 }
 
-Result<NodeId> Graph::addNode(Node n) {
+Result<NodeId> Graph::addNode(Node n, int* errorPort) {
   NodeId id = static_cast<NodeId>(nodes.size());
   if (n.outputs.empty()) {
     for (size_t i = 0; i < n.op->outputs.size(); ++i) {
@@ -22,7 +22,7 @@ Result<NodeId> Graph::addNode(Node n) {
     }
   }
   nodes.push_back(std::move(n));
-  if (Status s = inferNode(*this, id); !s) return s.error();
+  if (Status s = inferNode(*this, id, errorPort); !s) return s.error();
   return id;
 }
 
@@ -47,7 +47,7 @@ std::vector<ValueId> Graph::params() const {
   return out;
 }
 
-Status inferNode(Graph& g, NodeId id) {
+Status inferNode(Graph& g, NodeId id, int* errorPort) {
   Node& n = g.nodes[id];
   InferCtx ctx{n.attrs, {}, {}, {}, {}, -1};
   int ndata = n.numDataInputs();
@@ -55,6 +55,7 @@ Status inferNode(Graph& g, NodeId id) {
   ctx.params.resize(n.numParams);
   ctx.out.resize(n.outputs.size());
   if (!n.op->infer(ctx)) {
+    if (errorPort) *errorPort = ctx.errorPort;
     std::string where = "node '" + n.name + "' (" + n.op->name + ")";
     if (ctx.errorPort >= 0) {
       const auto& ports = n.op->inputs;
@@ -102,13 +103,6 @@ proto::AttrValue attrToProto(const AttrVal& v) {
   return out;
 }
 
-namespace {
-
-struct InputRef {
-  std::string node;
-  int port = 0;
-};
-
 Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s) {
   InputRef r{s, 0};
   auto colon = s.rfind(':');
@@ -124,7 +118,21 @@ Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const 
   return r;
 }
 
-}  // namespace
+void addPersistentInputs(Graph& g, Node& node) {
+  auto persistent = [&](const auto& names, ValueKind kind) {
+    if (!names) return;
+    for (const std::string& p : names(node.attrs)) {
+      Value v;
+      v.name = node.name + "." + p;
+      v.kind = kind;
+      v.requiresGrad = kind == ValueKind::Param;
+      node.inputs.push_back(g.addValue(std::move(v)));
+      ++node.numParams;
+    }
+  };
+  persistent(node.op->params, ValueKind::Param);
+  persistent(node.op->buffers, ValueKind::Buffer);
+}
 
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
   const OpRegistry& reg = OpRegistry::instance();
@@ -166,9 +174,11 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
                        std::to_string(given_n));
     }
     for (int k = 0; k < nd.inputs_size(); ++k) {
+      std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
+      if (nd.inputs(k).empty())
+        return makeError("node '" + nd.name() + "', input '" + port + "' is not connected");
       auto ref = parseInputRef(nd.name(), k, nd.inputs(k));
       if (!ref) return ref.error();
-      std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
       auto it = index.find(ref->node);
       if (it == index.end())
         return makeError("node '" + nd.name() + "', input '" + port + "': no node named '" +
@@ -219,19 +229,7 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     node.attrs = pending[i].attrs;
     for (const auto& r : pending[i].inputs)
       node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
-    auto persistent = [&](const auto& names, ValueKind kind) {
-      if (!names) return;
-      for (const std::string& p : names(node.attrs)) {
-        Value v;
-        v.name = node.name + "." + p;
-        v.kind = kind;
-        v.requiresGrad = kind == ValueKind::Param;
-        node.inputs.push_back(g.addValue(std::move(v)));
-        ++node.numParams;
-      }
-    };
-    persistent(node.op->params, ValueKind::Param);
-    persistent(node.op->buffers, ValueKind::Buffer);
+    addPersistentInputs(g, node);
     if (node.op->name == "Input") node.attrs.set("__batch", batch);
     node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
     auto id = g.addNode(std::move(node));

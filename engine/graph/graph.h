@@ -52,19 +52,31 @@ class Graph {
   std::map<std::string, ValueId> inputsByField;  // Input nodes: data field -> value
 
   ValueId addValue(Value v);
-  // Appends a node and infers its output shapes; fails with a message naming it.
-  Result<NodeId> addNode(Node n);
+  // Appends a node and infers its output shapes; fails with a message naming it (and
+  // sets `errorPort` to the input port at fault, when there is one).
+  Result<NodeId> addNode(Node n, int* errorPort = nullptr);
   const Node* findNode(const std::string& name) const;
   ValueId findValue(const std::string& name) const;  // "node:port" or param "node.weight"
   std::vector<ValueId> params() const;
 };
 
 // Infers the shapes of node `id` from its inputs; errors name node, port and shapes.
-Status inferNode(Graph& g, NodeId id);
+Status inferNode(Graph& g, NodeId id, int* errorPort = nullptr);
 
 // Builds the forward graph: resolves attributes, orders nodes topologically and
 // infers every shape for the given batch size. Errors name the node and the port.
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch);
+
+// An input reference as written in a NodeDef: "node" (port 0) or "node:port".
+struct InputRef {
+  std::string node;
+  int port = 0;
+};
+Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s);
+
+// Parameter and buffer values a node of `op` with `attrs` reads, appended to its
+// inputs as buildGraph lays them out.
+void addPersistentInputs(Graph& g, Node& node);
 
 // Converts a project attribute into the engine's form, and back.
 AttrVal attrFromProto(const proto::AttrValue& v);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "engine/graph/analyze.h"
 #include "engine/graph/graph.h"
 
 namespace netloom {
@@ -16,21 +17,12 @@ Result<ModelSummary> summarizeModel(const proto::ModelDef& model, int64_t batch)
     ns.name = n.name;
     ns.op = n.op->name;
     ns.output = g->values[n.outputs[0]].desc.shape;
-    InferCtx ctx{n.attrs, {}, {}, {}, {}, -1};
-    for (int i = 0; i < n.numDataInputs(); ++i) ctx.in.push_back(g->values[n.inputs[i]].desc);
-    for (int i = n.numDataInputs(); i < int(n.inputs.size()); ++i) {
-      const Value& v = g->values[n.inputs[i]];
-      ctx.params.push_back(v.desc);
-      if (v.kind == ValueKind::Param) ns.parameters += numel(v.desc.shape);
-      if (v.kind == ValueKind::Buffer) s.buffers += numel(v.desc.shape);
-    }
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      const TensorDesc& d = g->values[n.outputs[i]].desc;
-      ctx.out.push_back(d);
-      if (!n.op->outputs[i].hidden)
-        ns.activationBytes += numel(d.shape) * int64_t(dtypeSize(d.dtype));
-    }
-    if (n.op->flops) ns.flops = n.op->flops(ctx);
+    NodeCost cost;
+    measureNode(*g, n, cost);
+    ns.parameters = cost.params;
+    ns.flops = cost.flops;
+    ns.activationBytes = cost.activationBytes;
+    s.buffers += cost.buffers;
     s.parameters += ns.parameters;
     s.flops += ns.flops;
     s.activationBytes += ns.activationBytes;

@@ -1,0 +1,466 @@
+#include "editor/document.h"
+
+#include <algorithm>
+#include <set>
+
+#include "editor/commands.h"
+#include "engine/graph/graph.h"
+#include "engine/io/project_file.h"
+#include "engine/ops/op.h"
+
+namespace netloom::editor {
+
+namespace {
+
+// "node" or "node:port" -> (node, port); an empty or malformed reference yields no node.
+std::pair<std::string, int> splitRef(const std::string& ref) {
+  auto colon = ref.rfind(':');
+  if (colon == std::string::npos) return {ref, 0};
+  std::string port = ref.substr(colon + 1);
+  if (port.empty() || !std::all_of(port.begin(), port.end(), ::isdigit)) return {ref, 0};
+  return {ref.substr(0, colon), std::stoi(port)};
+}
+
+std::string joinRef(const std::string& node, int port) {
+  return port == 0 ? node : node + ":" + std::to_string(port);
+}
+
+// Unconnected trailing inputs are simply absent in the file.
+void trimInputs(proto::NodeDef& def) {
+  while (def.inputs_size() && def.inputs(def.inputs_size() - 1).empty())
+    def.mutable_inputs()->RemoveLast();
+}
+
+void setInput(proto::NodeDef& def, int port, const std::string& ref) {
+  while (def.inputs_size() <= port) def.add_inputs();
+  def.set_inputs(port, ref);
+  trimInputs(def);
+}
+
+bool sameNode(const DocNode& a, const DocNode& b) {
+  return a.pos == b.pos && a.def.SerializeAsString() == b.def.SerializeAsString();
+}
+
+// Where nodes without a saved position go: a plain grid in file order, so nothing
+// lands on top of another until the user lays the graph out.
+QPointF gridSlot(int i) { return QPointF(240.0 * (i % 6), 140.0 * (i / 6)); }
+
+}  // namespace
+
+GraphDocument::GraphDocument(QObject* parent) : QObject(parent) {}
+
+void GraphDocument::setProject(const proto::Project& project) {
+  m_project = project;
+  m_project.mutable_model()->clear_nodes();
+  m_project.mutable_layout()->clear_positions();
+  m_nodes.clear();
+  m_byName.clear();
+  m_order.clear();
+  std::map<std::string, QPointF> saved;
+  for (const auto& p : project.layout().positions()) saved[p.node()] = QPointF(p.x(), p.y());
+  for (int i = 0; i < project.model().nodes_size(); ++i) {
+    DocNode n{project.model().nodes(i), gridSlot(i)};
+    if (auto it = saved.find(n.def.name()); it != saved.end()) n.pos = it->second;
+    NodeId id = m_nextId++;
+    m_byName.emplace(n.def.name(), id);
+    m_nodes.emplace(id, std::move(n));
+    m_order.push_back(id);
+  }
+  m_undo.clear();
+  emit reset();
+  emit changed();
+  reanalyze();
+}
+
+Status GraphDocument::load(const QString& path) {
+  auto project = loadProject(path.toStdString());
+  if (!project) return project.error();
+  setProject(*project);
+  m_path = path;
+  m_undo.setClean();
+  return {};
+}
+
+Status GraphDocument::save(const QString& path) {
+  if (Status s = saveProject(path.toStdString(), toProject()); !s) return s;
+  m_path = path;
+  m_undo.setClean();
+  return {};
+}
+
+proto::Project GraphDocument::toProject() const {
+  proto::Project p = m_project;
+  for (NodeId id : m_order) {
+    const DocNode& n = m_nodes.at(id);
+    *p.mutable_model()->add_nodes() = n.def;
+    auto* pos = p.mutable_layout()->add_positions();
+    pos->set_node(n.def.name());
+    pos->set_x(n.pos.x());
+    pos->set_y(n.pos.y());
+  }
+  return p;
+}
+
+std::string GraphDocument::toText() const { return projectToText(toProject()); }
+
+NodeId GraphDocument::findNode(const std::string& name) const {
+  auto it = m_byName.find(name);
+  return it == m_byName.end() ? -1 : it->second;
+}
+
+int GraphDocument::inputPortCount(NodeId id) const {
+  const proto::NodeDef& def = node(id).def;
+  const OpDef* op = OpRegistry::instance().find(def.op());
+  if (!op) return def.inputs_size();
+  int ports = int(op->inputs.size());
+  if (ports && op->inputs.back().variadic) return std::max(ports, def.inputs_size() + 1);
+  return ports;
+}
+
+int GraphDocument::outputPortCount(NodeId id) const {
+  const proto::NodeDef& def = node(id).def;
+  if (const OpDef* op = OpRegistry::instance().find(def.op())) {
+    int visible = 0;
+    for (const PortDef& p : op->outputs) visible += !p.hidden;
+    return visible;
+  }
+  // An op this version does not know: as many outputs as its users read.
+  int ports = 1;
+  for (const Connection& c : connectionsOf(id))
+    if (c.from == id) ports = std::max(ports, c.fromPort + 1);
+  return ports;
+}
+
+std::optional<Connection> GraphDocument::inputConnection(NodeId id, int port) const {
+  const proto::NodeDef& def = node(id).def;
+  if (port >= def.inputs_size() || def.inputs(port).empty()) return std::nullopt;
+  auto [name, fromPort] = splitRef(def.inputs(port));
+  NodeId from = findNode(name);
+  if (from < 0) return std::nullopt;
+  return Connection{from, fromPort, id, port};
+}
+
+std::vector<Connection> GraphDocument::connections() const {
+  std::vector<Connection> out;
+  for (NodeId id : m_order)
+    for (int k = 0; k < node(id).def.inputs_size(); ++k)
+      if (auto c = inputConnection(id, k)) out.push_back(*c);
+  return out;
+}
+
+std::vector<Connection> GraphDocument::connectionsOf(NodeId id) const {
+  std::vector<Connection> out;
+  const std::string& name = node(id).def.name();
+  for (NodeId other : m_order) {
+    const proto::NodeDef& def = node(other).def;
+    for (int k = 0; k < def.inputs_size(); ++k) {
+      if (other != id && splitRef(def.inputs(k)).first != name) continue;
+      if (auto c = inputConnection(other, k); c && (c->from == id || c->to == id))
+        out.push_back(*c);
+    }
+  }
+  return out;
+}
+
+std::string GraphDocument::uniqueName(const std::string& base) const {
+  std::string stem = base.empty() ? "node" : base;
+  if (!m_byName.count(stem)) return stem;
+  for (int i = 2;; ++i)
+    if (std::string n = stem + "_" + std::to_string(i); !m_byName.count(n)) return n;
+}
+
+bool GraphDocument::reaches(NodeId from, NodeId to) const {
+  // Walk upstream from `to` through its inputs: cheaper than building user lists.
+  std::vector<NodeId> stack{to};
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (n == from) return true;
+    if (!seen.insert(n).second) continue;
+    for (int k = 0; k < node(n).def.inputs_size(); ++k)
+      if (auto c = inputConnection(n, k)) stack.push_back(c->from);
+  }
+  return false;
+}
+
+QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int toPort) const {
+  if (!contains(from) || !contains(to)) return tr("no such node");
+  const QString toName = QString::fromStdString(node(to).def.name());
+  const QString fromName = QString::fromStdString(node(from).def.name());
+  if (from == to) return tr("'%1' cannot feed itself").arg(toName);
+  if (fromPort < 0 || fromPort >= outputPortCount(from))
+    return tr("'%1' has no output port %2").arg(fromName).arg(fromPort);
+  if (toPort < 0 || toPort >= inputPortCount(to))
+    return tr("'%1' has no input port %2").arg(toName).arg(toPort);
+  if (reaches(to, from))
+    return tr("this would make a cycle: '%1' already feeds '%2'").arg(toName, fromName);
+
+  // Would the engine accept the wire? Only a problem that this wire creates on the
+  // target counts; the graph may have others already.
+  proto::ModelDef model = toProject().model();
+  int index = indexOf(to);
+  setInput(*model.mutable_nodes(index), toPort, joinRef(node(from).def.name(), fromPort));
+  ModelAnalysis after = analyzeModel(model, batch());
+  for (const ModelProblem& p : after.problems) {
+    if (p.node != node(to).def.name()) continue;
+    bool old = std::any_of(m_analysis.problems.begin(), m_analysis.problems.end(),
+                           [&](const ModelProblem& q) { return q.message == p.message; });
+    bool unconnected = p.message.find("is not connected") != std::string::npos;
+    if (!old && !unconnected) return QString::fromStdString(p.message);
+  }
+  return {};
+}
+
+int64_t GraphDocument::batch() const {
+  return m_project.train().batch_size() > 0 ? m_project.train().batch_size() : 1;
+}
+
+int GraphDocument::indexOf(NodeId id) const {
+  auto it = std::find(m_order.begin(), m_order.end(), id);
+  return it == m_order.end() ? int(m_order.size()) : int(it - m_order.begin());
+}
+
+NodeState GraphDocument::stateOf(NodeId id) const {
+  NodeState s{id, indexOf(id), std::nullopt};
+  if (auto it = m_nodes.find(id); it != m_nodes.end()) s.node = it->second;
+  return s;
+}
+
+void GraphDocument::applyStates(const std::vector<NodeState>& states) {
+  std::vector<const NodeState*> inserts;
+  std::vector<NodeId> removed, changedIds, moved;
+  for (const NodeState& s : states) {
+    auto it = m_nodes.find(s.id);
+    if (!s.node) {
+      if (it == m_nodes.end()) continue;
+      m_byName.erase(it->second.def.name());
+      m_nodes.erase(it);
+      m_order.erase(std::find(m_order.begin(), m_order.end(), s.id));
+      removed.push_back(s.id);
+    } else if (it == m_nodes.end()) {
+      inserts.push_back(&s);
+    }
+  }
+  // Names first leave, then arrive, so that edits which swap names apply cleanly.
+  for (const NodeState& s : states)
+    if (s.node && m_nodes.count(s.id)) m_byName.erase(m_nodes.at(s.id).def.name());
+  for (const NodeState& s : states) {
+    if (!s.node || !m_nodes.count(s.id)) continue;
+    DocNode& n = m_nodes.at(s.id);
+    if (n.def.SerializeAsString() != s.node->def.SerializeAsString()) changedIds.push_back(s.id);
+    if (n.pos != s.node->pos) moved.push_back(s.id);
+    n = *s.node;
+    m_byName[n.def.name()] = s.id;
+  }
+  std::sort(inserts.begin(), inserts.end(),
+            [](const NodeState* a, const NodeState* b) { return a->index < b->index; });
+  for (const NodeState* s : inserts) {
+    int at = std::clamp(s->index, 0, int(m_order.size()));
+    m_order.insert(m_order.begin() + at, s->id);
+    m_nodes.emplace(s->id, *s->node);
+    m_byName[s->node->def.name()] = s->id;
+  }
+  for (NodeId id : removed) emit nodeRemoved(id);
+  for (const NodeState* s : inserts) emit nodeAdded(s->id);
+  for (NodeId id : changedIds) emit nodeChanged(id);
+  for (NodeId id : moved) emit nodeMoved(id);
+  emit changed();
+  if (!removed.empty() || !inserts.empty() || !changedIds.empty()) reanalyze();
+}
+
+void GraphDocument::reanalyze() {
+  m_analysis = analyzeModel(toProject().model(), batch());
+  emit analysisChanged();
+}
+
+void GraphDocument::pushEdit(const QString& text, std::vector<NodeState> before,
+                             std::vector<NodeState> after, int mergeKind, int mergeId) {
+  m_undo.push(new EditCommand(this, text, std::move(before), std::move(after), mergeKind, mergeId));
+}
+
+NodeId GraphDocument::addNode(const std::string& op, QPointF pos, const std::string& name) {
+  std::string base = name;
+  if (base.empty()) {
+    base = op;
+    std::transform(base.begin(), base.end(), base.begin(), ::tolower);
+  }
+  NodeId id = allocateId();
+  DocNode n;
+  n.def.set_name(uniqueName(base));
+  n.def.set_op(op);
+  n.pos = pos;
+  pushEdit(tr("Add %1").arg(QString::fromStdString(op)), {stateOf(id)},
+           {NodeState{id, int(m_order.size()), n}});
+  return id;
+}
+
+void GraphDocument::removeNodes(const std::vector<NodeId>& ids) {
+  std::set<NodeId> gone;
+  std::set<std::string> goneNames;
+  for (NodeId id : ids)
+    if (contains(id)) gone.insert(id), goneNames.insert(node(id).def.name());
+  if (gone.empty()) return;
+  std::vector<NodeState> before, after;
+  for (NodeId id : m_order) {
+    NodeState s = stateOf(id);
+    if (gone.count(id)) {
+      before.push_back(s);
+      after.push_back({id, s.index, std::nullopt});
+      continue;
+    }
+    // Users of removed nodes keep their place; only the wire goes.
+    DocNode n = *s.node;
+    bool touched = false;
+    for (int k = 0; k < n.def.inputs_size(); ++k)
+      if (goneNames.count(splitRef(n.def.inputs(k)).first)) n.def.set_inputs(k, ""), touched = true;
+    if (!touched) continue;
+    trimInputs(n.def);
+    before.push_back(s);
+    after.push_back({id, s.index, n});
+  }
+  pushEdit(gone.size() == 1 ? tr("Delete node") : tr("Delete %1 nodes").arg(gone.size()),
+           std::move(before), std::move(after));
+}
+
+bool GraphDocument::connectPorts(NodeId from, int fromPort, NodeId to, int toPort, QString* why) {
+  QString refusal = connectRefusal(from, fromPort, to, toPort);
+  if (!refusal.isEmpty()) {
+    if (why) *why = refusal;
+    return false;
+  }
+  NodeState before = stateOf(to), after = before;
+  setInput(after.node->def, toPort, joinRef(node(from).def.name(), fromPort));
+  pushEdit(tr("Connect"), {before}, {after});
+  return true;
+}
+
+void GraphDocument::disconnectInput(NodeId to, int toPort) {
+  if (!inputConnection(to, toPort) && !(contains(to) && toPort < node(to).def.inputs_size()))
+    return;
+  NodeState before = stateOf(to), after = before;
+  setInput(after.node->def, toPort, "");
+  pushEdit(tr("Disconnect"), {before}, {after});
+}
+
+void GraphDocument::moveNodes(const std::map<NodeId, QPointF>& positions, int dragId) {
+  std::vector<NodeState> before, after;
+  for (const auto& [id, pos] : positions) {
+    if (!contains(id) || node(id).pos == pos) continue;
+    before.push_back(stateOf(id));
+    after.push_back(before.back());
+    after.back().node->pos = pos;
+  }
+  if (before.empty()) return;
+  pushEdit(before.size() == 1 ? tr("Move node") : tr("Move %1 nodes").arg(before.size()),
+           std::move(before), std::move(after), MergeMove, dragId);
+}
+
+void GraphDocument::setAttr(NodeId id, const std::string& key,
+                            const std::optional<proto::AttrValue>& value, int typingId) {
+  if (!contains(id)) return;
+  NodeState before = stateOf(id), after = before;
+  auto* attrs = after.node->def.mutable_attrs();
+  if (value) (*attrs)[key] = *value;
+  else attrs->erase(key);
+  if (sameNode(*before.node, *after.node)) return;
+  pushEdit(tr("Set %1").arg(QString::fromStdString(key)), {before}, {after}, MergeAttr,
+           typingId ? typingId * 131 + int(std::hash<std::string>{}(key) % 127) : 0);
+}
+
+bool GraphDocument::renameNode(NodeId id, const std::string& name, QString* why) {
+  auto refuse = [&](const QString& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (!contains(id)) return refuse(tr("no such node"));
+  const std::string old = node(id).def.name();
+  if (name == old) return true;
+  if (name.empty()) return refuse(tr("a node needs a name"));
+  if (name.find_first_of(":\"' \t\n") != std::string::npos)
+    return refuse(tr("'%1': a name may not hold ':', quotes or spaces")
+                      .arg(QString::fromStdString(name)));
+  if (m_byName.count(name))
+    return refuse(tr("another node is already named '%1'").arg(QString::fromStdString(name)));
+  std::vector<NodeState> before, after;
+  for (NodeId other : m_order) {
+    NodeState s = stateOf(other);
+    DocNode n = *s.node;
+    if (other == id) n.def.set_name(name);
+    for (int k = 0; k < n.def.inputs_size(); ++k) {
+      auto [src, port] = splitRef(n.def.inputs(k));
+      if (src == old) n.def.set_inputs(k, joinRef(name, port));
+    }
+    if (sameNode(n, *s.node)) continue;
+    before.push_back(s);
+    after.push_back({other, s.index, n});
+  }
+  pushEdit(tr("Rename %1").arg(QString::fromStdString(old)), std::move(before), std::move(after));
+  return true;
+}
+
+std::string GraphDocument::copyText(const std::vector<NodeId>& ids) const {
+  std::set<NodeId> chosen(ids.begin(), ids.end());
+  proto::Project fragment;
+  for (NodeId id : m_order) {
+    if (!chosen.count(id)) continue;
+    const DocNode& n = node(id);
+    *fragment.mutable_model()->add_nodes() = n.def;
+    auto* pos = fragment.mutable_layout()->add_positions();
+    pos->set_node(n.def.name());
+    pos->set_x(n.pos.x());
+    pos->set_y(n.pos.y());
+  }
+  return projectToText(fragment);
+}
+
+Result<std::vector<NodeId>> GraphDocument::pasteText(const std::string& text, QPointF offset) {
+  auto parsed = parseProject(text, "clipboard");
+  if (!parsed) return makeError("the clipboard holds no NetLoom nodes (" +
+                                parsed.error().message + ")");
+  const proto::ModelDef& model = parsed->model();
+  if (model.nodes_size() == 0) return makeError("the clipboard holds no NetLoom nodes");
+  std::map<std::string, QPointF> saved;
+  for (const auto& p : parsed->layout().positions()) saved[p.node()] = QPointF(p.x(), p.y());
+
+  // New names, unique against the document and against each other.
+  std::map<std::string, std::string> renamed;
+  std::set<std::string> taken;
+  for (const auto& nd : model.nodes()) {
+    std::string base = nd.name().empty() ? nd.op() : nd.name();
+    std::string name = uniqueName(base);
+    for (int i = 2; taken.count(name); ++i) name = uniqueName(base + "_" + std::to_string(i));
+    taken.insert(name);
+    renamed[nd.name()] = name;
+  }
+  std::vector<NodeState> before, after;
+  std::vector<NodeId> ids;
+  int index = int(m_order.size());
+  for (int i = 0; i < model.nodes_size(); ++i) {
+    DocNode n{model.nodes(i), gridSlot(i)};
+    if (auto it = saved.find(n.def.name()); it != saved.end()) n.pos = it->second;
+    n.pos += offset;
+    n.def.set_name(renamed[model.nodes(i).name()]);
+    for (int k = 0; k < n.def.inputs_size(); ++k) {
+      auto [src, port] = splitRef(n.def.inputs(k));
+      auto it = renamed.find(src);
+      n.def.set_inputs(k, it == renamed.end() || src.empty() ? "" : joinRef(it->second, port));
+    }
+    trimInputs(n.def);
+    NodeId id = allocateId();
+    ids.push_back(id);
+    before.push_back({id, index, std::nullopt});
+    after.push_back({id, index++, n});
+  }
+  pushEdit(ids.size() == 1 ? tr("Paste node") : tr("Paste %1 nodes").arg(ids.size()),
+           std::move(before), std::move(after));
+  return ids;
+}
+
+std::vector<NodeId> GraphDocument::duplicate(const std::vector<NodeId>& ids, QPointF offset) {
+  if (ids.empty()) return {};
+  auto pasted = pasteText(copyText(ids), offset);
+  return pasted ? *pasted : std::vector<NodeId>{};
+}
+
+}  // namespace netloom::editor
