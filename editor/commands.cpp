@@ -24,8 +24,10 @@ bool EditCommand::mergeWith(const QUndoCommand* other) {
     if (find(m_before, s.id) == m_before.end()) m_before.push_back(s);
   for (const NodeState& s : o->m_after) {
     auto it = find(m_after, s.id);
-    if (it == m_after.end()) m_after.push_back(s);
-    else *it = s;
+    if (it == m_after.end())
+      m_after.push_back(s);
+    else
+      *it = s;
   }
   return true;
 }

@@ -43,7 +43,9 @@ bool sameNode(const DocNode& a, const DocNode& b) {
 
 // Where nodes without a saved position go: a plain grid in file order, so nothing
 // lands on top of another until the user lays the graph out.
-QPointF gridSlot(int i) { return QPointF(240.0 * (i % 6), 140.0 * (i / 6)); }
+QPointF gridSlot(int i) {
+  return QPointF(240.0 * (i % 6), 140.0 * (i / 6));
+}
 
 }  // namespace
 
@@ -101,7 +103,9 @@ proto::Project GraphDocument::toProject() const {
   return p;
 }
 
-std::string GraphDocument::toText() const { return projectToText(toProject()); }
+std::string GraphDocument::toText() const {
+  return projectToText(toProject());
+}
 
 NodeId GraphDocument::findNode(const std::string& name) const {
   auto it = m_byName.find(name);
@@ -361,8 +365,10 @@ void GraphDocument::setAttr(NodeId id, const std::string& key,
   if (!contains(id)) return;
   NodeState before = stateOf(id), after = before;
   auto* attrs = after.node->def.mutable_attrs();
-  if (value) (*attrs)[key] = *value;
-  else attrs->erase(key);
+  if (value)
+    (*attrs)[key] = *value;
+  else
+    attrs->erase(key);
   if (sameNode(*before.node, *after.node)) return;
   pushEdit(tr("Set %1").arg(QString::fromStdString(key)), {before}, {after}, MergeAttr,
            typingId ? typingId * 131 + int(std::hash<std::string>{}(key) % 127) : 0);
@@ -378,8 +384,8 @@ bool GraphDocument::renameNode(NodeId id, const std::string& name, QString* why)
   if (name == old) return true;
   if (name.empty()) return refuse(tr("a node needs a name"));
   if (name.find_first_of(":\"' \t\n") != std::string::npos)
-    return refuse(tr("'%1': a name may not hold ':', quotes or spaces")
-                      .arg(QString::fromStdString(name)));
+    return refuse(
+        tr("'%1': a name may not hold ':', quotes or spaces").arg(QString::fromStdString(name)));
   if (m_byName.count(name))
     return refuse(tr("another node is already named '%1'").arg(QString::fromStdString(name)));
   std::vector<NodeState> before, after;
@@ -416,8 +422,8 @@ std::string GraphDocument::copyText(const std::vector<NodeId>& ids) const {
 
 Result<std::vector<NodeId>> GraphDocument::pasteText(const std::string& text, QPointF offset) {
   auto parsed = parseProject(text, "clipboard");
-  if (!parsed) return makeError("the clipboard holds no NetLoom nodes (" +
-                                parsed.error().message + ")");
+  if (!parsed)
+    return makeError("the clipboard holds no NetLoom nodes (" + parsed.error().message + ")");
   const proto::ModelDef& model = parsed->model();
   if (model.nodes_size() == 0) return makeError("the clipboard holds no NetLoom nodes");
   std::map<std::string, QPointF> saved;

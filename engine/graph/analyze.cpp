@@ -74,7 +74,8 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
     if (attrs) {
       r.attrs = std::move(*attrs);
     } else {
-      problem(nd.name(), -1, "node '" + nd.name() + "' (" + r.op->name + "): " + attrs.error().message);
+      problem(nd.name(), -1,
+              "node '" + nd.name() + "' (" + r.op->name + "): " + attrs.error().message);
       r.complete = false;
     }
     size_t nports = r.op->inputs.size();
@@ -110,8 +111,9 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
       }
       const OpDef* src = reg.find(model.nodes(it->second).op());
       if (src && ref->port >= int(src->outputs.size())) {
-        problem(nd.name(), int(k),
-                where + ": node '" + ref->node + "' has no output port " + std::to_string(ref->port));
+        problem(
+            nd.name(), int(k),
+            where + ": node '" + ref->node + "' has no output port " + std::to_string(ref->port));
         r.complete = false;
         continue;
       }
@@ -156,8 +158,7 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
   }
   for (int i = 0; i < n; ++i)
     if (onCycle[i])
-      problem(model.nodes(i).name(), -1,
-              "node '" + model.nodes(i).name() + "' is part of a cycle");
+      problem(model.nodes(i).name(), -1, "node '" + model.nodes(i).name() + "' is part of a cycle");
 
   // Infer shapes wherever every input is known; a node downstream of a problem stays
   // unknown without a message of its own, since the message upstream explains it.
@@ -175,8 +176,10 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
     bool ready = true;
     for (size_t k = 0; k < r.sources.size() && ready; ++k) {
       NodeId src = built[r.sources[k]];
-      if (src < 0) ready = false;
-      else node.inputs.push_back(g.nodes[src].outputs[r.inputs[k].port]);
+      if (src < 0)
+        ready = false;
+      else
+        node.inputs.push_back(g.nodes[src].outputs[r.inputs[k].port]);
     }
     if (!ready) continue;
     addPersistentInputs(g, node);

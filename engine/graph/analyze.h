@@ -20,11 +20,11 @@ struct ModelProblem {
 };
 
 struct NodeAnalysis {
-  bool known = false;                // the op exists in the registry
-  std::vector<TensorDesc> outputs;   // empty while the shapes cannot be inferred
-  int64_t params = 0;                // trainable parameter count
-  int64_t flops = 0;                 // forward FLOPs for the batch
-  int64_t activationBytes = 0;       // bytes of the visible outputs
+  bool known = false;               // the op exists in the registry
+  std::vector<TensorDesc> outputs;  // empty while the shapes cannot be inferred
+  int64_t params = 0;               // trainable parameter count
+  int64_t flops = 0;                // forward FLOPs for the batch
+  int64_t activationBytes = 0;      // bytes of the visible outputs
 };
 
 struct ModelAnalysis {
