@@ -1,6 +1,5 @@
 #include "engine/graph/analyze.h"
 
-#include <queue>
 #include <set>
 
 #include "engine/graph/graph.h"
@@ -128,17 +127,7 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
   for (int i = 0; i < n; ++i)
     for (int src : res[i].sources)
       if (src >= 0) users[src].push_back(i), ++indegree[i];
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push(i);
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (int u : users[i])
-      if (--indegree[u] == 0) ready.push(u);
-  }
+  std::vector<int> order = topologicalOrder(users, indegree);
   // Peel off, from the far end, the nodes that merely hang below a cycle.
   std::vector<int> leftUsers(n, 0);
   std::vector<int> peel;

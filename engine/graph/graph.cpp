@@ -134,6 +134,23 @@ void addPersistentInputs(Graph& g, Node& node) {
   persistent(node.op->buffers, ValueKind::Buffer);
 }
 
+std::vector<int> topologicalOrder(const std::vector<std::vector<int>>& users,
+                                  std::vector<int>& indegree) {
+  // Kahn's algorithm, preferring file order among ready nodes so plans are stable.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < int(indegree.size()); ++i)
+    if (indegree[i] == 0) ready.push(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int u : users[i])
+      if (--indegree[u] == 0) ready.push(u);
+  }
+  return order;
+}
+
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
   const OpRegistry& reg = OpRegistry::instance();
   std::map<std::string, int> index;  // node name -> position in model
@@ -201,17 +218,7 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
       users[src].push_back(i);
       ++indegree[i];
     }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int i = 0; i < n; ++i)
-    if (indegree[i] == 0) ready.push(i);
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (int u : users[i])
-      if (--indegree[u] == 0) ready.push(u);
-  }
+  std::vector<int> order = topologicalOrder(users, indegree);
   if (int(order.size()) != n) {
     std::string names;
     for (int i = 0; i < n; ++i)

@@ -74,6 +74,11 @@ struct InputRef {
 };
 Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s);
 
+// Orders nodes 0..n-1 given each node's users and in-degrees, file order first among
+// ready nodes; nodes left with a positive in-degree sit on or below a cycle.
+std::vector<int> topologicalOrder(const std::vector<std::vector<int>>& users,
+                                  std::vector<int>& indegree);
+
 // Parameter and buffer values a node of `op` with `attrs` reads, appended to its
 // inputs as buildGraph lays them out.
 void addPersistentInputs(Graph& g, Node& node);
