@@ -47,6 +47,15 @@ QPointF gridSlot(int i) {
   return QPointF(240.0 * (i % 6), 140.0 * (i / 6));
 }
 
+// Appends a node and its position, as files and clipboard fragments both hold them.
+void addNodeTo(proto::Project& p, const DocNode& n) {
+  *p.mutable_model()->add_nodes() = n.def;
+  auto* pos = p.mutable_layout()->add_positions();
+  pos->set_node(n.def.name());
+  pos->set_x(n.pos.x());
+  pos->set_y(n.pos.y());
+}
+
 }  // namespace
 
 GraphDocument::GraphDocument(QObject* parent) : QObject(parent) {}
@@ -94,11 +103,7 @@ proto::Project GraphDocument::toProject() const {
   proto::Project p = m_project;
   for (NodeId id : m_order) {
     const DocNode& n = m_nodes.at(id);
-    *p.mutable_model()->add_nodes() = n.def;
-    auto* pos = p.mutable_layout()->add_positions();
-    pos->set_node(n.def.name());
-    pos->set_x(n.pos.x());
-    pos->set_y(n.pos.y());
+    addNodeTo(p, n);
   }
   return p;
 }
@@ -370,8 +375,7 @@ void GraphDocument::setAttr(NodeId id, const std::string& key,
   else
     attrs->erase(key);
   if (sameNode(*before.node, *after.node)) return;
-  pushEdit(tr("Set %1").arg(QString::fromStdString(key)), {before}, {after}, MergeAttr,
-           typingId ? typingId * 131 + int(std::hash<std::string>{}(key) % 127) : 0);
+  pushEdit(tr("Set %1").arg(QString::fromStdString(key)), {before}, {after}, MergeAttr, typingId);
 }
 
 bool GraphDocument::renameNode(NodeId id, const std::string& name, QString* why) {
@@ -411,11 +415,7 @@ std::string GraphDocument::copyText(const std::vector<NodeId>& ids) const {
   for (NodeId id : m_order) {
     if (!chosen.count(id)) continue;
     const DocNode& n = node(id);
-    *fragment.mutable_model()->add_nodes() = n.def;
-    auto* pos = fragment.mutable_layout()->add_positions();
-    pos->set_node(n.def.name());
-    pos->set_x(n.pos.x());
-    pos->set_y(n.pos.y());
+    addNodeTo(fragment, n);
   }
   return projectToText(fragment);
 }

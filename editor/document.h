@@ -88,7 +88,7 @@ class GraphDocument : public QObject {
   // A drag: the same `dragId` merges every call of one drag into a single step.
   void moveNodes(const std::map<NodeId, QPointF>& positions, int dragId = 0);
   // Sets an attribute (or clears it back to the default when `value` is empty).
-  // Edits of the same field with the same non-zero `typingId` merge into one step.
+  // Edits with the same non-zero `typingId` (one burst of typing) merge into one step.
   void setAttr(NodeId id, const std::string& key, const std::optional<proto::AttrValue>& value,
                int typingId = 0);
   bool renameNode(NodeId id, const std::string& name, QString* why = nullptr);
