@@ -35,6 +35,8 @@ const char* kUsage =
     "  --resume DIR        continue from a checkpoint, or the latest in a folder of them;\n"
     "                      --events then appends to the stream\n"
     "  --profile           print where the training steps' time went, by op and kernel\n"
+    "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
+    "                      layout oneDNN's convolutions prefer (for comparison)\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
     "                      activation memory, then exit\n"
     "  --quiet             no progress output\n"
@@ -102,6 +104,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!value(a.opts.resume)) return "--resume needs a checkpoint folder";
     } else if (k == "--profile") {
       a.opts.profile = true;
+    } else if (k == "--plain-layouts") {
+      a.opts.plainLayouts = true;
     } else if (k == "--summary") {
       a.summary = true;
     } else if (k == "--explain") {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "engine/compiler/autodiff.h"
+#include "engine/compiler/layout.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
 #include "kernels/core/rng.h"
@@ -123,6 +124,12 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     }
   }
   eliminateDeadNodes(g, roots);
+  const KernelRegistry& kernels = KernelRegistry::instance();
+  if (opts.blockedLayouts && !opts.referenceKernels) {
+    LayoutReport lr = assignLayouts(g, pinned, kernels, opts.device.kind);
+    prog->blockedTensors = lr.blocked;
+    prog->reorders = lr.reorders;
+  }
   prog->loss = *loss;
   for (const std::string& m : metricNames) prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
 
@@ -170,21 +177,25 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
   for (size_t k = 0; k < requested.size(); ++k)
     prog->refs[requested[k]].data = prog->arena.data() + mem.offsets[k];
 
-  // Kernels: the first in each ordered list that accepts the configuration.
-  const KernelRegistry& kernels = KernelRegistry::instance();
+  // Kernels: the first in each ordered list that accepts the configuration; one
+  // with a blocked tensor goes to the kernels that read layouts.
   for (int i = 0; i < nsteps; ++i) {
     const Node& n = g.nodes[i];
     if (n.op->external) continue;
     KernelSig sig;
     sig.attrs = &n.attrs;
+    bool blocked = false;
     for (ValueId v : n.inputs) sig.in.push_back(g.values[v].desc);
     for (ValueId v : n.outputs) sig.out.push_back(g.values[v].desc);
+    for (const auto* ds : {&sig.in, &sig.out})
+      for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
     const auto* list = kernels.list(n.op->name, opts.device.kind);
     PlanStep step;
     step.node = i;
     size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
     for (size_t k = firstTried; list && k < list->size() && !step.fn; ++k) {
-      std::string why = (*list)[k].decline(sig);
+      std::string why =
+          blocked && !(*list)[k].anyLayout ? "takes plain layouts only" : (*list)[k].decline(sig);
       if (!why.empty()) {
         step.declined += (step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;
         continue;

@@ -23,6 +23,9 @@ struct CompileOptions {
   Device device;
   uint64_t seed = 0;  // initialises parameters the store does not hold yet
   bool fuse = true;
+  // Run convolution regions in oneDNN's blocked layout (the layout pass); off, every
+  // activation is plain NCHW.
+  bool blockedLayouts = true;
   // Take the last kernel of every list (the plain reference) instead of the first
   // that accepts: tests compare the two on the same inputs.
   bool referenceKernels = false;

@@ -35,6 +35,7 @@ void registerAllOps(OpRegistry& r) {
   registerUpsample(r);
   registerSgdUpdate(r);
   registerAdamUpdate(r);
+  registerReorder(r);
 }
 
 }  // namespace netloom

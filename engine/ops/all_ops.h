@@ -37,5 +37,6 @@ void registerLayerNorm(OpRegistry& r);
 void registerUpsample(OpRegistry& r);
 void registerSgdUpdate(OpRegistry& r);
 void registerAdamUpdate(OpRegistry& r);
+void registerReorder(OpRegistry& r);
 
 }  // namespace netloom

@@ -59,17 +59,24 @@ std::string Program::explain() const {
   o << (training ? "training" : "evaluation") << " plan, batch " << batch << ", " << steps.size()
     << " kernel launches\n";
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
+  if (blockedTensors > 0)
+    o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
+      << " reorders to and from nchw\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
     const Node& n = graph.nodes[s.node];
     o << "  [" << i << "] " << n.name << " (" << n.op->name << ") -> " << s.kernel;
     if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
     o << "\n       in:";
-    for (ValueId v : n.inputs)
-      o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
+    auto tensor = [&](ValueId v) {
+      const TensorDesc& d = graph.values[v].desc;
+      o << " " << graph.values[v].name << "[" << shapeToString(d.shape)
+        << (d.layout == Layout::Plain ? "" : std::string(" ") + layoutName(d.layout)) << "]";
+    };
+    for (ValueId v : n.inputs) tensor(v);
     o << "\n       out:";
     for (ValueId v : n.outputs) {
-      o << " " << graph.values[v].name << "[" << shapeToString(graph.values[v].desc.shape) << "]";
+      tensor(v);
       if (graph.values[v].kind == ValueKind::Activation && refs[v].data)
         o << "@" << (static_cast<char*>(refs[v].data) - arena.data());
     }

@@ -48,6 +48,8 @@ struct Program {
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
   std::vector<std::string> fusions;                      // what the fusion pass merged
+  int blockedTensors = 0;  // activations the layout pass put in nChw16c
+  int reorders = 0;        // layout conversions it inserted
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

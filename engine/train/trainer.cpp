@@ -195,6 +195,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
                         ? opts.checkpointDir
                         : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
 
+  s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
   s.trainOpts.training = true;
   s.trainOpts.optimizer = t.optimizer();
   s.trainOpts.loss = t.loss();

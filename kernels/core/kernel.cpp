@@ -8,6 +8,10 @@
 
 namespace netloom {
 
+const char* layoutName(Layout l) {
+  return l == Layout::Blocked16 ? "nChw16c" : "nchw";
+}
+
 KernelRegistry& KernelRegistry::instance() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry;

@@ -15,10 +15,20 @@
 
 namespace netloom {
 
+// How a 4-D N×C×H×W tensor lies in memory. Plain is row-major NCHW, as every
+// shape-level op and the user see it; Blocked16 is oneDNN's nChw16c (channels in
+// blocks of 16 innermost), which its vectorised convolutions, pooling and batch
+// normalisation run on. The compiler's layout pass assigns Blocked16 only where C
+// is a multiple of 16, so both layouts hold the same bytes count.
+enum class Layout : uint8_t { Plain, Blocked16 };
+
+const char* layoutName(Layout l);  // "nchw", "nChw16c"
+
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::F32;
   Device device;
+  Layout layout = Layout::Plain;
 };
 
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.
@@ -51,6 +61,9 @@ struct KernelImpl {
   std::function<std::string(const KernelSig&)> decline;
   // Prepares plan-time state and returns the launch function.
   std::function<KernelFn(const KernelSig&)> prepare;
+  // Whether the kernel reads the signature's layouts; the others take only plain
+  // tensors and are skipped for a signature with a blocked one.
+  bool anyLayout = false;
 };
 
 class KernelRegistry {

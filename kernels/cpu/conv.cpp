@@ -1,14 +1,16 @@
 // Convolutions on the CPU: Conv2d, ConvTranspose2d and their input and weight
 // gradients, each with oneDNN first and a plain deterministic reference last; plus
-// ReduceChannels, the bias gradient. oneDNN primitives are created once at prepare
-// time on plain layouts (nchw, PyTorch's weights), so a launch only rebinds pointers.
+// ReduceChannels, the bias gradient; and Reorder, the layout conversion. oneDNN
+// primitives are created once at prepare time for the layouts the compiler chose for
+// the activations, so a launch only rebinds pointers. Where an activation is blocked
+// (nChw16c), the weights are in the layout the primitive prefers: a reorder from
+// PyTorch's layout, in which parameters and optimizer state live, runs inside the
+// launch into memory allocated here once.
 #include <cassert>
 #include <memory>
-#include <oneapi/dnnl/dnnl.hpp>
-#include <unordered_map>
 
 #include "kernels/core/geometry.h"
-#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/dnnl_util.h"
 
 namespace netloom::cpu {
 namespace {
@@ -21,8 +23,9 @@ enum class Pass { Forward, Data, Weights };
 // padRight are those of the equivalent convolution and may be negative.
 struct ConvConfig {
   bool transposed = false;
-  bool bias = false;                 // forward only
-  int64_t groups = 1, c = 0, o = 0;  // input and output channels of the op
+  Layout xLayout = Layout::Plain, yLayout = Layout::Plain;  // the op's input and output sides
+  bool bias = false;                                        // forward only
+  int64_t groups = 1, c = 0, o = 0;                         // input and output channels of the op
   Window2d w;
 };
 
@@ -41,6 +44,9 @@ ConvConfig configOf(const KernelSig& s, bool transposed, Pass pass) {
   (void)err;
   k.c = x[1];
   k.o = transposed ? wt[1] * k.groups : wt[0];
+  // Forward: x in, y out. Data: dy in, dx out. Weights: dy and x in.
+  k.xLayout = pass == Pass::Data ? s.out[0].layout : s.in[xi].layout;
+  k.yLayout = pass == Pass::Forward ? s.out[0].layout : s.in[0].layout;
   return k;
 }
 
@@ -212,16 +218,6 @@ KernelFn makeReference(const KernelSig& s, bool transposed, Pass pass) {
 
 // oneDNN ---------------------------------------------------------------------------
 
-const dnnl::engine& dnnlEngine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-dnnl::stream& dnnlStream() {
-  static dnnl::stream s(dnnlEngine());
-  return s;
-}
-
 struct ConvPrims {
   using Fwd = dnnl::convolution_forward;
   using Data = dnnl::convolution_backward_data;
@@ -236,13 +232,21 @@ struct DeconvPrims {
   static constexpr dnnl::algorithm alg = dnnl::algorithm::deconvolution_direct;
 };
 
+// A weight layout conversion that runs inside each launch.
+struct WeightReorder {
+  dnnl::reorder prim;
+  dnnl::memory from, to;
+};
+
 // A primitive with its memory objects bound once; `slots` says which tensor of a
-// launch each memory wraps (an input index, or -1 for the output).
+// launch each memory wraps (an input index, or -1 for the output). `before` converts
+// the weights in, `after` the weight gradient out.
 struct DnnlConv {
   dnnl::primitive prim;
   std::string impl;
   std::vector<std::pair<int, dnnl::memory>> slots;
   std::unordered_map<int, dnnl::memory> args;
+  std::vector<WeightReorder> before, after;
   dnnl::memory scratchpad;  // user-owned, so a launch allocates nothing
 };
 
@@ -253,15 +257,19 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
   const Window2d& w = k.w;
   const dnnl::engine& eng = dnnlEngine();
   auto md = [](dims d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
-  auto src = md({w.n, k.c, w.ih, w.iw}, tag::nchw);
-  auto dst = md({w.n, k.o, w.oh, w.ow}, tag::nchw);
+  auto src = activationDesc({w.n, k.c, w.ih, w.iw}, k.xLayout);
+  auto dst = activationDesc({w.n, k.o, w.oh, w.ow}, k.yLayout);
   // oneDNN's logical weight dims are (g,) o, i, kh, kw for both kinds; PyTorch stores
   // a transposed convolution's weight i-major, which the iohw tags describe as is.
   int64_t g = k.groups;
   tag wtag =
       g == 1 ? (k.transposed ? tag::iohw : tag::oihw) : (k.transposed ? tag::giohw : tag::goihw);
-  auto wei =
-      g == 1 ? md({k.o, k.c, w.kh, w.kw}, wtag) : md({g, k.o / g, k.c / g, w.kh, w.kw}, wtag);
+  dims wdims = g == 1 ? dims{k.o, k.c, w.kh, w.kw} : dims{g, k.o / g, k.c / g, w.kh, w.kw};
+  auto wei = md(wdims, wtag);
+  // With plain activations oneDNN keeps its plain-layout code whatever the weights'
+  // layout, so they stay as they are; with blocked ones each pass picks its own.
+  bool blocked = k.xLayout != Layout::Plain || k.yLayout != Layout::Plain;
+  auto weiAny = blocked ? md(wdims, tag::any) : wei;
   auto bias = k.bias ? md({k.o}, tag::x) : dnnl::memory::desc();
   dims strides{w.sh, w.sw}, dil{w.dh - 1, w.dw - 1};
   dims padL{w.padTop, w.padLeft}, padR{w.padBottom, w.padRight};
@@ -269,8 +277,8 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
   typename P::Fwd::primitive_desc fwd(
-      typename P::Fwd::desc(dnnl::prop_kind::forward_training, P::alg, src, wei, bias, dst, strides,
-                            dil, padL, padR),
+      typename P::Fwd::desc(dnnl::prop_kind::forward_training, P::alg, src, weiAny, bias, dst,
+                            strides, dil, padL, padR),
       attr, eng);
   auto st = std::make_shared<DnnlConv>();
   auto bind = [&](int arg, int slot, const dnnl::memory::desc& d) {
@@ -278,33 +286,46 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
     st->slots.push_back({slot, m});
     st->args[arg] = m;
   };
+  // The weights (or their gradient, `out`) at slot `slot`, in PyTorch's layout there
+  // and in `chosen` for the primitive.
+  auto bindWeights = [&](int arg, int slot, const dnnl::memory::desc& chosen, bool out) {
+    if (chosen == wei) return bind(arg, slot, wei);
+    dnnl::memory user(wei, eng, DNNL_MEMORY_NONE), own(chosen, eng);
+    st->slots.push_back({slot, user});
+    st->args[arg] = own;
+    if (out)
+      st->after.push_back({dnnl::reorder(own, user), own, user});
+    else
+      st->before.push_back({dnnl::reorder(user, own), user, own});
+  };
   dnnl::memory::desc scratch;
   if (pass == Pass::Forward) {
     st->prim = typename P::Fwd(fwd);
     st->impl = fwd.impl_info_str();
     scratch = fwd.scratchpad_desc();
     bind(DNNL_ARG_SRC, 0, src);
-    bind(DNNL_ARG_WEIGHTS, 1, wei);
+    bindWeights(DNNL_ARG_WEIGHTS, 1, fwd.weights_desc(), false);
     if (k.bias) bind(DNNL_ARG_BIAS, 2, bias);
     bind(DNNL_ARG_DST, -1, dst);
   } else if (pass == Pass::Data) {
     typename P::Data::primitive_desc pd(
-        typename P::Data::desc(P::alg, src, wei, dst, strides, dil, padL, padR), attr, eng, fwd);
+        typename P::Data::desc(P::alg, src, weiAny, dst, strides, dil, padL, padR), attr, eng, fwd);
     st->prim = typename P::Data(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
     bind(DNNL_ARG_DIFF_DST, 0, dst);
-    bind(DNNL_ARG_WEIGHTS, 2, wei);
+    bindWeights(DNNL_ARG_WEIGHTS, 2, pd.weights_desc(), false);
     bind(DNNL_ARG_DIFF_SRC, -1, src);
   } else {
     typename P::Weights::primitive_desc pd(
-        typename P::Weights::desc(P::alg, src, wei, dst, strides, dil, padL, padR), attr, eng, fwd);
+        typename P::Weights::desc(P::alg, src, weiAny, dst, strides, dil, padL, padR), attr, eng,
+        fwd);
     st->prim = typename P::Weights(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
     bind(DNNL_ARG_DIFF_DST, 0, dst);
     bind(DNNL_ARG_SRC, 1, src);
-    bind(DNNL_ARG_DIFF_WEIGHTS, -1, wei);
+    bindWeights(DNNL_ARG_DIFF_WEIGHTS, -1, pd.diff_weights_desc(), true);
   }
   if (scratch.get_size() > 0) {
     st->scratchpad = dnnl::memory(scratch, eng);
@@ -336,8 +357,11 @@ KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass) {
   return [st](const KernelIO& io) {
     for (auto& [slot, m] : st->slots)
       m.set_data_handle(slot < 0 ? io.out[0].data : io.in[slot].data);
-    st->prim.execute(dnnlStream(), st->args);
-    dnnlStream().wait();
+    dnnl::stream& stream = dnnlStream();
+    for (WeightReorder& r : st->before) r.prim.execute(stream, r.from, r.to);
+    st->prim.execute(stream, st->args);
+    for (WeightReorder& r : st->after) r.prim.execute(stream, r.from, r.to);
+    stream.wait();
   };
 }
 
@@ -367,35 +391,79 @@ void registerConv(KernelRegistry& r) {
     Pass p = e.pass;
     r.add(e.op, DeviceKind::Cpu,
           {e.onednn, [t, p](const KernelSig& s) { return declineDnnl(s, t, p); },
-           [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }});
+           [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }, true});
     r.add(e.op, DeviceKind::Cpu,
           kernel(e.reference, [t, p](const KernelSig& s) { return makeReference(s, t, p); }));
   }
 
   // Per-channel sums (the bias gradient): each thread owns a band of channels and
-  // walks the batch in order, so the result does not depend on the thread count.
+  // walks the batch in order, so the result does not depend on the thread count. In
+  // nChw16c a band is a block of 16 channels, summed lane by lane.
   r.add("ReduceChannels", DeviceKind::Cpu,
-        kernel("cpu.reduce_channels", [](const KernelSig& s) -> KernelFn {
-          const Shape& x = s.in[0].shape;
-          int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
-          return [n, c, inner](const KernelIO& io) {
-            const float* x = io.in[0].f32();
-            float* y = io.out[0].f32();
-            parallelFor(c, grainFor(n * inner), [&](int64_t lo, int64_t hi) {
-              for (int64_t ch = lo; ch < hi; ++ch) {
-                double acc = 0;
-                for (int64_t i = 0; i < n; ++i) {
-                  const float* p = x + (i * c + ch) * inner;
-                  float plane = 0.f;
+        {"cpu.reduce_channels", [](const KernelSig&) { return std::string(); },
+         [](const KernelSig& s) -> KernelFn {
+           const Shape& x = s.in[0].shape;
+           int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
+           if (s.in[0].layout == Layout::Blocked16) {
+             int64_t blocks = c / 16;
+             return [n, blocks, inner](const KernelIO& io) {
+               const float* x = io.in[0].f32();
+               float* y = io.out[0].f32();
+               parallelFor(blocks, grainFor(n * inner * 16), [&](int64_t lo, int64_t hi) {
+                 for (int64_t b = lo; b < hi; ++b) {
+                   double acc[16] = {};
+                   for (int64_t i = 0; i < n; ++i) {
+                     const float* p = x + (i * blocks + b) * inner * 16;
+                     float plane[16] = {};
+                     for (int64_t j = 0; j < inner; ++j)
+#pragma omp simd
+                       for (int l = 0; l < 16; ++l) plane[l] += p[j * 16 + l];
+                     for (int l = 0; l < 16; ++l) acc[l] += plane[l];
+                   }
+                   for (int l = 0; l < 16; ++l) y[b * 16 + l] = float(acc[l]);
+                 }
+               });
+             };
+           }
+           return [n, c, inner](const KernelIO& io) {
+             const float* x = io.in[0].f32();
+             float* y = io.out[0].f32();
+             parallelFor(c, grainFor(n * inner), [&](int64_t lo, int64_t hi) {
+               for (int64_t ch = lo; ch < hi; ++ch) {
+                 double acc = 0;
+                 for (int64_t i = 0; i < n; ++i) {
+                   const float* p = x + (i * c + ch) * inner;
+                   float plane = 0.f;
 #pragma omp simd reduction(+ : plane)
-                  for (int64_t j = 0; j < inner; ++j) plane += p[j];
-                  acc += plane;
-                }
-                y[ch] = float(acc);
-              }
-            });
-          };
-        }));
+                   for (int64_t j = 0; j < inner; ++j) plane += p[j];
+                   acc += plane;
+                 }
+                 y[ch] = float(acc);
+               }
+             });
+           };
+         },
+         true});
+
+  // Layout conversions the compiler's layout pass places between the blocked and the
+  // plain parts of a plan.
+  r.add("Reorder", DeviceKind::Cpu,
+        {"onednn.reorder", [](const KernelSig&) { return std::string(); },
+         [](const KernelSig& s) -> KernelFn {
+           void* none = DNNL_MEMORY_NONE;
+           auto from = std::make_shared<dnnl::memory>(activationDesc(s.in[0].shape, s.in[0].layout),
+                                                      dnnlEngine(), none);
+           auto to = std::make_shared<dnnl::memory>(activationDesc(s.out[0].shape, s.out[0].layout),
+                                                    dnnlEngine(), none);
+           auto prim = std::make_shared<dnnl::reorder>(*from, *to);
+           return [from, to, prim](const KernelIO& io) {
+             from->set_data_handle(io.in[0].data);
+             to->set_data_handle(io.out[0].data);
+             prim->execute(dnnlStream(), *from, *to);
+             dnnlStream().wait();
+           };
+         },
+         true});
 }
 
 }  // namespace netloom::cpu

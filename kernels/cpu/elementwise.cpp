@@ -44,8 +44,13 @@ KernelFn copy() {
 }  // namespace
 
 void registerElementwise(KernelRegistry& r) {
+  // Element by element over same-shaped tensors, so any layout they all share; the
+  // shape ops (Flatten, Reshape) and Constant see plain tensors only.
   auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
-    r.add(op, DeviceKind::Cpu, kernel(std::string("cpu.") + op, std::move(make)));
+    KernelImpl k = kernel(std::string("cpu.") + op, std::move(make));
+    std::string name = op;
+    k.anyLayout = name != "Flatten" && name != "Reshape" && name != "Constant";
+    r.add(op, DeviceKind::Cpu, std::move(k));
   };
   add("ReLU", [](const KernelSig&) { return unary(fn::Relu{}); });
   add("ReLUGrad", [](const KernelSig&) { return binary(fn::ReluGrad{}); });
@@ -77,19 +82,31 @@ void registerElementwise(KernelRegistry& r) {
     };
   });
 
+  // Each element's draw is keyed by its logical NCHW index, so a blocked tensor gets
+  // the very mask the plain one would.
   add("Dropout", [](const KernelSig& s) -> KernelFn {
     float p = float(s.attrs->f("p"));
     uint64_t salt = uint64_t(s.attrs->i("__salt"));
     KernelFn passThrough = copy();
-    return [p, salt, passThrough](const KernelIO& io) {
+    bool blocked = s.in[0].layout == Layout::Blocked16;
+    const Shape& x = s.in[0].shape;
+    int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
+    return [p, salt, passThrough, blocked, c, area](const KernelIO& io) {
       if (!io.ctx->training || p == 0.f) return passThrough(io);
       uint64_t key = hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt));
       float scale = 1.f / (1.f - p);
       const float* x = io.in[0].f32();
       float* y = io.out[0].f32();
       parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          y[i] = uniformAt(key, uint64_t(i)) < p ? 0.f : x[i] * scale;
+        for (int64_t i = lo; i < hi; ++i) {
+          uint64_t at = uint64_t(i);
+          if (blocked) {  // i = ((n · C/16 + cb) · area + hw) · 16 + lane
+            int64_t lane = i % 16, hw = i / 16 % area, nb = i / 16 / area;
+            int64_t n = nb / (c / 16), ch = nb % (c / 16) * 16 + lane;
+            at = uint64_t((n * c + ch) * area + hw);
+          }
+          y[i] = uniformAt(key, at) < p ? 0.f : x[i] * scale;
+        }
       });
     };
   });

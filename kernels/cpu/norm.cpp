@@ -287,7 +287,8 @@ memory::desc vec(int64_t n) {
 
 // BatchNorm as N × C × S × 1 in nchw: the same memory as any N × C × … input. With
 // S = 1 that is also nhwc, for which oneDNN has JIT code; for S > 1 it has only
-// generic code (ncsp_bnorm), and declines.
+// generic code (ncsp_bnorm), and declines. A blocked N × C × H × W input (nChw16c)
+// has JIT code.
 struct DnnlBn {
   BnDims d;
   memory::desc data, stat;
@@ -295,8 +296,10 @@ struct DnnlBn {
 
   explicit DnnlBn(const KernelSig& s, int xIndex)
       : d(bnDims(s.in[xIndex].shape)),
-        data({d.n, d.c, d.s, 1}, memory::data_type::f32,
-             d.s == 1 ? memory::format_tag::nhwc : memory::format_tag::nchw),
+        data(s.in[xIndex].layout == Layout::Blocked16
+                 ? activationDesc(s.in[xIndex].shape, Layout::Blocked16)
+                 : memory::desc({d.n, d.c, d.s, 1}, memory::data_type::f32,
+                                d.s == 1 ? memory::format_tag::nhwc : memory::format_tag::nchw)),
         stat(vec(d.c)),
         eps(float(s.attrs->f("eps", 1e-5))) {}
 
@@ -472,13 +475,13 @@ void registerNormalization(KernelRegistry& r) {
                    bn.forward(dnnl::prop_kind::forward_inference, f | Flags::use_global_stats)
                        .impl_info_str()};
          }),
-         batchNormOneDnn});
+         batchNormOneDnn, true});
   r.add("BatchNorm", cpu, kernel("reference.batch_norm", batchNormReference));
   r.add("BatchNormGrad", cpu,
         {"onednn.batch_normalization_backward", declineUnless([](const KernelSig& s) -> Impls {
            return {DnnlBn(s, 1).backward().impl_info_str()};
          }),
-         batchNormGradOneDnn});
+         batchNormGradOneDnn, true});
   r.add("BatchNormGrad", cpu, kernel("reference.batch_norm_grad", batchNormGradReference));
   r.add("LayerNorm", cpu,
         {"onednn.layer_normalization", declineUnless([](const KernelSig& s) -> Impls {

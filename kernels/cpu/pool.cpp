@@ -155,8 +155,10 @@ struct DnnlPool {
     alg = !average                                ? dnnl::algorithm::pooling_max
           : s.attrs->b("count_include_pad", true) ? dnnl::algorithm::pooling_avg_include_padding
                                                   : dnnl::algorithm::pooling_avg_exclude_padding;
-    src = memory::desc({w.n, w.c, w.ih, w.iw}, memory::data_type::f32, memory::format_tag::nchw);
-    dst = memory::desc({w.n, w.c, w.oh, w.ow}, memory::data_type::f32, memory::format_tag::nchw);
+    // Forward: (x) -> y. Backward: (dy, x) -> dx, where x is read only by max pooling.
+    bool fwd = xIndex == 0;
+    src = activationDesc({w.n, w.c, w.ih, w.iw}, fwd ? s.in[0].layout : s.out[0].layout);
+    dst = activationDesc({w.n, w.c, w.oh, w.ow}, fwd ? s.out[0].layout : s.in[0].layout);
   }
   dnnl::pooling_forward::primitive_desc forward(dnnl::prop_kind prop) const {
     dnnl::pooling_forward::desc d(prop, alg, src, dst, {w.sh, w.sw}, {w.kh, w.kw},
@@ -173,6 +175,8 @@ struct DnnlPool {
 
 std::string declinePool(const KernelSig& s, int xIndex, bool average, bool backward) {
   if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  if (backward && !average && s.in[1].layout != s.out[0].layout)
+    return "max pooling's backward needs x in the layout of dx";
   DnnlPool p(s, xIndex, average);
   if (p.alg == dnnl::algorithm::pooling_avg_include_padding &&
       (p.w.padBottom != p.w.padTop || p.w.padRight != p.w.padLeft))
@@ -240,9 +244,25 @@ KernelFn maxPoolGradOneDnn(const KernelSig& s) {
 // Global average pooling and upsampling: memory-bound passes with nothing for a
 // library to improve, so one kernel each.
 
+// In nChw16c a plane is 16 channels interleaved: x[n][c / 16][hw][c % 16].
 KernelFn globalAvgPool(const KernelSig& s) {
   const Shape& x = s.in[0].shape;
-  int64_t planes = x[0] * x[1], area = x[2] * x[3];
+  int64_t n = x[0], c = x[1], planes = n * c, area = x[2] * x[3];
+  if (s.in[0].layout == Layout::Blocked16)
+    return [n, c, area](const KernelIO& io) {
+      const float* x = io.in[0].f32();
+      float* y = io.out[0].f32();
+      int64_t blocks = n * c / 16;
+      parallelFor(blocks, planeGrain(area * 16), [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          const float* xp = x + b * area * 16;
+          double sum[16] = {};
+          for (int64_t i = 0; i < area; ++i)
+            for (int l = 0; l < 16; ++l) sum[l] += xp[i * 16 + l];
+          for (int l = 0; l < 16; ++l) y[b * 16 + l] = float(sum[l] / double(area));
+        }
+      });
+    };
   return [planes, area](const KernelIO& io) {
     const float* x = io.in[0].f32();
     float* y = io.out[0].f32();
@@ -261,6 +281,20 @@ KernelFn globalAvgPool(const KernelSig& s) {
 KernelFn globalAvgPoolGrad(const KernelSig& s) {
   const Shape& x = s.in[1].shape;
   int64_t planes = x[0] * x[1], area = x[2] * x[3];
+  if (s.out[0].layout == Layout::Blocked16)
+    return [planes, area](const KernelIO& io) {
+      const float* dy = io.in[0].f32();
+      float* dx = io.out[0].f32();
+      parallelFor(planes / 16, planeGrain(area * 16), [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          float g[16];
+          for (int l = 0; l < 16; ++l) g[l] = dy[b * 16 + l] / float(area);
+          float* dxp = dx + b * area * 16;
+          for (int64_t i = 0; i < area; ++i)
+            for (int l = 0; l < 16; ++l) dxp[i * 16 + l] = g[l];
+        }
+      });
+    };
   return [planes, area](const KernelIO& io) {
     const float* dy = io.in[0].f32();
     float* dx = io.out[0].f32();
@@ -329,22 +363,27 @@ void registerPooling(KernelRegistry& r) {
   auto cpu = DeviceKind::Cpu;
   r.add("MaxPool2d", cpu,
         {"onednn.pooling_max", [](const KernelSig& s) { return declinePool(s, 0, false, false); },
-         [](const KernelSig& s) { return poolForwardOneDnn(s, false); }});
+         [](const KernelSig& s) { return poolForwardOneDnn(s, false); }, true});
   r.add("MaxPool2d", cpu, kernel("reference.max_pool2d", maxPoolReference));
-  r.add("MaxPool2dGrad", cpu,
-        {"onednn.pooling_max_backward",
-         [](const KernelSig& s) { return declinePool(s, 1, false, true); }, maxPoolGradOneDnn});
+  r.add(
+      "MaxPool2dGrad", cpu,
+      {"onednn.pooling_max_backward",
+       [](const KernelSig& s) { return declinePool(s, 1, false, true); }, maxPoolGradOneDnn, true});
   r.add("MaxPool2dGrad", cpu, kernel("reference.max_pool2d_grad", maxPoolGradReference));
   r.add("AvgPool2d", cpu,
         {"onednn.pooling_avg", [](const KernelSig& s) { return declinePool(s, 0, true, false); },
-         [](const KernelSig& s) { return poolForwardOneDnn(s, true); }});
+         [](const KernelSig& s) { return poolForwardOneDnn(s, true); }, true});
   r.add("AvgPool2d", cpu, kernel("reference.avg_pool2d", avgPoolReference));
-  r.add("AvgPool2dGrad", cpu,
-        {"onednn.pooling_avg_backward",
-         [](const KernelSig& s) { return declinePool(s, 1, true, true); }, avgPoolGradOneDnn});
+  r.add(
+      "AvgPool2dGrad", cpu,
+      {"onednn.pooling_avg_backward",
+       [](const KernelSig& s) { return declinePool(s, 1, true, true); }, avgPoolGradOneDnn, true});
   r.add("AvgPool2dGrad", cpu, kernel("reference.avg_pool2d_grad", avgPoolGradReference));
-  r.add("GlobalAvgPool2d", cpu, kernel("cpu.global_avg_pool2d", globalAvgPool));
-  r.add("GlobalAvgPool2dGrad", cpu, kernel("cpu.global_avg_pool2d_grad", globalAvgPoolGrad));
+  KernelImpl gap = kernel("cpu.global_avg_pool2d", globalAvgPool);
+  KernelImpl gapGrad = kernel("cpu.global_avg_pool2d_grad", globalAvgPoolGrad);
+  gap.anyLayout = gapGrad.anyLayout = true;
+  r.add("GlobalAvgPool2d", cpu, std::move(gap));
+  r.add("GlobalAvgPool2dGrad", cpu, std::move(gapGrad));
   r.add("Upsample", cpu, kernel("cpu.upsample_nearest", upsample));
   r.add("UpsampleGrad", cpu, kernel("cpu.upsample_nearest_grad", upsampleGrad));
 }

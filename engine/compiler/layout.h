@@ -1,0 +1,38 @@
+// The layout pass: chooses for each activation the memory layout its kernels run
+// fastest on, and places the conversions.
+//
+// oneDNN's convolutions, pooling and batch normalisation have vectorised code for
+// channel-blocked tensors (nChw16c) that runs 2-4× faster than on plain NCHW. The
+// pass finds the regions of a plan that can stay blocked end to end (chains of
+// convolutions, normalisation, activations, pooling, residual sums, and their
+// gradients), marks their tensors Blocked16, and inserts one Reorder node wherever
+// a region meets a plain consumer (Flatten, a loss) or a plain producer. The
+// conversion is part of the compiled plan, never a per-launch decision.
+//
+// A region is made blocked only when it touches a convolution: blocking a chain of
+// element-wise ops alone gains nothing. Tensors whose channel count is not a multiple
+// of 16, inputs, parameters and anything read after a step (losses, metrics, kept
+// tensors) stay plain; parameters keep PyTorch's layout, and the convolution kernels
+// convert them at each launch into the layout they prefer.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "engine/graph/graph.h"
+#include "kernels/core/kernel.h"
+
+namespace netloom {
+
+struct LayoutReport {
+  int blocked = 0;   // activations in a blocked layout
+  int reorders = 0;  // Reorder nodes inserted
+};
+
+// Rewrites `g` in place. `pinned` values are read from outside the plan and stay
+// plain. Kernels are asked (through their decline rule) whether they take the
+// blocked configuration, so a node only becomes blocked where a kernel runs it.
+LayoutReport assignLayouts(Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
+                           DeviceKind device);
+
+}  // namespace netloom

@@ -1,0 +1,205 @@
+// The layout pass: convolution regions run in oneDNN's blocked nChw16c layout, with
+// one Reorder wherever a region meets a plain consumer or producer, and the results
+// are those of the all-plain plan: the same losses step by step, the same weights
+// after training, the same evaluation.
+#include <QtTest>
+#include <cmath>
+#include <vector>
+
+#include "engine/compiler/compile.h"
+#include "kernels/core/rng.h"
+#include "model_text.h"
+
+using namespace netloom;
+using namespace testutil;
+
+namespace {
+
+constexpr int64_t kBatch = 8;
+
+std::string attrs(const std::string& kernel, int64_t out, int64_t stride, int64_t pad,
+                  bool bias = false) {
+  return "attrs { key: 'out_channels' value { i: " + std::to_string(out) +
+         " } } attrs { key: 'kernel_size' value { ints { values: [" + kernel +
+         "] } } } attrs { key: 'stride' value { ints { values: [" + std::to_string(stride) +
+         "] } } } attrs { key: 'padding' value { ints { values: [" + std::to_string(pad) +
+         "] } } } attrs { key: 'bias' value { b: " + (bias ? "true" : "false") + " } }";
+}
+
+std::string pool(const std::string& name, const std::string& op, const std::string& in) {
+  return node(name, op, in, "attrs { key: 'kernel_size' value { ints { values: [2] } } }");
+}
+
+// Residual stage with BatchNorm, Add, both poolings, Dropout, a biased transposed
+// convolution (ReduceChannels on a blocked gradient) and global average pooling: a
+// region that never needs to leave nChw16c.
+std::string residualModel() {
+  return input("x", "3, 12, 12") + labels() + node("c1", "Conv2d", "x", attrs("3", 16, 1, 1)) +
+         node("b1", "BatchNorm", "c1") + node("r1", "ReLU", "b1") +
+         node("c2", "Conv2d", "r1", attrs("3", 32, 2, 1)) + node("b2", "BatchNorm", "c2") +
+         node("down", "Conv2d", "r1", attrs("1", 32, 2, 0)) + node("sum", "Add", "b2,down") +
+         node("r2", "ReLU", "sum") + pool("mp", "MaxPool2d", "r2") +
+         node("drop", "Dropout", "mp", "attrs { key: 'p' value { f: 0.3 } }") +
+         node("up", "ConvTranspose2d", "drop", attrs("2", 16, 2, 0, true)) +
+         node("r3", "ReLU", "up") + pool("ap", "AvgPool2d", "r3") +
+         node("gap", "GlobalAvgPool2d", "ap") +
+         node("fc", "Linear", "gap", "attrs { key: 'out_features' value { i: 10 } }") +
+         node("loss", "SoftmaxCrossEntropy", "fc,label");
+}
+
+// A LeNet-like stack that must leave the blocked layout for Flatten, and come back
+// for Flatten's gradient.
+std::string flattenModel() {
+  return input("x", "1, 8, 8") + labels() + node("c1", "Conv2d", "x", attrs("3", 16, 1, 1)) +
+         node("b1", "BatchNorm", "c1") + node("r1", "ReLU", "b1") + pool("mp", "MaxPool2d", "r1") +
+         node("flat", "Flatten", "mp") +
+         node("fc", "Linear", "flat", "attrs { key: 'out_features' value { i: 10 } }") +
+         node("loss", "SoftmaxCrossEntropy", "fc,label");
+}
+
+struct Run {
+  ParamStore store;
+  std::unique_ptr<Program> train;
+};
+
+void compileInto(Run& r, const std::string& body, bool blocked, bool training = true) {
+  CompileOptions o;
+  o.batch = kBatch;
+  o.seed = 5;
+  o.blockedLayouts = blocked;
+  o.training = training;
+  auto p = compile(model(body), o, r.store);
+  QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+  r.train = std::move(*p);
+}
+
+void feed(const Program& p, uint64_t seed) {
+  Rng rng(seed);
+  const TensorRef* x = p.input("x");
+  const TensorRef* y = p.input("label");
+  for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = float(rng.uniform(-1, 1));
+  for (int64_t i = 0; i < y->numel(); ++i) y->i32()[i] = int32_t(rng.next() % 10);
+}
+
+int countOp(const Program& p, const std::string& op) {
+  int n = 0;
+  for (const PlanStep& s : p.steps) n += p.graph.nodes[s.node].op->name == op;
+  return n;
+}
+
+double relDiff(double a, double b) {
+  return std::fabs(a - b) / std::max(1e-6, std::max(std::fabs(a), std::fabs(b)));
+}
+
+}  // namespace
+
+class TestLayouts : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void blockedPlanMatchesPlain_data() {
+    QTest::addColumn<QString>("body");
+    QTest::addColumn<int>("reorders");
+    QTest::addRow("residual, transposed conv, global pooling")
+        << QString::fromStdString(residualModel()) << 0;
+    QTest::addRow("flatten") << QString::fromStdString(flattenModel()) << 2;
+  }
+  void blockedPlanMatchesPlain() {
+    QFETCH(QString, body);
+    QFETCH(int, reorders);
+    Run plain, blocked;
+    compileInto(plain, body.toStdString(), false);
+    compileInto(blocked, body.toStdString(), true);
+    QCOMPARE(plain.train->blockedTensors, 0);
+    QCOMPARE(countOp(*plain.train, "Reorder"), 0);
+    if (blocked.train->blockedTensors == 0)
+      QSKIP("oneDNN has no blocked-layout convolution for this CPU; every plan stays plain");
+    qInfo("%d activations blocked, %d reorders", blocked.train->blockedTensors,
+          blocked.train->reorders);
+    QCOMPARE(countOp(*blocked.train, "Reorder"), reorders);
+    QCOMPARE(blocked.train->reorders, reorders);
+    // Every blocked tensor is read and written by kernels that read layouts.
+    for (const PlanStep& s : blocked.train->steps) {
+      const Node& n = blocked.train->graph.nodes[s.node];
+      bool touches = false;
+      for (const auto* vs : {&n.inputs, &n.outputs})
+        for (ValueId v : *vs)
+          touches = touches || blocked.train->graph.values[v].desc.layout != Layout::Plain;
+      if (touches)
+        QVERIFY2(s.kernel.rfind("reference.", 0) != 0,
+                 qPrintable(QString::fromStdString(n.name + " got " + s.kernel)));
+    }
+
+    StepContext ctx;
+    ctx.lr = 1e-3;
+    ctx.seed = 11;
+    for (int step = 1; step <= 4; ++step) {
+      ctx.step = step;
+      feed(*plain.train, step);
+      feed(*blocked.train, step);
+      plain.train->run(ctx);
+      blocked.train->run(ctx);
+      double a = plain.train->scalar(plain.train->loss);
+      double b = blocked.train->scalar(blocked.train->loss);
+      QVERIFY2(std::isfinite(a) && relDiff(a, b) < 1e-4,
+               qPrintable(QString("step %1: plain loss %2, blocked %3").arg(step).arg(a).arg(b)));
+    }
+    // The weights (kept in PyTorch's layout in both) and the running statistics.
+    for (const auto& e : plain.store.entries()) {
+      const ParamStore::Entry* other = blocked.store.find(e->name);
+      QVERIFY(other);
+      double worst = 0, scale = 1e-3;
+      for (size_t i = 0; i < e->data.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(e->data[i] - other->data[i])));
+        scale = std::max(scale, double(std::fabs(e->data[i])));
+      }
+      QVERIFY2(worst / scale < 1e-3,
+               qPrintable(QString::fromStdString(e->name) + QString(": differs by %1").arg(worst)));
+    }
+
+    // Evaluation plans (BatchNorm on running statistics, no Dropout) agree too.
+    Run plainEval, blockedEval;
+    compileInto(plainEval, body.toStdString(), false, false);
+    compileInto(blockedEval, body.toStdString(), true, false);
+    QVERIFY(blockedEval.train->blockedTensors > 0);
+    for (auto [from, to] : {std::pair{&plain, &plainEval}, std::pair{&blocked, &blockedEval}})
+      for (const auto& e : from->store.entries())
+        if (ParamStore::Entry* t = to->store.find(e->name)) t->data = e->data;
+    ctx.training = false;
+    feed(*plainEval.train, 99);
+    feed(*blockedEval.train, 99);
+    plainEval.train->run(ctx);
+    blockedEval.train->run(ctx);
+    double a = plainEval.train->scalar(plainEval.train->loss);
+    double b = blockedEval.train->scalar(blockedEval.train->loss);
+    QVERIFY2(relDiff(a, b) < 1e-4, qPrintable(QString("eval loss %1 vs %2").arg(a).arg(b)));
+  }
+
+  // Tensors read after a step, and channel counts that are not a multiple of 16,
+  // stay plain.
+  void keptAndOddTensorsStayPlain() {
+    ParamStore store;
+    CompileOptions o;
+    o.batch = kBatch;
+    o.keep = {"r1"};
+    std::string body =
+        input("x", "1, 8, 8") + labels() + node("c1", "Conv2d", "x", attrs("3", 16, 1, 1)) +
+        node("r1", "ReLU", "c1") + node("c2", "Conv2d", "r1", attrs("3", 12, 1, 1)) +
+        node("r2", "ReLU", "c2") + node("c3", "Conv2d", "r2", attrs("3", 32, 1, 1)) +
+        node("gap", "GlobalAvgPool2d", "c3") +
+        node("fc", "Linear", "gap", "attrs { key: 'out_features' value { i: 10 } }") +
+        node("loss", "SoftmaxCrossEntropy", "fc,label");
+    auto p = compile(model(body), o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    const Graph& g = (*p)->graph;
+    if ((*p)->blockedTensors == 0) QSKIP("no blocked-layout convolution for this CPU");
+    QCOMPARE(g.values[g.findValue("r1")].desc.layout, Layout::Plain);
+    QCOMPARE(g.values[g.findValue("r2")].desc.layout, Layout::Plain);
+    QCOMPARE(g.values[g.findValue("c2")].desc.layout, Layout::Plain);
+    QCOMPARE(g.values[g.findValue("c3")].desc.layout, Layout::Blocked16);
+    QVERIFY((*p)->explain().find("c3[8×32×8×8 nChw16c]") != std::string::npos);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestLayouts)
+#include "tst_layouts.moc"
