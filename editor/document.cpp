@@ -69,9 +69,13 @@ void GraphDocument::setProject(const proto::Project& project) {
   m_order.clear();
   std::map<std::string, QPointF> saved;
   for (const auto& p : project.layout().positions()) saved[p.node()] = QPointF(p.x(), p.y());
+  m_hadLayout = true;
   for (int i = 0; i < project.model().nodes_size(); ++i) {
     DocNode n{project.model().nodes(i), gridSlot(i)};
-    if (auto it = saved.find(n.def.name()); it != saved.end()) n.pos = it->second;
+    if (auto it = saved.find(n.def.name()); it != saved.end())
+      n.pos = it->second;
+    else
+      m_hadLayout = false;
     NodeId id = m_nextId++;
     m_byName.emplace(n.def.name(), id);
     m_nodes.emplace(id, std::move(n));
@@ -221,6 +225,58 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
   return {};
 }
 
+std::vector<std::string> GraphDocument::opsAccepting(NodeId from, int fromPort) const {
+  std::vector<std::string> names;
+  std::optional<TensorDesc> source;
+  if (contains(from)) {
+    auto it = m_analysis.nodes.find(node(from).def.name());
+    if (it != m_analysis.nodes.end() && fromPort < int(it->second.outputs.size()))
+      source = it->second.outputs[fromPort];
+  }
+  for (const OpDef* op : OpRegistry::instance().all()) {
+    if (op->inputs.empty() || op->role == OpRole::Internal || op->role == OpRole::Optimizer ||
+        op->category == "Internal")
+      continue;
+    if (source && !source->shape.empty()) {
+      // A two-node model: an Input of that tensor feeding the op. Only a problem on
+      // the op's first port rules it out; missing attributes do not.
+      proto::ModelDef m;
+      proto::NodeDef* in = m.add_nodes();
+      in->set_name("source");
+      in->set_op("Input");
+      proto::AttrValue shape, dtype;
+      for (size_t i = 1; i < source->shape.size(); ++i)
+        shape.mutable_ints()->add_values(source->shape[i]);
+      dtype.set_s(source->dtype == DType::I32 ? "int32" : "float32");
+      (*in->mutable_attrs())["shape"] = shape;
+      (*in->mutable_attrs())["dtype"] = dtype;
+      proto::NodeDef* n = m.add_nodes();
+      n->set_name("candidate");
+      n->set_op(op->name);
+      n->add_inputs("source");
+      // Required attributes get the smallest value their range allows, so the op's
+      // shape rule runs and only the input decides.
+      for (const AttrDef& ad : op->attrs) {
+        if (!ad.required) continue;
+        proto::AttrValue v;
+        int64_t least = int64_t(std::max(1.0, ad.min));
+        if (ad.kind == AttrKind::Int) v.set_i(least);
+        if (ad.kind == AttrKind::Ints) v.mutable_ints()->add_values(least);
+        if (ad.kind == AttrKind::Float) v.set_f(std::max(ad.min, 1e-3));
+        if (ad.kind == AttrKind::String && !ad.choices.empty()) v.set_s(ad.choices.front());
+        (*n->mutable_attrs())[ad.name] = v;
+      }
+      ModelAnalysis a = analyzeModel(m, source->shape[0]);
+      bool refused = std::any_of(a.problems.begin(), a.problems.end(), [](const ModelProblem& p) {
+        return p.node == "candidate" && p.port == 0;
+      });
+      if (refused) continue;
+    }
+    names.push_back(op->name);
+  }
+  return names;
+}
+
 int64_t GraphDocument::batch() const {
   return m_project.train().batch_size() > 0 ? m_project.train().batch_size() : 1;
 }
@@ -363,6 +419,17 @@ void GraphDocument::moveNodes(const std::map<NodeId, QPointF>& positions, int dr
   if (before.empty()) return;
   pushEdit(before.size() == 1 ? tr("Move node") : tr("Move %1 nodes").arg(before.size()),
            std::move(before), std::move(after), MergeMove, dragId);
+}
+
+void GraphDocument::placeNodes(const std::map<NodeId, QPointF>& positions, const QString& text) {
+  std::vector<NodeState> before, after;
+  for (const auto& [id, pos] : positions) {
+    if (!contains(id) || node(id).pos == pos) continue;
+    before.push_back(stateOf(id));
+    after.push_back(before.back());
+    after.back().node->pos = pos;
+  }
+  if (!before.empty()) pushEdit(text, std::move(before), std::move(after));
 }
 
 void GraphDocument::setAttr(NodeId id, const std::string& key,

@@ -58,6 +58,9 @@ class GraphDocument : public QObject {
   proto::Project toProject() const;
   std::string toText() const;
   QString filePath() const { return m_path; }
+  void setFilePath(const QString& path) { m_path = path; }
+  // Whether the file gave a position to every node (else they sit on a grid).
+  bool hasLayout() const { return m_hadLayout; }
 
   // Queries.
   const std::vector<NodeId>& nodes() const { return m_order; }  // document order
@@ -74,6 +77,9 @@ class GraphDocument : public QObject {
   // Why `from:fromPort -> to:toPort` may not be drawn, or empty when it may.
   QString connectRefusal(NodeId from, int fromPort, NodeId to, int toPort) const;
   bool reaches(NodeId from, NodeId to) const;  // a path of wires from -> to exists
+  // The placeable ops whose first input takes the tensor `from`:`fromPort` produces
+  // (every op with an input while that shape is unknown), by name.
+  std::vector<std::string> opsAccepting(NodeId from, int fromPort) const;
 
   // Live validation: refreshed after every change (see analysisChanged).
   const ModelAnalysis& analysis() const { return m_analysis; }
@@ -87,6 +93,8 @@ class GraphDocument : public QObject {
   void disconnectInput(NodeId to, int toPort);
   // A drag: the same `dragId` merges every call of one drag into a single step.
   void moveNodes(const std::map<NodeId, QPointF>& positions, int dragId = 0);
+  // New positions as one named step that never merges (auto-layout).
+  void placeNodes(const std::map<NodeId, QPointF>& positions, const QString& text);
   // Sets an attribute (or clears it back to the default when `value` is empty).
   // Edits with the same non-zero `typingId` (one burst of typing) merge into one step.
   void setAttr(NodeId id, const std::string& key, const std::optional<proto::AttrValue>& value,
@@ -131,6 +139,7 @@ class GraphDocument : public QObject {
   ModelAnalysis m_analysis;
   QUndoStack m_undo;
   QString m_path;
+  bool m_hadLayout = true;
 };
 
 }  // namespace netloom::editor

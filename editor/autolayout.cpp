@@ -1,0 +1,105 @@
+#include "editor/autolayout.h"
+
+#include <graphviz/gvc.h>
+
+#include <memory>
+#include <set>
+
+#include "editor/scene.h"
+
+namespace netloom::editor {
+
+namespace {
+
+constexpr double kPointsPerInch = 72.0;
+
+// Graphviz's attribute setters take mutable C strings.
+void set(void* obj, const char* key, const std::string& value) {
+  agsafeset(obj, const_cast<char*>(key), const_cast<char*>(value.c_str()), const_cast<char*>(""));
+}
+
+struct Context {
+  GVC_t* gvc = gvContext();
+  Agraph_t* g = nullptr;
+  ~Context() {
+    if (g) {
+      gvFreeLayout(gvc, g);
+      agclose(g);
+    }
+    gvFreeContext(gvc);
+  }
+};
+
+}  // namespace
+
+std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vector<NodeId>& ids,
+                                        QString* error) {
+  std::vector<NodeId> nodes = ids.empty() ? doc.nodes() : ids;
+  std::set<NodeId> chosen(nodes.begin(), nodes.end());
+  std::map<NodeId, QPointF> out;
+  if (nodes.empty()) return out;
+
+  Context cx;
+  cx.g = agopen(const_cast<char*>("netloom"), Agdirected, nullptr);
+  set(cx.g, "rankdir", "LR");
+  set(cx.g, "nodesep", "0.35");
+  set(cx.g, "ranksep", "1.4");    // room for a shape label on every wire
+  set(cx.g, "splines", "false");  // only node positions are read
+  // Bound the crossing-minimisation effort so very large graphs stay fast.
+  if (nodes.size() > 2000) {
+    set(cx.g, "mclimit", "0.2");
+    set(cx.g, "nslimit", "2");
+    set(cx.g, "nslimit1", "2");
+    set(cx.g, "searchsize", "10");
+  }
+  std::map<NodeId, Agnode_t*> gv;
+  QPointF topLeft(1e300, 1e300);
+  for (NodeId id : nodes) {
+    if (!doc.contains(id)) continue;
+    std::string name = "n" + std::to_string(id);
+    Agnode_t* n = agnode(cx.g, const_cast<char*>(name.c_str()), 1);
+    int rows = std::max(1, std::max(doc.inputPortCount(id), doc.outputPortCount(id)));
+    set(n, "shape", "box");
+    set(n, "fixedsize", "true");
+    set(n, "width", std::to_string(NodeGeometry::kWidth / kPointsPerInch));
+    set(n, "height", std::to_string(NodeGeometry::height(rows) / kPointsPerInch));
+    set(n, "label", "");
+    gv[id] = n;
+    QPointF p = doc.node(id).pos;
+    topLeft = QPointF(std::min(topLeft.x(), p.x()), std::min(topLeft.y(), p.y()));
+  }
+  for (const Connection& c : doc.connections())
+    if (chosen.count(c.from) && chosen.count(c.to) && gv.count(c.from) && gv.count(c.to))
+      agedge(cx.g, gv[c.from], gv[c.to], nullptr, 1);
+  if (gvLayout(cx.gvc, cx.g, "dot") != 0) {
+    if (error) *error = QObject::tr("Graphviz could not lay out the graph");
+    return out;
+  }
+  // Graphviz gives centres in points with y upwards; the canvas wants top-left
+  // corners with y downwards, one point per scene unit.
+  double minX = 1e300, maxY = -1e300;
+  for (const auto& [id, n] : gv) {
+    double w = ND_width(n) * kPointsPerInch, h = ND_height(n) * kPointsPerInch;
+    minX = std::min(minX, ND_coord(n).x - w / 2);
+    maxY = std::max(maxY, ND_coord(n).y + h / 2);
+  }
+  QPointF origin = ids.empty() ? QPointF(0, 0) : topLeft;
+  for (const auto& [id, n] : gv) {
+    double w = ND_width(n) * kPointsPerInch, h = ND_height(n) * kPointsPerInch;
+    double x = ND_coord(n).x - w / 2 - minX, y = maxY - (ND_coord(n).y + h / 2);
+    // Snap to the canvas grid, as a hand-placed node would be.
+    QPointF p(std::round((origin.x() + x) / GraphScene::kGrid) * GraphScene::kGrid,
+              std::round((origin.y() + y) / GraphScene::kGrid) * GraphScene::kGrid);
+    out[id] = p;
+  }
+  return out;
+}
+
+bool autoLayout(GraphDocument& doc, const std::vector<NodeId>& ids, QString* error) {
+  auto positions = layeredLayout(doc, ids, error);
+  if (positions.empty()) return doc.nodes().empty();
+  doc.placeNodes(positions, QObject::tr("Auto-layout"));
+  return true;
+}
+
+}  // namespace netloom::editor

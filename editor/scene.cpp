@@ -1,0 +1,508 @@
+#include "editor/scene.h"
+
+#include <QGraphicsSceneMouseEvent>
+#include <QGraphicsView>
+#include <QPainter>
+#include <QStyleOptionGraphicsItem>
+#include <cmath>
+
+#include "engine/ops/op.h"
+
+namespace netloom::editor {
+
+namespace {
+
+const QColor kCanvas(0x26, 0x28, 0x2c), kGridMinor(0x2e, 0x31, 0x36), kGridMajor(0x37, 0x3b, 0x41);
+const QColor kBody(0x3a, 0x3e, 0x45), kHeader(0x4a, 0x6f, 0xa5), kUnknown(0x7a, 0x5a, 0x2a);
+const QColor kText(0xe8, 0xea, 0xed), kDim(0xa8, 0xad, 0xb5), kError(0xe0, 0x4f, 0x4f);
+const QColor kWire(0x9a, 0xb4, 0xd6), kSelected(0xf0, 0xc0, 0x40);
+
+// A value as the one-line summary shows it: 3×3 for lists, 0.5 for floats.
+QString valueText(const proto::AttrValue& v) {
+  switch (v.value_case()) {
+    case proto::AttrValue::kI: return QString::number(v.i());
+    case proto::AttrValue::kF: return QString::number(v.f(), 'g', 4);
+    case proto::AttrValue::kS: return QString::fromStdString(v.s());
+    case proto::AttrValue::kB: return v.b() ? "on" : "off";
+    case proto::AttrValue::kInts: {
+      QStringList parts;
+      for (int64_t x : v.ints().values()) parts << QString::number(x);
+      return parts.join("×");
+    }
+    case proto::AttrValue::kFloats: {
+      QStringList parts;
+      for (double x : v.floats().values()) parts << QString::number(x, 'g', 3);
+      return parts.join(", ");
+    }
+    default: return {};
+  }
+}
+
+// The attributes a user set, in the op's declaration order (file order for unknown
+// ops), e.g. "out_channels 32 · kernel_size 3×3".
+QString attrSummary(const proto::NodeDef& def, const OpDef* op) {
+  QStringList parts;
+  auto add = [&](const std::string& key) {
+    auto it = def.attrs().find(key);
+    if (it == def.attrs().end() || key.rfind("__", 0) == 0) return;
+    parts << QString::fromStdString(key) + " " + valueText(it->second);
+  };
+  if (op) {
+    for (const AttrDef& a : op->attrs) add(a.name);
+  } else {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : def.attrs()) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& k : keys) add(k);
+  }
+  return parts.join(" · ");
+}
+
+QPainterPath wirePath(QPointF a, QPointF b) {
+  qreal dx = std::max<qreal>(40, std::abs(b.x() - a.x()) * 0.5);
+  QPainterPath path(a);
+  path.cubicTo(a + QPointF(dx, 0), b - QPointF(dx, 0), b);
+  return path;
+}
+
+}  // namespace
+
+// NodeItem --------------------------------------------------------------------------
+
+NodeItem::NodeItem(GraphScene* scene, NodeId id) : m_scene(scene), m_id(id) {
+  setFlags(ItemIsMovable | ItemIsSelectable | ItemSendsGeometryChanges);
+  setCacheMode(DeviceCoordinateCache);
+  setZValue(1);
+  refresh();
+}
+
+void NodeItem::refresh() {
+  const GraphDocument* doc = m_scene->document();
+  const DocNode& n = doc->node(m_id);
+  const OpDef* op = OpRegistry::instance().find(n.def.op());
+  prepareGeometryChange();
+  m_name = QString::fromStdString(n.def.name());
+  m_op = QString::fromStdString(n.def.op());
+  m_known = op != nullptr;
+  m_summary = attrSummary(n.def, op);
+  m_inputs.clear();
+  m_outputs.clear();
+  int nin = doc->inputPortCount(m_id), nout = doc->outputPortCount(m_id);
+  for (int i = 0; i < nin; ++i) {
+    QString name =
+        op && !op->inputs.empty()
+            ? QString::fromStdString(op->inputs[std::min<size_t>(i, op->inputs.size() - 1)].name)
+            : QString("in %1").arg(i);
+    if (op && !op->inputs.empty() && op->inputs.back().variadic && i >= int(op->inputs.size()) - 1)
+      name += QString(" %1").arg(i - int(op->inputs.size()) + 2);
+    m_inputs << name;
+  }
+  std::vector<const PortDef*> visible;
+  if (op)
+    for (const PortDef& p : op->outputs)
+      if (!p.hidden) visible.push_back(&p);
+  for (int i = 0; i < nout; ++i)
+    m_outputs << (i < int(visible.size()) ? QString::fromStdString(visible[i]->name)
+                                          : QString("out %1").arg(i));
+  m_problems.clear();
+  m_badPorts.clear();
+  for (const ModelProblem& p : doc->analysis().problems)
+    if (p.node == n.def.name()) {
+      m_problems << QString::fromStdString(p.message);
+      if (p.port >= 0) m_badPorts.push_back(p.port);
+    }
+  m_height = NodeGeometry::height(std::max(1, std::max(nin, nout)));
+  QString tip = m_name + " (" + m_op + ")";
+  if (op && !op->doc.empty()) tip += "\n" + QString::fromStdString(op->doc);
+  if (!m_known) tip += "\n" + QObject::tr("Unknown op: kept as it is when the file is saved");
+  if (!m_problems.isEmpty()) tip += "\n\n" + m_problems.join("\n");
+  setToolTip(tip);
+  update();
+}
+
+QRectF NodeItem::boundingRect() const {
+  qreal r = NodeGeometry::kPortRadius + 2;
+  return QRectF(-r, -8, NodeGeometry::kWidth + 2 * r, m_height + 10);
+}
+
+void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
+  p->setRenderHint(QPainter::Antialiasing);
+  QRectF body(0, 0, NodeGeometry::kWidth, m_height);
+  QPen border(isSelected() ? kSelected : (m_problems.isEmpty() ? QColor(0x1c, 0x1e, 0x21) : kError),
+              isSelected() || !m_problems.isEmpty() ? 2 : 1);
+  if (!m_known) border.setStyle(Qt::DashLine);
+  p->setPen(border);
+  p->setBrush(kBody);
+  p->drawRoundedRect(body, 5, 5);
+  QPainterPath header;
+  header.addRoundedRect(QRectF(0, 0, NodeGeometry::kWidth, NodeGeometry::kHeader), 5, 5);
+  p->fillPath(header, m_known ? kHeader : kUnknown);
+
+  QFont f = p->font();
+  f.setPointSizeF(9);
+  f.setBold(true);
+  p->setFont(f);
+  p->setPen(kText);
+  QFontMetricsF fm(f);
+  QRectF caption(8, 0, NodeGeometry::kWidth - 16, NodeGeometry::kHeader);
+  p->drawText(caption, Qt::AlignVCenter | Qt::AlignLeft,
+              fm.elidedText(m_name, Qt::ElideRight, caption.width() * 0.6));
+  f.setBold(false);
+  f.setPointSizeF(8);
+  p->setFont(f);
+  p->setPen(m_known ? kDim : kText);
+  p->drawText(caption, Qt::AlignVCenter | Qt::AlignRight,
+              m_known ? m_op : QObject::tr("%1 (unknown)").arg(m_op));
+  QRectF line(8, NodeGeometry::kHeader, NodeGeometry::kWidth - 16, NodeGeometry::kSummary);
+  p->setPen(kDim);
+  p->drawText(line, Qt::AlignVCenter | Qt::AlignLeft,
+              QFontMetricsF(f).elidedText(m_summary, Qt::ElideRight, line.width()));
+
+  auto port = [&](QPointF c, bool bad) {
+    p->setPen(QPen(bad ? kError : QColor(0x1c, 0x1e, 0x21), bad ? 2 : 1));
+    p->setBrush(bad ? kError : kWire);
+    p->drawEllipse(c, NodeGeometry::kPortRadius, NodeGeometry::kPortRadius);
+  };
+  p->setPen(kText);
+  for (int i = 0; i < m_inputs.size(); ++i) {
+    bool bad = std::find(m_badPorts.begin(), m_badPorts.end(), i) != m_badPorts.end();
+    port(QPointF(0, NodeGeometry::portY(i)), bad);
+    p->setPen(bad ? kError : kText);
+    p->drawText(QRectF(10, NodeGeometry::portY(i) - 8, 80, 16), Qt::AlignVCenter, m_inputs[i]);
+  }
+  for (int i = 0; i < m_outputs.size(); ++i) {
+    port(QPointF(NodeGeometry::kWidth, NodeGeometry::portY(i)), false);
+    p->setPen(kText);
+    p->drawText(QRectF(NodeGeometry::kWidth - 90, NodeGeometry::portY(i) - 8, 80, 16),
+                Qt::AlignVCenter | Qt::AlignRight, m_outputs[i]);
+  }
+  if (!m_problems.isEmpty()) {  // the error badge
+    QPointF c(NodeGeometry::kWidth - 2, -2);
+    p->setPen(Qt::NoPen);
+    p->setBrush(kError);
+    p->drawEllipse(c, 8, 8);
+    f.setBold(true);
+    p->setFont(f);
+    p->setPen(Qt::white);
+    p->drawText(QRectF(c.x() - 8, c.y() - 8, 16, 16), Qt::AlignCenter, "!");
+  }
+}
+
+QPointF NodeItem::inputPos(int port) const {
+  return mapToScene(QPointF(0, NodeGeometry::portY(port)));
+}
+
+QPointF NodeItem::outputPos(int port) const {
+  return mapToScene(QPointF(NodeGeometry::kWidth, NodeGeometry::portY(port)));
+}
+
+std::pair<bool, int> NodeItem::portAt(QPointF scenePos) const {
+  qreal reach = NodeGeometry::kPortRadius + 4;
+  auto near = [&](QPointF c) { return QLineF(c, scenePos).length() <= reach; };
+  for (int i = 0; i < m_outputs.size(); ++i)
+    if (near(outputPos(i))) return {true, i};
+  for (int i = 0; i < m_inputs.size(); ++i)
+    if (near(inputPos(i))) return {false, i};
+  return {false, -1};
+}
+
+QVariant NodeItem::itemChange(GraphicsItemChange change, const QVariant& value) {
+  if (change == ItemPositionChange && !m_scene->m_syncing && m_scene->snapToGrid())
+    return m_scene->snapped(value.toPointF());
+  if (change == ItemPositionHasChanged) m_scene->nodeDragged(m_id);
+  return QGraphicsItem::itemChange(change, value);
+}
+
+// WireItem --------------------------------------------------------------------------
+
+WireItem::WireItem(GraphScene* scene, const Connection& c)
+    : m_scene(scene), m_c(c), m_label(new QGraphicsSimpleTextItem(this)) {
+  setZValue(0);
+  QFont f = m_label->font();
+  f.setPointSizeF(8);
+  m_label->setFont(f);
+  m_label->setBrush(kDim);
+  refresh();
+}
+
+void WireItem::refresh() {
+  NodeItem* from = m_scene->itemFor(m_c.from);
+  NodeItem* to = m_scene->itemFor(m_c.to);
+  if (!from || !to) return;
+  QPointF a = from->outputPos(m_c.fromPort), b = to->inputPos(m_c.toPort);
+  setPath(wirePath(a, b));
+  const GraphDocument* doc = m_scene->document();
+  const std::string& name = doc->node(m_c.from).def.name();
+  QString label;
+  auto it = doc->analysis().nodes.find(name);
+  if (it != doc->analysis().nodes.end() && m_c.fromPort < int(it->second.outputs.size())) {
+    const TensorDesc& d = it->second.outputs[m_c.fromPort];
+    label = QString::fromStdString(shapeToString(d.shape));
+    if (d.dtype != DType::F32) label += " " + QString(dtypeName(d.dtype)).toLower();
+  }
+  m_label->setText(label);
+  QPointF mid = path().pointAtPercent(0.5);
+  QRectF r = m_label->boundingRect();
+  m_label->setPos(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+  bool bad = false;
+  const std::string& target = doc->node(m_c.to).def.name();
+  for (const ModelProblem& p : doc->analysis().problems)
+    bad = bad || (p.node == target && p.port == m_c.toPort);
+  setPen(QPen(bad ? kError : kWire, bad ? 2.5 : 1.6));
+  m_label->setBrush(bad ? kError : kDim);
+}
+
+// GraphScene ------------------------------------------------------------------------
+
+GraphScene::GraphScene(GraphDocument* doc, QObject* parent) : QGraphicsScene(parent), m_doc(doc) {
+  setItemIndexMethod(QGraphicsScene::BspTreeIndex);
+  connect(doc, &GraphDocument::reset, this, &GraphScene::rebuild);
+  connect(doc, &GraphDocument::nodeAdded, this, &GraphScene::addItemFor);
+  connect(doc, &GraphDocument::nodeRemoved, this, &GraphScene::removeItemFor);
+  connect(doc, &GraphDocument::nodeMoved, this, [this](NodeId id) {
+    if (NodeItem* it = itemFor(id)) {
+      m_syncing = true;
+      it->setPos(m_doc->node(id).pos);
+      m_syncing = false;
+    }
+  });
+  connect(doc, &GraphDocument::changed, this, &GraphScene::syncWires);
+  connect(doc, &GraphDocument::analysisChanged, this, &GraphScene::refreshAll);
+  rebuild();
+}
+
+NodeItem* GraphScene::itemFor(NodeId id) const {
+  auto it = m_items.find(id);
+  return it == m_items.end() ? nullptr : it->second;
+}
+
+std::vector<WireItem*> GraphScene::wires() const {
+  std::vector<WireItem*> out;
+  for (const auto& [key, w] : m_wires) out.push_back(w);
+  return out;
+}
+
+WireItem* GraphScene::wireInto(NodeId to, int port) const {
+  auto it = m_wires.find({to, port});
+  return it == m_wires.end() ? nullptr : it->second;
+}
+
+std::vector<NodeId> GraphScene::selectedNodes() const {
+  std::vector<NodeId> ids;
+  for (NodeId id : m_doc->nodes())  // document order, so copies keep it
+    if (NodeItem* it = itemFor(id); it && it->isSelected()) ids.push_back(id);
+  return ids;
+}
+
+void GraphScene::selectNodes(const std::vector<NodeId>& ids) {
+  clearSelection();
+  for (NodeId id : ids)
+    if (NodeItem* it = itemFor(id)) it->setSelected(true);
+}
+
+QRectF GraphScene::nodesRect(const std::vector<NodeId>& ids) const {
+  QRectF r;
+  auto add = [&](NodeItem* it) {
+    if (it) r = r.united(it->sceneBoundingRect());
+  };
+  if (ids.empty())
+    for (const auto& [id, it] : m_items) add(it);
+  for (NodeId id : ids) add(itemFor(id));
+  return r;
+}
+
+QPointF GraphScene::snapped(QPointF p) const {
+  return QPointF(std::round(p.x() / kGrid) * kGrid, std::round(p.y() / kGrid) * kGrid);
+}
+
+NodeId GraphScene::addNodeAt(const std::string& op, QPointF scenePos, NodeId from, int fromPort) {
+  QPointF pos = m_snap ? snapped(scenePos) : scenePos;
+  if (from < 0 || !m_doc->contains(from)) return m_doc->addNode(op, pos);
+  QUndoStack* undo = m_doc->undoStack();
+  undo->beginMacro(tr("Add %1").arg(QString::fromStdString(op)));
+  NodeId id = m_doc->addNode(op, pos);
+  QString why;
+  if (m_doc->inputPortCount(id) > 0 && !m_doc->connectPorts(from, fromPort, id, 0, &why))
+    emit refused(why);
+  undo->endMacro();
+  selectNodes({id});
+  return id;
+}
+
+void GraphScene::rebuild() {
+  for (auto& [key, w] : m_wires) delete w;
+  m_wires.clear();
+  for (auto& [id, it] : m_items) delete it;
+  m_items.clear();
+  for (NodeId id : m_doc->nodes()) addItemFor(id);
+  syncWires();
+}
+
+void GraphScene::addItemFor(NodeId id) {
+  if (itemFor(id)) return;
+  auto* it = new NodeItem(this, id);
+  m_syncing = true;
+  it->setPos(m_doc->node(id).pos);
+  m_syncing = false;
+  addItem(it);
+  m_items[id] = it;
+}
+
+void GraphScene::removeItemFor(NodeId id) {
+  for (auto it = m_wires.begin(); it != m_wires.end();) {
+    const Connection& c = it->second->connection();
+    if (c.from == id || c.to == id) {
+      delete it->second;
+      it = m_wires.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (NodeItem* it = itemFor(id)) {
+    delete it;
+    m_items.erase(id);
+  }
+}
+
+// Brings the wires in line with the document's connections.
+void GraphScene::syncWires() {
+  std::map<std::tuple<NodeId, int>, Connection> want;
+  for (const Connection& c : m_doc->connections())
+    if (itemFor(c.from) && itemFor(c.to)) want[{c.to, c.toPort}] = c;
+  for (auto it = m_wires.begin(); it != m_wires.end();) {
+    auto w = want.find(it->first);
+    if (w == want.end() || !(w->second == it->second->connection())) {
+      delete it->second;
+      it = m_wires.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [key, c] : want)
+    if (!m_wires.count(key)) {
+      auto* w = new WireItem(this, c);
+      addItem(w);
+      m_wires[key] = w;
+    }
+}
+
+void GraphScene::refreshAll() {
+  for (auto& [id, it] : m_items) it->refresh();
+  syncWires();
+  for (auto& [key, w] : m_wires) w->refresh();
+}
+
+void GraphScene::nodeDragged(NodeId id) {
+  for (auto& [key, w] : m_wires)
+    if (w->connection().from == id || w->connection().to == id) w->refresh();
+}
+
+NodeItem* GraphScene::nodeAt(QPointF scenePos) const {
+  for (QGraphicsItem* it : items(scenePos))
+    if (auto* n = dynamic_cast<NodeItem*>(it)) return n;
+  // Ports stick out of the node's body: look a little around.
+  for (QGraphicsItem* it :
+       items(QRectF(scenePos - QPointF(10, 10), QSizeF(20, 20)), Qt::IntersectsItemBoundingRect))
+    if (auto* n = dynamic_cast<NodeItem*>(it); n && n->portAt(scenePos).second >= 0) return n;
+  return nullptr;
+}
+
+void GraphScene::drawBackground(QPainter* p, const QRectF& rect) {
+  p->fillRect(rect, kCanvas);
+  qreal scale = views().isEmpty() ? 1.0 : views().first()->transform().m11();
+  if (scale < 0.3) return;  // far out, the grid is noise
+  auto lines = [&](qreal step, const QColor& c) {
+    QVector<QLineF> ls;
+    for (qreal x = std::floor(rect.left() / step) * step; x < rect.right(); x += step)
+      ls.append(QLineF(x, rect.top(), x, rect.bottom()));
+    for (qreal y = std::floor(rect.top() / step) * step; y < rect.bottom(); y += step)
+      ls.append(QLineF(rect.left(), y, rect.right(), y));
+    p->setPen(QPen(c, 0));
+    p->drawLines(ls);
+  };
+  if (scale >= 0.6) lines(kGrid, kGridMinor);
+  lines(kGrid * 8, kGridMajor);
+}
+
+void GraphScene::mousePressEvent(QGraphicsSceneMouseEvent* e) {
+  if (e->button() == Qt::LeftButton) {
+    if (NodeItem* n = nodeAt(e->scenePos())) {
+      auto [output, port] = n->portAt(e->scenePos());
+      if (port >= 0) {
+        // From an input that is wired, the drag picks the wire up from its source.
+        m_dragFromOutput = output;
+        m_dragFrom = n->id();
+        m_dragPort = port;
+        if (!output)
+          if (auto c = m_doc->inputConnection(n->id(), port)) {
+            m_doc->disconnectInput(n->id(), port);
+            m_dragFrom = c->from, m_dragPort = c->fromPort, m_dragFromOutput = true;
+          }
+        m_pending = addPath(QPainterPath(), QPen(kWire, 1.6, Qt::DashLine));
+        m_pending->setZValue(2);
+        e->accept();
+        return;
+      }
+    }
+  }
+  QGraphicsScene::mousePressEvent(e);
+  m_dragStart.clear();
+  for (NodeId id : selectedNodes()) m_dragStart[id] = m_doc->node(id).pos;
+  ++m_dragId;
+}
+
+void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
+  if (m_pending) {
+    NodeItem* from = itemFor(m_dragFrom);
+    if (!from) return;
+    QPointF a = m_dragFromOutput ? from->outputPos(m_dragPort) : e->scenePos();
+    QPointF b = m_dragFromOutput ? e->scenePos() : from->inputPos(m_dragPort);
+    m_pending->setPath(wirePath(a, b));
+    return;
+  }
+  QGraphicsScene::mouseMoveEvent(e);
+}
+
+void GraphScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
+  if (m_pending) {
+    delete m_pending;
+    m_pending = nullptr;
+    NodeItem* target = nodeAt(e->scenePos());
+    if (!target) {
+      if (m_dragFromOutput) emit quickAddRequested(e->scenePos(), m_dragFrom, m_dragPort);
+      return;
+    }
+    auto [output, port] = target->portAt(e->scenePos());
+    if (port < 0) {
+      // Dropped on a node's body: its first free input (or its first input).
+      output = !m_dragFromOutput;
+      port = 0;
+      if (m_dragFromOutput)
+        for (int i = 0; i < m_doc->inputPortCount(target->id()); ++i)
+          if (!m_doc->inputConnection(target->id(), i)) {
+            port = i;
+            break;
+          }
+    }
+    if (output == m_dragFromOutput) {
+      emit refused(output ? tr("an output can only feed an input")
+                          : tr("an input can only take an output"));
+      return;
+    }
+    QString why;
+    bool ok = m_dragFromOutput
+                  ? m_doc->connectPorts(m_dragFrom, m_dragPort, target->id(), port, &why)
+                  : m_doc->connectPorts(target->id(), port, m_dragFrom, m_dragPort, &why);
+    if (!ok) emit refused(why);
+    return;
+  }
+  QGraphicsScene::mouseReleaseEvent(e);
+  // A node drag ends: one undoable move for everything that moved.
+  std::map<NodeId, QPointF> moved;
+  for (const auto& [id, start] : m_dragStart)
+    if (NodeItem* it = itemFor(id); it && it->pos() != m_doc->node(id).pos) moved[id] = it->pos();
+  m_dragStart.clear();
+  if (!moved.empty()) m_doc->moveNodes(moved, m_dragId);
+}
+
+}  // namespace netloom::editor

@@ -1,0 +1,130 @@
+// The canvas: a QGraphicsScene that draws a GraphDocument and turns mouse gestures
+// into document commands. Nodes are boxes with a caption, a one-line attribute
+// summary and typed ports; wires are curves labelled with the tensor shape that the
+// document's live analysis gives them. The scene never edits its items directly: it
+// asks the document, and redraws from the document's signals, so undo and redo move
+// the picture exactly as they move the model.
+#pragma once
+
+#include <QGraphicsPathItem>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <map>
+#include <unordered_map>
+
+#include "editor/document.h"
+
+namespace netloom::editor {
+
+class GraphScene;
+
+// Geometry shared by the items and the tests that aim at them.
+struct NodeGeometry {
+  static constexpr qreal kWidth = 176, kHeader = 22, kSummary = 18, kRow = 18, kPad = 6;
+  static constexpr qreal kPortRadius = 5;
+  static qreal height(int rows) { return kHeader + kSummary + rows * kRow + kPad; }
+  static qreal portY(int index) { return kHeader + kSummary + index * kRow + kRow / 2; }
+};
+
+class NodeItem : public QGraphicsItem {
+ public:
+  NodeItem(GraphScene* scene, NodeId id);
+  NodeId id() const { return m_id; }
+  QRectF boundingRect() const override;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* opt, QWidget* w) override;
+  // Port centres in scene coordinates.
+  QPointF inputPos(int port) const;
+  QPointF outputPos(int port) const;
+  // The port under `scenePos`: {true for an output, index}, or index -1.
+  std::pair<bool, int> portAt(QPointF scenePos) const;
+  void refresh();  // re-read name, attributes, ports and problems from the document
+  QString summary() const { return m_summary; }
+  bool hasProblem() const { return !m_problems.isEmpty(); }
+  QString problemText() const { return m_problems.join("\n"); }
+
+ protected:
+  QVariant itemChange(GraphicsItemChange change, const QVariant& value) override;
+
+ private:
+  GraphScene* m_scene;
+  NodeId m_id;
+  QString m_name, m_op, m_summary;
+  QStringList m_inputs, m_outputs, m_problems;
+  std::vector<int> m_badPorts;
+  bool m_known = true;
+  qreal m_height = 60;
+};
+
+class WireItem : public QGraphicsPathItem {
+ public:
+  WireItem(GraphScene* scene, const Connection& c);
+  const Connection& connection() const { return m_c; }
+  QString label() const { return m_label->text(); }
+  void refresh();  // re-route and re-label
+
+ private:
+  GraphScene* m_scene;
+  Connection m_c;
+  QGraphicsSimpleTextItem* m_label;
+};
+
+class GraphScene : public QGraphicsScene {
+  Q_OBJECT
+
+ public:
+  static constexpr qreal kGrid = 16;
+
+  explicit GraphScene(GraphDocument* doc, QObject* parent = nullptr);
+  GraphDocument* document() const { return m_doc; }
+  NodeItem* itemFor(NodeId id) const;
+  std::vector<WireItem*> wires() const;
+  WireItem* wireInto(NodeId to, int port) const;
+  std::vector<NodeId> selectedNodes() const;
+  void selectNodes(const std::vector<NodeId>& ids);
+  QRectF nodesRect(const std::vector<NodeId>& ids) const;  // all nodes when empty
+
+  bool snapToGrid() const { return m_snap; }
+  void setSnapToGrid(bool on) { m_snap = on; }
+  QPointF snapped(QPointF p) const;
+
+  // Adds a node of `op` at `scenePos` (snapped) and, when `from` is set, wires its
+  // first input to that output; one undo step. Returns the new node.
+  NodeId addNodeAt(const std::string& op, QPointF scenePos, NodeId from = -1, int fromPort = 0);
+
+ signals:
+  void refused(const QString& reason);  // a connection refused at the drop
+  // A wire from `from`:`fromPort` was dropped on empty canvas at `scenePos`.
+  void quickAddRequested(QPointF scenePos, netloom::editor::NodeId from, int fromPort);
+
+ protected:
+  void drawBackground(QPainter* p, const QRectF& rect) override;
+  void mousePressEvent(QGraphicsSceneMouseEvent* e) override;
+  void mouseMoveEvent(QGraphicsSceneMouseEvent* e) override;
+  void mouseReleaseEvent(QGraphicsSceneMouseEvent* e) override;
+
+ private:
+  friend class NodeItem;
+  void rebuild();
+  void addItemFor(NodeId id);
+  void removeItemFor(NodeId id);
+  void syncWires();
+  void refreshAll();
+  void nodeDragged(NodeId id);
+  NodeItem* nodeAt(QPointF scenePos) const;
+
+  GraphDocument* m_doc;
+  std::unordered_map<NodeId, NodeItem*> m_items;
+  std::map<std::tuple<NodeId, int>, WireItem*> m_wires;  // by (to, toPort)
+  bool m_snap = true;
+  bool m_syncing = false;  // positions being set from the document
+  // A wire being dragged out of a port.
+  QGraphicsPathItem* m_pending = nullptr;
+  NodeId m_dragFrom = -1;
+  int m_dragPort = 0;
+  bool m_dragFromOutput = true;
+  // A node drag: positions at its start, committed as one move on release.
+  std::map<NodeId, QPointF> m_dragStart;
+  int m_dragId = 0;
+};
+
+}  // namespace netloom::editor

@@ -1,0 +1,429 @@
+#include "gui/main_window.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QSaveFile>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QStatusBar>
+
+#include "editor/autolayout.h"
+#include "editor/palette.h"
+#include "editor/panels.h"
+#include "editor/scene.h"
+#include "editor/view.h"
+#include "engine/io/project_file.h"
+
+namespace netloom::gui {
+
+using namespace netloom::editor;
+
+namespace {
+constexpr int kAutosaveMs = 60 * 1000;
+constexpr int kRecentMax = 8;
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_scene(new GraphScene(&m_doc, this)), m_view(new GraphView(m_scene)) {
+  m_prompt = [this](const QString& title, const QString& text, QMessageBox::StandardButtons b) {
+    return QMessageBox::question(this, title, text, b);
+  };
+  setCentralWidget(m_view);
+  buildDocks();
+  buildActions();
+  connect(m_doc.undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+  connect(m_scene, &GraphScene::refused, this, [this](const QString& why) { showMessage(why); });
+  connect(m_scene, &QGraphicsScene::selectionChanged, this, [this] {
+    std::vector<NodeId> sel = m_scene->selectedNodes();
+    m_inspector->showNode(sel.size() == 1 ? sel[0] : -1);
+  });
+  m_autosave.setInterval(kAutosaveMs);
+  connect(&m_autosave, &QTimer::timeout, this, &MainWindow::autosaveNow);
+  m_autosave.start();
+  resize(1400, 900);
+  updateTitle();
+}
+
+QString MainWindow::templatesDir() {
+  QByteArray env = qgetenv("NETLOOM_PROJECTS");
+  if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+  QDir exe(QCoreApplication::applicationDirPath());
+  for (const char* rel : {"../projects", "../../projects", "../share/netloom/projects"})
+    if (QFileInfo(exe.filePath(rel)).isDir()) return QDir::cleanPath(exe.filePath(rel));
+#ifdef NETLOOM_PROJECTS_DIR
+  return NETLOOM_PROJECTS_DIR;
+#else
+  return exe.filePath("projects");
+#endif
+}
+
+QString MainWindow::autosavePath(const QString& projectPath) {
+  if (projectPath.isEmpty()) {
+    QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(dir);
+    return QDir(dir).filePath("untitled.nlproj.autosave");
+  }
+  QFileInfo fi(projectPath);
+  return fi.dir().filePath("." + fi.fileName() + ".autosave");
+}
+
+QAction* MainWindow::action(const QString& name) const {
+  return findChild<QAction*>(name);
+}
+
+void MainWindow::buildDocks() {
+  auto dock = [&](const QString& title, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(title);
+    d->setWidget(w);
+    addDockWidget(area, d);
+    return d;
+  };
+  m_palette = new PaletteWidget;
+  m_inspector = new InspectorWidget(&m_doc);
+  m_problems = new ProblemsWidget(&m_doc);
+  m_summary = new SummaryWidget(&m_doc);
+  dock(tr("Layers"), m_palette, Qt::LeftDockWidgetArea);
+  dock(tr("Inspector"), m_inspector, Qt::RightDockWidgetArea);
+  QDockWidget* problems = dock(tr("Problems"), m_problems, Qt::BottomDockWidgetArea);
+  QDockWidget* summary = dock(tr("Summary"), m_summary, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(problems, summary);
+  problems->raise();
+  connect(m_palette, &PaletteWidget::opActivated, this, [this](const QString& op) {
+    QPointF at = m_view->mapToScene(m_view->viewport()->rect().center());
+    m_scene->addNodeAt(op.toStdString(), at);
+  });
+  connect(m_problems, &ProblemsWidget::nodeActivated, this, [this](NodeId id) {
+    m_scene->selectNodes({id});
+    m_view->frameSelection();
+  });
+  m_problemCount = new QLabel;
+  statusBar()->addPermanentWidget(m_problemCount);
+  connect(m_problems, &ProblemsWidget::countChanged, this, [this](int n) {
+    m_problemCount->setText(n == 0 ? tr("No problems") : tr("%n problem(s)", "", n));
+  });
+  m_problemCount->setText(m_doc.analysis().ok() ? tr("No problems") : QString());
+}
+
+void MainWindow::buildActions() {
+  auto make = [this](QMenu* menu, const QString& name, const QString& text, QKeySequence key = {},
+                     std::function<void()> fn = {}) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!key.isEmpty()) a->setShortcut(key);
+    a->setShortcutContext(Qt::WindowShortcut);
+    if (fn) connect(a, &QAction::triggered, this, fn);
+    menu->addAction(a);
+    return a;
+  };
+
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QMenu* templates = file->addMenu(tr("&New from Template"));
+  QDir dir(templatesDir());
+  for (const QString& f : dir.entryList({"*.nlproj"}, QDir::Files, QDir::Name)) {
+    QString path = dir.filePath(f);
+    auto* a = templates->addAction(QFileInfo(f).completeBaseName());
+    connect(a, &QAction::triggered, this, [this, path] { newFromTemplate(path); });
+  }
+  make(file, "new", tr("&New"), QKeySequence::New, [this] {
+    if (!maybeSave()) return;
+    m_doc.setProject(proto::Project{});
+    m_doc.setFilePath({});
+    updateTitle();
+  });
+  make(file, "open", tr("&Open…"), QKeySequence::Open, [this] {
+    if (!maybeSave()) return;
+    QString path = QFileDialog::getOpenFileName(this, tr("Open project"), templatesDir(),
+                                                tr("NetLoom projects (*.nlproj)"));
+    if (!path.isEmpty()) openFile(path);
+  });
+  m_recentMenu = file->addMenu(tr("Open &Recent"));
+  file->addSeparator();
+  make(file, "save", tr("&Save"), QKeySequence::Save, [this] { save(); });
+  make(file, "saveAs", tr("Save &As…"), QKeySequence::SaveAs, [this] { saveAs(); });
+  make(file, "revert", tr("Re&vert"), {}, [this] { revert(); });
+  file->addSeparator();
+  make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+  updateRecent();
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* undo = m_doc.undoStack()->createUndoAction(this, tr("&Undo"));
+  undo->setObjectName("undo");
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = m_doc.undoStack()->createRedoAction(this, tr("&Redo"));
+  redo->setObjectName("redo");
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(undo);
+  edit->addAction(redo);
+  edit->addSeparator();
+  make(edit, "cut", tr("Cu&t"), QKeySequence::Cut, [this] {
+    copySelection();
+    deleteSelection();
+  });
+  make(edit, "copy", tr("&Copy"), QKeySequence::Copy, [this] { copySelection(); });
+  make(edit, "paste", tr("&Paste"), QKeySequence::Paste, [this] { paste(); });
+  make(edit, "duplicate", tr("&Duplicate"), QKeySequence(Qt::CTRL | Qt::Key_D), [this] {
+    std::vector<NodeId> ids = m_doc.duplicate(m_scene->selectedNodes(), QPointF(32, 32));
+    m_scene->selectNodes(ids);
+  });
+  QAction* del =
+      make(edit, "delete", tr("De&lete"), QKeySequence::Delete, [this] { deleteSelection(); });
+  del->setShortcuts({QKeySequence::Delete, QKeySequence(Qt::Key_Backspace)});
+  make(edit, "selectAll", tr("Select &All"), QKeySequence::SelectAll, [this] {
+    for (QGraphicsItem* it : m_scene->items())
+      if (it->flags() & QGraphicsItem::ItemIsSelectable) it->setSelected(true);
+  });
+  edit->addSeparator();
+  make(edit, "layout", tr("Auto-&layout"), QKeySequence(Qt::CTRL | Qt::Key_L),
+       [this] { layoutGraph(); });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  make(view, "frame", tr("&Frame Selection"), QKeySequence(Qt::Key_F),
+       [this] { m_view->frameSelection(); });
+  make(view, "frameAll", tr("Frame &All"), QKeySequence(Qt::Key_Home),
+       [this] { m_view->frameAll(); });
+  make(view, "zoomIn", tr("Zoom &In"), QKeySequence::ZoomIn,
+       [this] { m_view->zoomAt(1.25, m_view->viewport()->rect().center()); });
+  make(view, "zoomOut", tr("Zoom &Out"), QKeySequence::ZoomOut,
+       [this] { m_view->zoomAt(0.8, m_view->viewport()->rect().center()); });
+  QAction* snap = make(view, "snap", tr("&Snap to Grid"));
+  snap->setCheckable(true);
+  snap->setChecked(true);
+  connect(snap, &QAction::toggled, this, [this](bool on) { m_scene->setSnapToGrid(on); });
+  view->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+}
+
+void MainWindow::updateTitle() {
+  QString name =
+      m_doc.filePath().isEmpty() ? tr("Untitled") : QFileInfo(m_doc.filePath()).fileName();
+  setWindowTitle(name + "[*] — NetLoom");
+  setWindowModified(!m_doc.undoStack()->isClean());
+}
+
+void MainWindow::updateRecent(const QString& added) {
+  QSettings settings;
+  QStringList recent = settings.value("recentFiles").toStringList();
+  if (!added.isEmpty()) {
+    recent.removeAll(added);
+    recent.prepend(added);
+    while (recent.size() > kRecentMax) recent.removeLast();
+    settings.setValue("recentFiles", recent);
+  }
+  m_recentMenu->clear();
+  for (const QString& path : recent) {
+    QAction* a = m_recentMenu->addAction(QFileInfo(path).fileName());
+    a->setToolTip(path);
+    connect(a, &QAction::triggered, this, [this, path] {
+      if (maybeSave()) openFile(path);
+    });
+  }
+  m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::showMessage(const QString& text, int ms) {
+  m_lastMessage = text;
+  statusBar()->showMessage(text, ms);
+}
+
+void MainWindow::afterLoad() {
+  // A file without positions (written by hand or by a script) is laid out once; that
+  // is no edit of the user's.
+  if (!m_doc.hasLayout() && !m_doc.nodes().empty()) {
+    autoLayout(m_doc, {});
+    m_doc.undoStack()->clear();
+  }
+  updateTitle();
+  m_view->frameAll();
+  m_pasteCount = 0;
+}
+
+bool MainWindow::openFile(const QString& path) {
+  Status s = m_doc.load(path);
+  if (!s) {
+    // Nothing is opened: the current document stays as it was.
+    QString why = QString::fromStdString(s.error().message);
+    showMessage(tr("Could not open %1: %2").arg(path, why), 0);
+    if (m_prompt) m_prompt(tr("Could not open the project"), why, QMessageBox::Ok);
+    return false;
+  }
+  updateRecent(path);
+  afterLoad();
+  offerRecovery(path);
+  if (!m_doc.analysis().ok())
+    showMessage(tr("Opened %1 with %n problem(s)", "", int(m_doc.analysis().problems.size()))
+                    .arg(QFileInfo(path).fileName()));
+  else
+    showMessage(tr("Opened %1").arg(path));
+  return true;
+}
+
+bool MainWindow::newFromTemplate(const QString& path) {
+  if (!maybeSave()) return false;
+  auto project = loadProject(path.toStdString());
+  if (!project) {
+    showMessage(QString::fromStdString(project.error().message), 0);
+    return false;
+  }
+  m_doc.setProject(*project);
+  m_doc.setFilePath({});
+  afterLoad();
+  showMessage(tr("New project from %1").arg(QFileInfo(path).completeBaseName()));
+  return true;
+}
+
+void MainWindow::offerRecovery(const QString& path) {
+  QString side = autosavePath(path);
+  QFileInfo info(side);
+  if (!info.exists()) return;
+  auto text = [](const QString& p) {
+    QFile f(p);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  QByteArray saved = text(side);
+  if (saved.isEmpty() || saved == QByteArray::fromStdString(m_doc.toText())) {
+    QFile::remove(side);
+    return;
+  }
+  auto answer =
+      m_prompt(tr("Recover unsaved changes?"),
+               tr("NetLoom has unsaved changes to %1 from %2, kept when it last stopped "
+                  "without saving. Recover them?")
+                   .arg(QFileInfo(path).fileName(), info.lastModified().toString(Qt::TextDate)),
+               QMessageBox::Yes | QMessageBox::No);
+  if (answer != QMessageBox::Yes) {
+    QFile::remove(side);
+    return;
+  }
+  auto project = parseProject(saved.toStdString(), side.toStdString());
+  if (!project) {
+    showMessage(tr("The autosave %1 is damaged: %2")
+                    .arg(side, QString::fromStdString(project.error().message)),
+                0);
+    return;
+  }
+  m_doc.setProject(*project);
+  m_doc.setFilePath(path);
+  // Recovered changes are not on disk yet: mark the document modified.
+  m_doc.undoStack()->resetClean();
+  updateTitle();
+  showMessage(tr("Recovered unsaved changes to %1").arg(QFileInfo(path).fileName()));
+}
+
+bool MainWindow::save() {
+  if (m_doc.filePath().isEmpty()) return saveAs();
+  QString path = m_doc.filePath();
+  Status s = m_doc.save(path);
+  if (!s) {
+    showMessage(tr("Could not save %1: %2").arg(path, QString::fromStdString(s.error().message)),
+                0);
+    return false;
+  }
+  QFile::remove(autosavePath(path));
+  updateRecent(path);
+  updateTitle();
+  showMessage(tr("Saved %1").arg(path));
+  return true;
+}
+
+bool MainWindow::saveAs(const QString& given) {
+  QString path = given;
+  if (path.isEmpty())
+    path = QFileDialog::getSaveFileName(this, tr("Save project"), m_doc.filePath(),
+                                        tr("NetLoom projects (*.nlproj)"));
+  if (path.isEmpty()) return false;
+  if (!path.endsWith(".nlproj")) path += ".nlproj";
+  QString old = m_doc.filePath();
+  m_doc.setFilePath(path);
+  if (!save()) {
+    m_doc.setFilePath(old);
+    return false;
+  }
+  QFile::remove(autosavePath(old));
+  return true;
+}
+
+void MainWindow::revert() {
+  if (m_doc.filePath().isEmpty()) return;
+  if (!m_doc.undoStack()->isClean() &&
+      m_prompt(tr("Revert"), tr("Discard every change since the last save?"),
+               QMessageBox::Yes | QMessageBox::No) != QMessageBox::Yes)
+    return;
+  QString path = m_doc.filePath();
+  if (Status s = m_doc.load(path); !s) {
+    showMessage(QString::fromStdString(s.error().message), 0);
+    return;
+  }
+  QFile::remove(autosavePath(path));
+  afterLoad();
+}
+
+void MainWindow::autosaveNow() {
+  if (m_doc.undoStack()->isClean()) return;
+  QSaveFile f(autosavePath(m_doc.filePath()));
+  if (!f.open(QIODevice::WriteOnly)) return;
+  f.write(QByteArray::fromStdString(m_doc.toText()));
+  if (f.commit()) showMessage(tr("Autosaved"), 2000);
+}
+
+bool MainWindow::maybeSave() {
+  if (m_doc.undoStack()->isClean()) return true;
+  QString name =
+      m_doc.filePath().isEmpty() ? tr("Untitled") : QFileInfo(m_doc.filePath()).fileName();
+  auto answer = m_prompt(tr("Unsaved changes"), tr("Save the changes to %1?").arg(name),
+                         QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (answer == QMessageBox::Save) return save();
+  if (answer == QMessageBox::Discard) {
+    QFile::remove(autosavePath(m_doc.filePath()));
+    return true;
+  }
+  return false;
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (maybeSave())
+    e->accept();
+  else
+    e->ignore();
+}
+
+void MainWindow::copySelection() {
+  std::vector<NodeId> sel = m_scene->selectedNodes();
+  if (sel.empty()) return;
+  QGuiApplication::clipboard()->setText(QString::fromStdString(m_doc.copyText(sel)));
+  m_pasteCount = 0;
+  showMessage(tr("Copied %n node(s)", "", int(sel.size())));
+}
+
+void MainWindow::paste() {
+  QString text = QGuiApplication::clipboard()->text();
+  auto ids = m_doc.pasteText(text.toStdString(), QPointF(32, 32) * (++m_pasteCount));
+  if (!ids) {
+    showMessage(QString::fromStdString(ids.error().message));
+    return;
+  }
+  m_scene->selectNodes(*ids);
+}
+
+void MainWindow::deleteSelection() {
+  std::vector<NodeId> sel = m_scene->selectedNodes();
+  if (!sel.empty()) m_doc.removeNodes(sel);
+}
+
+void MainWindow::layoutGraph() {
+  std::vector<NodeId> sel = m_scene->selectedNodes();
+  QString why;
+  if (!autoLayout(m_doc, sel.size() > 1 ? sel : std::vector<NodeId>{}, &why)) showMessage(why);
+  if (sel.size() <= 1) m_view->frameAll();
+}
+
+}  // namespace netloom::gui

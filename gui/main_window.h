@@ -1,0 +1,94 @@
+// The netloom main window, editing part: the canvas in the middle, the palette on
+// the left, the inspector on the right, Problems and the model summary below; File,
+// Edit and View menus with the usual shortcuts; the title shows the file and a
+// modified mark; unsaved changes are asked about on close and autosaved to a side
+// file every minute, which is offered back after a crash.
+#pragma once
+
+#include <QMainWindow>
+#include <QMessageBox>
+#include <QTimer>
+#include <functional>
+
+#include "editor/document.h"
+
+class QLabel;
+class QMenu;
+
+namespace netloom::editor {
+class GraphScene;
+class GraphView;
+class PaletteWidget;
+class InspectorWidget;
+class ProblemsWidget;
+class SummaryWidget;
+}  // namespace netloom::editor
+
+namespace netloom::gui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  // Answers a question with one of `buttons`; tests replace the dialog.
+  using Prompt = std::function<QMessageBox::StandardButton(
+      const QString& title, const QString& text, QMessageBox::StandardButtons buttons)>;
+
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  editor::GraphDocument* document() { return &m_doc; }
+  editor::GraphScene* scene() const { return m_scene; }
+  editor::GraphView* view() const { return m_view; }
+  editor::PaletteWidget* palette() const { return m_palette; }
+  editor::InspectorWidget* inspector() const { return m_inspector; }
+  editor::ProblemsWidget* problems() const { return m_problems; }
+  editor::SummaryWidget* summary() const { return m_summary; }
+  QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
+
+  void setPrompt(Prompt p) { m_prompt = std::move(p); }
+  // Where the templates for File > New come from (the projects/ folder).
+  static QString templatesDir();
+  // The side file autosave writes for a project (or for an untitled one).
+  static QString autosavePath(const QString& projectPath);
+
+  bool openFile(const QString& path);  // reports failures in a dialog and the status bar
+  bool newFromTemplate(const QString& path);
+  bool save();
+  bool saveAs(const QString& path = {});
+  void revert();
+  void autosaveNow();
+  QString lastMessage() const { return m_lastMessage; }
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void buildActions();
+  void buildDocks();
+  void updateTitle();
+  void updateRecent(const QString& added = {});
+  bool maybeSave();  // false: the user cancelled
+  void showMessage(const QString& text, int ms = 6000);
+  void copySelection();
+  void paste();
+  void deleteSelection();
+  void layoutGraph();
+  void afterLoad();
+  void offerRecovery(const QString& path);
+
+  editor::GraphDocument m_doc;
+  editor::GraphScene* m_scene;
+  editor::GraphView* m_view;
+  editor::PaletteWidget* m_palette = nullptr;
+  editor::InspectorWidget* m_inspector = nullptr;
+  editor::ProblemsWidget* m_problems = nullptr;
+  editor::SummaryWidget* m_summary = nullptr;
+  QMenu* m_recentMenu = nullptr;
+  QLabel* m_problemCount = nullptr;
+  QTimer m_autosave;
+  Prompt m_prompt;
+  QString m_lastMessage;
+  int m_pasteCount = 0;
+};
+
+}  // namespace netloom::gui
