@@ -53,6 +53,14 @@ MainWindow::MainWindow(QWidget* parent)
   updateTitle();
 }
 
+// The canvas goes first, while the document it draws still exists, and without
+// telling the panels about a selection that disappears with it.
+MainWindow::~MainWindow() {
+  m_scene->disconnect(this);
+  delete m_view;
+  delete m_scene;
+}
+
 QString MainWindow::templatesDir() {
   QByteArray env = qgetenv("NETLOOM_PROJECTS");
   if (!env.isEmpty()) return QString::fromLocal8Bit(env);

@@ -35,6 +35,7 @@ class MainWindow : public QMainWindow {
       const QString& title, const QString& text, QMessageBox::StandardButtons buttons)>;
 
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
 
   editor::GraphDocument* document() { return &m_doc; }
   editor::GraphScene* scene() const { return m_scene; }

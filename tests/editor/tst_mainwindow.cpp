@@ -1,0 +1,252 @@
+// The netloom main window's editing side, through its real actions and shortcuts
+// (offscreen): a project that fails to parse opens nothing and says where; an invalid
+// graph still opens with its problems listed; the title carries the modified mark;
+// closing with changes asks; autosave writes a side file that is offered back on the
+// next open; garbage on the clipboard does nothing but say so; the clipboard carries
+// text-format nodes; Ctrl+L lays out and undoes; New from template opens untitled.
+#include <QApplication>
+#include <QClipboard>
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "editor/panels.h"
+#include "editor/scene.h"
+#include "editor/view.h"
+#include "gui/main_window.h"
+
+using namespace netloom;
+using namespace netloom::editor;
+using netloom::gui::MainWindow;
+
+namespace {
+
+void write(const QString& path, const QByteArray& text) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text);
+}
+
+QByteArray read(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// Records every question and answers with `answer`.
+struct Answers {
+  QStringList asked;
+  QMessageBox::StandardButton answer = QMessageBox::Cancel;
+  MainWindow::Prompt prompt() {
+    return [this](const QString& title, const QString& text, QMessageBox::StandardButtons) {
+      asked << title + ": " + text;
+      return answer;
+    };
+  }
+};
+
+void trigger(MainWindow& w, const char* name) {
+  QAction* a = w.action(name);
+  QVERIFY2(a, name);
+  a->trigger();
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+
+  QString copyProject(const char* name) {
+    QString to = m_dir.filePath(name);
+    QFile::remove(to);
+    QFile::copy(QString(NETLOOM_SOURCE_DIR "/projects/") + name, to);
+    QFile(to).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+    return to;
+  }
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    qputenv("NETLOOM_PROJECTS", NETLOOM_SOURCE_DIR "/projects");
+  }
+
+  void unparsableProjectOpensNothing() {
+    MainWindow w;
+    Answers a;
+    w.setPrompt(a.prompt());
+    QString good = copyProject("fashion-lenet.nlproj");
+    QVERIFY(w.openFile(good));
+    std::string before = w.document()->toText();
+    QString bad = m_dir.filePath("broken.nlproj");
+    write(bad, "model {\n  nodes { name: 'x' op: 'Input' }\n  nodes { name: \n");
+    QVERIFY(!w.openFile(bad));
+    QCOMPARE(w.document()->toText(), before);
+    QCOMPARE(w.document()->filePath(), good);
+    QVERIFY2(w.lastMessage().contains("broken.nlproj") && w.lastMessage().contains(":4"),
+             qPrintable(w.lastMessage()));
+    QCOMPARE(a.asked.size(), 1);
+  }
+
+  void invalidGraphOpensWithProblems() {
+    MainWindow w;
+    QString path = m_dir.filePath("invalid.nlproj");
+    write(path,
+          "model {\n nodes { name: 'x' op: 'Input' attrs { key: 'shape' value { ints { values: "
+          "[3, 8, 8] } } } }\n nodes { name: 'fc' op: 'Linear' inputs: 'x' }\n nodes { name: "
+          "'act' op: 'ReLU' }\n}\n");
+    QVERIFY(w.openFile(path));
+    QCOMPARE(w.document()->nodes().size(), size_t(3));
+    QVERIFY(w.problems()->count() >= 2);
+    QStringList rows;
+    for (int i = 0; i < w.problems()->count(); ++i) rows << w.problems()->item(i)->text();
+    QVERIFY2(rows.join("\n").contains("fc") && rows.join("\n").contains("act"),
+             qPrintable(rows.join("\n")));
+    // Laid out on open, since the file has no positions, and still unmodified.
+    QVERIFY(!w.isWindowModified());
+    NodeId x = w.document()->findNode("x"), fc = w.document()->findNode("fc");
+    QVERIFY(w.document()->node(x).pos.x() < w.document()->node(fc).pos.x());
+  }
+
+  void titleModifiedMarkAndCloseAsks() {
+    MainWindow w;
+    Answers a;
+    w.setPrompt(a.prompt());
+    QString path = copyProject("spirals.nlproj");
+    QVERIFY(w.openFile(path));
+    QVERIFY(w.windowTitle().startsWith("spirals.nlproj"));
+    QVERIFY(!w.isWindowModified());
+    w.document()->addNode("ReLU", {0, 0});
+    QVERIFY(w.isWindowModified());
+    a.answer = QMessageBox::Cancel;
+    QVERIFY(!w.close());  // cancelled: the window stays
+    QCOMPARE(a.asked.size(), 1);
+    QVERIFY(a.asked[0].contains("spirals.nlproj"));
+    trigger(w, "undo");
+    QVERIFY(!w.isWindowModified());
+    QVERIFY(w.close());  // nothing to ask
+    QCOMPARE(a.asked.size(), 1);
+  }
+
+  void saveIsAtomicAndClean() {
+    MainWindow w;
+    QString path = copyProject("fashion-mlp.nlproj");
+    QVERIFY(w.openFile(path));
+    w.document()->addNode("ReLU", {0, 0}, "extra");
+    QVERIFY(w.save());
+    QVERIFY(!w.isWindowModified());
+    QVERIFY(read(path).contains("extra"));
+    QVERIFY(!QFile::exists(MainWindow::autosavePath(path)));
+    QString other = m_dir.filePath("copy-of-mlp");
+    QVERIFY(w.saveAs(other));
+    QCOMPARE(w.document()->filePath(), other + ".nlproj");
+    QVERIFY(w.windowTitle().startsWith("copy-of-mlp.nlproj"));
+  }
+
+  void autosaveIsOfferedBack() {
+    QString path = copyProject("fashion-lenet.nlproj");
+    QString side = MainWindow::autosavePath(path);
+    std::string edited;
+    {
+      MainWindow w;
+      QVERIFY(w.openFile(path));
+      w.document()->addNode("Dropout", {0, 0}, "unsaved_dropout");
+      edited = w.document()->toText();
+      w.autosaveNow();
+      QVERIFY(QFile::exists(side));
+      QCOMPARE(read(side).toStdString(), edited);
+      // The window "crashes": it is destroyed without closing.
+    }
+    QVERIFY(QFile::exists(side));
+    MainWindow w;
+    Answers a;
+    a.answer = QMessageBox::Yes;
+    w.setPrompt(a.prompt());
+    QVERIFY(w.openFile(path));
+    QCOMPARE(a.asked.size(), 1);
+    QVERIFY(a.asked[0].contains("Recover"));
+    QVERIFY(w.document()->findNode("unsaved_dropout") >= 0);
+    QCOMPARE(w.document()->filePath(), path);
+    QVERIFY(w.isWindowModified());  // recovered, not yet saved
+    QVERIFY(w.save());
+    QVERIFY(!QFile::exists(side));
+    QVERIFY(read(path).contains("unsaved_dropout"));
+  }
+
+  void clipboardCarriesTextNodes() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-mlp.nlproj")));
+    NodeId fc1 = w.document()->findNode("fc1");
+    QVERIFY(fc1 >= 0);
+    w.scene()->selectNodes({fc1});
+    trigger(w, "copy");
+    QString text = QGuiApplication::clipboard()->text();
+    QVERIFY2(text.contains("op: \"Linear\"") || text.contains("op: 'Linear'"), qPrintable(text));
+    size_t before = w.document()->nodes().size();
+    trigger(w, "paste");
+    QCOMPARE(w.document()->nodes().size(), before + 1);
+    QVERIFY(w.document()->findNode("fc1_2") >= 0);
+    trigger(w, "duplicate");
+    QCOMPARE(w.document()->nodes().size(), before + 2);
+    trigger(w, "delete");
+    QCOMPARE(w.document()->nodes().size(), before + 1);
+    w.scene()->selectNodes({w.document()->findNode("fc1_2")});
+    trigger(w, "cut");
+    QCOMPARE(w.document()->nodes().size(), before);
+
+    // Garbage: nothing changes, and the status bar says why.
+    QGuiApplication::clipboard()->setText("this is not a graph {");
+    std::string snapshot = w.document()->toText();
+    trigger(w, "paste");
+    QCOMPARE(w.document()->toText(), snapshot);
+    QVERIFY2(w.lastMessage().contains("clipboard"), qPrintable(w.lastMessage()));
+
+    trigger(w, "selectAll");
+    QCOMPARE(w.scene()->selectedNodes().size(), w.document()->nodes().size());
+  }
+
+  void shortcutsReachTheActions() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-convbn.nlproj")));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.action("layout")->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_L));
+    QCOMPARE(w.action("frame")->shortcut(), QKeySequence(Qt::Key_F));
+    std::string before = w.document()->toText();
+    w.view()->setFocus();
+    // Scatter the nodes, then Ctrl+L: one undoable step.
+    std::map<NodeId, QPointF> scattered;
+    int i = 0;
+    for (NodeId id : w.document()->nodes())
+      scattered[id] = QPointF((i * 37) % 300, (i * 91) % 500), ++i;
+    w.document()->placeNodes(scattered, "scatter");
+    QTest::keyClick(w.view(), Qt::Key_L, Qt::ControlModifier);
+    for (const Connection& c : w.document()->connections())
+      QVERIFY(w.document()->node(c.from).pos.x() < w.document()->node(c.to).pos.x());
+    QTest::keyClick(w.view(), Qt::Key_Z, Qt::ControlModifier);
+    for (const auto& [id, p] : scattered) QCOMPARE(w.document()->node(id).pos, p);
+    QTest::keyClick(w.view(), Qt::Key_Z, Qt::ControlModifier);
+    QCOMPARE(w.document()->toText(), before);
+    // F frames the selection.
+    w.scene()->selectNodes({w.document()->findNode("conv1")});
+    QTest::keyClick(w.view(), Qt::Key_F);
+    QVERIFY(w.view()
+                ->mapToScene(w.view()->viewport()->rect())
+                .boundingRect()
+                .contains(w.scene()->nodesRect({w.document()->findNode("conv1")})));
+  }
+
+  void newFromTemplateIsUntitled() {
+    MainWindow w;
+    QVERIFY(w.newFromTemplate(MainWindow::templatesDir() + "/fashion-resnet.nlproj"));
+    QVERIFY(w.document()->filePath().isEmpty());
+    QVERIFY(w.windowTitle().startsWith("Untitled"));
+    QVERIFY(w.document()->findNode("stem") >= 0);
+    QVERIFY(w.summary()->totalParams() > 0);
+    QVERIFY(w.document()->analysis().ok());
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_mainwindow.moc"
