@@ -43,14 +43,17 @@ std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vec
   cx.g = agopen(const_cast<char*>("netloom"), Agdirected, nullptr);
   set(cx.g, "rankdir", "LR");
   set(cx.g, "nodesep", "0.35");
-  set(cx.g, "ranksep", "1.4");    // room for a shape label on every wire
-  set(cx.g, "splines", "false");  // only node positions are read
+  set(cx.g, "ranksep", "1.4");   // room for a shape label on every wire
+  set(cx.g, "splines", "none");  // only node positions are read: no edge routing
   // Bound the crossing-minimisation effort so very large graphs stay fast.
   if (nodes.size() > 2000) {
-    set(cx.g, "mclimit", "0.2");
-    set(cx.g, "nslimit", "2");
-    set(cx.g, "nslimit1", "2");
-    set(cx.g, "searchsize", "10");
+    set(cx.g, "mclimit", "0.01");
+    set(cx.g, "remincross", "false");
+    set(cx.g, "nslimit", "0.1");
+    set(cx.g, "nslimit1", "0.1");
+    set(cx.g, "searchsize", "5");
+    set(cx.g, "newrank", "true");
+    set(cx.g, "ordering", "out");
   }
   std::map<NodeId, Agnode_t*> gv;
   QPointF topLeft(1e300, 1e300);

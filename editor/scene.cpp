@@ -80,7 +80,6 @@ void NodeItem::refresh() {
   const GraphDocument* doc = m_scene->document();
   const DocNode& n = doc->node(m_id);
   const OpDef* op = OpRegistry::instance().find(n.def.op());
-  prepareGeometryChange();
   m_name = QString::fromStdString(n.def.name());
   m_op = QString::fromStdString(n.def.op());
   m_known = op != nullptr;
@@ -111,7 +110,11 @@ void NodeItem::refresh() {
       m_problems << QString::fromStdString(p.message);
       if (p.port >= 0) m_badPorts.push_back(p.port);
     }
-  m_height = NodeGeometry::height(std::max(1, std::max(nin, nout)));
+  qreal height = NodeGeometry::height(std::max(1, std::max(nin, nout)));
+  if (height != m_height) {
+    prepareGeometryChange();
+    m_height = height;
+  }
   QString tip = m_name + " (" + m_op + ")";
   if (op && !op->doc.empty()) tip += "\n" + QString::fromStdString(op->doc);
   if (!m_known) tip += "\n" + QObject::tr("Unknown op: kept as it is when the file is saved");
@@ -231,6 +234,10 @@ void WireItem::refresh() {
   if (!from || !to) return;
   QPointF a = from->outputPos(m_c.fromPort), b = to->inputPos(m_c.toPort);
   setPath(wirePath(a, b));
+  relabel();
+}
+
+void WireItem::relabel() {
   const GraphDocument* doc = m_scene->document();
   const std::string& name = doc->node(m_c.from).def.name();
   QString label;
@@ -240,16 +247,26 @@ void WireItem::refresh() {
     label = QString::fromStdString(shapeToString(d.shape));
     if (d.dtype != DType::F32) label += " " + QString(dtypeName(d.dtype)).toLower();
   }
-  m_label->setText(label);
-  QPointF mid = path().pointAtPercent(0.5);
-  QRectF r = m_label->boundingRect();
-  m_label->setPos(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+  if (label != m_label->text() || m_label->pos().isNull()) {
+    m_label->setText(label);
+    QPointF mid = path().pointAtPercent(0.5);
+    QRectF r = m_label->boundingRect();
+    m_label->setPos(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+  } else if (path().elementCount() > 0) {
+    QPointF mid = path().pointAtPercent(0.5);
+    QRectF r = m_label->boundingRect();
+    QPointF want(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+    if (m_label->pos() != want) m_label->setPos(want);
+  }
   bool bad = false;
-  const std::string& target = doc->node(m_c.to).def.name();
-  for (const ModelProblem& p : doc->analysis().problems)
-    bad = bad || (p.node == target && p.port == m_c.toPort);
-  setPen(QPen(bad ? kError : kWire, bad ? 2.5 : 1.6));
-  m_label->setBrush(bad ? kError : kDim);
+  if (!doc->analysis().problems.empty()) {
+    const std::string& target = doc->node(m_c.to).def.name();
+    for (const ModelProblem& p : doc->analysis().problems)
+      bad = bad || (p.node == target && p.port == m_c.toPort);
+  }
+  QPen pen(bad ? kError : kWire, bad ? 2.5 : 1.6);
+  if (this->pen() != pen) setPen(pen);
+  if (m_label->brush().color() != (bad ? kError : kDim)) m_label->setBrush(bad ? kError : kDim);
 }
 
 // GraphScene ------------------------------------------------------------------------
@@ -389,7 +406,7 @@ void GraphScene::syncWires() {
 void GraphScene::refreshAll() {
   for (auto& [id, it] : m_items) it->refresh();
   syncWires();
-  for (auto& [key, w] : m_wires) w->refresh();
+  for (auto& [key, w] : m_wires) w->relabel();
 }
 
 void GraphScene::nodeDragged(NodeId id) {

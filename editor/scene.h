@@ -61,6 +61,7 @@ class WireItem : public QGraphicsPathItem {
   const Connection& connection() const { return m_c; }
   QString label() const { return m_label->text(); }
   void refresh();  // re-route and re-label
+  void relabel();  // the shape label and the fault highlight only
 
  private:
   GraphScene* m_scene;
