@@ -408,14 +408,20 @@ void GraphDocument::disconnectInput(NodeId to, int toPort) {
   pushEdit(tr("Disconnect"), {before}, {after});
 }
 
-void GraphDocument::moveNodes(const std::map<NodeId, QPointF>& positions, int dragId) {
-  std::vector<NodeState> before, after;
+void GraphDocument::positionStates(const std::map<NodeId, QPointF>& positions,
+                                   std::vector<NodeState>& before,
+                                   std::vector<NodeState>& after) const {
   for (const auto& [id, pos] : positions) {
     if (!contains(id) || node(id).pos == pos) continue;
     before.push_back(stateOf(id));
     after.push_back(before.back());
     after.back().node->pos = pos;
   }
+}
+
+void GraphDocument::moveNodes(const std::map<NodeId, QPointF>& positions, int dragId) {
+  std::vector<NodeState> before, after;
+  positionStates(positions, before, after);
   if (before.empty()) return;
   pushEdit(before.size() == 1 ? tr("Move node") : tr("Move %1 nodes").arg(before.size()),
            std::move(before), std::move(after), MergeMove, dragId);
@@ -423,12 +429,7 @@ void GraphDocument::moveNodes(const std::map<NodeId, QPointF>& positions, int dr
 
 void GraphDocument::placeNodes(const std::map<NodeId, QPointF>& positions, const QString& text) {
   std::vector<NodeState> before, after;
-  for (const auto& [id, pos] : positions) {
-    if (!contains(id) || node(id).pos == pos) continue;
-    before.push_back(stateOf(id));
-    after.push_back(before.back());
-    after.back().node->pos = pos;
-  }
+  positionStates(positions, before, after);
   if (!before.empty()) pushEdit(text, std::move(before), std::move(after));
 }
 

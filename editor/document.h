@@ -129,6 +129,9 @@ class GraphDocument : public QObject {
   void pushEdit(const QString& text, std::vector<NodeState> before, std::vector<NodeState> after,
                 int mergeKind = 0, int mergeId = 0);
   void reanalyze();
+  // The states before and after giving `positions` to the nodes that move.
+  void positionStates(const std::map<NodeId, QPointF>& positions, std::vector<NodeState>& before,
+                      std::vector<NodeState>& after) const;
   int indexOf(NodeId id) const;
 
   proto::Project m_project;  // everything but the nodes and their positions
