@@ -59,7 +59,8 @@ std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vec
   QPointF topLeft(1e300, 1e300);
   for (NodeId id : nodes) {
     if (!doc.contains(id)) continue;
-    std::string name = "n" + std::to_string(id);
+    std::string name = std::to_string(id);
+    name.insert(name.begin(), 'n');
     Agnode_t* n = agnode(cx.g, const_cast<char*>(name.c_str()), 1);
     int rows = std::max(1, std::max(doc.inputPortCount(id), doc.outputPortCount(id)));
     set(n, "shape", "box");

@@ -349,6 +349,7 @@ NodeId GraphScene::addNodeAt(const std::string& op, QPointF scenePos, NodeId fro
 void GraphScene::rebuild() {
   for (auto& [key, w] : m_wires) delete w;
   m_wires.clear();
+  m_wiresOf.clear();
   for (auto& [id, it] : m_items) delete it;
   m_items.clear();
   for (NodeId id : m_doc->nodes()) addItemFor(id);
@@ -375,6 +376,7 @@ void GraphScene::removeItemFor(NodeId id) {
       ++it;
     }
   }
+  indexWires();
   if (NodeItem* it = itemFor(id)) {
     delete it;
     m_items.erase(id);
@@ -401,6 +403,7 @@ void GraphScene::syncWires() {
       addItem(w);
       m_wires[key] = w;
     }
+  indexWires();
 }
 
 void GraphScene::refreshAll() {
@@ -409,9 +412,18 @@ void GraphScene::refreshAll() {
   for (auto& [key, w] : m_wires) w->relabel();
 }
 
+void GraphScene::indexWires() {
+  m_wiresOf.clear();
+  for (const auto& [key, w] : m_wires) {
+    m_wiresOf[w->connection().from].push_back(w);
+    if (w->connection().to != w->connection().from) m_wiresOf[w->connection().to].push_back(w);
+  }
+}
+
 void GraphScene::nodeDragged(NodeId id) {
-  for (auto& [key, w] : m_wires)
-    if (w->connection().from == id || w->connection().to == id) w->refresh();
+  auto it = m_wiresOf.find(id);
+  if (it == m_wiresOf.end()) return;
+  for (WireItem* w : it->second) w->refresh();
 }
 
 NodeItem* GraphScene::nodeAt(QPointF scenePos) const {

@@ -115,7 +115,9 @@ class GraphScene : public QGraphicsScene {
 
   GraphDocument* m_doc;
   std::unordered_map<NodeId, NodeItem*> m_items;
-  std::map<std::tuple<NodeId, int>, WireItem*> m_wires;  // by (to, toPort)
+  std::map<std::tuple<NodeId, int>, WireItem*> m_wires;          // by (to, toPort)
+  std::unordered_map<NodeId, std::vector<WireItem*>> m_wiresOf;  // both ends, from m_wires
+  void indexWires();
   bool m_snap = true;
   bool m_syncing = false;  // positions being set from the document
   // A wire being dragged out of a port.
