@@ -367,16 +367,20 @@ void GraphScene::addItemFor(NodeId id) {
 }
 
 void GraphScene::removeItemFor(NodeId id) {
-  for (auto it = m_wires.begin(); it != m_wires.end();) {
-    const Connection& c = it->second->connection();
-    if (c.from == id || c.to == id) {
-      delete it->second;
-      it = m_wires.erase(it);
-    } else {
-      ++it;
+  // Through the index, so deleting many nodes at once stays linear.
+  if (auto found = m_wiresOf.find(id); found != m_wiresOf.end()) {
+    std::vector<WireItem*> gone = std::move(found->second);
+    m_wiresOf.erase(found);
+    for (WireItem* w : gone) {
+      Connection c = w->connection();
+      if (NodeId other = c.from == id ? c.to : c.from; other != id) {
+        auto& list = m_wiresOf[other];
+        list.erase(std::remove(list.begin(), list.end(), w), list.end());
+      }
+      m_wires.erase({c.to, c.toPort});
+      delete w;
     }
   }
-  indexWires();
   if (NodeItem* it = itemFor(id)) {
     delete it;
     m_items.erase(id);

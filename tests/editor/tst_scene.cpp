@@ -136,6 +136,18 @@ class TestScene : public QObject {
     c.drag(c.scene.itemFor(a)->outputPos(0), c.scene.itemFor(in)->outputPos(0));
     QCOMPARE(refused.count(), 2);
     QCOMPARE(c.doc.toText(), before);
+
+    // Deleting the middle node takes both its wires off the canvas; undo brings them back.
+    c.doc.removeNodes({a});
+    QVERIFY(c.scene.wires().empty());
+    QVERIFY(!c.scene.itemFor(a));
+    c.doc.undoStack()->undo();
+    QCOMPARE(c.scene.wires().size(), size_t(2));
+    QVERIFY(c.scene.wireInto(b, 0));
+    // Its wires follow a moved node.
+    QPointF end = c.scene.wireInto(b, 0)->path().pointAtPercent(1);
+    c.doc.moveNodes({{b, c.doc.node(b).pos + QPointF(0, 160)}});
+    QCOMPARE(c.scene.wireInto(b, 0)->path().pointAtPercent(1), end + QPointF(0, 160));
   }
 
   void nodeDragIsOneUndoStep() {
