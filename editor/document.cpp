@@ -225,6 +225,10 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
   return {};
 }
 
+bool isPlaceable(const OpDef& op) {
+  return op.role != OpRole::Internal && op.role != OpRole::Optimizer && op.category != "Internal";
+}
+
 std::vector<std::string> GraphDocument::opsAccepting(NodeId from, int fromPort) const {
   std::vector<std::string> names;
   std::optional<TensorDesc> source;
@@ -234,9 +238,7 @@ std::vector<std::string> GraphDocument::opsAccepting(NodeId from, int fromPort) 
       source = it->second.outputs[fromPort];
   }
   for (const OpDef* op : OpRegistry::instance().all()) {
-    if (op->inputs.empty() || op->role == OpRole::Internal || op->role == OpRole::Optimizer ||
-        op->category == "Internal")
-      continue;
+    if (op->inputs.empty() || !isPlaceable(*op)) continue;
     if (source && !source->shape.empty()) {
       // A two-node model: an Input of that tensor feeding the op. Only a problem on
       // the op's first port rules it out; missing attributes do not.

@@ -18,9 +18,16 @@
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
 
+namespace netloom {
+struct OpDef;
+}
+
 namespace netloom::editor {
 
 using NodeId = int;
+
+// Whether users may place `op` (the palette's ops), not one of the engine's own.
+bool isPlaceable(const OpDef& op);
 
 // A wire: output port `fromPort` of `from` feeds input port `toPort` of `to`.
 struct Connection {

@@ -16,8 +16,7 @@ namespace netloom::editor {
 std::vector<const OpDef*> placeableOps() {
   std::vector<const OpDef*> ops;
   for (const OpDef* op : OpRegistry::instance().all())
-    if (op->role != OpRole::Internal && op->role != OpRole::Optimizer && op->category != "Internal")
-      ops.push_back(op);
+    if (isPlaceable(*op)) ops.push_back(op);
   std::sort(ops.begin(), ops.end(), [](const OpDef* a, const OpDef* b) {
     return std::tie(a->category, a->name) < std::tie(b->category, b->name);
   });

@@ -247,17 +247,11 @@ void WireItem::relabel() {
     label = QString::fromStdString(shapeToString(d.shape));
     if (d.dtype != DType::F32) label += " " + QString(dtypeName(d.dtype)).toLower();
   }
-  if (label != m_label->text() || m_label->pos().isNull()) {
-    m_label->setText(label);
-    QPointF mid = path().pointAtPercent(0.5);
-    QRectF r = m_label->boundingRect();
-    m_label->setPos(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
-  } else if (path().elementCount() > 0) {
-    QPointF mid = path().pointAtPercent(0.5);
-    QRectF r = m_label->boundingRect();
-    QPointF want(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
-    if (m_label->pos() != want) m_label->setPos(want);
-  }
+  if (label != m_label->text()) m_label->setText(label);
+  QPointF mid = path().pointAtPercent(0.5);
+  QRectF r = m_label->boundingRect();
+  QPointF at(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+  if (m_label->pos() != at) m_label->setPos(at);
   bool bad = false;
   if (!doc->analysis().problems.empty()) {
     const std::string& target = doc->node(m_c.to).def.name();
