@@ -229,10 +229,11 @@ class LayoutPass {
         n.outputs[k] = twin;
         after.push_back({twin, v});
       }
-      Node copy = n;
       out.push_back(std::move(n));
+      size_t self = out.size() - 1;
       for (auto [plain, blocked] : after) {
-        out.push_back(reorderNode(plain, blocked, copy));
+        Node r = reorderNode(plain, blocked, out[self]);
+        out.push_back(std::move(r));
         ++report.reorders;
       }
     }
