@@ -33,10 +33,12 @@ Result<ValueId> resolveLoss(const Graph& g, const std::string& name) {
   return losses[0]->outputs[0];
 }
 
-// Initialises every parameter of `node` that the store did not hold yet.
+// Binds every persistent tensor to its store entry, creating and initialising the
+// parameters of a node that the store did not hold yet. Initialisers write
+// PyTorch's layout; the store converts where it keeps a tensor packed.
 Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
   for (const Node& n : p.graph.nodes) {
-    std::vector<TensorRef> fresh;
+    std::vector<ParamStore::Entry*> weights;
     bool anyNew = false;
     for (ValueId v : n.inputs) {
       const Value& val = p.graph.values[v];
@@ -44,20 +46,28 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
       if (!weight && val.kind != ValueKind::State) continue;
       bool existed = store.find(val.name) != nullptr;
       ParamStore::Entry* e = store.create(val.name, val.desc, val.kind);
-      if (!e)
-        return makeError("tensor '" + val.name + "' is held with shape " +
-                         shapeToString(store.find(val.name)->desc.shape) + ", the model needs " +
-                         shapeToString(val.desc.shape));
+      if (!e) {
+        const TensorDesc& held = store.find(val.name)->desc;
+        return makeError("tensor '" + val.name + "' is held as " + shapeToString(held.shape) +
+                         " in " + layoutName(held) + ", the plan needs " +
+                         shapeToString(val.desc.shape) + " in " + layoutName(val.desc));
+      }
       p.refs[v] = e->ref();
       if (weight) {
-        fresh.push_back(p.refs[v]);
+        weights.push_back(e);
         anyNew = anyNew || !existed;
       }
     }
-    if (anyNew && n.op->init) {
-      Rng rng(hashCombine(seed, nameHash(n.name)));
-      n.op->init(n.attrs, fresh, rng);
-    }
+    if (!anyNew || !n.op->init) continue;
+    std::vector<std::vector<float>> values;
+    std::vector<TensorRef> refs;
+    for (ParamStore::Entry* e : weights) values.push_back(ParamStore::read(*e));
+    for (size_t k = 0; k < weights.size(); ++k)
+      refs.push_back(
+          TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, weights[k]->desc.device});
+    Rng rng(hashCombine(seed, nameHash(n.name)));
+    n.op->init(n.attrs, refs, rng);
+    for (size_t k = 0; k < weights.size(); ++k) ParamStore::write(*weights[k], values[k].data());
   }
   return {};
 }
@@ -126,9 +136,15 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
   eliminateDeadNodes(g, roots);
   const KernelRegistry& kernels = KernelRegistry::instance();
   if (opts.blockedLayouts && !opts.referenceKernels) {
-    LayoutReport lr = assignLayouts(g, pinned, kernels, opts.device.kind);
-    prog->blockedTensors = lr.blocked;
-    prog->reorders = lr.reorders;
+    auto held = [&store](const std::string& name) -> const TensorDesc* {
+      ParamStore::Entry* e = store.find(name);
+      return e ? &e->desc : nullptr;
+    };
+    auto lr = assignLayouts(g, pinned, kernels, opts.device.kind, held);
+    if (!lr) return lr.error();
+    prog->blockedTensors = lr->blocked;
+    prog->reorders = lr->reorders;
+    prog->packedWeights = lr->packed;
   }
   prog->loss = *loss;
   for (const std::string& m : metricNames) prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
@@ -202,6 +218,7 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
       }
       step.kernel = (*list)[k].name;
       step.fn = (*list)[k].prepare(sig);
+      if (auto detail = (*list)[k].detail) step.detail = [detail, sig] { return detail(sig); };
     }
     if (!step.fn)
       return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +

@@ -57,7 +57,8 @@ std::vector<int> inPorts(const PortRule& r, const Node& n) {
   return r.in;
 }
 
-bool contains(const std::vector<int>& v, int x) {
+template <class T>
+bool contains(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
@@ -75,7 +76,7 @@ class LayoutPass {
  public:
   LayoutPass(Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
              DeviceKind device)
-      : m_g(g), m_kernels(kernels), m_device(device), m_sets(g.values.size()) {
+      : m_g(g), m_pinned(pinned), m_kernels(kernels), m_device(device), m_sets(g.values.size()) {
     m_candidate.assign(g.values.size(), false);
     for (size_t v = 0; v < g.values.size(); ++v) {
       const Value& val = g.values[v];
@@ -124,9 +125,44 @@ class LayoutPass {
         ++report.blocked;
       }
     }
-    if (report.blocked == 0) return report;
-    rewrite(report);
+    if (report.blocked > 0) rewrite(report);
     return report;
+  }
+
+  // Stores convolution weights packed where the forward kernel prefers that; see
+  // the header. Fails only where the store holds a packed weight this plan's
+  // kernels cannot read.
+  Status packWeights(const StoredLayout& stored, LayoutReport& report) {
+    std::vector<std::vector<NodeId>> users = consumers(m_g);
+    for (size_t v = 0; v < m_g.values.size(); ++v) {
+      Value& param = m_g.values[v];
+      if (param.kind != ValueKind::Param || param.desc.shape.size() != 4) continue;
+      const TensorDesc* held = stored ? stored(param.name) : nullptr;
+      if (held && held->layout != Layout::Packed) continue;
+      std::vector<ValueId> family;  // the weight, its gradient and optimizer state
+      std::vector<NodeId> readers;
+      NodeId fwd = weightFamily(ValueId(v), users, family, readers);
+      if (fwd < 0) {
+        if (held && !readers.empty())
+          return makeError("parameter '" + param.name + "' is stored as " + held->format +
+                           ", but this plan reads it elsewhere than in its convolution");
+        continue;
+      }
+      std::string format = held ? held->format : chooseFormat(fwd, family, readers);
+      if (format.empty()) continue;
+      setLayout(family, format);
+      bool ok = std::all_of(readers.begin(), readers.end(),
+                            [&](NodeId n) { return accepted(m_g.nodes[n]); });
+      if (ok) {
+        ++report.packed;
+        continue;
+      }
+      if (held)
+        return makeError("parameter '" + param.name + "' is stored as " + format +
+                         ", which a kernel of this plan cannot read");
+      setLayout(family, {});
+    }
+    return {};
   }
 
  private:
@@ -174,6 +210,117 @@ class LayoutPass {
     for (const KernelImpl& k : *list)
       if (k.anyLayout && k.decline(sig).empty()) return &r;
     return nullptr;
+  }
+
+  // The forward convolution that reads weight `w`, when only it, its two
+  // gradients and the optimizer update do, and the gradient goes nowhere else;
+  // -1 otherwise. `family` gets the values that share the weight's layout and
+  // `readers` every node that reads one of them.
+  NodeId weightFamily(ValueId w, const std::vector<std::vector<NodeId>>& users,
+                      std::vector<ValueId>& family, std::vector<NodeId>& readers) const {
+    NodeId fwd = -1, update = -1;
+    ValueId grad = kNoValue;
+    bool elsewhere = false;
+    readers = users[w];
+    for (NodeId u : users[w]) {
+      const Node& n = m_g.nodes[u];
+      const std::string& op = n.op->name;
+      bool conv = op == "Conv2d" || op == "ConvTranspose2d";
+      bool convGrad = op == "Conv2dGradInput" || op == "ConvTranspose2dGradInput";
+      bool weightGrad = op == "Conv2dGradWeight" || op == "ConvTranspose2dGradWeight";
+      if (conv && n.inputs[1] == w && fwd < 0) {
+        fwd = u;
+      } else if ((convGrad || weightGrad) && n.inputs[2] == w) {
+        if (weightGrad && grad != kNoValue) elsewhere = true;
+        if (weightGrad) grad = n.outputs[0];
+      } else if ((op == "AdamUpdate" || op == "SgdUpdate") && n.inputs[0] == w && update < 0) {
+        update = u;
+      } else {
+        elsewhere = true;
+      }
+    }
+    if (fwd < 0 || elsewhere) return -1;
+    family = {w};
+    if (grad != kNoValue) {
+      if (m_pinned.count(grad)) return -1;
+      for (NodeId u : users[grad])
+        if (u != update || m_g.nodes[u].inputs[1] != grad) return -1;
+      family.push_back(grad);
+    }
+    if (update >= 0) {
+      const Node& n = m_g.nodes[update];
+      if (n.inputs[1] != grad) return -1;
+      for (size_t k = 2; k < n.inputs.size(); ++k) family.push_back(n.inputs[k]);
+    }
+    return fwd;
+  }
+
+  // Packed with `format`, or plain where it is empty.
+  void setLayout(const std::vector<ValueId>& family, const std::string& format) {
+    for (ValueId f : family) {
+      m_g.values[f].desc.layout = format.empty() ? Layout::Plain : Layout::Packed;
+      m_g.values[f].desc.format = format;
+    }
+  }
+
+  // The packed format the most convolution passes over the weight read without
+  // converting it (ties go to the earlier pass, the forward first); empty where
+  // every pass prefers PyTorch's layout.
+  std::string chooseFormat(NodeId fwd, const std::vector<ValueId>& family,
+                           const std::vector<NodeId>& readers) {
+    std::vector<std::pair<NodeId, int>> passes{{fwd, 1}};
+    for (NodeId r : readers) {
+      const std::string& op = m_g.nodes[r].op->name;
+      if (r != fwd && op.find("Conv") != std::string::npos) passes.push_back({r, 2});
+    }
+    std::vector<std::string> candidates;
+    for (auto [n, port] : passes) {
+      std::string f = preferredFormat(m_g.nodes[n], port);
+      if (!f.empty() && !contains(candidates, f)) candidates.push_back(f);
+    }
+    std::string best;
+    int bestScore = 0;
+    for (const std::string& f : candidates) {
+      setLayout(family, f);
+      int score = 0;
+      for (auto [n, port] : passes) score += preferredFormat(m_g.nodes[n], port) == f;
+      if (score > bestScore) best = f, bestScore = score;
+    }
+    setLayout(family, {});
+    return best;
+  }
+
+  KernelSig sigOf(const Node& n) const {
+    KernelSig sig;
+    sig.attrs = &n.attrs;
+    for (ValueId v : n.inputs) sig.in.push_back(m_g.values[v].desc);
+    for (ValueId v : n.outputs) sig.out.push_back(m_g.values[v].desc);
+    return sig;
+  }
+
+  // Whether a layout-aware kernel takes the node as its tensors now lie.
+  bool accepted(const Node& n) const {
+    const auto* list = m_kernels.list(n.op->name, m_device);
+    KernelSig sig = sigOf(n);
+    for (size_t k = 0; list && k < list->size(); ++k)
+      if ((*list)[k].anyLayout && (*list)[k].decline(sig).empty()) return true;
+    return false;
+  }
+
+  // The packed format the kernel that would run `n` prefers for input `port`.
+  std::string preferredFormat(const Node& n, int port) const {
+    const auto* list = m_kernels.list(n.op->name, m_device);
+    KernelSig sig = sigOf(n);
+    for (size_t k = 0; list && k < list->size(); ++k) {
+      const KernelImpl& impl = (*list)[k];
+      bool blocked = false;
+      for (const auto* ds : {&sig.in, &sig.out})
+        for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
+      if (blocked && !impl.anyLayout) continue;
+      if (!impl.decline(sig).empty()) continue;
+      return impl.packs ? impl.packs(sig, port) : std::string();
+    }
+    return {};
   }
 
   // A plain copy of blocked `v` (or the plain tensor a producer writes for it).
@@ -244,6 +391,7 @@ class LayoutPass {
   }
 
   Graph& m_g;
+  const std::set<ValueId>& m_pinned;
   const KernelRegistry& m_kernels;
   DeviceKind m_device;
   Sets m_sets;
@@ -254,9 +402,13 @@ class LayoutPass {
 
 }  // namespace
 
-LayoutReport assignLayouts(Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
-                           DeviceKind device) {
-  return LayoutPass(g, pinned, kernels, device).run();
+Result<LayoutReport> assignLayouts(Graph& g, const std::set<ValueId>& pinned,
+                                   const KernelRegistry& kernels, DeviceKind device,
+                                   const StoredLayout& stored) {
+  LayoutPass pass(g, pinned, kernels, device);
+  LayoutReport report = pass.run();
+  if (Status s = pass.packWeights(stored, report); !s) return s.error();
+  return report;
 }
 
 }  // namespace netloom

@@ -12,10 +12,17 @@
 // A region is made blocked only when it touches a convolution: blocking a chain of
 // element-wise ops alone gains nothing. Tensors whose channel count is not a multiple
 // of 16, inputs, parameters and anything read after a step (losses, metrics, kept
-// tensors) stay plain; parameters keep PyTorch's layout, and the convolution kernels
-// convert them at each launch into the layout they prefer.
+// tensors) stay plain.
+//
+// Then it packs convolution weights: a parameter that only convolutions and its
+// optimizer update read, whose forward convolution runs blocked, is stored (with
+// its gradient and optimizer state) in the layout that convolution's kernel prefers,
+// so no step converts it. The parameter store converts to and from PyTorch's layout
+// only at initialisation, checkpoints, import and export. A parameter already in
+// the store keeps the layout it has there, so every plan that shares a store agrees.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -27,12 +34,18 @@ namespace netloom {
 struct LayoutReport {
   int blocked = 0;   // activations in a blocked layout
   int reorders = 0;  // Reorder nodes inserted
+  int packed = 0;    // parameters stored packed
 };
+
+// The layout a persistent tensor already has in the parameter store, or null.
+using StoredLayout = std::function<const TensorDesc*(const std::string& name)>;
 
 // Rewrites `g` in place. `pinned` values are read from outside the plan and stay
 // plain. Kernels are asked (through their decline rule) whether they take the
 // blocked configuration, so a node only becomes blocked where a kernel runs it.
-LayoutReport assignLayouts(Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
-                           DeviceKind device);
+// Fails only where `stored` holds a packed weight this plan's kernels cannot read.
+Result<LayoutReport> assignLayouts(Graph& g, const std::set<ValueId>& pinned,
+                                   const KernelRegistry& kernels, DeviceKind device,
+                                   const StoredLayout& stored = {});
 
 }  // namespace netloom

@@ -1,5 +1,6 @@
 #include "engine/runtime/param_store.h"
 
+#include <cassert>
 #include <cstring>
 
 namespace netloom {
@@ -11,7 +12,8 @@ ParamStore::Entry* ParamStore::find(const std::string& name) {
 
 ParamStore::Entry* ParamStore::create(const std::string& name, const TensorDesc& desc,
                                       ValueKind kind) {
-  if (Entry* e = find(name)) return e->desc.shape == desc.shape ? e : nullptr;
+  if (Entry* e = find(name))
+    return e->desc.shape == desc.shape && e->desc.sameLayout(desc) ? e : nullptr;
   auto e = std::make_unique<Entry>();
   e->name = name;
   e->desc = desc;
@@ -21,6 +23,43 @@ ParamStore::Entry* ParamStore::create(const std::string& name, const TensorDesc&
   m_entries.push_back(std::move(e));
   m_byName[name] = raw;
   return raw;
+}
+
+namespace {
+
+TensorDesc plainOf(const TensorDesc& d) {
+  TensorDesc p = d;
+  p.layout = Layout::Plain;
+  p.format.clear();
+  return p;
+}
+
+}  // namespace
+
+std::vector<float> ParamStore::read(const Entry& e) {
+  if (e.desc.layout == Layout::Plain) return e.data;
+  std::vector<float> out(e.data.size());
+  bool ok = convertLayout(e.desc, e.data.data(), plainOf(e.desc), out.data());
+  assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
+  (void)ok;
+  return out;
+}
+
+void ParamStore::write(Entry& e, const float* values) {
+  bool ok = convertLayout(plainOf(e.desc), values, e.desc, e.data.data());
+  assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
+  (void)ok;
+}
+
+NamedTensor ParamStore::toNamed(const Entry& e) {
+  NamedTensor t;
+  t.name = e.name;
+  t.dtype = DType::F32;
+  t.shape = e.desc.shape;
+  std::vector<float> values = read(e);
+  t.data.resize(values.size() * sizeof(float));
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
 }
 
 int64_t ParamStore::parameterCount() const {
@@ -34,13 +73,7 @@ std::vector<NamedTensor> ParamStore::exportParams() const {
   std::vector<NamedTensor> out;
   for (const auto& e : m_entries) {
     if (e->kind != ValueKind::Param && e->kind != ValueKind::Buffer) continue;
-    NamedTensor t;
-    t.name = e->name;
-    t.dtype = DType::F32;
-    t.shape = e->desc.shape;
-    t.data.resize(e->data.size() * sizeof(float));
-    std::memcpy(t.data.data(), e->data.data(), t.data.size());
-    out.push_back(std::move(t));
+    out.push_back(toNamed(*e));
   }
   return out;
 }
@@ -62,8 +95,7 @@ Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const s
   for (const auto& e : m_entries)
     if ((e->kind == ValueKind::Param || e->kind == ValueKind::Buffer) && !byName.count(e->name))
       return makeError(file + ": parameter '" + e->name + "' is missing");
-  for (auto& [name, t] : byName)
-    std::memcpy(find(name)->data.data(), t->data.data(), t->data.size());
+  for (auto& [name, t] : byName) write(*find(name), reinterpret_cast<const float*>(t->data.data()));
   return {};
 }
 

@@ -25,8 +25,16 @@ class ParamStore {
 
   Entry* find(const std::string& name);
   // Creates a zero-filled entry; the caller initialises it. Returns null when the
-  // name exists with a different shape.
+  // name exists with a different shape or layout.
   Entry* create(const std::string& name, const TensorDesc& desc, ValueKind kind);
+
+  // An entry's values in PyTorch's layout, whatever layout the store keeps it in
+  // (the compiler may pack convolution weights and their optimizer state).
+  static std::vector<float> read(const Entry& e);
+  // Sets an entry from values in PyTorch's layout.
+  static void write(Entry& e, const float* values);
+  // An entry as a file holds it: named, in PyTorch's layout.
+  static NamedTensor toNamed(const Entry& e);
   const std::vector<std::unique_ptr<Entry>>& entries() const { return m_entries; }
   int64_t parameterCount() const;
 

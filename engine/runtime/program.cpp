@@ -59,19 +59,22 @@ std::string Program::explain() const {
   o << (training ? "training" : "evaluation") << " plan, batch " << batch << ", " << steps.size()
     << " kernel launches\n";
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
-  if (blockedTensors > 0)
+  if (blockedTensors > 0 || packedWeights > 0)
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
-      << " reorders to and from nchw\n";
+      << " reorders to and from nchw; " << packedWeights
+      << " convolution weights stored packed (with their gradients and optimizer state)\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
     const Node& n = graph.nodes[s.node];
     o << "  [" << i << "] " << n.name << " (" << n.op->name << ") -> " << s.kernel;
+    if (s.detail) o << " [" << s.detail() << "]";
     if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
     o << "\n       in:";
     auto tensor = [&](ValueId v) {
       const TensorDesc& d = graph.values[v].desc;
-      o << " " << graph.values[v].name << "[" << shapeToString(d.shape)
-        << (d.layout == Layout::Plain ? "" : std::string(" ") + layoutName(d.layout)) << "]";
+      o << " " << graph.values[v].name << "[" << shapeToString(d.shape);
+      if (d.layout != Layout::Plain) o << " " << layoutName(d);
+      o << "]";
     };
     for (ValueId v : n.inputs) tensor(v);
     o << "\n       out:";

@@ -15,8 +15,9 @@ namespace netloom {
 
 struct PlanStep {
   NodeId node = -1;
-  std::string kernel;    // the chosen implementation
-  std::string declined;  // why faster implementations declined, for --explain
+  std::string kernel;                   // the chosen implementation
+  std::string declined;                 // why faster implementations declined, for --explain
+  std::function<std::string()> detail;  // the kernel's own account, asked by --explain
   KernelFn fn;
   std::vector<TensorRef> in, out;
 };
@@ -50,6 +51,7 @@ struct Program {
   std::vector<std::string> fusions;                      // what the fusion pass merged
   int blockedTensors = 0;  // activations the layout pass put in nChw16c
   int reorders = 0;        // layout conversions it inserted
+  int packedWeights = 0;   // parameters it stores in a kernel's preferred layout
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

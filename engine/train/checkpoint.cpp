@@ -101,14 +101,7 @@ void removeQuietly(const fs::path& p) {
 
 std::vector<NamedTensor> exportState(const ParamStore& store) {
   std::vector<NamedTensor> out;
-  for (const auto& e : store.entries()) {
-    NamedTensor t;
-    t.name = e->name;
-    t.shape = e->desc.shape;
-    t.data.resize(e->data.size() * sizeof(float));
-    std::memcpy(t.data.data(), e->data.data(), t.data.size());
-    out.push_back(std::move(t));
-  }
+  for (const auto& e : store.entries()) out.push_back(ParamStore::toNamed(*e));
   return out;
 }
 
@@ -226,7 +219,7 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
       return makeError(file + ": the checkpoint is of another model: tensor '" + t.name +
                        "' is not part of this model");
   for (const auto& e : store.entries())
-    std::memcpy(e->data.data(), byName[e->name]->data.data(), e->data.size() * sizeof(float));
+    ParamStore::write(*e, reinterpret_cast<const float*>(byName[e->name]->data.data()));
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/core/kernel.h"
 
+#include <cstring>
+
 #include "kernels/cpu/cpu_util.h"
 
 #if defined(__SSE__)
@@ -8,8 +10,35 @@
 
 namespace netloom {
 
-const char* layoutName(Layout l) {
-  return l == Layout::Blocked16 ? "nChw16c" : "nchw";
+std::string layoutName(const TensorDesc& d) {
+  switch (d.layout) {
+    case Layout::Plain: break;
+    case Layout::Blocked16: return "nChw16c";
+    case Layout::Packed: return d.format;
+  }
+  return d.shape.size() == 4 ? "nchw" : "plain";
+}
+
+bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst) {
+  if (from.sameLayout(to)) {
+    std::memcpy(dst, src, size_t(numel(from.shape)) * dtypeSize(from.dtype));
+    return true;
+  }
+  const auto* list = KernelRegistry::instance().list("Reorder", from.device.kind);
+  KernelSig sig;
+  sig.in = {from};
+  sig.out = {to};
+  for (size_t k = 0; list && k < list->size(); ++k) {
+    const KernelImpl& impl = (*list)[k];
+    if (!impl.anyLayout || !impl.decline(sig).empty()) continue;
+    TensorRef in{const_cast<void*>(src), from.shape, from.dtype, from.device};
+    TensorRef out{dst, to.shape, to.dtype, to.device};
+    StepContext ctx;
+    KernelIO io{&in, &out, 1, 1, &ctx};
+    impl.prepare(sig)(io);
+    return true;
+  }
+  return false;
 }
 
 KernelRegistry& KernelRegistry::instance() {

@@ -15,21 +15,27 @@
 
 namespace netloom {
 
-// How a 4-D N×C×H×W tensor lies in memory. Plain is row-major NCHW, as every
-// shape-level op and the user see it; Blocked16 is oneDNN's nChw16c (channels in
-// blocks of 16 innermost), which its vectorised convolutions, pooling and batch
-// normalisation run on. The compiler's layout pass assigns Blocked16 only where C
-// is a multiple of 16, so both layouts hold the same bytes count.
-enum class Layout : uint8_t { Plain, Blocked16 };
-
-const char* layoutName(Layout l);  // "nchw", "nChw16c"
+// How a tensor lies in memory. Plain is row-major, as every shape-level op, the
+// user and PyTorch see it (NCHW for activations, O×I×kh×kw for weights). Blocked16
+// is oneDNN's nChw16c for 4-D activations (channels in blocks of 16 innermost),
+// which its vectorised convolutions, pooling and normalisation run on. Packed is a
+// parameter stored, with its gradient and optimizer state, in the layout a
+// backend's kernels prefer, named by TensorDesc::format. The compiler assigns
+// layouts only where they need no padding, so every layout of a tensor holds its
+// numel elements.
+enum class Layout : uint8_t { Plain, Blocked16, Packed };
 
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::F32;
   Device device;
   Layout layout = Layout::Plain;
+  std::string format = {};  // Packed only: the backend's name for the layout
+
+  bool sameLayout(const TensorDesc& o) const { return layout == o.layout && format == o.format; }
 };
+
+std::string layoutName(const TensorDesc& d);  // "nchw", "nChw16c", or the packed format
 
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.
 struct KernelSig {
@@ -64,6 +70,12 @@ struct KernelImpl {
   // Whether the kernel reads the signature's layouts; the others take only plain
   // tensors and are skipped for a signature with a blocked one.
   bool anyLayout = false;
+  // The packed format (TensorDesc::format) the kernel would have parameter input
+  // `input` stored in for this signature, or empty where PyTorch's layout suits it.
+  std::function<std::string(const KernelSig&, int input)> packs = nullptr;
+  // What `--explain` adds about the prepared kernel (the library's implementation,
+  // conversions it makes inside a launch); may be null.
+  std::function<std::string(const KernelSig&)> detail = nullptr;
 };
 
 class KernelRegistry {
@@ -76,6 +88,10 @@ class KernelRegistry {
  private:
   std::map<std::pair<std::string, DeviceKind>, std::vector<KernelImpl>> m_lists;
 };
+
+// Copies a tensor of `from`'s shape from one layout into another through the
+// device's Reorder kernel; false when none takes the pair.
+bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst);
 
 // Explicit registration lists, one per device backend (no static initialisers).
 void registerCpuKernels(KernelRegistry& r);

@@ -1,11 +1,13 @@
 // Convolutions on the CPU: Conv2d, ConvTranspose2d and their input and weight
 // gradients, each with oneDNN first and a plain deterministic reference last; plus
 // ReduceChannels, the bias gradient; and Reorder, the layout conversion. oneDNN
-// primitives are created once at prepare time for the layouts the compiler chose for
-// the activations, so a launch only rebinds pointers. Where an activation is blocked
-// (nChw16c), the weights are in the layout the primitive prefers: a reorder from
-// PyTorch's layout, in which parameters and optimizer state live, runs inside the
-// launch into memory allocated here once.
+// primitives are created once at prepare time for the layouts the compiler chose, so
+// a launch only rebinds pointers. Where activations are blocked (nChw16c), the
+// compiler stores the weights, their gradient and optimizer state packed in the
+// layout most of its passes have fast code for (`packs` names each pass's choice),
+// and every pass is built for that layout where it can be. Only a pass that has no
+// fast code for the stored layout converts the weights inside its launch, into
+// memory allocated here once.
 #include <cassert>
 #include <memory>
 
@@ -27,6 +29,7 @@ struct ConvConfig {
   bool bias = false;                                        // forward only
   int64_t groups = 1, c = 0, o = 0;                         // input and output channels of the op
   Window2d w;
+  TensorDesc weight;  // as stored: PyTorch's layout or packed
 };
 
 // The forward op has (x, weight[, bias]); its gradients (dy, x, weight).
@@ -44,6 +47,7 @@ ConvConfig configOf(const KernelSig& s, bool transposed, Pass pass) {
   (void)err;
   k.c = x[1];
   k.o = transposed ? wt[1] * k.groups : wt[0];
+  k.weight = s.in[wi];
   // Forward: x in, y out. Data: dy in, dx out. Weights: dy and x in.
   k.xLayout = pass == Pass::Data ? s.out[0].layout : s.in[xi].layout;
   k.yLayout = pass == Pass::Forward ? s.out[0].layout : s.in[0].layout;
@@ -248,7 +252,23 @@ struct DnnlConv {
   std::unordered_map<int, dnnl::memory> args;
   std::vector<WeightReorder> before, after;
   dnnl::memory scratchpad;  // user-owned, so a launch allocates nothing
+  WeightGeometry geometry;
+  dnnl::memory::desc weights;  // the layout the primitive reads or writes them in
 };
+
+// A backward pass on the weights as stored where oneDNN has fast code for that
+// layout (a packed store is the forward's choice), else on the layout it prefers.
+template <class Pd, class Make>
+Pd preferStored(const dnnl::memory::desc& stored, const dnnl::memory::desc& any, Make make) {
+  if (stored != any && stored.data.format_kind == dnnl_blocked) {
+    try {
+      Pd pd = make(stored);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) return pd;
+    } catch (const dnnl::error&) {
+    }
+  }
+  return make(any);
+}
 
 template <class P>
 std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
@@ -259,17 +279,14 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
   auto md = [](dims d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
   auto src = activationDesc({w.n, k.c, w.ih, w.iw}, k.xLayout);
   auto dst = activationDesc({w.n, k.o, w.oh, w.ow}, k.yLayout);
-  // oneDNN's logical weight dims are (g,) o, i, kh, kw for both kinds; PyTorch stores
-  // a transposed convolution's weight i-major, which the iohw tags describe as is.
-  int64_t g = k.groups;
-  tag wtag =
-      g == 1 ? (k.transposed ? tag::iohw : tag::oihw) : (k.transposed ? tag::giohw : tag::goihw);
-  dims wdims = g == 1 ? dims{k.o, k.c, w.kh, w.kw} : dims{g, k.o / g, k.c / g, w.kh, w.kw};
-  auto wei = md(wdims, wtag);
-  // With plain activations oneDNN keeps its plain-layout code whatever the weights'
-  // layout, so they stay as they are; with blocked ones each pass picks its own.
+  WeightGeometry geo = weightGeometry(k.weight.shape, k.groups, k.transposed);
+  dnnl::memory::desc wei = geo.plain;  // the weights as stored
+  if (k.weight.layout == Layout::Packed && !packedDesc(k.weight, geo, wei))
+    throw dnnl::error(dnnl_invalid_arguments, "unknown packed weight format");
+  // With plain activations oneDNN keeps its plain-layout code, which reads PyTorch's
+  // layout; with blocked ones each pass picks its own.
   bool blocked = k.xLayout != Layout::Plain || k.yLayout != Layout::Plain;
-  auto weiAny = blocked ? md(wdims, tag::any) : wei;
+  auto weiAny = blocked ? md(geo.dims, tag::any) : geo.plain;
   auto bias = k.bias ? md({k.o}, tag::x) : dnnl::memory::desc();
   dims strides{w.sh, w.sw}, dil{w.dh - 1, w.dw - 1};
   dims padL{w.padTop, w.padLeft}, padR{w.padBottom, w.padRight};
@@ -289,6 +306,8 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
   // The weights (or their gradient, `out`) at slot `slot`, in PyTorch's layout there
   // and in `chosen` for the primitive.
   auto bindWeights = [&](int arg, int slot, const dnnl::memory::desc& chosen, bool out) {
+    st->geometry = geo;
+    st->weights = chosen;
     if (chosen == wei) return bind(arg, slot, wei);
     dnnl::memory user(wei, eng, DNNL_MEMORY_NONE), own(chosen, eng);
     st->slots.push_back({slot, user});
@@ -308,8 +327,10 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
     if (k.bias) bind(DNNL_ARG_BIAS, 2, bias);
     bind(DNNL_ARG_DST, -1, dst);
   } else if (pass == Pass::Data) {
-    typename P::Data::primitive_desc pd(
-        typename P::Data::desc(P::alg, src, weiAny, dst, strides, dil, padL, padR), attr, eng, fwd);
+    auto pd = preferStored<typename P::Data::primitive_desc>(wei, weiAny, [&](const auto& wd) {
+      return typename P::Data::primitive_desc(
+          typename P::Data::desc(P::alg, src, wd, dst, strides, dil, padL, padR), attr, eng, fwd);
+    });
     st->prim = typename P::Data(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
@@ -317,9 +338,11 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
     bindWeights(DNNL_ARG_WEIGHTS, 2, pd.weights_desc(), false);
     bind(DNNL_ARG_DIFF_SRC, -1, src);
   } else {
-    typename P::Weights::primitive_desc pd(
-        typename P::Weights::desc(P::alg, src, weiAny, dst, strides, dil, padL, padR), attr, eng,
-        fwd);
+    auto pd = preferStored<typename P::Weights::primitive_desc>(wei, weiAny, [&](const auto& wd) {
+      return typename P::Weights::primitive_desc(
+          typename P::Weights::desc(P::alg, src, wd, dst, strides, dil, padL, padR), attr, eng,
+          fwd);
+    });
     st->prim = typename P::Weights(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
@@ -365,6 +388,41 @@ KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass) {
   };
 }
 
+// The packed format a pass would read the weights (or write their gradient) in,
+// given the layout the signature stores them in: that same format where the pass
+// has fast code for it. Empty for PyTorch's layout, or where no packed format fits.
+std::string preferredWeights(const KernelSig& s, bool transposed, Pass pass) {
+  try {
+    auto st = buildDnnl(s, transposed, pass);
+    return packedFormat(st->geometry, st->weights);
+  } catch (const dnnl::error&) {
+    return {};
+  }
+}
+
+// The implementation oneDNN picked, and the weight conversions a launch makes.
+std::string describeDnnl(const KernelSig& s, bool transposed, Pass pass) {
+  auto st = buildDnnl(s, transposed, pass);
+  std::string d = st->impl;
+  if (!st->before.empty() || !st->after.empty()) {
+    std::string chosen = packedFormat(st->geometry, st->weights);
+    d += std::string(st->after.empty() ? "; converts the weights"
+                                       : "; converts the weight gradient") +
+         " per launch" + (chosen.empty() ? "" : " (" + chosen + ")");
+  }
+  return d;
+}
+
+// A memory descriptor for either side of a Reorder: an activation, or a weight
+// whose geometry the packed side names.
+dnnl::memory::desc reorderDesc(const TensorDesc& d, const TensorDesc& other) {
+  WeightGeometry g;
+  dnnl::memory::desc md;
+  if (packedDesc(d, g, md)) return md;
+  if (packedDesc(other, g, md)) return g.plain;
+  return activationDesc(d.shape, d.layout);
+}
+
 }  // namespace
 
 void registerConv(KernelRegistry& r) {
@@ -389,9 +447,14 @@ void registerConv(KernelRegistry& r) {
   for (const Entry& e : entries) {
     bool t = e.transposed;
     Pass p = e.pass;
-    r.add(e.op, DeviceKind::Cpu,
-          {e.onednn, [t, p](const KernelSig& s) { return declineDnnl(s, t, p); },
-           [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }, true});
+    KernelImpl dnnl{e.onednn, [t, p](const KernelSig& s) { return declineDnnl(s, t, p); },
+                    [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }, true};
+    dnnl.packs = [t, p](const KernelSig& s, int input) {
+      int weight = p == Pass::Forward ? 1 : 2;
+      return input == weight && anyBlocked(s) ? preferredWeights(s, t, p) : std::string();
+    };
+    dnnl.detail = [t, p](const KernelSig& s) { return describeDnnl(s, t, p); };
+    r.add(e.op, DeviceKind::Cpu, std::move(dnnl));
     r.add(e.op, DeviceKind::Cpu,
           kernel(e.reference, [t, p](const KernelSig& s) { return makeReference(s, t, p); }));
   }
@@ -448,13 +511,25 @@ void registerConv(KernelRegistry& r) {
   // Layout conversions the compiler's layout pass places between the blocked and the
   // plain parts of a plan.
   r.add("Reorder", DeviceKind::Cpu,
-        {"onednn.reorder", [](const KernelSig&) { return std::string(); },
+        {"onednn.reorder",
+         [](const KernelSig& s) -> std::string {
+           bool packed = s.in[0].layout == Layout::Packed || s.out[0].layout == Layout::Packed;
+           if (packed && s.in[0].layout != Layout::Plain && s.out[0].layout != Layout::Plain)
+             return "converts packed weights to and from PyTorch's layout only";
+           WeightGeometry g;
+           dnnl::memory::desc md;
+           for (const TensorDesc* d : {&s.in[0], &s.out[0]})
+             if (d->layout == Layout::Packed && !packedDesc(*d, g, md))
+               return "unknown packed format '" + d->format + "'";
+           if (!packed && s.in[0].shape.size() != 4) return "activations are 4-D";
+           return {};
+         },
          [](const KernelSig& s) -> KernelFn {
            void* none = DNNL_MEMORY_NONE;
-           auto from = std::make_shared<dnnl::memory>(activationDesc(s.in[0].shape, s.in[0].layout),
-                                                      dnnlEngine(), none);
-           auto to = std::make_shared<dnnl::memory>(activationDesc(s.out[0].shape, s.out[0].layout),
-                                                    dnnlEngine(), none);
+           auto from =
+               std::make_shared<dnnl::memory>(reorderDesc(s.in[0], s.out[0]), dnnlEngine(), none);
+           auto to =
+               std::make_shared<dnnl::memory>(reorderDesc(s.out[0], s.in[0]), dnnlEngine(), none);
            auto prim = std::make_shared<dnnl::reorder>(*from, *to);
            return [from, to, prim](const KernelIO& io) {
              from->set_data_handle(io.in[0].data);

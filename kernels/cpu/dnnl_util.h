@@ -98,6 +98,28 @@ inline dnnl::memory::desc activationDesc(const Shape& s, Layout layout) {
                             layout == Layout::Blocked16 ? tag::nChw16c : tag::nchw);
 }
 
+// Convolution weights -----------------------------------------------------------
+// oneDNN's logical dims for a convolution weight are (g,) o, i, kh, kw for both
+// kinds of convolution; PyTorch stores a transposed convolution's weight i-major
+// ([i, o/g, kh, kw]), which the iohw tags describe as it is.
+struct WeightGeometry {
+  bool transposed = false;
+  int64_t groups = 1;
+  dnnl::memory::dims dims;   // oneDNN's logical dims
+  dnnl::memory::desc plain;  // PyTorch's layout over them
+};
+
+WeightGeometry weightGeometry(const Shape& shape, int64_t groups, bool transposed);
+
+// The packed format naming `md` for a weight of geometry `g` ("ABcd16b16a", with
+// ";deconv" and ";g=N" where they apply), or empty when no format tag describes it
+// or it pads the tensor.
+std::string packedFormat(const WeightGeometry& g, const dnnl::memory::desc& md);
+
+// The geometry and memory descriptor of a Packed weight; false for a format this
+// backend did not write.
+bool packedDesc(const TensorDesc& d, WeightGeometry& g, dnnl::memory::desc& md);
+
 inline bool anyBlocked(const KernelSig& s) {
   for (const auto* list : {&s.in, &s.out})
     for (const TensorDesc& t : *list)

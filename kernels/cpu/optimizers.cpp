@@ -5,9 +5,25 @@
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
+namespace {
+
+// The updates are element-wise, so they run on any layout that parameter, gradient
+// and state share.
+KernelImpl update(std::string name, std::function<KernelFn(const KernelSig&)> make) {
+  KernelImpl k = kernel(std::move(name), std::move(make));
+  k.anyLayout = true;
+  k.decline = [](const KernelSig& s) -> std::string {
+    for (const TensorDesc& d : s.in)
+      if (!d.sameLayout(s.in[0])) return "parameter, gradient and state differ in layout";
+    return {};
+  };
+  return k;
+}
+
+}  // namespace
 
 void registerOptimizers(KernelRegistry& r) {
-  r.add("SgdUpdate", DeviceKind::Cpu, kernel("cpu.sgd", [](const KernelSig& s) -> KernelFn {
+  r.add("SgdUpdate", DeviceKind::Cpu, update("cpu.sgd", [](const KernelSig& s) -> KernelFn {
           float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
           bool nesterov = s.attrs->b("nesterov");
           return [mu, wd, nesterov](const KernelIO& io) {
@@ -28,7 +44,7 @@ void registerOptimizers(KernelRegistry& r) {
             });
           };
         }));
-  r.add("AdamUpdate", DeviceKind::Cpu, kernel("cpu.adam", [](const KernelSig& s) -> KernelFn {
+  r.add("AdamUpdate", DeviceKind::Cpu, update("cpu.adam", [](const KernelSig& s) -> KernelFn {
           float b1 = float(s.attrs->f("beta1")), b2 = float(s.attrs->f("beta2"));
           float eps = float(s.attrs->f("eps")), wd = float(s.attrs->f("weight_decay"));
           bool decoupled = s.attrs->b("decoupled");

@@ -3,6 +3,7 @@
 // half-written checkpoints are refused or ignored; keep-last, keep-best and early
 // stopping do what the policy says.
 #include <QtTest>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 
@@ -128,6 +129,59 @@ class TestCheckpoint : public QObject {
     for (const auto& e : fs::directory_iterator(ckB.toStdString()))
       folders += e.path().filename().string().rfind("step-", 0) == 0;
     QVERIFY(folders >= 1 && folders <= 3);
+  }
+
+  // The conv+BN project stores its convolution weights and their Adam moments
+  // packed; its checkpoints hold PyTorch's layout, so a run resumes from them in the
+  // same layouts with the very same losses, and with --plain-layouts to rounding.
+  void packedWeightsResumeInEitherLayout() {
+    auto loaded = loadProject(std::string(NETLOOM_SOURCE_DIR) + "/projects/fashion-convbn.nlproj");
+    QVERIFY(loaded.ok());
+    proto::Project p = *loaded;
+    p.mutable_train()->mutable_checkpoint()->set_every_steps(4);
+    p.mutable_train()->mutable_checkpoint()->set_keep_last(4);
+    QTemporaryDir dir;
+    TrainOptions o;
+    o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+    o.epochs = 1;
+    o.maxSteps = 8;
+    o.batchSize = 32;
+    o.threads = 1;
+    o.trainLimit = 512;
+    o.testLimit = 64;
+    o.checkpointDir = dir.filePath("ck").toStdString();
+    Run straight = train(p, o);
+    QVERIFY2(straight.result.ok(),
+             straight.result.ok() ? "" : straight.result.error().message.c_str());
+    std::map<int64_t, double> want;
+    for (const auto& e : straight.events)
+      if (e.has_step()) want[e.step().step()] = e.step().loss();
+    QCOMPARE(int(want.size()), 8);
+    auto ckpt = readCheckpoint(o.checkpointDir + "/step-000000004");
+    QVERIFY2(ckpt.ok(), ckpt.ok() ? "" : ckpt.error().message.c_str());
+    QCOMPARE(ckpt->position.step, int64_t(4));
+    for (bool plain : {false, true}) {
+      TrainOptions r = o;
+      r.resume = o.checkpointDir + "/step-000000004";
+      r.checkpointDir = dir.filePath(plain ? "plain" : "same").toStdString();
+      r.plainLayouts = plain;
+      Run resumed = train(p, r);
+      QVERIFY2(resumed.result.ok(),
+               resumed.result.ok() ? "" : resumed.result.error().message.c_str());
+      int compared = 0;
+      for (const auto& e : resumed.events) {
+        if (!e.has_step()) continue;
+        double a = want.at(e.step().step()), b = e.step().loss();
+        double tol = plain ? 1e-3 * std::fabs(a) : 0.0;
+        QVERIFY2(std::fabs(a - b) <= tol, qPrintable(QString("step %1%2: %3 straight, %4 resumed")
+                                                         .arg(e.step().step())
+                                                         .arg(plain ? " (plain layouts)" : "")
+                                                         .arg(a, 0, 'g', 9)
+                                                         .arg(b, 0, 'g', 9)));
+        ++compared;
+      }
+      QCOMPARE(compared, 4);
+    }
   }
 
   void checkpointOfAnotherModelIsRefused() {

@@ -1,7 +1,8 @@
 // The layout pass: convolution regions run in oneDNN's blocked nChw16c layout, with
 // one Reorder wherever a region meets a plain consumer or producer, and the results
 // are those of the all-plain plan: the same losses step by step, the same weights
-// after training, the same evaluation.
+// after training, the same evaluation. Convolution weights between blocked
+// activations are stored packed, with their gradients and optimizer state.
 #include <QtTest>
 #include <cmath>
 #include <vector>
@@ -130,6 +131,29 @@ class TestLayouts : public QObject {
                  qPrintable(QString::fromStdString(n.name + " got " + s.kernel)));
     }
 
+    // Weights between blocked activations are stored packed, with their gradient and
+    // optimizer state, and the forward convolution reads them with no conversion.
+    QVERIFY(blocked.train->packedWeights > 0);
+    QCOMPARE(plain.train->packedWeights, 0);
+    int packedSeen = 0;
+    for (const PlanStep& s : blocked.train->steps) {
+      const Node& n = blocked.train->graph.nodes[s.node];
+      const Graph& g = blocked.train->graph;
+      if (n.op->name == "AdamUpdate" && g.values[n.inputs[0]].desc.layout == Layout::Packed) {
+        ++packedSeen;
+        for (ValueId v : n.inputs)
+          QVERIFY2(g.values[v].desc.sameLayout(g.values[n.inputs[0]].desc),
+                   qPrintable(QString::fromStdString(g.values[v].name)));
+        QVERIFY(blocked.store.find(g.values[n.inputs[0]].name)->desc.layout == Layout::Packed);
+        QVERIFY(blocked.store.find(g.values[n.inputs[2]].name)->desc.layout == Layout::Packed);
+      }
+      if (n.op->name == "Conv2d" && g.values[n.inputs[1]].desc.layout == Layout::Packed) {
+        QVERIFY(s.detail);
+        QVERIFY2(s.detail().find("per launch") == std::string::npos, s.detail().c_str());
+      }
+    }
+    QCOMPARE(packedSeen, blocked.train->packedWeights);
+
     StepContext ctx;
     ctx.lr = 1e-3;
     ctx.seed = 11;
@@ -144,27 +168,36 @@ class TestLayouts : public QObject {
       QVERIFY2(std::isfinite(a) && relDiff(a, b) < 1e-4,
                qPrintable(QString("step %1: plain loss %2, blocked %3").arg(step).arg(a).arg(b)));
     }
-    // The weights (kept in PyTorch's layout in both) and the running statistics.
+    // The weights, optimizer state and running statistics, read in PyTorch's layout
+    // from both stores.
     for (const auto& e : plain.store.entries()) {
       const ParamStore::Entry* other = blocked.store.find(e->name);
       QVERIFY(other);
+      std::vector<float> want = ParamStore::read(*e), got = ParamStore::read(*other);
       double worst = 0, scale = 1e-3;
-      for (size_t i = 0; i < e->data.size(); ++i) {
-        worst = std::max(worst, double(std::fabs(e->data[i] - other->data[i])));
-        scale = std::max(scale, double(std::fabs(e->data[i])));
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(want[i] - got[i])));
+        scale = std::max(scale, double(std::fabs(want[i])));
       }
       QVERIFY2(worst / scale < 1e-3,
                qPrintable(QString::fromStdString(e->name) + QString(": differs by %1").arg(worst)));
     }
 
-    // Evaluation plans (BatchNorm on running statistics, no Dropout) agree too.
-    Run plainEval, blockedEval;
+    // Evaluation plans (BatchNorm on running statistics, no Dropout) agree too. The
+    // blocked one shares the training plan's store, packed weights and all.
+    Run plainEval;
     compileInto(plainEval, body.toStdString(), false, false);
-    compileInto(blockedEval, body.toStdString(), true, false);
+    for (const auto& e : plain.store.entries())
+      if (ParamStore::Entry* t = plainEval.store.find(e->name)) t->data = e->data;
+    CompileOptions eo;
+    eo.batch = kBatch;
+    eo.training = false;
+    auto evalPlan = compile(model(body.toStdString()), eo, blocked.store);
+    QVERIFY2(evalPlan.ok(), evalPlan.ok() ? "" : evalPlan.error().message.c_str());
+    Run blockedEval;
+    blockedEval.train = std::move(*evalPlan);
     QVERIFY(blockedEval.train->blockedTensors > 0);
-    for (auto [from, to] : {std::pair{&plain, &plainEval}, std::pair{&blocked, &blockedEval}})
-      for (const auto& e : from->store.entries())
-        if (ParamStore::Entry* t = to->store.find(e->name)) t->data = e->data;
+    QCOMPARE(blockedEval.train->packedWeights, blocked.train->packedWeights);
     ctx.training = false;
     feed(*plainEval.train, 99);
     feed(*blockedEval.train, 99);
@@ -173,6 +206,37 @@ class TestLayouts : public QObject {
     double a = plainEval.train->scalar(plainEval.train->loss);
     double b = blockedEval.train->scalar(blockedEval.train->loss);
     QVERIFY2(relDiff(a, b) < 1e-4, qPrintable(QString("eval loss %1 vs %2").arg(a).arg(b)));
+  }
+
+  // A packed store reads and writes PyTorch's layout at its edges: what a file gets
+  // from one plan's store, another plan's store takes back exactly.
+  void packedStoreRoundTrips() {
+    Run a, b;
+    compileInto(a, residualModel(), true);
+    if (a.train->packedWeights == 0) QSKIP("no packed convolution weights for this CPU");
+    compileInto(b, residualModel(), true);
+    Rng rng(3);
+    for (const auto& e : a.store.entries()) {
+      std::vector<float> v(e->data.size());
+      for (float& x : v) x = float(rng.uniform(-1, 1));
+      ParamStore::write(*e, v.data());
+      QCOMPARE(ParamStore::read(*e), v);
+    }
+    for (const auto& e : a.store.entries()) {
+      NamedTensor t = ParamStore::toNamed(*e);
+      ParamStore::Entry* other = b.store.find(e->name);
+      QVERIFY(other && other->desc.sameLayout(e->desc));
+      ParamStore::write(*other, reinterpret_cast<const float*>(t.data.data()));
+      QCOMPARE(other->data, e->data);  // the same bytes, packed alike
+    }
+    // A plain plan cannot bind to a packed store, and says which tensor.
+    CompileOptions o;
+    o.batch = kBatch;
+    o.blockedLayouts = false;
+    auto p = compile(model(residualModel()), o, a.store);
+    QVERIFY(!p.ok());
+    QVERIFY2(p.error().message.find(".weight' is held as") != std::string::npos,
+             p.error().message.c_str());
   }
 
   // Tensors read after a step, and channel counts that are not a multiple of 16,
