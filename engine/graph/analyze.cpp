@@ -1,7 +1,9 @@
 #include "engine/graph/analyze.h"
 
+#include <algorithm>
 #include <set>
 
+#include "engine/graph/blocks.h"
 #include "engine/graph/graph.h"
 
 namespace netloom {
@@ -37,7 +39,22 @@ void measureNode(const Graph& g, const Node& n, NodeCost& cost) {
   if (n.op->flops) cost.flops = n.op->flops(ctx);
 }
 
-ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
+namespace {
+
+// Problems in model order, so a list reads top to bottom like the file.
+void sortByModelOrder(std::vector<ModelProblem>& problems,
+                      const std::map<std::string, int>& index) {
+  std::stable_sort(problems.begin(), problems.end(),
+                   [&](const ModelProblem& a, const ModelProblem& b) {
+                     auto pos = [&](const std::string& name) {
+                       auto it = index.find(name);
+                       return it == index.end() ? -1 : it->second;
+                     };
+                     return pos(a.node) < pos(b.node);
+                   });
+}
+
+ModelAnalysis analyzeFlat(const proto::ModelDef& model, int64_t batch) {
   ModelAnalysis out;
   const OpRegistry& reg = OpRegistry::instance();
   int n = model.nodes_size();
@@ -196,15 +213,62 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
     na.flops = cost.flops;
     na.activationBytes = cost.activationBytes;
   }
-  // Problems in model order, so a list reads top to bottom like the file.
-  std::stable_sort(out.problems.begin(), out.problems.end(),
-                   [&](const ModelProblem& a, const ModelProblem& b) {
-                     auto pos = [&](const std::string& name) {
-                       auto it = index.find(name);
-                       return it == index.end() ? -1 : it->second;
-                     };
-                     return pos(a.node) < pos(b.node);
-                   });
+  sortByModelOrder(out.problems, index);
+  return out;
+}
+
+}  // namespace
+
+ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
+  if (!hasInstances(model)) return analyzeFlat(model, batch);
+  // Analyse the inlined model, then fold what each instance became back into it:
+  // its output shapes, its costs, and its inner nodes' problems.
+  std::vector<ModelProblem> problems;
+  InlinedModel flat = inlineBlocks(model, problems);
+  ModelAnalysis inner = analyzeFlat(flat.model, batch);
+  ModelAnalysis out;
+  out.problems = std::move(problems);
+  for (ModelProblem& p : inner.problems) {
+    auto it = flat.instanceOf.find(p.node);
+    if (it != flat.instanceOf.end()) {
+      p.message = "in block instance '" + it->second + "': " + p.message;
+      p.node = it->second;
+      p.port = -1;
+    }
+    out.problems.push_back(std::move(p));
+  }
+  for (auto& [name, na] : inner.nodes) {
+    auto it = flat.instanceOf.find(name);
+    if (it == flat.instanceOf.end()) {
+      out.nodes[name] = na;
+      continue;
+    }
+    NodeAnalysis& inst = out.nodes[it->second];
+    inst.params += na.params;
+    inst.flops += na.flops;
+    inst.activationBytes += na.activationBytes;
+  }
+  for (const proto::NodeDef& nd : model.nodes()) {
+    if (!findBlock(model, nd.op())) continue;
+    NodeAnalysis& inst = out.nodes[nd.name()];
+    auto outs = flat.outputsOf.find(nd.name());
+    inst.known = outs != flat.outputsOf.end();
+    if (!inst.known) continue;
+    for (const std::string& ref : outs->second) {
+      auto colon = ref.rfind(':');
+      std::string node = colon == std::string::npos ? ref : ref.substr(0, colon);
+      int port = colon == std::string::npos ? 0 : std::atoi(ref.c_str() + colon + 1);
+      auto src = inner.nodes.find(node);
+      if (src == inner.nodes.end() || port >= int(src->second.outputs.size())) {
+        inst.outputs.clear();
+        break;
+      }
+      inst.outputs.push_back(src->second.outputs[port]);
+    }
+  }
+  std::map<std::string, int> index;
+  for (int i = 0; i < model.nodes_size(); ++i) index.emplace(model.nodes(i).name(), i);
+  sortByModelOrder(out.problems, index);
   return out;
 }
 

@@ -4,6 +4,8 @@
 #include <queue>
 #include <set>
 
+#include "engine/graph/blocks.h"
+
 namespace netloom {
 
 ValueId Graph::addValue(Value v) {
@@ -152,6 +154,13 @@ std::vector<int> topologicalOrder(const std::vector<std::vector<int>>& users,
 }
 
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
+  if (model.blocks_size() > 0 || hasInstances(model)) {
+    auto flat = inlineBlocks(model);
+    if (!flat) return flat.error();
+    proto::ModelDef m = std::move(*flat);
+    m.clear_blocks();
+    return buildGraph(m, batch);
+  }
   const OpRegistry& reg = OpRegistry::instance();
   std::map<std::string, int> index;  // node name -> position in model
   for (int i = 0; i < model.nodes_size(); ++i) {

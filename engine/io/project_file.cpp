@@ -35,17 +35,36 @@ class FirstError : public google::protobuf::io::ErrorCollector {
   std::string m_message;
 };
 
+Status parseText(const std::string& text, const std::string& fileName,
+                 google::protobuf::Message& out) {
+  FirstError errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &out))
+    return makeError(errors.any() ? errors.describe(fileName) : fileName + ": cannot parse it");
+  return {};
+}
+
 }  // namespace
 
 Result<proto::Project> parseProject(const std::string& text, const std::string& fileName) {
   proto::Project project;
-  FirstError errors;
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &project))
-    return makeError(errors.any() ? errors.describe(fileName)
-                                  : fileName + ": cannot parse project");
+  if (Status s = parseText(text, fileName, project); !s) return s.error();
   return project;
+}
+
+Result<proto::ModelDef> parseBlock(const std::string& text, const std::string& fileName) {
+  proto::ModelDef block;
+  if (Status s = parseText(text, fileName, block); !s) return s.error();
+  if (block.name().empty()) return makeError(fileName + ": the block has no name");
+  return block;
+}
+
+std::string blockToText(const proto::ModelDef& block) {
+  std::string out;
+  google::protobuf::TextFormat::Printer printer;
+  printer.PrintToString(block, &out);
+  return out;
 }
 
 Result<proto::Project> loadProject(const std::string& path) {
