@@ -5,13 +5,16 @@
 namespace netloom::editor {
 
 EditCommand::EditCommand(GraphDocument* doc, const QString& text, std::vector<NodeState> before,
-                         std::vector<NodeState> after, int mergeKind, int mergeId)
+                         std::vector<NodeState> after, int mergeKind, int mergeId,
+                         std::vector<BlockState> blocksBefore, std::vector<BlockState> blocksAfter)
     : QUndoCommand(text),
       m_doc(doc),
       m_before(std::move(before)),
       m_after(std::move(after)),
       m_kind(mergeKind),
-      m_mergeId(mergeId) {}
+      m_mergeId(mergeId),
+      m_blocksBefore(std::move(blocksBefore)),
+      m_blocksAfter(std::move(blocksAfter)) {}
 
 bool EditCommand::mergeWith(const QUndoCommand* other) {
   auto* o = dynamic_cast<const EditCommand*>(other);

@@ -16,10 +16,11 @@ enum MergeKind { NoMerge = 0, MergeMove = 1, MergeAttr = 2 };
 class EditCommand : public QUndoCommand {
  public:
   EditCommand(GraphDocument* doc, const QString& text, std::vector<NodeState> before,
-              std::vector<NodeState> after, int mergeKind, int mergeId);
+              std::vector<NodeState> after, int mergeKind, int mergeId,
+              std::vector<BlockState> blocksBefore = {}, std::vector<BlockState> blocksAfter = {});
 
-  void undo() override { m_doc->applyStates(m_before); }
-  void redo() override { m_doc->applyStates(m_after); }
+  void undo() override { m_doc->applyStates(m_before, m_blocksBefore); }
+  void redo() override { m_doc->applyStates(m_after, m_blocksAfter); }
   int id() const override { return m_kind == NoMerge ? -1 : m_kind; }
   bool mergeWith(const QUndoCommand* other) override;
 
@@ -27,6 +28,7 @@ class EditCommand : public QUndoCommand {
   GraphDocument* m_doc;
   std::vector<NodeState> m_before, m_after;
   int m_kind, m_mergeId;
+  std::vector<BlockState> m_blocksBefore, m_blocksAfter;
 };
 
 }  // namespace netloom::editor

@@ -8,6 +8,7 @@
 #include <QPointF>
 #include <QString>
 #include <QUndoStack>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,12 +16,9 @@
 #include <vector>
 
 #include "engine/graph/analyze.h"
+#include "engine/ops/op.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
-
-namespace netloom {
-struct OpDef;
-}
 
 namespace netloom::editor {
 
@@ -50,6 +48,14 @@ struct NodeState {
   NodeId id = -1;
   int index = 0;
   std::optional<DocNode> node;
+};
+
+// A block definition before or after an edit; a missing `def` means "absent".
+// `index` is its place among the project's blocks.
+struct BlockState {
+  std::string name;
+  int index = 0;
+  std::optional<proto::ModelDef> def;
 };
 
 class GraphDocument : public QObject {
@@ -88,6 +94,17 @@ class GraphDocument : public QObject {
   // (every op with an input while that shape is unknown), by name.
   std::vector<std::string> opsAccepting(NodeId from, int fromPort) const;
 
+  // The op a node shows: a registered op, or for an instance its block as an op
+  // (see blockOp); null for an op this version does not know.
+  const OpDef* opOf(const proto::NodeDef& def) const;
+  const OpDef* opOf(NodeId id) const { return opOf(node(id).def); }
+  bool isInstance(NodeId id) const;
+  // The project's block definitions.
+  std::vector<std::string> blockNames() const;
+  const proto::ModelDef* block(const std::string& name) const;
+  // Whether `ids` are the nodes an instance was expanded into (see collapse).
+  bool canCollapse(const std::vector<NodeId>& ids) const;
+
   // Live validation: refreshed after every change (see analysisChanged).
   const ModelAnalysis& analysis() const { return m_analysis; }
   int64_t batch() const;
@@ -116,10 +133,26 @@ class GraphDocument : public QObject {
   Result<std::vector<NodeId>> pasteText(const std::string& text, QPointF offset);
   std::vector<NodeId> duplicate(const std::vector<NodeId>& ids, QPointF offset);
 
+  // Blocks. Each is one undoable step.
+  // Turns `ids` into a new block named `name` and one instance of it in their place:
+  // wires from outside become the block's inputs, wires to outside its outputs.
+  Result<NodeId> makeBlock(const std::vector<NodeId>& ids, const std::string& name);
+  // Replaces an instance by its block's nodes, named "instance/node", with its
+  // params written in; the definition stays for other instances.
+  Result<std::vector<NodeId>> expandInstance(NodeId id);
+  // Turns the nodes of an expanded instance, as edited since, back into the
+  // instance, and makes them the block's definition: every instance follows. Params
+  // an edit left at the instance's value are params again.
+  Result<NodeId> collapse(const std::vector<NodeId>& ids);
+  // Replaces (or adds) a block definition; every instance follows.
+  void setBlock(const proto::ModelDef& def);
+
   QUndoStack* undoStack() { return &m_undo; }
 
-  // The primitive every command is made of: applies node states and announces them.
-  void applyStates(const std::vector<NodeState>& states);
+  // The primitive every command is made of: applies node and block states and
+  // announces them.
+  void applyStates(const std::vector<NodeState>& states,
+                   const std::vector<BlockState>& blocks = {});
   NodeState stateOf(NodeId id) const;
   NodeId allocateId() { return m_nextId++; }
 
@@ -129,12 +162,26 @@ class GraphDocument : public QObject {
   void nodeChanged(netloom::editor::NodeId id);  // name, attributes or inputs
   void nodeMoved(netloom::editor::NodeId id);
   void reset();            // setProject: everything is new
+  void blocksChanged();    // a block definition was added, changed or removed
   void changed();          // after any edit, once
   void analysisChanged();  // shapes and problems were recomputed
 
  private:
   void pushEdit(const QString& text, std::vector<NodeState> before, std::vector<NodeState> after,
-                int mergeKind = 0, int mergeId = 0);
+                int mergeKind = 0, int mergeId = 0, std::vector<BlockState> blocksBefore = {},
+                std::vector<BlockState> blocksAfter = {});
+  BlockState blockState(const std::string& name) const;
+  void rebuildBlockOps();
+  // The definition `ids` make: see makeBlock. `seed` gives ports (and their order)
+  // the definition must keep; `innerName` names each node inside it.
+  struct Extraction;
+  Extraction extract(const std::vector<NodeId>& ids, const proto::ModelDef* seed,
+                     const std::vector<std::string>& seedInputs,
+                     const std::function<std::string(const std::string&)>& innerName) const;
+  Result<NodeId> replaceByInstance(const std::vector<NodeId>& ids, Extraction ex,
+                                   const std::string& instanceName,
+                                   const std::map<std::string, proto::AttrValue>& attrs,
+                                   QPointF pos, const QString& text);
   void reanalyze();
   // The states before and after giving `positions` to the nodes that move.
   void positionStates(const std::map<NodeId, QPointF>& positions, std::vector<NodeState>& before,
@@ -147,6 +194,15 @@ class GraphDocument : public QObject {
   std::vector<NodeId> m_order;
   NodeId m_nextId = 1;
   ModelAnalysis m_analysis;
+  std::map<std::string, OpDef> m_blockOps;  // the project's blocks as ops
+  // What collapse needs of an instance that was expanded, by instance name.
+  struct Expansion {
+    std::string block;
+    std::map<std::string, proto::AttrValue> attrs;  // the instance's params
+    std::vector<std::string> inputs;                // its input references
+    QPointF pos;
+  };
+  std::map<std::string, Expansion> m_expansions;
   QUndoStack m_undo;
   QString m_path;
   bool m_hadLayout = true;

@@ -8,7 +8,10 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "editor/library.h"
+#include "editor/scene.h"
 #include "editor/view.h"
+#include "engine/graph/blocks.h"
 #include "engine/ops/op.h"
 
 namespace netloom::editor {
@@ -67,23 +70,46 @@ PaletteWidget::PaletteWidget(QWidget* parent)
   lay->addWidget(m_search);
   lay->addWidget(m_tree);
   std::map<std::string, QTreeWidgetItem*> groups;
-  for (const OpDef* op : placeableOps()) {
-    QTreeWidgetItem*& g = groups[op->category];
-    if (!g) {
-      g = new QTreeWidgetItem(m_tree, {QString::fromStdString(op->category)});
-      g->setFlags(Qt::ItemIsEnabled);
-      g->setExpanded(true);
-    }
-    auto* it = new QTreeWidgetItem(g, {QString::fromStdString(op->name)});
-    it->setData(0, Qt::UserRole, QString::fromStdString(op->name));
-    it->setToolTip(0, QString::fromStdString(op->doc));
-    it->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsDragEnabled);
-  }
+  for (const OpDef* op : placeableOps()) addItem(groups, *op);
   connect(m_search, &QLineEdit::textChanged, this, &PaletteWidget::setFilter);
   connect(m_tree, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* it) {
     QString op = it->data(0, Qt::UserRole).toString();
     if (!op.isEmpty()) emit opActivated(op);
   });
+}
+
+QTreeWidgetItem* PaletteWidget::addItem(std::map<std::string, QTreeWidgetItem*>& groups,
+                                        const OpDef& op) {
+  QTreeWidgetItem*& g = groups[op.category];
+  if (!g) {
+    g = new QTreeWidgetItem(m_tree, {QString::fromStdString(op.category)});
+    g->setFlags(Qt::ItemIsEnabled);
+    g->setExpanded(true);
+  }
+  auto* it = new QTreeWidgetItem(g, {QString::fromStdString(op.name)});
+  it->setData(0, Qt::UserRole, QString::fromStdString(op.name));
+  it->setToolTip(0, QString::fromStdString(op.doc));
+  it->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsDragEnabled);
+  return it;
+}
+
+void PaletteWidget::setBlocks(std::vector<OpDef> blocks) {
+  for (int g = m_tree->topLevelItemCount(); g-- > 0;)
+    if (m_tree->topLevelItem(g)->text(0) == QLatin1String("Blocks"))
+      delete m_tree->takeTopLevelItem(g);
+  m_blocks = std::move(blocks);
+  std::map<std::string, QTreeWidgetItem*> groups;
+  for (const OpDef& b : m_blocks) addItem(groups, b);
+  setFilter(m_search->text());
+}
+
+std::vector<OpDef> paletteBlocks(const GraphDocument& doc) {
+  std::vector<OpDef> out;
+  for (const std::string& name : doc.blockNames())
+    if (!OpRegistry::instance().find(name)) out.push_back(blockOp(*doc.block(name)));
+  for (const proto::ModelDef& b : libraryBlocks())
+    if (!doc.block(b.name())) out.push_back(blockOp(b));
+  return out;
 }
 
 QTreeWidgetItem* PaletteWidget::itemFor(const QString& op) const {
@@ -101,7 +127,10 @@ void PaletteWidget::setFilter(const QString& text) {
     int shown = 0;
     for (int i = 0; i < group->childCount(); ++i) {
       QTreeWidgetItem* it = group->child(i);
-      const OpDef* op = reg.find(it->data(0, Qt::UserRole).toString().toStdString());
+      std::string name = it->data(0, Qt::UserRole).toString().toStdString();
+      const OpDef* op = reg.find(name);
+      for (const OpDef& b : m_blocks)
+        if (!op && b.name == name) op = &b;
       bool match = op && opMatches(*op, text);
       it->setHidden(!match);
       shown += match;
@@ -151,7 +180,10 @@ void QuickAdd::refilter() {
   m_list->clear();
   QString text = m_field->text().trimmed();
   std::vector<std::pair<int, const OpDef*>> ranked;
-  for (const OpDef* op : placeableOps()) {
+  std::vector<const OpDef*> ops = placeableOps();
+  std::vector<OpDef> blocks = paletteBlocks(*m_view->graphScene()->document());
+  for (const OpDef& b : blocks) ops.push_back(&b);
+  for (const OpDef* op : ops) {
     if (!m_allowed.empty() &&
         std::find(m_allowed.begin(), m_allowed.end(), op->name) == m_allowed.end())
       continue;

@@ -8,6 +8,7 @@
 #include <QListWidget>
 #include <QTreeWidget>
 #include <QWidget>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,16 +16,16 @@
 
 class QLineEdit;
 
-namespace netloom {
-struct OpDef;
-}
-
 namespace netloom::editor {
 
 class GraphView;
 
 // The ops a user may place, by category then name.
 std::vector<const OpDef*> placeableOps();
+
+// The blocks a user may place: the project's, then the library's it does not hold,
+// described as ops (category "Blocks").
+std::vector<OpDef> paletteBlocks(const GraphDocument& doc);
 
 // Whether `op` matches the filter text: every word is in its name, category or doc.
 bool opMatches(const OpDef& op, const QString& filter);
@@ -51,13 +52,18 @@ class PaletteWidget : public QWidget {
   OpTree* tree() const { return m_tree; }
   QTreeWidgetItem* itemFor(const QString& op) const;
   void setFilter(const QString& text);
+  // Shows these blocks in the "Blocks" group (see paletteBlocks).
+  void setBlocks(std::vector<OpDef> blocks);
 
  signals:
   void opActivated(const QString& op);  // double-clicked: add at the view's centre
 
  private:
+  QTreeWidgetItem* addItem(std::map<std::string, QTreeWidgetItem*>& groups, const OpDef& op);
+
   QLineEdit* m_search;
   OpTree* m_tree;
+  std::vector<OpDef> m_blocks;
 };
 
 class QuickAdd : public QFrame {

@@ -113,7 +113,7 @@ void InspectorWidget::rebuild() {
     return;
   }
   const proto::NodeDef& def = m_doc->node(m_id).def;
-  const OpDef* op = OpRegistry::instance().find(def.op());
+  const OpDef* op = m_doc->opOf(def);
   m_name = new QLineEdit(page);
   m_form->addRow(tr("Name"), m_name);
   connect(m_name, &QLineEdit::editingFinished, this, [this] {
@@ -254,7 +254,7 @@ void InspectorWidget::reload() {
   const proto::NodeDef& def = m_doc->node(m_id).def;
   if (!m_name->hasFocus()) m_name->setText(QString::fromStdString(def.name()));
   m_name->setStyleSheet({});
-  if (const OpDef* op = OpRegistry::instance().find(def.op())) {
+  if (const OpDef* op = m_doc->opOf(def)) {
     for (const AttrDef& a : op->attrs) {
       QWidget* w = fieldFor(a.name);
       auto it = def.attrs().find(a.name);

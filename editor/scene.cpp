@@ -14,6 +14,7 @@ namespace {
 
 const QColor kCanvas(0x26, 0x28, 0x2c), kGridMinor(0x2e, 0x31, 0x36), kGridMajor(0x37, 0x3b, 0x41);
 const QColor kBody(0x3a, 0x3e, 0x45), kHeader(0x4a, 0x6f, 0xa5), kUnknown(0x7a, 0x5a, 0x2a);
+const QColor kBlockHeader(0x3f, 0x8a, 0x6e);
 const QColor kText(0xe8, 0xea, 0xed), kDim(0xa8, 0xad, 0xb5), kError(0xe0, 0x4f, 0x4f);
 const QColor kWire(0x9a, 0xb4, 0xd6), kSelected(0xf0, 0xc0, 0x40);
 
@@ -79,10 +80,11 @@ NodeItem::NodeItem(GraphScene* scene, NodeId id) : m_scene(scene), m_id(id) {
 void NodeItem::refresh() {
   const GraphDocument* doc = m_scene->document();
   const DocNode& n = doc->node(m_id);
-  const OpDef* op = OpRegistry::instance().find(n.def.op());
+  const OpDef* op = doc->opOf(n.def);
   m_name = QString::fromStdString(n.def.name());
   m_op = QString::fromStdString(n.def.op());
   m_known = op != nullptr;
+  m_instance = doc->isInstance(m_id);
   m_summary = attrSummary(n.def, op);
   m_inputs.clear();
   m_outputs.clear();
@@ -139,7 +141,12 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
   p->drawRoundedRect(body, 5, 5);
   QPainterPath header;
   header.addRoundedRect(QRectF(0, 0, NodeGeometry::kWidth, NodeGeometry::kHeader), 5, 5);
-  p->fillPath(header, m_known ? kHeader : kUnknown);
+  p->fillPath(header, !m_known ? kUnknown : m_instance ? kBlockHeader : kHeader);
+  if (m_instance) {  // a second frame: the node stands for a group of nodes
+    p->setPen(QPen(kBlockHeader, 1));
+    p->setBrush(Qt::NoBrush);
+    p->drawRoundedRect(body.adjusted(3, 3, -3, -3), 4, 4);
+  }
 
   QFont f = p->font();
   f.setPointSizeF(9);

@@ -52,6 +52,7 @@ class NodeItem : public QGraphicsItem {
   QStringList m_inputs, m_outputs, m_problems;
   std::vector<int> m_badPorts;
   bool m_known = true;
+  bool m_instance = false;  // a block instance: drawn with a block's header
   qreal m_height = 60;
 };
 

@@ -9,6 +9,7 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QSaveFile>
@@ -106,6 +107,10 @@ void MainWindow::buildDocks() {
   QDockWidget* summary = dock(tr("Summary"), m_summary, Qt::BottomDockWidgetArea);
   tabifyDockWidget(problems, summary);
   problems->raise();
+  auto showBlocks = [this] { m_palette->setBlocks(editor::paletteBlocks(m_doc)); };
+  showBlocks();
+  connect(&m_doc, &GraphDocument::blocksChanged, this, showBlocks);
+  connect(&m_doc, &GraphDocument::reset, this, showBlocks);
   connect(m_palette, &PaletteWidget::opActivated, this, [this](const QString& op) {
     QPointF at = m_view->mapToScene(m_view->viewport()->rect().center());
     m_scene->addNodeAt(op.toStdString(), at);
@@ -191,6 +196,13 @@ void MainWindow::buildActions() {
       if (it->flags() & QGraphicsItem::ItemIsSelectable) it->setSelected(true);
   });
   edit->addSeparator();
+  make(edit, "makeBlock", tr("Make &Block…"), QKeySequence(Qt::CTRL | Qt::Key_G),
+       [this] { makeBlock(); });
+  make(edit, "expandBlock", tr("&Expand Block"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_G),
+       [this] { expandOrCollapse(true); });
+  make(edit, "collapseBlock", tr("C&ollapse Block"), QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_G),
+       [this] { expandOrCollapse(false); });
+  edit->addSeparator();
   make(edit, "layout", tr("Auto-&layout"), QKeySequence(Qt::CTRL | Qt::Key_L),
        [this] { layoutGraph(); });
 
@@ -209,6 +221,36 @@ void MainWindow::buildActions() {
   connect(snap, &QAction::toggled, this, [this](bool on) { m_scene->setSnapToGrid(on); });
   view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+}
+
+void MainWindow::makeBlock() {
+  std::vector<NodeId> ids = m_scene->selectedNodes();
+  if (ids.empty()) return showMessage(tr("Select the nodes to make a block of"));
+  QString suggestion = "Block";
+  for (int i = 2; m_doc.block(suggestion.toStdString()); ++i)
+    suggestion = QString("Block%1").arg(i);
+  QString name = m_namePrompt ? m_namePrompt(tr("Make block"), suggestion)
+                              : QInputDialog::getText(this, tr("Make block"), tr("Block name:"),
+                                                      QLineEdit::Normal, suggestion);
+  if (name.isEmpty()) return;
+  auto made = m_doc.makeBlock(ids, name.trimmed().toStdString());
+  if (!made) return showMessage(QString::fromStdString(made.error().message));
+  m_scene->selectNodes({*made});
+}
+
+void MainWindow::expandOrCollapse(bool expand) {
+  std::vector<NodeId> ids = m_scene->selectedNodes();
+  if (expand) {
+    if (ids.size() != 1 || !m_doc.isInstance(ids[0]))
+      return showMessage(tr("Select one block instance to expand"));
+    auto nodes = m_doc.expandInstance(ids[0]);
+    if (!nodes) return showMessage(QString::fromStdString(nodes.error().message));
+    m_scene->selectNodes(*nodes);
+    return;
+  }
+  auto inst = m_doc.collapse(ids);
+  if (!inst) return showMessage(QString::fromStdString(inst.error().message));
+  m_scene->selectNodes({*inst});
 }
 
 void MainWindow::updateTitle() {

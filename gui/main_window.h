@@ -47,6 +47,9 @@ class MainWindow : public QMainWindow {
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
 
   void setPrompt(Prompt p) { m_prompt = std::move(p); }
+  // Asks for a name (a new block's); empty means cancelled. Tests replace the dialog.
+  using NamePrompt = std::function<QString(const QString& title, const QString& suggestion)>;
+  void setNamePrompt(NamePrompt p) { m_namePrompt = std::move(p); }
   // Where the templates for File > New come from (the projects/ folder).
   static QString templatesDir();
   // The side file autosave writes for a project (or for an untitled one).
@@ -74,6 +77,8 @@ class MainWindow : public QMainWindow {
   void paste();
   void deleteSelection();
   void layoutGraph();
+  void makeBlock();
+  void expandOrCollapse(bool expand);
   void afterLoad();
   void offerRecovery(const QString& path);
 
@@ -88,6 +93,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_problemCount = nullptr;
   QTimer m_autosave;
   Prompt m_prompt;
+  NamePrompt m_namePrompt;
   QString m_lastMessage;
   int m_pasteCount = 0;
 };

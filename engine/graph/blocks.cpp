@@ -1,5 +1,6 @@
 #include "engine/graph/blocks.h"
 
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -210,6 +211,33 @@ BlockInterface blockInterface(const proto::ModelDef& block) {
     if (nd.op() == kBlockInputOp) i.inputs.push_back(nd.name());
   for (const std::string& o : block.outputs()) i.outputs.push_back(splitRef(o).first);
   return i;
+}
+
+OpDef blockOp(const proto::ModelDef& block) {
+  OpDef op;
+  op.name = block.name();
+  op.category = "Blocks";
+  op.doc = block.doc().empty() ? "block " + block.name() : block.doc();
+  BlockInterface io = blockInterface(block);
+  for (const std::string& in : io.inputs) op.inputs.push_back({in, "block input"});
+  for (const std::string& out : io.outputs) op.outputs.push_back({out, "block output"});
+  for (const auto& [key, value] : block.params()) {
+    AttrDef a;
+    a.name = key;
+    a.def = attrFromProto(value);
+    a.doc = "block param";
+    switch (value.value_case()) {
+      case proto::AttrValue::kF: a.kind = AttrKind::Float; break;
+      case proto::AttrValue::kB: a.kind = AttrKind::Bool; break;
+      case proto::AttrValue::kS: a.kind = AttrKind::String; break;
+      case proto::AttrValue::kInts: a.kind = AttrKind::Ints; break;
+      default: a.kind = AttrKind::Int; break;
+    }
+    op.attrs.push_back(std::move(a));
+  }
+  std::sort(op.attrs.begin(), op.attrs.end(),
+            [](const AttrDef& a, const AttrDef& b) { return a.name < b.name; });
+  return op;
 }
 
 bool hasInstances(const proto::ModelDef& model) {

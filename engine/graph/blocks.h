@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/graph/analyze.h"
+#include "engine/ops/op.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
 
@@ -25,6 +26,12 @@ struct BlockInterface {
   std::vector<std::string> outputs;  // the nodes its outputs name, in order
 };
 BlockInterface blockInterface(const proto::ModelDef& block);
+
+// A block described as an op, so the editor's canvas, inspector and palette treat
+// instances like any node: its ports, its params as attributes (kind and default
+// from the param's value), category "Blocks". It has no shape rule of its own; the
+// analysis inlines instances instead.
+OpDef blockOp(const proto::ModelDef& block);
 
 struct InlinedModel {
   proto::ModelDef model;  // no instances and no blocks left

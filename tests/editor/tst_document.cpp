@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include "editor/document.h"
+#include "engine/compiler/compile.h"
 #include "engine/io/project_file.h"
 
 using netloom::editor::GraphDocument;
@@ -135,6 +136,172 @@ class TestDocument : public QObject {
       QCOMPARE(fb.readAll(), fa.readAll());
       QCOMPARE(again.nodes().size(), doc.nodes().size());
     }
+  }
+
+ private:
+  // A conv stack: image -> conv -> bn -> relu -> flat -> fc, with a batch of 4.
+  struct Stack {
+    NodeId image, conv, bn, relu, flat, fc;
+  };
+  Stack convStack(GraphDocument& doc) {
+    netloom::proto::Project p;
+    p.mutable_train()->set_batch_size(4);
+    doc.setProject(p);
+    Stack s;
+    s.image = doc.addNode("Input", {0, 0}, "image");
+    netloom::proto::AttrValue shape;
+    shape.mutable_ints()->add_values(3);
+    shape.mutable_ints()->add_values(8);
+    shape.mutable_ints()->add_values(8);
+    doc.setAttr(s.image, "shape", shape);
+    s.conv = doc.addNode("Conv2d", {200, 0}, "conv");
+    netloom::proto::AttrValue v;
+    v.set_i(16);
+    doc.setAttr(s.conv, "out_channels", v);
+    netloom::proto::AttrValue k;
+    k.mutable_ints()->add_values(3);
+    doc.setAttr(s.conv, "kernel_size", k);
+    s.bn = doc.addNode("BatchNorm", {400, 0}, "bn");
+    s.relu = doc.addNode("ReLU", {600, 0}, "relu");
+    s.flat = doc.addNode("Flatten", {800, 0}, "flat");
+    s.fc = doc.addNode("Linear", {1000, 0}, "fc");
+    v.set_i(10);
+    doc.setAttr(s.fc, "out_features", v);
+    doc.connectPorts(s.image, 0, s.conv, 0);
+    doc.connectPorts(s.conv, 0, s.bn, 0);
+    doc.connectPorts(s.bn, 0, s.relu, 0);
+    doc.connectPorts(s.relu, 0, s.flat, 0);
+    doc.connectPorts(s.flat, 0, s.fc, 0);
+    return s;
+  }
+
+  netloom::Shape shapeOf(const GraphDocument& doc, NodeId id, int port = 0) {
+    auto it = doc.analysis().nodes.find(doc.node(id).def.name());
+    if (it == doc.analysis().nodes.end() || port >= int(it->second.outputs.size())) return {};
+    return it->second.outputs[port].shape;
+  }
+
+ private slots:
+  void makeBlockUndoesExactlyAndKeepsShapes() {
+    GraphDocument doc;
+    Stack s = convStack(doc);
+    netloom::Shape reluShape = shapeOf(doc, s.relu);
+    QCOMPARE(reluShape, (netloom::Shape{4, 16, 6, 6}));
+    NodeId inst = -1;
+    checkUndo(doc, [&] {
+      auto made = doc.makeBlock({s.conv, s.bn, s.relu}, "CBR");
+      QVERIFY2(made.ok(), made.ok() ? "" : made.error().message.c_str());
+      inst = *made;
+    });
+    inst = doc.findNode("cbr");
+    QVERIFY(doc.isInstance(inst));
+    QCOMPARE(doc.inputPortCount(inst), 1);
+    QCOMPARE(doc.outputPortCount(inst), 1);
+    QCOMPARE(doc.node(inst).def.inputs(0), std::string("image"));
+    QCOMPARE(doc.node(doc.findNode("flat")).def.inputs(0), std::string("cbr"));
+    QVERIFY(!doc.contains(s.conv));
+    QCOMPARE(shapeOf(doc, inst), reluShape);
+    QVERIFY2(doc.analysis().ok(),
+             doc.analysis().ok() ? "" : doc.analysis().problems.front().message.c_str());
+    QCOMPARE(doc.blockNames(), std::vector<std::string>{"CBR"});
+    // The block's text form: its input port, its nodes renamed nowhere, its output.
+    const netloom::proto::ModelDef* def = doc.block("CBR");
+    QCOMPARE(def->nodes(0).op(), std::string("BlockInput"));
+    QCOMPARE(def->nodes(1).name(), std::string("conv"));
+    QCOMPARE(def->outputs(0), std::string("relu"));
+    // Refusals change nothing.
+    std::string text = doc.toText();
+    QVERIFY(!doc.makeBlock({doc.findNode("flat")}, "CBR").ok());   // taken
+    QVERIFY(!doc.makeBlock({doc.findNode("flat")}, "ReLU").ok());  // an op
+    QVERIFY(!doc.makeBlock({doc.findNode("flat")}, "two words").ok());
+    QVERIFY(!doc.makeBlock({}, "Empty").ok());
+    QCOMPARE(doc.toText(), text);
+    // The project with the block compiles and round-trips through its text.
+    QTemporaryDir dir;
+    QString path = dir.filePath("b.nlproj");
+    QVERIFY(doc.save(path).ok());
+    GraphDocument back;
+    QVERIFY(back.load(path).ok());
+    QCOMPARE(back.toText(), doc.toText());
+    QVERIFY(netloom::validateModel(back.toProject().model(), 4).ok());
+  }
+
+  void editingADefinitionUpdatesEveryInstance() {
+    GraphDocument doc;
+    Stack s = convStack(doc);
+    QVERIFY(doc.makeBlock({s.conv, s.bn, s.relu}, "CBR").ok());
+    NodeId a = doc.findNode("cbr");
+    // A second instance, fed by the first.
+    NodeId b = doc.addNode("CBR", {300, 200}, "second");
+    QVERIFY(doc.isInstance(b));
+    QVERIFY(doc.connectPorts(a, 0, b, 0));
+    QCOMPARE(shapeOf(doc, b), (netloom::Shape{4, 16, 4, 4}));
+    // Expand the first, widen its convolution, collapse: the definition changes, so
+    // the second instance (never touched) widens too.
+    std::string before = doc.toText();
+    auto nodes = doc.expandInstance(a);
+    QVERIFY2(nodes.ok(), nodes.ok() ? "" : nodes.error().message.c_str());
+    QCOMPARE(int(nodes->size()), 3);
+    NodeId conv = doc.findNode("cbr/conv");
+    QVERIFY(conv >= 0);
+    QCOMPARE(doc.node(conv).def.inputs(0), std::string("image"));
+    QCOMPARE(doc.node(b).def.inputs(0), std::string("cbr/relu"));
+    QVERIFY(doc.canCollapse(*nodes));
+    netloom::proto::AttrValue wide;
+    wide.set_i(24);
+    doc.setAttr(conv, "out_channels", wide);
+    auto back = doc.collapse(*nodes);
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+    QCOMPARE(doc.node(*back).def.name(), std::string("cbr"));
+    QCOMPARE(doc.node(b).def.inputs(0), std::string("cbr"));
+    QCOMPARE(doc.block("CBR")->nodes(1).attrs().at("out_channels").i(), int64_t(24));
+    QCOMPARE(shapeOf(doc, *back), (netloom::Shape{4, 24, 6, 6}));
+    QCOMPARE(shapeOf(doc, b), (netloom::Shape{4, 24, 4, 4}));
+    // Three steps (expand, edit, collapse) undo back to the text before.
+    for (int i = 0; i < 3; ++i) doc.undoStack()->undo();
+    QCOMPARE(doc.toText(), before);
+    QCOMPARE(shapeOf(doc, b), (netloom::Shape{4, 16, 4, 4}));
+    for (int i = 0; i < 3; ++i) doc.undoStack()->redo();
+    QCOMPARE(shapeOf(doc, b), (netloom::Shape{4, 24, 4, 4}));
+    // setBlock is one step too.
+    netloom::proto::ModelDef def = *doc.block("CBR");
+    def.mutable_nodes(1)->mutable_attrs()->at("out_channels").set_i(8);
+    checkUndo(doc, [&] { doc.setBlock(def); });
+    QCOMPARE(shapeOf(doc, b), (netloom::Shape{4, 8, 4, 4}));
+  }
+
+  void libraryBlocksComeWithTheirDefinitionAndParams() {
+    GraphDocument doc;
+    Stack s = convStack(doc);
+    std::string before = doc.toText();
+    NodeId r = doc.addNode("ResidualBlock", {600, 200});
+    QVERIFY(doc.isInstance(r));
+    QVERIFY(doc.block("ResidualBlock"));
+    QVERIFY(doc.connectPorts(s.relu, 0, r, 0));
+    QCOMPARE(shapeOf(doc, r), (netloom::Shape{4, 16, 6, 6}));
+    // A param is an attribute of the instance; the inspector's schema says so.
+    const netloom::OpDef* op = doc.opOf(r);
+    QVERIFY(op && op->attr("channels"));
+    netloom::proto::AttrValue wrong;
+    wrong.set_i(8);  // the identity shortcut then adds 16 to 8 channels
+    doc.setAttr(r, "channels", wrong);
+    QVERIFY(!doc.analysis().ok());
+    QCOMPARE(doc.analysis().problems.front().node, doc.node(r).def.name());
+    doc.undoStack()->undo();
+    QVERIFY(doc.analysis().ok());
+    // Expanding writes the instance's params into the nodes; collapsing unchanged
+    // leaves the definition as it was, '$channels' and all.
+    std::string def = netloom::blockToText(*doc.block("ResidualBlock"));
+    auto nodes = doc.expandInstance(r);
+    QVERIFY(nodes.ok());
+    QCOMPARE(doc.node(doc.findNode("residualblock/conv1")).def.attrs().at("out_channels").i(),
+             int64_t(16));
+    QVERIFY(doc.collapse(*nodes).ok());
+    QCOMPARE(netloom::blockToText(*doc.block("ResidualBlock")), def);
+    // Undo back to before the drop removes the definition with the instance.
+    while (doc.toText() != before && doc.undoStack()->canUndo()) doc.undoStack()->undo();
+    QCOMPARE(doc.toText(), before);
+    QVERIFY(!doc.block("ResidualBlock"));
   }
 
   void unknownOpsAreKept() {

@@ -11,9 +11,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "editor/palette.h"
 #include "editor/panels.h"
 #include "editor/scene.h"
 #include "editor/view.h"
+#include "engine/compiler/compile.h"
 #include "gui/main_window.h"
 
 using namespace netloom;
@@ -204,6 +206,54 @@ class TestMainWindow : public QObject {
 
     trigger(w, "selectAll");
     QCOMPARE(w.scene()->selectedNodes().size(), w.document()->nodes().size());
+  }
+
+  // Make block, the block in the palette, expand and collapse, all through the
+  // window's actions; the project with its block trains-compiles and saves.
+  void blocksThroughTheWindow() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-lenet.nlproj")));
+    GraphDocument* doc = w.document();
+    // The library's blocks are in the palette from the start.
+    QVERIFY(w.palette()->itemFor("ConvBNReLU"));
+    QVERIFY(w.palette()->itemFor("MLPHead"));
+    QString asked;
+    w.setNamePrompt([&](const QString& title, const QString& suggestion) {
+      asked = title + ": " + suggestion;
+      return QString("ConvPool");
+    });
+    std::vector<NodeId> group{doc->findNode("conv1"), doc->findNode("relu1"),
+                              doc->findNode("pool1")};
+    netloom::Shape pooled = doc->analysis().nodes.at("pool1").outputs[0].shape;
+    w.scene()->selectNodes(group);
+    trigger(w, "makeBlock");
+    QCOMPARE(asked, QString("Make block: Block"));
+    NodeId inst = doc->findNode("convpool");
+    QVERIFY(inst >= 0 && doc->isInstance(inst));
+    QCOMPARE(doc->analysis().nodes.at("convpool").outputs[0].shape, pooled);
+    QVERIFY(w.palette()->itemFor("ConvPool"));  // the project's block joins the palette
+    QVERIFY(doc->analysis().ok());
+    QCOMPARE(w.scene()->selectedNodes(), std::vector<NodeId>{inst});
+    // Expand in place, then collapse back: the same project text.
+    std::string made = doc->toText();
+    trigger(w, "expandBlock");
+    QCOMPARE(int(w.scene()->selectedNodes().size()), 3);
+    QVERIFY(doc->findNode("convpool/conv1") >= 0);
+    trigger(w, "collapseBlock");
+    QCOMPARE(doc->toText(), made);
+    // A refused gesture says why and changes nothing.
+    w.scene()->selectNodes({doc->findNode("fc1")});
+    trigger(w, "expandBlock");
+    QVERIFY2(w.lastMessage().contains("block instance"), qPrintable(w.lastMessage()));
+    QCOMPARE(doc->toText(), made);
+    // It saves, and compiles by inlining: the parameters are named by instance path.
+    QVERIFY(w.save());
+    netloom::ParamStore store;
+    netloom::CompileOptions o;
+    o.batch = 4;
+    auto prog = netloom::compile(doc->toProject().model(), o, store);
+    QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+    QVERIFY(store.find("convpool/conv1.weight"));
   }
 
   void shortcutsReachTheActions() {
