@@ -15,6 +15,8 @@ namespace {
 const QColor kCanvas(0x26, 0x28, 0x2c), kGridMinor(0x2e, 0x31, 0x36), kGridMajor(0x37, 0x3b, 0x41);
 const QColor kBody(0x3a, 0x3e, 0x45), kHeader(0x4a, 0x6f, 0xa5), kUnknown(0x7a, 0x5a, 0x2a);
 const QColor kBlockHeader(0x3f, 0x8a, 0x6e);
+// Below this scale (screen pixels per scene unit) nodes and wires draw as plain shapes.
+constexpr qreal kFarLod = 0.3;
 const QColor kText(0xe8, 0xea, 0xed), kDim(0xa8, 0xad, 0xb5), kError(0xe0, 0x4f, 0x4f);
 const QColor kWire(0x9a, 0xb4, 0xd6), kSelected(0xf0, 0xc0, 0x40);
 
@@ -130,9 +132,22 @@ QRectF NodeItem::boundingRect() const {
   return QRectF(-r, -8, NodeGeometry::kWidth + 2 * r, m_height + 10);
 }
 
-void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
-  p->setRenderHint(QPainter::Antialiasing);
+void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
   QRectF body(0, 0, NodeGeometry::kWidth, m_height);
+  // Zoomed far out, text and ports are too small to read: a box in the header's
+  // colour, red when the node has problems, outlined when selected.
+  if (o->levelOfDetailFromTransform(p->worldTransform()) < kFarLod) {
+    p->fillRect(body, !m_problems.isEmpty() ? kError
+                      : !m_known            ? kUnknown
+                      : m_instance          ? kBlockHeader
+                                            : kHeader);
+    if (isSelected()) {
+      p->setPen(QPen(kSelected, 0));
+      p->drawRect(body);
+    }
+    return;
+  }
+  p->setRenderHint(QPainter::Antialiasing);
   QPen border(isSelected() ? kSelected : (m_problems.isEmpty() ? QColor(0x1c, 0x1e, 0x21) : kError),
               isSelected() || !m_problems.isEmpty() ? 2 : 1);
   if (!m_known) border.setStyle(Qt::DashLine);
@@ -225,14 +240,36 @@ QVariant NodeItem::itemChange(GraphicsItemChange change, const QVariant& value) 
 
 // WireItem --------------------------------------------------------------------------
 
+namespace {
+
+// A wire's shape label, left out when zoomed too far out to read.
+class WireLabel : public QGraphicsSimpleTextItem {
+ public:
+  using QGraphicsSimpleTextItem::QGraphicsSimpleTextItem;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget* w) override {
+    if (o->levelOfDetailFromTransform(p->worldTransform()) >= kFarLod)
+      QGraphicsSimpleTextItem::paint(p, o, w);
+  }
+};
+
+}  // namespace
+
 WireItem::WireItem(GraphScene* scene, const Connection& c)
-    : m_scene(scene), m_c(c), m_label(new QGraphicsSimpleTextItem(this)) {
+    : m_scene(scene), m_c(c), m_label(new WireLabel(this)) {
   setZValue(0);
   QFont f = m_label->font();
   f.setPointSizeF(8);
   m_label->setFont(f);
   m_label->setBrush(kDim);
   refresh();
+}
+
+void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget* w) {
+  if (o->levelOfDetailFromTransform(p->worldTransform()) >= kFarLod)
+    return QGraphicsPathItem::paint(p, o, w);
+  p->setPen(QPen(pen().color(), 0));
+  const QPainterPath& path = this->path();
+  p->drawLine(path.pointAtPercent(0), path.currentPosition());
 }
 
 void WireItem::refresh() {
