@@ -32,13 +32,27 @@ struct Context {
 
 }  // namespace
 
-std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vector<NodeId>& ids,
-                                        QString* error) {
+LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids) {
+  LayoutInput in;
   std::vector<NodeId> nodes = ids.empty() ? doc.nodes() : ids;
-  std::set<NodeId> chosen(nodes.begin(), nodes.end());
-  std::map<NodeId, QPointF> out;
-  if (nodes.empty()) return out;
+  std::set<NodeId> chosen;
+  in.origin = QPointF(1e300, 1e300);
+  for (NodeId id : nodes) {
+    if (!doc.contains(id) || !chosen.insert(id).second) continue;
+    int rows = std::max(1, std::max(doc.inputPortCount(id), doc.outputPortCount(id)));
+    in.boxes.push_back({id, NodeGeometry::kWidth, NodeGeometry::height(rows)});
+    QPointF p = doc.node(id).pos;
+    in.origin = QPointF(std::min(in.origin.x(), p.x()), std::min(in.origin.y(), p.y()));
+  }
+  if (ids.empty()) in.origin = QPointF(0, 0);
+  for (const Connection& c : doc.connections())
+    if (chosen.count(c.from) && chosen.count(c.to)) in.edges.push_back({c.from, c.to});
+  return in;
+}
 
+std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error) {
+  std::map<NodeId, QPointF> out;
+  if (in.boxes.empty()) return out;
   Context cx;
   cx.g = agopen(const_cast<char*>("netloom"), Agdirected, nullptr);
   set(cx.g, "rankdir", "LR");
@@ -46,7 +60,7 @@ std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vec
   set(cx.g, "ranksep", "1.4");   // room for a shape label on every wire
   set(cx.g, "splines", "none");  // only node positions are read: no edge routing
   // Bound the crossing-minimisation effort so very large graphs stay fast.
-  if (nodes.size() > 2000) {
+  if (in.boxes.size() > 2000) {
     set(cx.g, "mclimit", "0.01");
     set(cx.g, "remincross", "false");
     set(cx.g, "nslimit", "0.1");
@@ -56,25 +70,17 @@ std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vec
     set(cx.g, "ordering", "out");
   }
   std::map<NodeId, Agnode_t*> gv;
-  QPointF topLeft(1e300, 1e300);
-  for (NodeId id : nodes) {
-    if (!doc.contains(id)) continue;
-    std::string name = std::to_string(id);
-    name.insert(name.begin(), 'n');
+  for (const LayoutInput::Box& b : in.boxes) {
+    std::string name = "n" + std::to_string(b.id);
     Agnode_t* n = agnode(cx.g, const_cast<char*>(name.c_str()), 1);
-    int rows = std::max(1, std::max(doc.inputPortCount(id), doc.outputPortCount(id)));
     set(n, "shape", "box");
     set(n, "fixedsize", "true");
-    set(n, "width", std::to_string(NodeGeometry::kWidth / kPointsPerInch));
-    set(n, "height", std::to_string(NodeGeometry::height(rows) / kPointsPerInch));
+    set(n, "width", std::to_string(b.width / kPointsPerInch));
+    set(n, "height", std::to_string(b.height / kPointsPerInch));
     set(n, "label", "");
-    gv[id] = n;
-    QPointF p = doc.node(id).pos;
-    topLeft = QPointF(std::min(topLeft.x(), p.x()), std::min(topLeft.y(), p.y()));
+    gv[b.id] = n;
   }
-  for (const Connection& c : doc.connections())
-    if (chosen.count(c.from) && chosen.count(c.to) && gv.count(c.from) && gv.count(c.to))
-      agedge(cx.g, gv[c.from], gv[c.to], nullptr, 1);
+  for (const auto& [from, to] : in.edges) agedge(cx.g, gv.at(from), gv.at(to), nullptr, 1);
   if (gvLayout(cx.gvc, cx.g, "dot") != 0) {
     if (error) *error = QObject::tr("Graphviz could not lay out the graph");
     return out;
@@ -87,16 +93,20 @@ std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vec
     minX = std::min(minX, ND_coord(n).x - w / 2);
     maxY = std::max(maxY, ND_coord(n).y + h / 2);
   }
-  QPointF origin = ids.empty() ? QPointF(0, 0) : topLeft;
   for (const auto& [id, n] : gv) {
     double w = ND_width(n) * kPointsPerInch, h = ND_height(n) * kPointsPerInch;
     double x = ND_coord(n).x - w / 2 - minX, y = maxY - (ND_coord(n).y + h / 2);
     // Snap to the canvas grid, as a hand-placed node would be.
-    QPointF p(std::round((origin.x() + x) / GraphScene::kGrid) * GraphScene::kGrid,
-              std::round((origin.y() + y) / GraphScene::kGrid) * GraphScene::kGrid);
+    QPointF p(std::round((in.origin.x() + x) / GraphScene::kGrid) * GraphScene::kGrid,
+              std::round((in.origin.y() + y) / GraphScene::kGrid) * GraphScene::kGrid);
     out[id] = p;
   }
   return out;
+}
+
+std::map<NodeId, QPointF> layeredLayout(const GraphDocument& doc, const std::vector<NodeId>& ids,
+                                        QString* error) {
+  return runLayout(layoutInput(doc, ids), error);
 }
 
 bool autoLayout(GraphDocument& doc, const std::vector<NodeId>& ids, QString* error) {

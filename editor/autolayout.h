@@ -11,6 +11,21 @@
 
 namespace netloom::editor {
 
+// What the layout reads of a document, copied out so it can run on another thread
+// while the user goes on working.
+struct LayoutInput {
+  struct Box {
+    NodeId id;
+    double width, height;
+  };
+  std::vector<Box> boxes;
+  std::vector<std::pair<NodeId, NodeId>> edges;
+  QPointF origin;  // where the drawing's top-left corner goes
+};
+LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids);
+// Runs dot; touches no Qt object, so any one thread may run it at a time.
+std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error = nullptr);
+
 // Top-left positions for `ids` (every node when empty). The drawing of a subset keeps
 // the subset's current top-left corner; wires to nodes outside it are ignored. An
 // empty map with `error` set when Graphviz fails.

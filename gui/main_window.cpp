@@ -16,6 +16,7 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QThread>
 
 #include "editor/autolayout.h"
 #include "editor/palette.h"
@@ -42,6 +43,8 @@ MainWindow::MainWindow(QWidget* parent)
   buildDocks();
   buildActions();
   connect(m_doc.undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+  connect(&m_doc, &GraphDocument::changed, this, [this] { ++m_revision; });
+  connect(&m_doc, &GraphDocument::reset, this, [this] { ++m_revision; });
   connect(m_scene, &GraphScene::refused, this, [this](const QString& why) { showMessage(why); });
   connect(m_scene, &QGraphicsScene::selectionChanged, this, [this] {
     std::vector<NodeId> sel = m_scene->selectedNodes();
@@ -57,6 +60,11 @@ MainWindow::MainWindow(QWidget* parent)
 // The canvas goes first, while the document it draws still exists, and without
 // telling the panels about a selection that disappears with it.
 MainWindow::~MainWindow() {
+  if (m_layoutThread) {  // it holds only a copy of the graph; let it end
+    m_layoutThread->disconnect(this);
+    m_layoutThread->wait();
+    delete m_layoutThread;
+  }
   m_scene->disconnect(this);
   delete m_view;
   delete m_scene;
@@ -469,11 +477,41 @@ void MainWindow::deleteSelection() {
   if (!sel.empty()) m_doc.removeNodes(sel);
 }
 
+// Large graphs are laid out on a worker thread from a copy of the graph, so the
+// window stays responsive; the result applies as one undo step if nothing changed
+// meanwhile.
 void MainWindow::layoutGraph() {
+  if (m_layoutThread) return showMessage(tr("The graph is being laid out already"));
   std::vector<NodeId> sel = m_scene->selectedNodes();
-  QString why;
-  if (!autoLayout(m_doc, sel.size() > 1 ? sel : std::vector<NodeId>{}, &why)) showMessage(why);
-  if (sel.size() <= 1) m_view->frameAll();
+  bool all = sel.size() <= 1;
+  auto in = std::make_shared<LayoutInput>(layoutInput(m_doc, all ? std::vector<NodeId>{} : sel));
+  if (int(in->boxes.size()) < m_backgroundLayoutFrom) {
+    QString why;
+    auto positions = runLayout(*in, &why);
+    if (positions.empty() && !in->boxes.empty()) return showMessage(why);
+    m_doc.placeNodes(positions, tr("Auto-layout"));
+    if (all) m_view->frameAll();
+    return;
+  }
+  struct Outcome {
+    std::map<NodeId, QPointF> positions;
+    QString error;
+  };
+  auto out = std::make_shared<Outcome>();
+  int revision = m_revision;
+  m_layoutThread = QThread::create([in, out] { out->positions = runLayout(*in, &out->error); });
+  connect(m_layoutThread, &QThread::finished, this, [this, out, revision, all] {
+    m_layoutThread->deleteLater();
+    m_layoutThread = nullptr;
+    if (revision != m_revision)
+      return showMessage(tr("The graph changed while it was laid out: lay it out again"));
+    if (out->positions.empty()) return showMessage(out->error);
+    m_doc.placeNodes(out->positions, tr("Auto-layout"));
+    if (all) m_view->frameAll();
+    showMessage(tr("Laid out %n node(s)", "", int(out->positions.size())));
+  });
+  showMessage(tr("Laying out %n node(s)…", "", int(in->boxes.size())), 0);
+  m_layoutThread->start();
 }
 
 }  // namespace netloom::gui

@@ -13,6 +13,7 @@
 #include "editor/document.h"
 
 class QLabel;
+class QThread;
 class QMenu;
 
 namespace netloom::editor {
@@ -62,6 +63,9 @@ class MainWindow : public QMainWindow {
   void revert();
   void autosaveNow();
   QString lastMessage() const { return m_lastMessage; }
+  // Graphs of at least this many nodes are laid out on a worker thread.
+  void setBackgroundLayoutFrom(int nodes) { m_backgroundLayoutFrom = nodes; }
+  bool layoutRunning() const { return m_layoutThread != nullptr; }
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -96,6 +100,9 @@ class MainWindow : public QMainWindow {
   NamePrompt m_namePrompt;
   QString m_lastMessage;
   int m_pasteCount = 0;
+  int m_revision = 0;  // counts document changes
+  int m_backgroundLayoutFrom = 1500;
+  QThread* m_layoutThread = nullptr;
 };
 
 }  // namespace netloom::gui

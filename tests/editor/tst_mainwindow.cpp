@@ -256,6 +256,37 @@ class TestMainWindow : public QObject {
     QVERIFY(store.find("convpool/conv1.weight"));
   }
 
+  // A large graph is laid out on a worker thread: the window keeps handling
+  // events meanwhile, and the result lands as one undo step; an edit made during
+  // the layout wins over it.
+  void largeGraphsAreLaidOutInTheBackground() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-resnet.nlproj")));
+    GraphDocument* doc = w.document();
+    w.setBackgroundLayoutFrom(1);
+    std::map<NodeId, QPointF> stacked;
+    for (NodeId id : doc->nodes()) stacked[id] = QPointF(0, 0);
+    doc->placeNodes(stacked, "stack");
+    std::string before = doc->toText();
+    int steps = doc->undoStack()->count();
+    trigger(w, "layout");
+    QVERIFY(w.layoutRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!w.layoutRunning(), 30000);
+    QCOMPARE(doc->undoStack()->count(), steps + 1);
+    for (const Connection& c : doc->connections())
+      QVERIFY(doc->node(c.from).pos.x() < doc->node(c.to).pos.x());
+    doc->undoStack()->undo();
+    QCOMPARE(doc->toText(), before);
+    // An edit while it runs: the stale result is dropped, and the window says so.
+    trigger(w, "layout");
+    QVERIFY(w.layoutRunning());
+    doc->moveNodes({{doc->nodes().front(), QPointF(32, 32)}});
+    std::string edited = doc->toText();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.layoutRunning(), 30000);
+    QCOMPARE(doc->toText(), edited);
+    QVERIFY2(w.lastMessage().contains("changed"), qPrintable(w.lastMessage()));
+  }
+
   void shortcutsReachTheActions() {
     MainWindow w;
     QVERIFY(w.openFile(copyProject("fashion-convbn.nlproj")));
