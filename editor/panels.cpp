@@ -296,8 +296,17 @@ ProblemsWidget::ProblemsWidget(GraphDocument* doc, QWidget* parent)
   reload();
 }
 
+void ProblemsWidget::setExtra(const QStringList& problems) {
+  m_extra = problems;
+  reload();
+}
+
 void ProblemsWidget::reload() {
   clear();
+  for (const QString& p : m_extra) {
+    auto* it = new QListWidgetItem(p, this);
+    it->setForeground(QColor(0xe0, 0x4f, 0x4f));
+  }
   for (const ModelProblem& p : m_doc->analysis().problems) {
     QString where = p.node.empty() ? tr("model") : QString::fromStdString(p.node);
     auto* it = new QListWidgetItem(where + ": " + QString::fromStdString(p.message), this);

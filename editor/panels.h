@@ -55,6 +55,9 @@ class ProblemsWidget : public QListWidget {
 
  public:
   explicit ProblemsWidget(GraphDocument* doc, QWidget* parent = nullptr);
+  // Problems from outside the graph (a run that failed to compile or to train),
+  // listed first.
+  void setExtra(const QStringList& problems);
 
  signals:
   void nodeActivated(netloom::editor::NodeId id);
@@ -63,6 +66,7 @@ class ProblemsWidget : public QListWidget {
  private:
   void reload();
   GraphDocument* m_doc;
+  QStringList m_extra;
 };
 
 class SummaryWidget : public QTableWidget {

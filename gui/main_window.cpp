@@ -12,6 +12,7 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
+#include <QProgressBar>
 #include <QSaveFile>
 #include <QSettings>
 #include <QStandardPaths>
@@ -24,6 +25,8 @@
 #include "editor/scene.h"
 #include "editor/view.h"
 #include "engine/io/project_file.h"
+#include "gui/charts.h"
+#include "gui/run_controller.h"
 
 namespace netloom::gui {
 
@@ -40,8 +43,10 @@ MainWindow::MainWindow(QWidget* parent)
     return QMessageBox::question(this, title, text, b);
   };
   setCentralWidget(m_view);
+  m_runs = new RunController(&m_doc, this);
   buildDocks();
   buildActions();
+  buildRunActions();
   connect(m_doc.undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
   connect(&m_doc, &GraphDocument::changed, this, [this] { ++m_revision; });
   connect(&m_doc, &GraphDocument::reset, this, [this] { ++m_revision; });
@@ -60,6 +65,8 @@ MainWindow::MainWindow(QWidget* parent)
 // The canvas goes first, while the document it draws still exists, and without
 // telling the panels about a selection that disappears with it.
 MainWindow::~MainWindow() {
+  delete m_runs;  // ends a run in progress while the window still stands
+  m_runs = nullptr;
   if (m_layoutThread) {  // it holds only a copy of the graph; let it end
     m_layoutThread->disconnect(this);
     m_layoutThread->wait();
@@ -127,6 +134,13 @@ void MainWindow::buildDocks() {
     m_scene->selectNodes({id});
     m_view->frameSelection();
   });
+  QDockWidget* charts = dock(tr("Training"), m_runs->charts(), Qt::BottomDockWidgetArea);
+  tabifyDockWidget(summary, charts);
+  dock(tr("Runs"), m_runs->history(), Qt::RightDockWidgetArea);
+  statusBar()->addPermanentWidget(m_runs->status());
+  statusBar()->addPermanentWidget(m_runs->progress());
+  connect(m_runs, &RunController::message, this, [this](const QString& t) { showMessage(t); });
+  connect(m_runs, &RunController::problemsChanged, m_problems, &ProblemsWidget::setExtra);
   m_problemCount = new QLabel;
   statusBar()->addPermanentWidget(m_problemCount);
   connect(m_problems, &ProblemsWidget::countChanged, this, [this](int n) {
@@ -231,6 +245,63 @@ void MainWindow::buildActions() {
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 }
 
+void MainWindow::buildRunActions() {
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  auto make = [&](const char* name, const QString& text, QKeySequence key,
+                  std::function<void()> fn) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!key.isEmpty()) a->setShortcut(key);
+    connect(a, &QAction::triggered, this, fn);
+    run->addAction(a);
+    return a;
+  };
+  make("run", tr("&Run"), QKeySequence(Qt::Key_F5), [this] { startRun(false); });
+  make("pauseRun", tr("&Pause / Continue"), QKeySequence(Qt::Key_F6), [this] {
+    if (m_runs->paused())
+      m_runs->resume();
+    else
+      m_runs->pause();
+  });
+  make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { m_runs->stop(); });
+  make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
+  run->addSeparator();
+  QAction* child = make("childProcess", tr("Train in a Separate &Process"), {},
+                        [this] { m_runs->setChildProcess(action("childProcess")->isChecked()); });
+  child->setCheckable(true);
+  make("compareRuns", tr("Co&mpare Checked Runs…"), {}, [this] {
+    auto runs = m_runs->checkedRuns();
+    if (runs.size() < 2) return showMessage(tr("Check two or more runs in the Runs list"));
+    SettingsDiff d = compareSettings(runs);
+    QString text = d.keys.empty() ? tr("The runs' settings are the same.") : QString();
+    for (size_t i = 0; i < d.keys.size(); ++i) {
+      QStringList cells;
+      for (const std::string& v : d.values[i]) cells << QString::fromStdString(v.empty() ? "—" : v);
+      text += QString::fromStdString(d.keys[i]) + ": " + cells.join("  |  ") + "\n";
+    }
+    QStringList names;
+    for (const RunRecord* r : runs) names << r->name;
+    m_prompt(tr("Runs %1").arg(names.join(", ")), text, QMessageBox::Ok);
+  });
+}
+
+void MainWindow::startRun(bool resume) {
+  const RunRecord* from = nullptr;
+  if (resume) {
+    auto checked = m_runs->checkedRuns();
+    from = checked.size() == 1      ? checked[0]
+           : m_runs->current()      ? m_runs->current()
+           : m_runs->runs().empty() ? nullptr
+                                    : &m_runs->runs().back();
+    if (!from) return showMessage(tr("There is no run to resume"));
+  }
+  if (Status s = m_runs->start(from); !s) {
+    showMessage(QString::fromStdString(s.message()));
+    for (QDockWidget* d : findChildren<QDockWidget*>())
+      if (d->widget() == m_problems && !m_doc.analysis().ok()) d->raise();
+  }
+}
+
 void MainWindow::makeBlock() {
   std::vector<NodeId> ids = m_scene->selectedNodes();
   if (ids.empty()) return showMessage(tr("Select the nodes to make a block of"));
@@ -303,6 +374,7 @@ void MainWindow::afterLoad() {
   updateTitle();
   m_view->frameAll();
   m_pasteCount = 0;
+  m_runs->reloadHistory();
 }
 
 bool MainWindow::openFile(const QString& path) {
@@ -448,6 +520,13 @@ bool MainWindow::maybeSave() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+  if (m_runs->running()) {
+    auto answer = m_prompt(tr("A run is in progress"),
+                           tr("Stop the run and close? It stops after the current step and "
+                              "keeps its events and a checkpoint."),
+                           QMessageBox::Yes | QMessageBox::Cancel);
+    if (answer != QMessageBox::Yes || !m_runs->stopAndWait()) return e->ignore();
+  }
   if (maybeSave())
     e->accept();
   else

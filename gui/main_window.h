@@ -27,6 +27,8 @@ class SummaryWidget;
 
 namespace netloom::gui {
 
+class RunController;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -46,6 +48,7 @@ class MainWindow : public QMainWindow {
   editor::ProblemsWidget* problems() const { return m_problems; }
   editor::SummaryWidget* summary() const { return m_summary; }
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
+  RunController* runs() const { return m_runs; }
 
   void setPrompt(Prompt p) { m_prompt = std::move(p); }
   // Asks for a name (a new block's); empty means cancelled. Tests replace the dialog.
@@ -73,6 +76,8 @@ class MainWindow : public QMainWindow {
  private:
   void buildActions();
   void buildDocks();
+  void buildRunActions();
+  void startRun(bool resume);
   void updateTitle();
   void updateRecent(const QString& added = {});
   bool maybeSave();  // false: the user cancelled
@@ -87,6 +92,7 @@ class MainWindow : public QMainWindow {
   void offerRecovery(const QString& path);
 
   editor::GraphDocument m_doc;
+  RunController* m_runs = nullptr;
   editor::GraphScene* m_scene;
   editor::GraphView* m_view;
   editor::PaletteWidget* m_palette = nullptr;

@@ -1,6 +1,8 @@
 // netloom-train: the headless trainer. Runs a project on this machine's CPU with a
 // progress line on the terminal, and optionally writes the TrainEvent stream, a
 // JSON summary and the final weights. Needs no Qt, so it runs on GPU nodes too.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -143,6 +145,21 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
 
 }  // namespace
 
+namespace {
+
+// SIGTERM and SIGINT end the run cleanly after the current step: its events and a
+// checkpoint (where the project asks for checkpoints) are kept. A second one kills.
+std::atomic<bool> g_stop{false};
+
+extern "C" void onStopSignal(int sig) {
+  if (g_stop.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--version")) {
@@ -204,6 +221,9 @@ int main(int argc, char** argv) {
       if (auto st = events.write(e); !st) writeError = st.message();
     if (!a.quiet) progress.onEvent(e);
   };
+  a.opts.stop = &g_stop;
+  std::signal(SIGTERM, onStopSignal);
+  std::signal(SIGINT, onStopSignal);
   auto result = netloom::runTraining(*project, a.opts, sink);
   events.close();
   if (!writeError.empty()) std::fprintf(stderr, "netloom-train: %s\n", writeError.c_str());

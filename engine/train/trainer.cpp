@@ -376,6 +376,11 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
       if (policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0 && !lastOfEpoch)
         if (auto c = checkpoint(); !c) return fail(c.error().message);
       if (ctx.step >= total || (opts.stop && opts.stop->load())) {
+        // Stopped by request mid-epoch: a checkpoint where it stopped, so the run
+        // can be resumed from there (one due at the epoch's end comes below).
+        if (ctx.step < total && checkpointing && !lastOfEpoch &&
+            !(policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0))
+          if (auto c = checkpoint(); !c) return fail(c.error().message);
         stopped = true;
         break;
       }

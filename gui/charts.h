@@ -1,0 +1,70 @@
+// Live training charts (QCustomPlot): the training loss per step with TensorBoard's
+// smoothing, the evaluation loss and accuracy per epoch, the learning rate and the
+// throughput. Points arrive in step order and are appended sorted; QCustomPlot's
+// adaptive sampling draws a million of them as a few thousand; the plots replot
+// from a throttled timer, never once per event. Other runs can be overlaid.
+#pragma once
+
+#include <QTimer>
+#include <QWidget>
+#include <vector>
+
+#include "engine/proto/events.pb.h"
+
+class QCustomPlot;
+class QCPGraph;
+class QCheckBox;
+class QSlider;
+
+namespace netloom::gui {
+
+// TensorBoard's smoothing: an exponential moving average with its start debiased.
+std::vector<double> smoothed(const std::vector<double>& values, double weight);
+
+class TrainingCharts : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit TrainingCharts(QWidget* parent = nullptr);
+
+  // Starts over for a new current run.
+  void clear();
+  // Adds the current run's events, in stream order.
+  void append(const std::vector<proto::TrainEvent>& events);
+  // Curves of other runs shown under the current one (their smoothed loss and
+  // per-epoch accuracy), by name; replaces the previous overlay.
+  struct Overlay {
+    QString name;
+    std::vector<proto::TrainEvent> events;
+  };
+  void setOverlays(const std::vector<Overlay>& runs);
+
+  void setSmoothing(double weight);  // 0 (raw) .. 0.99
+  void setLogScale(bool on);
+  void replotNow();  // what the timer does when something changed
+
+  int lossPoints() const;   // points on the current run's loss curve
+  int epochPoints() const;  // points on its accuracy curve
+  QCustomPlot* lossPlot() const { return m_loss; }
+  QCustomPlot* epochPlot() const { return m_epoch; }
+  // Writes the loss chart as PNG, PDF (by extension) or its data as CSV.
+  bool exportLoss(const QString& path) const;
+  // Milliseconds the last replot took, for the responsiveness benchmark.
+  double lastReplotMs() const { return m_replotMs; }
+
+ private:
+  void resmooth();
+
+  QCustomPlot *m_loss, *m_epoch, *m_lr, *m_speed;
+  QCPGraph *m_raw, *m_smooth, *m_valLoss, *m_testLoss, *m_accuracy, *m_lrGraph, *m_speedGraph;
+  QSlider* m_smoothing;
+  QCheckBox* m_log;
+  std::vector<double> m_steps, m_losses;
+  double m_weight = 0.6;
+  std::vector<QCPGraph*> m_overlayGraphs;
+  QTimer m_replot;
+  bool m_dirty = false;
+  double m_replotMs = 0;
+};
+
+}  // namespace netloom::gui

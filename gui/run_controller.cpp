@@ -1,0 +1,293 @@
+#include "gui/run_controller.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QLabel>
+#include <QProgressBar>
+#include <map>
+#include <set>
+
+#include "editor/document.h"
+#include "gui/charts.h"
+
+namespace netloom::gui {
+
+namespace {
+
+constexpr int kPollMs = 100;
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+void flatten(const Message& m, const std::string& prefix, std::map<std::string, std::string>& out) {
+  const auto* refl = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    std::string key = prefix + f->name();
+    int n = f->is_repeated() ? refl->FieldSize(m, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      std::string k = f->is_repeated() ? key + "[" + std::to_string(i) + "]" : key;
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        flatten(f->is_repeated() ? refl->GetRepeatedMessage(m, f, i) : refl->GetMessage(m, f),
+                k + ".", out);
+      } else {
+        std::string v;
+        google::protobuf::TextFormat::PrintFieldValueToString(m, f, f->is_repeated() ? i : -1, &v);
+        out[k] = v;
+      }
+    }
+  }
+}
+
+std::map<std::string, std::string> settingsOf(const proto::Project& p) {
+  std::map<std::string, std::string> out;
+  flatten(p.train(), "train.", out);
+  flatten(p.data(), "data.", out);
+  for (const proto::NodeDef& n : p.model().nodes()) {
+    std::string k = "model." + n.name();
+    out[k + ".op"] = n.op();
+    std::string ins;
+    for (const std::string& in : n.inputs()) ins += (ins.empty() ? "" : ", ") + in;
+    if (!ins.empty()) out[k + ".inputs"] = ins;
+    for (const auto& [key, v] : n.attrs()) {
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(v, &text);
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      out[k + "." + key] = text;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs) {
+  std::vector<std::map<std::string, std::string>> all;
+  std::set<std::string> keys;
+  for (const RunRecord* r : runs) {
+    all.push_back(settingsOf(r->project));
+    for (const auto& [k, v] : all.back()) keys.insert(k);
+  }
+  SettingsDiff d;
+  for (const std::string& k : keys) {
+    std::vector<std::string> row;
+    for (const auto& s : all) {
+      auto it = s.find(k);
+      row.push_back(it == s.end() ? std::string() : it->second);
+    }
+    if (std::adjacent_find(row.begin(), row.end(), std::not_equal_to<>()) == row.end()) continue;
+    d.keys.push_back(k);
+    d.values.push_back(std::move(row));
+  }
+  return d;
+}
+
+RunController::RunController(editor::GraphDocument* doc, QObject* parent)
+    : QObject(parent),
+      m_doc(doc),
+      m_charts(new TrainingCharts),
+      m_history(new QListWidget),
+      m_progress(new QProgressBar),
+      m_status(new QLabel) {
+  m_progress->setMaximumWidth(220);
+  m_progress->setTextVisible(true);
+  m_progress->hide();
+  m_poll.setInterval(kPollMs);
+  connect(&m_poll, &QTimer::timeout, this, &RunController::poll);
+  connect(m_history, &QListWidget::itemChanged, this, [this] { updateOverlays(); });
+}
+
+// The widgets belong to whoever shows them (the window's docks).
+RunController::~RunController() {
+  stopAndWait(30000);
+}
+
+QString RunController::runsDir() const {
+  if (m_doc->filePath().isEmpty()) return {};
+  return QFileInfo(m_doc->filePath()).absolutePath() + "/runs";
+}
+
+RunTarget* RunController::target() const {
+  return m_active;
+}
+
+bool RunController::running() const {
+  return m_active && m_active->running();
+}
+
+bool RunController::paused() const {
+  return m_active && m_active->paused();
+}
+
+Status RunController::start(const RunRecord* resumeFrom) {
+  if (running()) return makeError("a run is in progress: stop it first");
+  if (runsDir().isEmpty())
+    return makeError("save the project first: its runs are kept beside it, in runs/");
+  if (!m_doc->analysis().ok()) {
+    QStringList problems;
+    for (const ModelProblem& p : m_doc->analysis().problems)
+      problems << QString::fromStdString(p.message);
+    return makeError("the graph has " + std::to_string(problems.size()) +
+                     " problem(s), listed under Problems; the run was not started");
+  }
+  QString projectDir = QFileInfo(m_doc->filePath()).absolutePath();
+  RunRequest req;
+  req.projectDir = projectDir;
+  if (resumeFrom) {
+    QString ckpt = latestCheckpoint(*resumeFrom);
+    if (ckpt.isEmpty())
+      return makeError("run " + resumeFrom->name.toStdString() + " has no checkpoint to resume");
+    m_current = *resumeFrom;
+    req.resume = ckpt;
+  } else {
+    auto run = createRun(runsDir(), m_doc->toProject(), projectDir);
+    if (!run) return run.error();
+    m_current = std::move(*run);
+  }
+  req.runDir = m_current->dir;
+  if (m_child) {
+    if (!m_childProcess) {
+      m_childProcess = std::make_unique<ChildProcessTarget>();
+      connect(m_childProcess.get(), &RunTarget::ended, this, &RunController::onEnded);
+    }
+    m_active = m_childProcess.get();
+  } else {
+    if (!m_inProcess) {
+      m_inProcess = std::make_unique<InProcessTarget>();
+      connect(m_inProcess.get(), &RunTarget::ended, this, &RunController::onEnded);
+    }
+    m_active = m_inProcess.get();
+  }
+  m_charts->clear();
+  if (resumeFrom) m_charts->append(m_current->events);
+  if (Status s = m_active->start(req); !s) return s;
+  emit problemsChanged({});
+  m_progress->setRange(0, 0);
+  m_progress->show();
+  m_status->setText(tr("Run %1 starting (%2)…").arg(m_current->name, m_active->kind()));
+  m_poll.start();
+  reloadHistory();
+  return {};
+}
+
+void RunController::pause() {
+  if (!running()) return;
+  m_active->pause();
+  m_status->setText(tr("Run %1 paused").arg(m_current->name));
+}
+
+void RunController::resume() {
+  if (running()) m_active->resume();
+}
+
+void RunController::stop() {
+  if (!running()) return;
+  m_active->stop();
+  m_status->setText(tr("Run %1 stopping after this step…").arg(m_current->name));
+}
+
+bool RunController::stopAndWait(int ms) {
+  if (!running()) return true;
+  stop();
+  QElapsedTimer t;
+  t.start();
+  while (running() && t.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  return !running();
+}
+
+void RunController::poll() {
+  if (!m_current) return;
+  size_t before = m_current->events.size();
+  if (m_current->poll()) {
+    std::vector<proto::TrainEvent> fresh(m_current->events.begin() + long(before),
+                                         m_current->events.end());
+    m_charts->append(fresh);
+  }
+  updateProgress();
+}
+
+void RunController::updateProgress() {
+  const proto::RunStarted* rs = m_current->started();
+  const proto::Step* last = nullptr;
+  for (auto it = m_current->events.rbegin(); it != m_current->events.rend() && !last; ++it)
+    if (it->has_step()) last = &it->step();
+  if (!rs || !last || !running()) return;
+  int64_t total = std::max<int64_t>(1, rs->total_steps());
+  m_progress->setRange(0, int(std::min<int64_t>(total, INT32_MAX)));
+  m_progress->setValue(int(std::min<int64_t>(last->step(), total)));
+  m_progress->setFormat(
+      tr("epoch %1 · step %2/%3").arg(last->epoch()).arg(last->step()).arg(total));
+  double rate = last->seconds() > 0 ? double(last->step()) / last->seconds() : 0;
+  double eta = rate > 0 ? double(total - last->step()) / rate : 0;
+  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4 s")
+                        .arg(m_current->name, paused() ? tr(" (paused)") : QString())
+                        .arg(last->samples_per_sec(), 0, 'f', 0)
+                        .arg(eta, 0, 'f', 0));
+}
+
+void RunController::onEnded(bool ok, const QString& why) {
+  m_poll.stop();
+  poll();
+  m_progress->hide();
+  QString text;
+  if (const proto::Failed* f = m_current ? m_current->failed() : nullptr) {
+    text = tr("Run %1 failed: %2").arg(m_current->name, QString::fromStdString(f->message()));
+    emit problemsChanged(
+        {tr("run %1: %2").arg(m_current->name, QString::fromStdString(f->message()))});
+    ok = false;
+  } else if (!ok) {
+    text = tr("Run %1 failed: %2").arg(m_current ? m_current->name : QString(), why);
+    emit problemsChanged({text});
+  } else {
+    text = tr("Run %1 %2").arg(m_current->name, m_current->stateText());
+  }
+  m_status->setText(text);
+  reloadHistory();
+  emit message(text);
+  emit runEnded(ok, text);
+}
+
+void RunController::reloadHistory() {
+  m_runs = runsDir().isEmpty() ? std::vector<RunRecord>{} : listRuns(runsDir());
+  QSignalBlocker block(m_history);
+  std::set<QString> checked;
+  for (int i = 0; i < m_history->count(); ++i)
+    if (m_history->item(i)->checkState() == Qt::Checked)
+      checked.insert(m_history->item(i)->data(Qt::UserRole).toString());
+  m_history->clear();
+  for (const RunRecord& r : m_runs) {
+    bool active = running() && m_current && m_current->dir == r.dir;
+    auto* it = new QListWidgetItem(r.name + " — " + (active ? tr("running") : r.stateText()) +
+                                       tr(" · %n step(s)", "", int(r.steps())),
+                                   m_history);
+    it->setData(Qt::UserRole, r.dir);
+    it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
+    it->setCheckState(checked.count(r.dir) ? Qt::Checked : Qt::Unchecked);
+    it->setToolTip(r.dir);
+  }
+  updateOverlays();
+}
+
+std::vector<const RunRecord*> RunController::checkedRuns() const {
+  std::vector<const RunRecord*> out;
+  for (int i = 0; i < m_history->count(); ++i) {
+    if (m_history->item(i)->checkState() != Qt::Checked) continue;
+    QString dir = m_history->item(i)->data(Qt::UserRole).toString();
+    for (const RunRecord& r : m_runs)
+      if (r.dir == dir) out.push_back(&r);
+  }
+  return out;
+}
+
+void RunController::updateOverlays() {
+  std::vector<TrainingCharts::Overlay> overlays;
+  for (const RunRecord* r : checkedRuns())
+    if (!m_current || r->dir != m_current->dir) overlays.push_back({r->name, r->events});
+  m_charts->setOverlays(overlays);
+}
+
+}  // namespace netloom::gui

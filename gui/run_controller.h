@@ -1,0 +1,95 @@
+// The training side of the main window: starts runs of the document's project on
+// a RunTarget, tails the run's event stream into the charts and the status bar,
+// and keeps the project's run history (the runs/ folder beside the project).
+#pragma once
+
+#include <QListWidget>
+#include <QObject>
+#include <QTimer>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gui/runs.h"
+
+class QLabel;
+class QProgressBar;
+
+namespace netloom::editor {
+class GraphDocument;
+}
+
+namespace netloom::gui {
+
+class TrainingCharts;
+
+// The settings of a run's frozen project that differ between runs, one row per
+// setting ("train.optimizer.lr"), one column per run.
+struct SettingsDiff {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> values;  // [row][run]; "" where unset
+};
+SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs);
+
+class RunController : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RunController(editor::GraphDocument* doc, QObject* parent = nullptr);
+  ~RunController() override;
+
+  // Widgets the window places in docks and the status bar.
+  TrainingCharts* charts() const { return m_charts; }
+  QListWidget* history() const { return m_history; }
+  QProgressBar* progress() const { return m_progress; }
+  QLabel* status() const { return m_status; }
+
+  void setChildProcess(bool on) { m_child = on; }
+  bool childProcess() const { return m_child; }
+
+  // Validates and starts a run of the document's project; the reason when it
+  // cannot. `resumeFrom`: continue that run from its latest checkpoint instead.
+  Status start(const RunRecord* resumeFrom = nullptr);
+  void pause();
+  void resume();
+  void stop();
+  // Stops a run in progress and waits (up to `ms`) for it to end.
+  bool stopAndWait(int ms = 60000);
+  bool running() const;
+  bool paused() const;
+  RunTarget* target() const;
+
+  const RunRecord* current() const { return m_current ? &*m_current : nullptr; }
+  const std::vector<RunRecord>& runs() const { return m_runs; }
+  QString runsDir() const;  // empty for an untitled project
+  void reloadHistory();
+  // Checked runs in the history, overlaid on the charts.
+  std::vector<const RunRecord*> checkedRuns() const;
+
+  void poll();  // what the timer does: read new events, update charts and progress
+
+ signals:
+  void message(const QString& text);
+  void runEnded(bool ok, const QString& message);
+  void problemsChanged(const QStringList& problems);  // failures to show in Problems
+
+ private:
+  void onEnded(bool ok, const QString& why);
+  void updateProgress();
+  void updateOverlays();
+
+  editor::GraphDocument* m_doc;
+  TrainingCharts* m_charts;
+  QListWidget* m_history;
+  QProgressBar* m_progress;
+  QLabel* m_status;
+  std::unique_ptr<InProcessTarget> m_inProcess;
+  std::unique_ptr<ChildProcessTarget> m_childProcess;
+  RunTarget* m_active = nullptr;
+  bool m_child = false;
+  std::optional<RunRecord> m_current;
+  std::vector<RunRecord> m_runs;
+  QTimer m_poll;
+};
+
+}  // namespace netloom::gui

@@ -1,0 +1,137 @@
+// Runs from the IDE: where they live, how they are started, and what they said.
+//
+// Every run has a folder under the project's `runs/`: a frozen copy of the project
+// (project.nlproj), the event stream (events.pb, the one source of truth for
+// charts and history, appended as the run goes), its checkpoints and its final
+// weights. A RunTarget starts the training and controls it; whatever the target,
+// the IDE learns what happens by tailing the run's event stream, so an in-process
+// run, a child process and (later) a remote job all look the same.
+#pragma once
+
+#include <QObject>
+#include <QProcess>
+#include <QString>
+#include <QThread>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "engine/proto/events.pb.h"
+#include "engine/proto/project.pb.h"
+#include "engine/util/status.h"
+
+namespace netloom::gui {
+
+// One run folder: its files and what its events say.
+struct RunRecord {
+  QString dir;
+  QString name;  // the folder's name, e.g. "20261203-141503"
+  proto::Project project;
+  std::vector<proto::TrainEvent> events;
+  int64_t offset = 0;  // bytes of events.pb read so far
+
+  enum class State { Running, Finished, Failed, Stopped };
+  State state() const;
+  QString stateText() const;  // "finished", "failed: <why>", ...
+  const proto::RunStarted* started() const;
+  const proto::Finished* finished() const;
+  const proto::Failed* failed() const;
+  int64_t steps() const;  // Step events seen
+  QString eventsPath() const { return dir + "/events.pb"; }
+  QString checkpointsDir() const { return dir + "/checkpoints"; }
+  QString weightsPath() const { return dir + "/weights.safetensors"; }
+
+  // Reads events appended since the last call; true when there were new ones.
+  bool poll();
+};
+
+// Makes a new run folder under `runsDir` with a frozen copy of the project, its
+// relative data paths made absolute against `projectDir`.
+Result<RunRecord> createRun(const QString& runsDir, const proto::Project& project,
+                            const QString& projectDir);
+// Every run folder under `runsDir`, oldest first, with its events read.
+std::vector<RunRecord> listRuns(const QString& runsDir);
+// The latest checkpoint of a run, or empty.
+QString latestCheckpoint(const RunRecord& run);
+
+// What a target needs to start a run.
+struct RunRequest {
+  QString runDir;      // the RunRecord's folder
+  QString projectDir;  // relative data paths resolve against it
+  QString resume;      // a checkpoint folder to continue from, or empty
+  int64_t maxSteps = 0;
+  int threads = 0;
+};
+
+class RunTarget : public QObject {
+  Q_OBJECT
+
+ public:
+  using QObject::QObject;
+  virtual QString kind() const = 0;  // "in-process", "local process"
+  virtual Status start(const RunRequest& r) = 0;
+  virtual void pause() = 0;
+  virtual void resume() = 0;
+  virtual void stop() = 0;  // ends after the current step, with a checkpoint
+  virtual bool running() const = 0;
+  virtual bool paused() const = 0;
+
+ signals:
+  // The run ended: cleanly (its last event is Finished, or it was stopped), or not,
+  // with the reason. Events are already in the stream.
+  void ended(bool ok, const QString& message);
+};
+
+// The embedded engine on a worker thread; the default.
+class InProcessTarget : public RunTarget {
+  Q_OBJECT
+
+ public:
+  explicit InProcessTarget(QObject* parent = nullptr);
+  ~InProcessTarget() override;
+  QString kind() const override { return tr("in-process"); }
+  Status start(const RunRequest& r) override;
+  void pause() override;
+  void resume() override;
+  void stop() override;
+  bool running() const override { return m_thread != nullptr; }
+  bool paused() const override { return m_paused; }
+
+ private:
+  QThread* m_thread = nullptr;
+  std::atomic<bool> m_stop{false};
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_paused = false;
+};
+
+// `netloom-train` as a child process writing the run's event stream, so a crash in
+// a run cannot take the IDE down.
+class ChildProcessTarget : public RunTarget {
+  Q_OBJECT
+
+ public:
+  explicit ChildProcessTarget(QObject* parent = nullptr);
+  ~ChildProcessTarget() override;
+  QString kind() const override { return tr("local process"); }
+  Status start(const RunRequest& r) override;
+  void pause() override;
+  void resume() override;
+  void stop() override;
+  bool running() const override { return m_process != nullptr; }
+  bool paused() const override { return m_paused; }
+  qint64 processId() const;
+  // Where netloom-train is: beside the IDE's executable, else on PATH.
+  static QString trainerPath();
+
+ private:
+  QProcess* m_process = nullptr;
+  QString m_runDir;
+  bool m_paused = false;
+  bool m_stopping = false;
+};
+
+}  // namespace netloom::gui

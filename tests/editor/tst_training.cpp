@@ -1,0 +1,212 @@
+// Training from the IDE, through the real window: Run on the spirals project in
+// process and in a child netloom-train, with the loss chart fed from the run's
+// event stream; a child killed mid-run is reported and its events kept; pause,
+// stop with a checkpoint and resume from it; the run history across windows, its
+// overlay and the settings that differ between runs.
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <csignal>
+
+#include "editor/document.h"
+#include "engine/io/event_stream.h"
+#include "engine/io/project_file.h"
+#include "gui/charts.h"
+#include "gui/main_window.h"
+#include "gui/run_controller.h"
+#include "qcustomplot.h"
+
+using namespace netloom;
+using namespace netloom::gui;
+
+namespace {
+
+void trigger(MainWindow& w, const char* name) {
+  QAction* a = w.action(name);
+  QVERIFY2(a, name);
+  a->trigger();
+}
+
+int64_t stepsIn(const RunRecord& r) {
+  return r.steps();
+}
+
+}  // namespace
+
+class TestTraining : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+
+  // Spirals with `epochs` epochs, one thread, checkpoints every epoch, saved in the
+  // temporary folder under `name`.
+  QString spirals(const QString& name, int epochs, double lr = 0.01) {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
+    if (!p) return {};
+    p->mutable_train()->set_epochs(epochs);
+    p->mutable_train()->set_threads(1);
+    p->mutable_train()->mutable_optimizer()->set_lr(lr);
+    p->mutable_train()->mutable_checkpoint()->set_every_epochs(1);
+    p->mutable_train()->mutable_checkpoint()->set_keep_last(2);
+    QDir(m_dir.path()).mkpath(name);
+    QString path = m_dir.filePath(name + "/spirals.nlproj");
+    return saveProject(path.toStdString(), *p) ? path : QString();
+  }
+
+  static bool waitForEnd(MainWindow& w, int ms = 120000) {
+    QElapsedTimer t;
+    t.start();
+    while (w.runs()->running() && t.elapsed() < ms) QTest::qWait(20);
+    return !w.runs()->running();
+  }
+
+ private slots:
+  void initTestCase() { qputenv("NETLOOM_TRAIN", NETLOOM_TRAIN_EXE); }
+
+  void runFromTheActionTrainsToTheFloor() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("inproc", 30)));
+    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    trigger(w, "run");
+    QVERIFY(w.runs()->running());
+    QVERIFY(waitForEnd(w));
+    QCOMPARE(ended.count(), 1);
+    QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r && r->finished());
+    const proto::RunStarted* rs = r->started();
+    QVERIFY(rs);
+    // One point per step on the loss chart, one per epoch on the accuracy chart.
+    QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), rs->total_steps());
+    QCOMPARE(stepsIn(*r), rs->total_steps());
+    QCOMPARE(w.runs()->charts()->epochPoints(), 30);
+    QVERIFY2(r->finished()->test_accuracy() >= 0.9,
+             qPrintable(QString::number(r->finished()->test_accuracy())));
+    // The run folder: frozen project, stream, checkpoints, final weights.
+    QVERIFY(QFile::exists(r->dir + "/project.nlproj"));
+    QVERIFY(QFile::exists(r->weightsPath()));
+    QVERIFY(!latestCheckpoint(*r).isEmpty());
+    QCOMPARE(int(w.runs()->runs().size()), 1);
+    // A chart exports as an image and as data.
+    QString csv = m_dir.filePath("loss.csv"), png = m_dir.filePath("loss.png");
+    QVERIFY(w.runs()->charts()->exportLoss(csv));
+    QVERIFY(w.runs()->charts()->exportLoss(png));
+    QFile f(csv);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll().count('\n'), rs->total_steps() + 1);
+    QVERIFY(QImage(png).width() > 0);
+  }
+
+  void killedChildIsReportedAndKeepsItsEvents() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("child", 2000)));
+    trigger(w, "childProcess");
+    QVERIFY(w.runs()->childProcess());
+    trigger(w, "run");
+    QVERIFY(w.runs()->running());
+    auto* child = qobject_cast<ChildProcessTarget*>(w.runs()->target());
+    QVERIFY(child);
+    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 50, 60000);
+    ::kill(pid_t(child->processId()), SIGKILL);
+    QVERIFY(waitForEnd(w));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r->failed());
+    QVERIFY2(QString::fromStdString(r->failed()->message()).contains("killed"),
+             r->failed()->message().c_str());
+    QVERIFY(r->steps() >= 50);
+    QVERIFY2(w.lastMessage().contains("failed"), qPrintable(w.lastMessage()));
+    // The folder stays readable: the history lists the run with its steps and why.
+    auto runs = listRuns(w.runs()->runsDir());
+    QCOMPARE(int(runs.size()), 1);
+    QCOMPARE(runs[0].steps(), r->steps());
+    QVERIFY(runs[0].stateText().contains("killed"));
+  }
+
+  void pauseStopAndResumeFromCheckpoint() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("resume", 400)));
+    trigger(w, "run");
+    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 60, 60000);
+    trigger(w, "pauseRun");
+    QVERIFY(w.runs()->paused());
+    QTest::qWait(150);
+    w.runs()->poll();
+    int64_t held = w.runs()->current()->steps();
+    QTest::qWait(300);
+    w.runs()->poll();
+    QCOMPARE(w.runs()->current()->steps(), held);  // no step while paused
+    trigger(w, "pauseRun");
+    QVERIFY(!w.runs()->paused());
+    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->current()->steps() > held, 30000);
+    trigger(w, "stopRun");
+    QVERIFY(waitForEnd(w));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r->finished());  // a stop is a clean end
+    int64_t stoppedAt = r->steps();
+    QString ckpt = latestCheckpoint(*r);
+    QVERIFY(!ckpt.isEmpty());
+    // Resume: the same run folder continues from its checkpoint, in the same stream.
+    trigger(w, "resumeRun");
+    QVERIFY(w.runs()->running());
+    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->current()->steps() > stoppedAt + 20, 60000);
+    w.runs()->stopAndWait();
+    QCOMPARE(int(w.runs()->runs().size()), 1);
+    auto events = readEvents((r->dir + "/events.pb").toStdString());
+    QVERIFY(events.ok());
+    int runsStarted = 0;
+    for (const auto& e : events->events) runsStarted += e.has_run_started();
+    QCOMPARE(runsStarted, 2);
+  }
+
+  void historyReloadsOverlaysAndCompares() {
+    QString path = spirals("history", 2);
+    {
+      MainWindow w;
+      QVERIFY(w.openFile(path));
+      trigger(w, "run");
+      QVERIFY(waitForEnd(w));
+      // A second run with another learning rate.
+      auto p = loadProject(path.toStdString());
+      p->mutable_train()->mutable_optimizer()->set_lr(0.003);
+      QVERIFY(saveProject(path.toStdString(), *p));
+      QVERIFY(w.openFile(path));
+      trigger(w, "run");
+      QVERIFY(waitForEnd(w));
+    }
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    QCOMPARE(int(w.runs()->runs().size()), 2);
+    QCOMPARE(w.runs()->history()->count(), 2);
+    QVERIFY(w.runs()->history()->item(0)->text().contains("finished"));
+    int graphs = w.runs()->charts()->lossPlot()->graphCount();
+    for (int i = 0; i < 2; ++i) w.runs()->history()->item(i)->setCheckState(Qt::Checked);
+    QCOMPARE(w.runs()->charts()->lossPlot()->graphCount(), graphs + 2);
+    SettingsDiff d = compareSettings(w.runs()->checkedRuns());
+    QCOMPARE(d.keys, std::vector<std::string>{"train.optimizer.lr"});
+    QCOMPARE(d.values[0], (std::vector<std::string>{"0.01", "0.003"}));
+  }
+
+  void invalidGraphIsRefused() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("invalid", 2)));
+    editor::GraphDocument* doc = w.document();
+    doc->disconnectInput(doc->findNode("act1"), 0);
+    QVERIFY(!doc->analysis().ok());
+    trigger(w, "run");
+    QVERIFY(!w.runs()->running());
+    QVERIFY2(w.lastMessage().contains("problem"), qPrintable(w.lastMessage()));
+    QVERIFY(!QDir(w.runs()->runsDir()).exists());
+  }
+
+  void smoothingIsTensorBoards() {
+    std::vector<double> s = smoothed({1, 2, 3}, 0.5);
+    // The moving average divided by 1 - w^n, as TensorBoard draws it.
+    QCOMPARE(s[0], 1.0);
+    QVERIFY(std::fabs(s[1] - (0.5 * 0.5 * 1 + 0.5 * 2) / 0.75) < 1e-12);
+    QCOMPARE(smoothed({4, 5}, 0.0), (std::vector<double>{4, 5}));
+  }
+};
+
+QTEST_MAIN(TestTraining)
+#include "tst_training.moc"
