@@ -41,7 +41,9 @@ class TrainingCharts : public QWidget {
 
   void setSmoothing(double weight);  // 0 (raw) .. 0.99
   void setLogScale(bool on);
-  void replotNow();  // what the timer does when something changed
+  // Replots every chart that changed (the timer replots one per tick, in turn, so
+  // the window never waits for all four at once).
+  void replotNow();
 
   int lossPoints() const;   // points on the current run's loss curve
   int epochPoints() const;  // points on its accuracy curve
@@ -49,7 +51,7 @@ class TrainingCharts : public QWidget {
   QCustomPlot* epochPlot() const { return m_epoch; }
   // Writes the loss chart as PNG, PDF (by extension) or its data as CSV.
   bool exportLoss(const QString& path) const;
-  // Milliseconds the last replot took, for the responsiveness benchmark.
+  // Milliseconds the last replotNow took, for the responsiveness benchmark.
   double lastReplotMs() const { return m_replotMs; }
 
  private:
@@ -62,8 +64,11 @@ class TrainingCharts : public QWidget {
   std::vector<double> m_steps, m_losses;
   double m_weight = 0.6;
   std::vector<QCPGraph*> m_overlayGraphs;
+  void replotOne(QCustomPlot* p);
+
   QTimer m_replot;
   bool m_dirty = false;
+  std::vector<QCustomPlot*> m_stale;  // charts waiting for the timer, oldest first
   double m_replotMs = 0;
 };
 

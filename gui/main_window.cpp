@@ -295,11 +295,12 @@ void MainWindow::startRun(bool resume) {
                                     : &m_runs->runs().back();
     if (!from) return showMessage(tr("There is no run to resume"));
   }
-  if (Status s = m_runs->start(from); !s) {
-    showMessage(QString::fromStdString(s.message()));
-    for (QDockWidget* d : findChildren<QDockWidget*>())
-      if (d->widget() == m_problems && !m_doc.analysis().ok()) d->raise();
-  }
+  Status s = m_runs->start(from);
+  if (!s) showMessage(QString::fromStdString(s.message()));
+  // The charts come to the front when a run starts; the problems when it cannot.
+  QWidget* front = s ? static_cast<QWidget*>(m_runs->charts()) : m_problems;
+  for (QDockWidget* d : findChildren<QDockWidget*>())
+    if (d->widget() == front) d->show(), d->raise();
 }
 
 void MainWindow::makeBlock() {

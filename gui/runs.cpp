@@ -1,5 +1,9 @@
 #include "gui/runs.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
@@ -14,6 +18,8 @@
 namespace netloom::gui {
 
 namespace {
+
+constexpr int kTrainingNice = 10;
 
 std::string absoluteFrom(const QString& base, const std::string& path) {
   if (path.empty()) return path;
@@ -178,6 +184,10 @@ Status InProcessTarget::start(const RunRequest& r) {
   m_paused = false;
   std::string events = (r.runDir + "/events.pb").toStdString();
   m_thread = QThread::create([this, o, events, p = *project] {
+    // The training threads (this one and the kernels' pool it starts) yield to the
+    // GUI thread: they get the cores the window does not need, and the window's
+    // event loop stays prompt while every core trains.
+    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), kTrainingNice);
     EventWriter writer;
     Status opened = writer.open(events, true);
     auto sink = [&](const proto::TrainEvent& e) {
