@@ -4,10 +4,7 @@
 # revalidation after one attribute edit. See editor_scale.cpp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-exe="$root/build/tests/bench/bench_editor_scale"
-if [[ ! -x "$exe" ]]; then
-  echo "$exe is missing: run ./scripts/setup.sh build first" >&2
-  exit 2
-fi
-export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-exec "$exe" "$@"
+usage() { sed -n '2,/^set/p' "$0" | grep '^#' >&2; exit 2; }
+# shellcheck source=common.sh
+source "$root/tests/bench/common.sh"
+bench_exec_qt bench_editor_scale "$@"

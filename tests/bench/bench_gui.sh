@@ -5,10 +5,7 @@
 # Usage: bench_gui.sh [PROJECT.nlproj] [SECONDS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-exe="$root/build/tests/bench/bench_gui_responsiveness"
-if [[ ! -x "$exe" ]]; then
-  echo "$exe is missing: run ./scripts/setup.sh build first" >&2
-  exit 2
-fi
-export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-exec "$exe" "$@"
+usage() { sed -n '2,/^set/p' "$0" | grep '^#' >&2; exit 2; }
+# shellcheck source=common.sh
+source "$root/tests/bench/common.sh"
+bench_exec_qt bench_gui_responsiveness "$@"

@@ -5,6 +5,8 @@
 #   bench_need_torch                  exit 2 unless $bench_py imports torch and numpy
 #   bench_compare NETLOOM.json TORCH.out
 #                                     prints the NetLoom/PyTorch comparison table
+#   bench_exec_qt NAME ARGS...        runs the Qt benchmark program build/tests/bench/NAME
+#                                     offscreen (unless QT_QPA_PLATFORM says otherwise)
 # Not meant to be run by itself.
 
 bench_dir="$root/tests/bench"
@@ -18,6 +20,17 @@ bench_whole_numbers() {
   for v in "$@"; do
     [[ "$v" =~ ^[0-9]+$ ]] || { echo "'$v' is not a whole number" >&2; usage; }
   done
+}
+
+bench_exec_qt() {
+  local exe="$root/build/tests/bench/$1"
+  shift
+  if [[ ! -x "$exe" ]]; then
+    echo "$exe is missing: run ./scripts/setup.sh build first" >&2
+    exit 2
+  fi
+  export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
+  exec "$exe" "$@"
 }
 
 bench_need_train() {
