@@ -26,6 +26,7 @@
 #include "editor/view.h"
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
+#include "gui/evaluation.h"
 #include "gui/run_controller.h"
 
 namespace netloom::gui {
@@ -137,6 +138,9 @@ void MainWindow::buildDocks() {
   QDockWidget* charts = dock(tr("Training"), m_runs->charts(), Qt::BottomDockWidgetArea);
   tabifyDockWidget(summary, charts);
   dock(tr("Runs"), m_runs->history(), Qt::RightDockWidgetArea);
+  m_evaluation = new EvaluationWidget;
+  QDockWidget* evaluation = dock(tr("Evaluation"), m_evaluation, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(charts, evaluation);
   statusBar()->addPermanentWidget(m_runs->status());
   statusBar()->addPermanentWidget(m_runs->progress());
   connect(m_runs, &RunController::message, this, [this](const QString& t) { showMessage(t); });
@@ -265,6 +269,7 @@ void MainWindow::buildRunActions() {
   });
   make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { m_runs->stop(); });
   make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
+  make("evaluateRun", tr("&Evaluate Run"), QKeySequence(Qt::Key_F7), [this] { evaluateRun(); });
   run->addSeparator();
   QAction* child = make("childProcess", tr("Train in a Separate &Process"), {},
                         [this] { m_runs->setChildProcess(action("childProcess")->isChecked()); });
@@ -283,6 +288,35 @@ void MainWindow::buildRunActions() {
     for (const RunRecord* r : runs) names << r->name;
     m_prompt(tr("Runs %1").arg(names.join(", ")), text, QMessageBox::Ok);
   });
+}
+
+bool MainWindow::evaluateRun() {
+  auto checked = m_runs->checkedRuns();
+  const RunRecord* run = checked.size() == 1      ? checked[0]
+                         : m_runs->current()      ? m_runs->current()
+                         : m_runs->runs().empty() ? nullptr
+                                                  : &m_runs->runs().back();
+  if (!run || !QFileInfo::exists(run->weightsPath())) {
+    showMessage(tr("No run with final weights to evaluate: train one to its end first"));
+    return false;
+  }
+  TrainOptions o;
+  o.projectDir = QFileInfo(m_doc.filePath()).absolutePath().toStdString();
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  Status s = m_evaluation->evaluateRun(run->project, o, run->weightsPath());
+  QApplication::restoreOverrideCursor();
+  if (!s) {
+    showMessage(
+        tr("Evaluation of %1 failed: %2").arg(run->name, QString::fromStdString(s.message())));
+    return false;
+  }
+  for (QDockWidget* d : findChildren<QDockWidget*>())
+    if (d->widget() == m_evaluation) d->show(), d->raise();
+  showMessage(tr("Run %1: test accuracy %2 on %3 samples")
+                  .arg(run->name)
+                  .arg(m_evaluation->evaluation().accuracy, 0, 'f', 4)
+                  .arg(m_evaluation->predictions().samples.size()));
+  return true;
 }
 
 void MainWindow::startRun(bool resume) {

@@ -27,6 +27,7 @@ class SummaryWidget;
 
 namespace netloom::gui {
 
+class EvaluationWidget;
 class RunController;
 
 class MainWindow : public QMainWindow {
@@ -49,6 +50,9 @@ class MainWindow : public QMainWindow {
   editor::SummaryWidget* summary() const { return m_summary; }
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
   RunController* runs() const { return m_runs; }
+  EvaluationWidget* evaluation() const { return m_evaluation; }
+  // Shows the evaluation of a run (the checked one, else the current or latest).
+  bool evaluateRun();
 
   void setPrompt(Prompt p) { m_prompt = std::move(p); }
   // Asks for a name (a new block's); empty means cancelled. Tests replace the dialog.
@@ -93,6 +97,7 @@ class MainWindow : public QMainWindow {
 
   editor::GraphDocument m_doc;
   RunController* m_runs = nullptr;
+  EvaluationWidget* m_evaluation = nullptr;
   editor::GraphScene* m_scene;
   editor::GraphView* m_view;
   editor::PaletteWidget* m_palette = nullptr;

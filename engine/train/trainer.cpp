@@ -221,6 +221,64 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
   return (*tp)->explain() + "\n" + (*ep)->explain();
 }
 
+Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,
+                            const std::string& weightsPath, const Dataset* samples) {
+  auto setup = prepare(project, opts);
+  if (!setup) return setup.error();
+  Setup& s = *setup;
+  Predictions out;
+  const proto::ModelDef& model = s.project.model();
+  if (model.outputs_size() > 0) {
+    out.output = model.outputs(0);
+  } else {
+    for (const proto::NodeDef& n : model.nodes())
+      if (n.name() == s.project.train().loss() && n.inputs_size() > 0) out.output = n.inputs(0);
+  }
+  if (out.output.empty())
+    return makeError("the model names no output (model.outputs) to predict with");
+  out.samples = samples ? *samples : s.data.test;
+  if (out.samples.size() == 0) return makeError("there are no samples to predict");
+  CompileOptions eo = s.evalOpts;
+  eo.keep.push_back(out.output);
+  ParamStore store;
+  ProgramCache cache(s.project, eo, store);
+  auto first = cache.get(std::min<int64_t>(s.batch, out.samples.size()));
+  if (!first) return first.error();
+  auto tensors = readSafetensors(weightsPath);
+  if (!tensors) return tensors.error();
+  if (Status st = store.importParams(*tensors, weightsPath); !st) return st.error();
+  if (Status st = checkDataFits(**first, out.samples); !st) return st.error();
+  BatchLoader::Options lo;
+  lo.batchSize = s.batch;
+  lo.shuffle = false;
+  BatchLoader loader(out.samples, s.data.norm, lo);
+  Batch b;
+  StepContext ctx;
+  ctx.training = false;
+  ctx.seed = s.seed;
+  while (loader.next(b)) {
+    auto prog = cache.get(b.size);
+    if (!prog) return prog.error();
+    feed(**prog, b);
+    (*prog)->run(ctx);
+    const Graph& g = (*prog)->graph;
+    ValueId v = g.findValue(out.output);
+    const TensorRef& logits = (*prog)->refs[v];
+    if (logits.shape.size() != 2) return makeError("'" + out.output + "' is not batch × classes");
+    out.classes = int32_t(logits.shape[1]);
+    for (int64_t i = 0; i < b.size; ++i) {
+      const float* row = logits.f32() + i * out.classes;
+      float top = *std::max_element(row, row + out.classes);
+      double sum = 0;
+      for (int32_t c = 0; c < out.classes; ++c) sum += std::exp(double(row[c] - top));
+      for (int32_t c = 0; c < out.classes; ++c)
+        out.probs.push_back(float(std::exp(double(row[c] - top)) / sum));
+    }
+  }
+  if (!loader.status()) return loader.status().error();
+  return out;
+}
+
 Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
                                  const EventSink& sink) {
   double wallStart = now();

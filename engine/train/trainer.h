@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/data/dataset.h"
 #include "engine/proto/events.pb.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
@@ -49,6 +50,20 @@ using EventSink = std::function<void(const proto::TrainEvent&)>;
 // an Error with the same message.
 Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
                                  const EventSink& sink);
+
+// What a trained model says of samples: class probabilities (the softmax of the
+// model's first output, or of the loss's input when the model names no output).
+struct Predictions {
+  int32_t classes = 0;
+  std::string output;        // the tensor read
+  Dataset samples;           // the samples as read, labels included
+  std::vector<float> probs;  // samples.size() × classes
+};
+
+// Runs the evaluation plan with the weights in `weightsPath` over `samples` (raw
+// features, as the dataset holds them), or over the test set when null.
+Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,
+                            const std::string& weightsPath, const Dataset* samples = nullptr);
 
 // The compiled training and evaluation plans with their memory plans.
 Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts);

@@ -3,8 +3,14 @@
 // event stream; a child killed mid-run is reported and its events kept; pause,
 // stop with a checkpoint and resume from it; the run history across windows, its
 // overlay and the settings that differ between runs.
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QImage>
+#include <QLabel>
+#include <QListWidget>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <csignal>
@@ -13,6 +19,7 @@
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
+#include "gui/evaluation.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
 #include "qcustomplot.h"
@@ -197,6 +204,81 @@ class TestTraining : public QObject {
     QVERIFY(!w.runs()->running());
     QVERIFY2(w.lastMessage().contains("problem"), qPrintable(w.lastMessage()));
     QVERIFY(!QDir(w.runs()->runsDir()).exists());
+  }
+
+  // The evaluation view of a finished run: the confusion matrix counts every test
+  // sample, its accuracy is the run's, mistakes and confidence order the grid.
+  void evaluationOfARun() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("evaluate", 10)));
+    trigger(w, "run");
+    QVERIFY(waitForEnd(w));
+    trigger(w, "evaluateRun");
+    const Evaluation& e = w.evaluation()->evaluation();
+    int64_t total = 0, diagonal = 0;
+    for (int32_t t = 0; t < e.classes; ++t)
+      for (int32_t p = 0; p < e.classes; ++p) {
+        total += e.confusion[size_t(t * e.classes + p)];
+        if (t == p) diagonal += e.confusion[size_t(t * e.classes + p)];
+      }
+    QCOMPARE(total, int64_t(600));  // the project's test samples
+    QCOMPARE(w.evaluation()->confusion()->rowCount(), 3);
+    double runAccuracy = w.runs()->current()->finished()->test_accuracy();
+    QVERIFY2(std::fabs(e.accuracy - runAccuracy) < 1e-6,
+             qPrintable(QString("%1 vs %2").arg(e.accuracy).arg(runAccuracy)));
+    QCOMPARE(double(diagonal) / double(total), e.accuracy);
+    int64_t support = 0;
+    for (const ClassStats& c : e.perClass) support += c.support;
+    QCOMPARE(support, total);
+    w.evaluation()->mistakesOnly()->setChecked(true);
+    QCOMPARE(int64_t(w.evaluation()->shownSamples().size()), total - diagonal);
+    QCOMPARE(int64_t(w.evaluation()->samples()->count()), total - diagonal);
+    w.evaluation()->mistakesOnly()->setChecked(false);
+    w.evaluation()->sortBy()->setCurrentIndex(1);  // least confident first
+    std::vector<int64_t> order = w.evaluation()->shownSamples();
+    for (size_t i = 1; i < order.size(); ++i)
+      QVERIFY(e.confidence[size_t(order[i - 1])] <= e.confidence[size_t(order[i])]);
+    w.evaluation()->samples()->setCurrentRow(0);
+    QVERIFY2(w.evaluation()->detail()->text().contains("Test sample #"),
+             qPrintable(w.evaluation()->detail()->text()));
+  }
+
+  // Inference on an image file: a test image written out as a PNG and read back
+  // gets the class the evaluation gave that test sample.
+  void predictsAnImageFile() {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-lenet.nlproj");
+    QVERIFY(p.ok());
+    QString dir = m_dir.filePath("lenet");
+    QDir().mkpath(dir);
+    auto* d = p->mutable_data();
+    d->set_train_limit(512);
+    d->set_test_limit(64);
+    auto* idx = d->mutable_idx();
+    QDir base(NETLOOM_SOURCE_DIR "/projects");
+    for (std::string* f : {idx->mutable_train_images(), idx->mutable_train_labels(),
+                           idx->mutable_test_images(), idx->mutable_test_labels()})
+      *f = base.absoluteFilePath(QString::fromStdString(*f)).toStdString();
+    p->mutable_train()->set_epochs(1);
+    QString path = dir + "/lenet.nlproj";
+    QVERIFY(saveProject(path.toStdString(), *p));
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    trigger(w, "run");
+    QVERIFY(waitForEnd(w));
+    QVERIFY(w.evaluateRun());
+    EvaluationWidget* ev = w.evaluation();
+    QCOMPARE(ev->predictions().samples.size(), int64_t(64));
+    QVERIFY(ev->confusion()->horizontalHeaderItem(0)->text() == "T-shirt/top");
+    QImage img = sampleImage(ev->predictions().samples, 5);
+    QCOMPARE(img.size(), QSize(28, 28));
+    QString png = dir + "/sample5.png";
+    QVERIFY(img.save(png));
+    QVERIFY(ev->predictImage(png).ok());
+    int32_t predicted = ev->evaluation().predicted[5];
+    QString top = ev->detail()->text().section("<br>", 1, 1);
+    QVERIFY2(top.startsWith(ev->confusion()->horizontalHeaderItem(predicted)->text() + ":"),
+             qPrintable(ev->detail()->text()));
+    QVERIFY(!ev->predictImage(dir + "/missing.png").ok());
   }
 
   void smoothingIsTensorBoards() {
