@@ -168,6 +168,7 @@ Status RunController::start(const RunRecord* resumeFrom) {
   emit problemsChanged({});
   m_progress->setRange(0, 0);
   m_progress->show();
+  m_firstStep = -1;
   m_status->setText(tr("Run %1 starting (%2)…").arg(m_current->name, m_active->kind()));
   m_poll.start();
   reloadHistory();
@@ -221,12 +222,17 @@ void RunController::updateProgress() {
   m_progress->setValue(int(std::min<int64_t>(last->step(), total)));
   m_progress->setFormat(
       tr("epoch %1 · step %2/%3").arg(last->epoch()).arg(last->step()).arg(total));
-  double rate = last->seconds() > 0 ? double(last->step()) / last->seconds() : 0;
-  double eta = rate > 0 ? double(total - last->step()) / rate : 0;
-  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4 s")
+  // The rate this session has seen (a resumed run starts part-way).
+  if (m_firstStep < 0) m_firstStep = last->step(), m_clock.start();
+  double secs = double(m_clock.elapsed()) / 1000.0;
+  double rate = secs > 0.5 ? double(last->step() - m_firstStep) / secs : 0;
+  int64_t eta = rate > 0 ? int64_t(double(total - last->step()) / rate) : -1;
+  QString etaText =
+      eta < 0 ? QString("…") : QString("%1:%2").arg(eta / 60).arg(eta % 60, 2, 10, QChar('0'));
+  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4")
                         .arg(m_current->name, paused() ? tr(" (paused)") : QString())
                         .arg(last->samples_per_sec(), 0, 'f', 0)
-                        .arg(eta, 0, 'f', 0));
+                        .arg(etaText));
 }
 
 void RunController::onEnded(bool ok, const QString& why) {
@@ -261,9 +267,9 @@ void RunController::reloadHistory() {
   m_history->clear();
   for (const RunRecord& r : m_runs) {
     bool active = running() && m_current && m_current->dir == r.dir;
-    auto* it = new QListWidgetItem(r.name + " — " + (active ? tr("running") : r.stateText()) +
-                                       tr(" · %n step(s)", "", int(r.steps())),
-                                   m_history);
+    QString state =
+        active ? tr("running") : r.stateText() + tr(" · %n step(s)", "", int(r.steps()));
+    auto* it = new QListWidgetItem(r.name + " — " + state, m_history);
     it->setData(Qt::UserRole, r.dir);
     it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
     it->setCheckState(checked.count(r.dir) ? Qt::Checked : Qt::Unchecked);

@@ -3,6 +3,7 @@
 // and keeps the project's run history (the runs/ folder beside the project).
 #pragma once
 
+#include <QElapsedTimer>
 #include <QListWidget>
 #include <QObject>
 #include <QTimer>
@@ -90,6 +91,8 @@ class RunController : public QObject {
   std::optional<RunRecord> m_current;
   std::vector<RunRecord> m_runs;
   QTimer m_poll;
+  QElapsedTimer m_clock;  // since the first step this session saw
+  int64_t m_firstStep = -1;
 };
 
 }  // namespace netloom::gui

@@ -21,6 +21,7 @@ packages=(
 )
 
 [ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
+[ "$mode" = screenshot ] && packages+=(xvfb xauth)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -43,7 +44,22 @@ case "$mode" in
   build) ;;
   run)
     shift || true
+    # With a display, the IDE on the LeNet project; without one, headless training.
+    if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ $# -eq 0 ]; then
+      exec "$build/gui/netloom" projects/fashion-lenet.nlproj
+    fi
     exec "$build/engine/netloom-train" projects/fashion-mlp.nlproj "$@"
+    ;;
+  screenshot)
+    # The README's screenshot: the real IDE under Xvfb, mid-training on a copy of the
+    # LeNet project (so its runs/ folder stays out of the repository).
+    out=${2:-resources/screenshots/netloom-training.png}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cp projects/fashion-lenet.nlproj "$tmp/"
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$build/gui/netloom" --run \
+      --screenshot "$here/$out" --screenshot-steps 400 "$tmp/fashion-lenet.nlproj"
+    echo "netloom: wrote $out"
     ;;
   test)
     exec ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout 900
@@ -53,7 +69,7 @@ case "$mode" in
     exec tests/bench/bench_mlp.sh "$@"
     ;;
   *)
-    echo "usage: scripts/setup.sh [run|test|build|bench]" >&2
+    echo "usage: scripts/setup.sh [run|test|build|bench|screenshot]" >&2
     exit 2
     ;;
 esac
