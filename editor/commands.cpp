@@ -6,7 +6,9 @@ namespace netloom::editor {
 
 EditCommand::EditCommand(GraphDocument* doc, const QString& text, std::vector<NodeState> before,
                          std::vector<NodeState> after, int mergeKind, int mergeId,
-                         std::vector<BlockState> blocksBefore, std::vector<BlockState> blocksAfter)
+                         std::vector<BlockState> blocksBefore, std::vector<BlockState> blocksAfter,
+                         std::optional<SettingsState> settingsBefore,
+                         std::optional<SettingsState> settingsAfter)
     : QUndoCommand(text),
       m_doc(doc),
       m_before(std::move(before)),
@@ -14,7 +16,9 @@ EditCommand::EditCommand(GraphDocument* doc, const QString& text, std::vector<No
       m_kind(mergeKind),
       m_mergeId(mergeId),
       m_blocksBefore(std::move(blocksBefore)),
-      m_blocksAfter(std::move(blocksAfter)) {}
+      m_blocksAfter(std::move(blocksAfter)),
+      m_settingsBefore(std::move(settingsBefore)),
+      m_settingsAfter(std::move(settingsAfter)) {}
 
 bool EditCommand::mergeWith(const QUndoCommand* other) {
   auto* o = dynamic_cast<const EditCommand*>(other);
@@ -23,6 +27,7 @@ bool EditCommand::mergeWith(const QUndoCommand* other) {
     return std::find_if(v.begin(), v.end(), [id](const NodeState& s) { return s.id == id; });
   };
   // The first command's "before" stands; the later command's "after" wins.
+  if (o->m_settingsAfter) m_settingsAfter = o->m_settingsAfter;
   for (const NodeState& s : o->m_before)
     if (find(m_before, s.id) == m_before.end()) m_before.push_back(s);
   for (const NodeState& s : o->m_after) {

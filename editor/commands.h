@@ -11,16 +11,18 @@ namespace netloom::editor {
 
 // Merge kinds: commands of the same kind and the same non-zero merge id combine into
 // one undo step (one drag, one burst of typing into one field).
-enum MergeKind { NoMerge = 0, MergeMove = 1, MergeAttr = 2 };
+enum MergeKind { NoMerge = 0, MergeMove = 1, MergeAttr = 2, MergeSettings = 3 };
 
 class EditCommand : public QUndoCommand {
  public:
   EditCommand(GraphDocument* doc, const QString& text, std::vector<NodeState> before,
               std::vector<NodeState> after, int mergeKind, int mergeId,
-              std::vector<BlockState> blocksBefore = {}, std::vector<BlockState> blocksAfter = {});
+              std::vector<BlockState> blocksBefore = {}, std::vector<BlockState> blocksAfter = {},
+              std::optional<SettingsState> settingsBefore = std::nullopt,
+              std::optional<SettingsState> settingsAfter = std::nullopt);
 
-  void undo() override { m_doc->applyStates(m_before, m_blocksBefore); }
-  void redo() override { m_doc->applyStates(m_after, m_blocksAfter); }
+  void undo() override { m_doc->applyStates(m_before, m_blocksBefore, m_settingsBefore); }
+  void redo() override { m_doc->applyStates(m_after, m_blocksAfter, m_settingsAfter); }
   int id() const override { return m_kind == NoMerge ? -1 : m_kind; }
   bool mergeWith(const QUndoCommand* other) override;
 
@@ -29,6 +31,7 @@ class EditCommand : public QUndoCommand {
   std::vector<NodeState> m_before, m_after;
   int m_kind, m_mergeId;
   std::vector<BlockState> m_blocksBefore, m_blocksAfter;
+  std::optional<SettingsState> m_settingsBefore, m_settingsAfter;
 };
 
 }  // namespace netloom::editor

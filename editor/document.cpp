@@ -299,7 +299,12 @@ NodeState GraphDocument::stateOf(NodeId id) const {
 }
 
 void GraphDocument::applyStates(const std::vector<NodeState>& states,
-                                const std::vector<BlockState>& blocks) {
+                                const std::vector<BlockState>& blocks,
+                                const std::optional<SettingsState>& settings) {
+  if (settings) {
+    *m_project.mutable_train() = settings->train;
+    *m_project.mutable_data() = settings->data;
+  }
   // Block definitions first, so nodes that arrive with them find their ops.
   std::set<std::string> redefined;
   auto* defs = m_project.mutable_model()->mutable_blocks();
@@ -362,8 +367,11 @@ void GraphDocument::applyStates(const std::vector<NodeState>& states,
   if (!blocks.empty()) emit blocksChanged();
   for (NodeId id : changedIds) emit nodeChanged(id);
   for (NodeId id : moved) emit nodeMoved(id);
+  if (settings) emit settingsChanged();
   emit changed();
-  if (!removed.empty() || !inserts.empty() || !changedIds.empty() || !blocks.empty()) reanalyze();
+  // The batch size is in the settings, and every shape carries it.
+  if (!removed.empty() || !inserts.empty() || !changedIds.empty() || !blocks.empty() || settings)
+    reanalyze();
 }
 
 void GraphDocument::reanalyze() {
@@ -374,9 +382,12 @@ void GraphDocument::reanalyze() {
 void GraphDocument::pushEdit(const QString& text, std::vector<NodeState> before,
                              std::vector<NodeState> after, int mergeKind, int mergeId,
                              std::vector<BlockState> blocksBefore,
-                             std::vector<BlockState> blocksAfter) {
+                             std::vector<BlockState> blocksAfter,
+                             std::optional<SettingsState> settingsBefore,
+                             std::optional<SettingsState> settingsAfter) {
   m_undo.push(new EditCommand(this, text, std::move(before), std::move(after), mergeKind, mergeId,
-                              std::move(blocksBefore), std::move(blocksAfter)));
+                              std::move(blocksBefore), std::move(blocksAfter),
+                              std::move(settingsBefore), std::move(settingsAfter)));
 }
 
 NodeId GraphDocument::addNode(const std::string& op, QPointF pos, const std::string& name) {
@@ -612,6 +623,15 @@ void GraphDocument::rebuildBlockOps() {
   m_blockOps.clear();
   for (const proto::ModelDef& b : m_project.model().blocks())
     if (!OpRegistry::instance().find(b.name())) m_blockOps.emplace(b.name(), blockOp(b));
+}
+
+void GraphDocument::setSettings(const proto::TrainDef& train, const proto::DataDef& data,
+                                const QString& text, int typingId) {
+  SettingsState before{m_project.train(), m_project.data()}, after{train, data};
+  if (before.train.SerializeAsString() == after.train.SerializeAsString() &&
+      before.data.SerializeAsString() == after.data.SerializeAsString())
+    return;
+  pushEdit(text, {}, {}, MergeSettings, typingId, {}, {}, before, after);
 }
 
 void GraphDocument::setBlock(const proto::ModelDef& def) {

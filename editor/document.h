@@ -58,6 +58,12 @@ struct BlockState {
   std::optional<proto::ModelDef> def;
 };
 
+// The project's training and data settings before or after an edit.
+struct SettingsState {
+  proto::TrainDef train;
+  proto::DataDef data;
+};
+
 class GraphDocument : public QObject {
   Q_OBJECT
 
@@ -146,13 +152,19 @@ class GraphDocument : public QObject {
   Result<NodeId> collapse(const std::vector<NodeId>& ids);
   // Replaces (or adds) a block definition; every instance follows.
   void setBlock(const proto::ModelDef& def);
+  // The training and data settings (the Training and Data docks). Edits with the
+  // same non-zero `typingId` merge into one step.
+  const proto::TrainDef& train() const { return m_project.train(); }
+  const proto::DataDef& data() const { return m_project.data(); }
+  void setSettings(const proto::TrainDef& train, const proto::DataDef& data, const QString& text,
+                   int typingId = 0);
 
   QUndoStack* undoStack() { return &m_undo; }
 
   // The primitive every command is made of: applies node and block states and
   // announces them.
-  void applyStates(const std::vector<NodeState>& states,
-                   const std::vector<BlockState>& blocks = {});
+  void applyStates(const std::vector<NodeState>& states, const std::vector<BlockState>& blocks = {},
+                   const std::optional<SettingsState>& settings = std::nullopt);
   NodeState stateOf(NodeId id) const;
   NodeId allocateId() { return m_nextId++; }
 
@@ -163,13 +175,16 @@ class GraphDocument : public QObject {
   void nodeMoved(netloom::editor::NodeId id);
   void reset();            // setProject: everything is new
   void blocksChanged();    // a block definition was added, changed or removed
+  void settingsChanged();  // the training or data settings
   void changed();          // after any edit, once
   void analysisChanged();  // shapes and problems were recomputed
 
  private:
   void pushEdit(const QString& text, std::vector<NodeState> before, std::vector<NodeState> after,
                 int mergeKind = 0, int mergeId = 0, std::vector<BlockState> blocksBefore = {},
-                std::vector<BlockState> blocksAfter = {});
+                std::vector<BlockState> blocksAfter = {},
+                std::optional<SettingsState> settingsBefore = std::nullopt,
+                std::optional<SettingsState> settingsAfter = std::nullopt);
   BlockState blockState(const std::string& name) const;
   void rebuildBlockOps();
   // The definition `ids` make: see makeBlock. `seed` gives ports (and their order)

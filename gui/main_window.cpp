@@ -28,6 +28,7 @@
 #include "gui/charts.h"
 #include "gui/evaluation.h"
 #include "gui/run_controller.h"
+#include "gui/settings_form.h"
 
 namespace netloom::gui {
 
@@ -137,7 +138,14 @@ void MainWindow::buildDocks() {
   });
   QDockWidget* charts = dock(tr("Training"), m_runs->charts(), Qt::BottomDockWidgetArea);
   tabifyDockWidget(summary, charts);
-  dock(tr("Runs"), m_runs->history(), Qt::RightDockWidgetArea);
+  QDockWidget* runs = dock(tr("Runs"), m_runs->history(), Qt::RightDockWidgetArea);
+  m_trainForm = new SettingsForm(&m_doc, SettingsForm::Part::Train);
+  m_dataForm = new SettingsForm(&m_doc, SettingsForm::Part::Data);
+  QDockWidget* training = dock(tr("Training Setup"), m_trainForm, Qt::RightDockWidgetArea);
+  QDockWidget* data = dock(tr("Data"), m_dataForm, Qt::RightDockWidgetArea);
+  tabifyDockWidget(runs, training);
+  tabifyDockWidget(training, data);
+  runs->raise();
   m_evaluation = new EvaluationWidget;
   QDockWidget* evaluation = dock(tr("Evaluation"), m_evaluation, Qt::BottomDockWidgetArea);
   tabifyDockWidget(charts, evaluation);

@@ -28,6 +28,7 @@ class SummaryWidget;
 namespace netloom::gui {
 
 class EvaluationWidget;
+class SettingsForm;
 class RunController;
 
 class MainWindow : public QMainWindow {
@@ -51,6 +52,8 @@ class MainWindow : public QMainWindow {
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
   RunController* runs() const { return m_runs; }
   EvaluationWidget* evaluation() const { return m_evaluation; }
+  SettingsForm* trainingSettings() const { return m_trainForm; }
+  SettingsForm* dataSettings() const { return m_dataForm; }
   // Shows the evaluation of a run (the checked one, else the current or latest).
   bool evaluateRun();
 
@@ -98,6 +101,8 @@ class MainWindow : public QMainWindow {
   editor::GraphDocument m_doc;
   RunController* m_runs = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
+  SettingsForm* m_trainForm = nullptr;
+  SettingsForm* m_dataForm = nullptr;
   editor::GraphScene* m_scene;
   editor::GraphView* m_view;
   editor::PaletteWidget* m_palette = nullptr;

@@ -6,10 +6,12 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -22,6 +24,7 @@
 #include "gui/evaluation.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
+#include "gui/settings_form.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
@@ -279,6 +282,47 @@ class TestTraining : public QObject {
     QVERIFY2(top.startsWith(ev->confusion()->horizontalHeaderItem(predicted)->text() + ":"),
              qPrintable(ev->detail()->text()));
     QVERIFY(!ev->predictImage(dir + "/missing.png").ok());
+  }
+
+  // The Training and Data docks edit the project's settings: undoable, saved, and
+  // read by the next run; the Data dock previews samples and counts classes.
+  void settingsDocksEditTheProject() {
+    QString path = spirals("settings", 2);
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    editor::GraphDocument* doc = w.document();
+    std::string before = doc->toText();
+    auto* lr = qobject_cast<QDoubleSpinBox*>(w.trainingSettings()->field("optimizer.lr"));
+    QVERIFY(lr);
+    QCOMPARE(lr->value(), 0.01);
+    lr->setValue(0.02);
+    QCOMPARE(doc->train().optimizer().lr(), 0.02);
+    auto* batch = qobject_cast<QSpinBox*>(w.trainingSettings()->field("batch_size"));
+    QVERIFY(batch);
+    batch->setValue(64);
+    // Every wire's shape carries the batch.
+    QCOMPARE(doc->analysis().nodes.at("fc1").outputs[0].shape, (Shape{64, 64}));
+    auto* kind = qobject_cast<QComboBox*>(w.trainingSettings()->field("optimizer.kind"));
+    QVERIFY(kind);
+    kind->setCurrentIndex(kind->findText("SGD"));
+    QCOMPARE(doc->train().optimizer().kind(), proto::Optimizer::SGD);
+    doc->undoStack()->undo();
+    QCOMPARE(doc->train().optimizer().kind(), proto::Optimizer::ADAM);
+    QCOMPARE(kind->currentText(), QString("ADAM"));  // the form follows the document
+    doc->undoStack()->undo();
+    doc->undoStack()->undo();
+    QCOMPARE(doc->toText(), before);
+    doc->undoStack()->redo();
+    QVERIFY(w.save());
+    QCOMPARE(loadProject(path.toStdString())->train().optimizer().lr(), 0.02);
+    // The data dock: a synthetic source's fields, and the preview.
+    auto* samples = qobject_cast<QSpinBox*>(w.dataSettings()->field("synthetic.train_samples"));
+    QVERIFY(samples);
+    QCOMPARE(samples->value(), 1500);
+    QVERIFY(w.dataSettings()->preview().ok());
+    QCOMPARE(w.dataSettings()->previewSamples()->count(), 48);
+    QVERIFY2(w.dataSettings()->classCounts()->text().startsWith("1500 training"),
+             qPrintable(w.dataSettings()->classCounts()->text()));
   }
 
   void smoothingIsTensorBoards() {

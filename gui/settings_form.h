@@ -1,0 +1,56 @@
+// The Training and Data docks: forms generated from the project schema (TrainDef,
+// DataDef) by protobuf reflection, one widget per field by its type: spin boxes for
+// numbers, check boxes, combo boxes for enums, text for strings and lists, a group
+// per nested message. Every edit is an undoable step on the document (a burst of
+// typing in one field merges into one) and is saved with the project. The Data dock
+// also previews samples with their labels and counts the classes.
+#pragma once
+
+#include <QWidget>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "editor/document.h"
+
+class QFormLayout;
+class QLabel;
+class QListWidget;
+
+namespace google::protobuf {
+class Descriptor;
+class Message;
+}  // namespace google::protobuf
+
+namespace netloom::gui {
+
+class SettingsForm : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum class Part { Train, Data };
+  SettingsForm(editor::GraphDocument* doc, Part part, QWidget* parent = nullptr);
+
+  // The widget editing a field, by its path in the message ("optimizer.lr").
+  QWidget* field(const std::string& path) const;
+  // Data only: loads the data set and shows its first samples and class counts.
+  Status preview();
+  QListWidget* previewSamples() const { return m_samples; }
+  QLabel* classCounts() const { return m_counts; }
+
+ private:
+  void build(QFormLayout* form, const google::protobuf::Descriptor* d, const std::string& prefix);
+  void reload();
+  // Applies `set` to a copy of the settings at `path`'s message, as one edit.
+  void commit(const std::string& path,
+              const std::function<void(google::protobuf::Message&, const std::string&)>& set);
+
+  editor::GraphDocument* m_doc;
+  Part m_part;
+  std::map<std::string, QWidget*> m_fields;
+  bool m_loading = false;
+  QListWidget* m_samples = nullptr;
+  QLabel* m_counts = nullptr;
+};
+
+}  // namespace netloom::gui
