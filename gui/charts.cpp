@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSlider>
+#include <QSvgGenerator>
 #include <QTextStream>
 #include <QVBoxLayout>
 #include <cmath>
@@ -140,7 +141,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   connect(m_log, &QCheckBox::toggled, this, &TrainingCharts::setLogScale);
   connect(exportButton, &QPushButton::clicked, this, [this] {
     QString path = QFileDialog::getSaveFileName(this, tr("Export the loss chart"), "loss.png",
-                                                tr("PNG (*.png);;PDF (*.pdf);;CSV (*.csv)"));
+                                                tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV (*.csv)"));
     if (!path.isEmpty()) exportLoss(path);
   });
   m_replot.setInterval(kReplotMs);
@@ -292,6 +293,17 @@ bool TrainingCharts::exportLoss(const QString& path) const {
     return f.error() == QFile::NoError;
   }
   if (path.endsWith(".pdf", Qt::CaseInsensitive)) return m_loss->savePdf(path);
+  if (path.endsWith(".svg", Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setFileName(path);
+    svg.setSize(m_loss->size());
+    svg.setViewBox(m_loss->rect());
+    svg.setTitle(tr("Training loss"));
+    QCPPainter painter;
+    if (!painter.begin(&svg)) return false;
+    m_loss->toPainter(&painter, m_loss->width(), m_loss->height());
+    return painter.end();
+  }
   return m_loss->savePng(path);
 }
 

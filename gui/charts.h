@@ -49,7 +49,7 @@ class TrainingCharts : public QWidget {
   int epochPoints() const;  // points on its accuracy curve
   QCustomPlot* lossPlot() const { return m_loss; }
   QCustomPlot* epochPlot() const { return m_epoch; }
-  // Writes the loss chart as PNG, PDF (by extension) or its data as CSV.
+  // Writes the loss chart as PNG, SVG, PDF (by extension) or its data as CSV.
   bool exportLoss(const QString& path) const;
   // Milliseconds the last replotNow took, for the responsiveness benchmark.
   double lastReplotMs() const { return m_replotMs; }

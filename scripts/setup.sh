@@ -16,7 +16,7 @@ packages=(
   g++ cmake ninja-build pkg-config zlib1g-dev
   protobuf-compiler libprotobuf-dev
   libdnnl-dev ocl-icd-opencl-dev
-  qt6-base-dev libgraphviz-dev libqcustomplot-dev fonts-dejavu-core
+  qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
   dataset-fashion-mnist
 )
 

@@ -6,6 +6,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QMessageBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QImage>
@@ -106,6 +107,11 @@ class TestTraining : public QObject {
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(f.readAll().count('\n'), rs->total_steps() + 1);
     QVERIFY(QImage(png).width() > 0);
+    QString svg = m_dir.filePath("loss.svg");
+    QVERIFY(w.runs()->charts()->exportLoss(svg));
+    QFile s(svg);
+    QVERIFY(s.open(QIODevice::ReadOnly));
+    QVERIFY(s.readAll().contains("<svg"));
   }
 
   void killedChildIsReportedAndKeepsItsEvents() {
@@ -133,9 +139,16 @@ class TestTraining : public QObject {
     QVERIFY(runs[0].stateText().contains("killed"));
   }
 
+  void pauseStopAndResumeFromCheckpoint_data() {
+    QTest::addColumn<bool>("child");
+    QTest::addRow("in process") << false;
+    QTest::addRow("child process") << true;
+  }
   void pauseStopAndResumeFromCheckpoint() {
+    QFETCH(bool, child);
     MainWindow w;
-    QVERIFY(w.openFile(spirals("resume", 400)));
+    QVERIFY(w.openFile(spirals(child ? "resume-child" : "resume", 400)));
+    if (child) trigger(w, "childProcess");
     trigger(w, "run");
     QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 60, 60000);
     trigger(w, "pauseRun");
@@ -195,6 +208,59 @@ class TestTraining : public QObject {
     SettingsDiff d = compareSettings(w.runs()->checkedRuns());
     QCOMPARE(d.keys, std::vector<std::string>{"train.optimizer.lr"});
     QCOMPARE(d.values[0], (std::vector<std::string>{"0.01", "0.003"}));
+  }
+
+  // Closing the window during a run asks; yes stops the run cleanly (its stream
+  // ends with Finished) and keeps a checkpoint; cancel keeps it running.
+  void closingDuringARunAsksThenStopsCleanly() {
+    QString path = spirals("closing", 400);
+    QString runDir;
+    {
+      MainWindow w;
+      QVERIFY(w.openFile(path));
+      QStringList asked;
+      QMessageBox::StandardButton answer = QMessageBox::Cancel;
+      w.setPrompt([&](const QString& title, const QString&, QMessageBox::StandardButtons) {
+        asked << title;
+        return answer;
+      });
+      w.show();
+      trigger(w, "run");
+      QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 60, 60000);
+      QVERIFY(!w.close());
+      QCOMPARE(asked, QStringList{"A run is in progress"});
+      QVERIFY(w.runs()->running());
+      answer = QMessageBox::Yes;
+      QVERIFY(w.close());
+      QVERIFY(!w.runs()->running());
+      runDir = w.runs()->current()->dir;
+    }
+    auto runs = listRuns(QFileInfo(path).absolutePath() + "/runs");
+    QCOMPARE(int(runs.size()), 1);
+    QVERIFY(runs[0].finished());
+    QVERIFY(!latestCheckpoint(runs[0]).isEmpty());
+  }
+
+  // Missing data fails the run with the file named; the stream says so.
+  void missingDataFailsWithTheFileNamed() {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-lenet.nlproj");
+    QVERIFY(p.ok());
+    p->mutable_data()->mutable_idx()->set_train_images("/nonexistent/train-images.gz");
+    QDir().mkpath(m_dir.filePath("missing"));
+    QString path = m_dir.filePath("missing/lenet.nlproj");
+    QVERIFY(saveProject(path.toStdString(), *p));
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    trigger(w, "run");
+    QVERIFY(waitForEnd(w));
+    QCOMPARE(ended.count(), 1);
+    QVERIFY(!ended[0][0].toBool());
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r->failed());
+    QVERIFY2(r->failed()->message().find("/nonexistent/train-images.gz") != std::string::npos,
+             r->failed()->message().c_str());
+    QVERIFY(w.lastMessage().contains("/nonexistent/train-images.gz"));
   }
 
   void invalidGraphIsRefused() {
