@@ -19,7 +19,7 @@ namespace netloom::gui {
 
 namespace {
 
-// One chart per tick: each of the four refreshes five times a second at most.
+// One chart per tick: each of the six refreshes about three times a second.
 constexpr int kReplotMs = 50;
 const QColor kRaw(0x9a, 0xb4, 0xd6, 90), kSmooth(0x1f, 0x5f, 0xbf), kVal(0xd0, 0x7a, 0x1f),
     kTest(0x2a, 0x9d, 0x5c), kAccuracy(0x8e, 0x44, 0xad);
@@ -124,13 +124,17 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_epoch->legend->setVisible(true);
   m_lrGraph = addGraph(m_lr, kSmooth, tr("lr"));
   m_speedGraph = addGraph(m_speed, kSmooth, tr("samples/s"));
-  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed}) addReadout(p);
+  m_gradNorms = makePlot(this, tr("Gradient norm per layer"), tr("step"), tr("‖∇w‖"));
+  m_weightNorms = makePlot(this, tr("Weight norm per layer"), tr("step"), tr("‖w‖"));
+  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) addReadout(p);
 
   auto* grid = new QGridLayout;
   grid->addWidget(m_loss, 0, 0);
   grid->addWidget(m_epoch, 0, 1);
   grid->addWidget(m_lr, 1, 0);
   grid->addWidget(m_speed, 1, 1);
+  grid->addWidget(m_gradNorms, 2, 0);
+  grid->addWidget(m_weightNorms, 2, 1);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(top);
@@ -140,14 +144,15 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
           [this](int v) { setSmoothing(double(v) / 100.0); });
   connect(m_log, &QCheckBox::toggled, this, &TrainingCharts::setLogScale);
   connect(exportButton, &QPushButton::clicked, this, [this] {
-    QString path = QFileDialog::getSaveFileName(this, tr("Export the loss chart"), "loss.png",
-                                                tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV (*.csv)"));
+    QString path =
+        QFileDialog::getSaveFileName(this, tr("Export the loss chart"), "loss.png",
+                                     tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;CSV (*.csv)"));
     if (!path.isEmpty()) exportLoss(path);
   });
   m_replot.setInterval(kReplotMs);
   connect(&m_replot, &QTimer::timeout, this, [this] {
     if (m_dirty) {
-      m_stale = {m_loss, m_epoch, m_lr, m_speed};
+      m_stale = {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms};
       m_dirty = false;
     }
     if (m_stale.empty()) return;
@@ -158,9 +163,28 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_replot.start();
 }
 
+void TrainingCharts::addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*>& graphs,
+                              const google::protobuf::Map<std::string, double>& norms,
+                              double step) {
+  for (const auto& [name, v] : norms) {
+    QCPGraph*& g = graphs[name];
+    if (!g) {
+      QColor c = QColor::fromHsv(int((graphs.size() * 47) % 360), 170, 200);
+      g = addGraph(plot, c, QString::fromStdString(name));
+    }
+    if (!g->data()->isEmpty() && (g->data()->constEnd() - 1)->key >= step)
+      g->data()->removeAfter(step - 0.5);  // a resumed run repeats steps
+    g->addData(step, v);
+  }
+}
+
 void TrainingCharts::clear() {
   for (QCPGraph* g : {m_raw, m_smooth, m_valLoss, m_testLoss, m_accuracy, m_lrGraph, m_speedGraph})
     g->data()->clear();
+  for (auto* graphs : {&m_gradGraphs, &m_weightGraphs}) {
+    for (auto& [name, g] : *graphs) g->parentPlot()->removeGraph(g);
+    graphs->clear();
+  }
   m_steps.clear();
   m_losses.clear();
   m_dirty = true;
@@ -183,6 +207,10 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
         m_speedGraph->addData(keys, speed, true);
         keys.clear(), loss.clear(), lr.clear(), speed.clear();
       }
+      if (s.grad_norms_size())
+        addNorms(m_gradNorms, m_gradGraphs, s.grad_norms(), double(s.step()));
+      if (s.weight_norms_size())
+        addNorms(m_weightNorms, m_weightGraphs, s.weight_norms(), double(s.step()));
       m_steps.push_back(double(s.step()));
       m_losses.push_back(s.loss());
       keys << double(s.step());
@@ -267,7 +295,7 @@ void TrainingCharts::replotOne(QCustomPlot* p) {
 void TrainingCharts::replotNow() {
   QElapsedTimer t;
   t.start();
-  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed}) replotOne(p);
+  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) replotOne(p);
   m_replotMs = double(t.nsecsElapsed()) / 1e6;
   m_dirty = false;
   m_stale.clear();

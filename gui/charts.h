@@ -1,12 +1,14 @@
 // Live training charts (QCustomPlot): the training loss per step with TensorBoard's
 // smoothing, the evaluation loss and accuracy per epoch, the learning rate and the
-// throughput. Points arrive in step order and are appended sorted; QCustomPlot's
-// adaptive sampling draws a million of them as a few thousand; the plots replot
-// from a throttled timer, never once per event. Other runs can be overlaid.
+// throughput, and each parameter's gradient and weight norm. Points arrive in step order and are
+// appended sorted; QCustomPlot's adaptive sampling draws a million of them as a few thousand; the
+// plots replot from a throttled timer, never once per event. Other runs can be overlaid.
 #pragma once
 
 #include <QTimer>
 #include <QWidget>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "engine/proto/events.pb.h"
@@ -48,6 +50,8 @@ class TrainingCharts : public QWidget {
   int lossPoints() const;   // points on the current run's loss curve
   int epochPoints() const;  // points on its accuracy curve
   QCustomPlot* lossPlot() const { return m_loss; }
+  QCustomPlot* gradNormPlot() const { return m_gradNorms; }
+  QCustomPlot* weightNormPlot() const { return m_weightNorms; }
   QCustomPlot* epochPlot() const { return m_epoch; }
   // Writes the loss chart as PNG, SVG, PDF (by extension) or its data as CSV.
   bool exportLoss(const QString& path) const;
@@ -57,7 +61,12 @@ class TrainingCharts : public QWidget {
  private:
   void resmooth();
 
-  QCustomPlot *m_loss, *m_epoch, *m_lr, *m_speed;
+  // One curve per parameter, made as its first norm arrives.
+  void addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*>& graphs,
+                const google::protobuf::Map<std::string, double>& norms, double step);
+
+  QCustomPlot *m_loss, *m_epoch, *m_lr, *m_speed, *m_gradNorms, *m_weightNorms;
+  std::map<std::string, QCPGraph*> m_gradGraphs, m_weightGraphs;
   QCPGraph *m_raw, *m_smooth, *m_valLoss, *m_testLoss, *m_accuracy, *m_lrGraph, *m_speedGraph;
   QSlider* m_smoothing;
   QCheckBox* m_log;

@@ -180,6 +180,7 @@ Status InProcessTarget::start(const RunRequest& r) {
   o.maxSteps = r.maxSteps;
   o.threads = r.threads;
   o.stop = &m_stop;
+  o.reportNorms = true;
   m_stop = false;
   m_paused = false;
   std::string events = (r.runDir + "/events.pb").toStdString();
@@ -263,10 +264,15 @@ Status ChildProcessTarget::start(const RunRequest& r) {
   if (m_process) return makeError("a run is in progress");
   QString exe = trainerPath();
   if (exe.isEmpty()) return makeError("netloom-train was not found beside the IDE or on PATH");
-  QStringList args{r.runDir + "/project.nlproj",      "--events",
-                   r.runDir + "/events.pb",           "--checkpoint-dir",
-                   r.runDir + "/checkpoints",         "--save-weights",
-                   r.runDir + "/weights.safetensors", "--quiet"};
+  QStringList args{r.runDir + "/project.nlproj",
+                   "--events",
+                   r.runDir + "/events.pb",
+                   "--checkpoint-dir",
+                   r.runDir + "/checkpoints",
+                   "--save-weights",
+                   r.runDir + "/weights.safetensors",
+                   "--quiet",
+                   "--norms"};
   if (!r.resume.isEmpty()) args << "--resume" << r.resume;
   if (r.maxSteps > 0) args << "--max-steps" << QString::number(r.maxSteps);
   if (r.threads > 0) args << "--threads" << QString::number(r.threads);

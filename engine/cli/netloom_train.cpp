@@ -37,6 +37,8 @@ const char* kUsage =
     "  --resume DIR        continue from a checkpoint, or the latest in a folder of them;\n"
     "                      --events then appends to the stream\n"
     "  --profile           print where the training steps' time went, by op and kernel\n"
+    "  --norms             report each parameter's gradient and weight norm in the\n"
+    "                      events, every tenth step\n"
     "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
     "                      layout oneDNN's convolutions prefer (for comparison)\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
@@ -108,6 +110,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       a.opts.profile = true;
     } else if (k == "--plain-layouts") {
       a.opts.plainLayouts = true;
+    } else if (k == "--norms") {
+      a.opts.reportNorms = true;
     } else if (k == "--summary") {
       a.summary = true;
     } else if (k == "--explain") {

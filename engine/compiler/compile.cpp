@@ -125,6 +125,23 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     if (!grads) return grads.error();
     if (opts.updateParams) {
       if (Status s = insertOptimizer(g, *grads, opts.optimizer); !s) return s.error();
+      if (opts.gradientNorms) {
+        const OpDef* squares = OpRegistry::instance().find("SumSquares");
+        for (const auto& [param, grad] : *grads) {
+          Node n;
+          n.name = g.values[param].name + "/grad_sq";
+          n.op = squares;
+          n.backward = true;
+          n.origin = g.values[param].name;
+          n.inputs = {grad};
+          auto id = g.addNode(std::move(n));
+          if (!id) return id.error();
+          ValueId out = g.nodes[*id].outputs[0];
+          prog->gradientSquares[g.values[param].name] = out;
+          pinned.insert(out);
+          roots.push_back(out);
+        }
+      }
     } else {
       for (const auto& [v, grad] : *grads) {
         prog->gradients[g.values[v].name] = grad;

@@ -243,8 +243,11 @@ class LayoutPass {
     family = {w};
     if (grad != kNoValue) {
       if (m_pinned.count(grad)) return -1;
-      for (NodeId u : users[grad])
+      for (NodeId u : users[grad]) {
+        readers.push_back(u);  // the update, and a norm reads any layout
+        if (m_g.nodes[u].op->name == "SumSquares") continue;
         if (u != update || m_g.nodes[u].inputs[1] != grad) return -1;
+      }
       family.push_back(grad);
     }
     if (update >= 0) {

@@ -36,6 +36,7 @@ void registerAllOps(OpRegistry& r) {
   registerSgdUpdate(r);
   registerAdamUpdate(r);
   registerReorder(r);
+  registerSumSquares(r);
 }
 
 }  // namespace netloom

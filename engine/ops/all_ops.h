@@ -38,5 +38,6 @@ void registerUpsample(OpRegistry& r);
 void registerSgdUpdate(OpRegistry& r);
 void registerAdamUpdate(OpRegistry& r);
 void registerReorder(OpRegistry& r);
+void registerSumSquares(OpRegistry& r);
 
 }  // namespace netloom

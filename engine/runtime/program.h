@@ -55,6 +55,8 @@ struct Program {
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;
+  // With CompileOptions::gradientNorms: per parameter, the scalar Σ grad² of the step.
+  std::map<std::string, ValueId> gradientSquares;
   double compileMs = 0;
 
   void run(const StepContext& ctx) const;

@@ -23,6 +23,9 @@ namespace netloom {
 
 namespace {
 
+// Steps between two reports of gradient and weight norms.
+constexpr int64_t kNormEvery = 10;
+
 double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -202,6 +205,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
   s.trainOpts.seed = s.seed;
   s.evalOpts = s.trainOpts;
+  s.trainOpts.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
   return s;
 }
@@ -429,6 +433,16 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
       st->set_seconds(now() - wallStart);
       for (const auto& [name, v] : (*prog)->metrics)
         if (v != (*prog)->loss) (*st->mutable_metrics())[name] = (*prog)->scalar(v);
+      if (opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0)) {
+        for (const auto& [name, v] : (*prog)->gradientSquares)
+          (*st->mutable_grad_norms())[name] = std::sqrt(double((*prog)->scalar(v)));
+        for (const auto& entry : store.entries()) {
+          if (entry->kind != ValueKind::Param) continue;
+          double sq = 0;  // no layout pads, so the norm reads the stored values as they lie
+          for (float x : entry->data) sq += double(x) * double(x);
+          (*st->mutable_weight_norms())[entry->name] = std::sqrt(sq);
+        }
+      }
       sink(e);
       bool lastOfEpoch = pos.batchInEpoch >= perEpoch;
       if (policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0 && !lastOfEpoch)

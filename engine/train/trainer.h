@@ -29,6 +29,7 @@ struct TrainOptions {
   std::string checkpointDir;  // where checkpoints go; empty: "checkpoints" beside the project
   bool profile = false;       // time every kernel launch of the training steps
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
+  bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   std::string resume;         // continue from this checkpoint (or a folder of them)
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
 };

@@ -1,6 +1,8 @@
 // Optimizer updates on the CPU, in place, following PyTorch's formulas exactly so a
 // run can be compared step by step with torch.optim.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu_util.h"
 
@@ -23,6 +25,32 @@ KernelImpl update(std::string name, std::function<KernelFn(const KernelSig&)> ma
 }  // namespace
 
 void registerOptimizers(KernelRegistry& r) {
+  // Σ x² over fixed blocks summed in order, so the result does not depend on the
+  // thread count; any layout, as the sum does not depend on where values lie.
+  KernelImpl squares = kernel("cpu.sum_squares", [](const KernelSig&) -> KernelFn {
+    return [](const KernelIO& io) {
+      const float* x = io.in[0].f32();
+      int64_t n = io.in[0].numel();
+      constexpr int64_t kBlock = 4096;
+      int64_t blocks = (n + kBlock - 1) / kBlock;
+      std::vector<double> partial(size_t(std::max<int64_t>(blocks, 1)), 0.0);
+      parallelFor(blocks, 16, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          float acc = 0.f;
+          int64_t end = std::min(n, (b + 1) * kBlock);
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = b * kBlock; i < end; ++i) acc += x[i] * x[i];
+          partial[size_t(b)] = acc;
+        }
+      });
+      double total = 0;
+      for (double p : partial) total += p;
+      io.out[0].f32()[0] = float(total);
+    };
+  });
+  squares.anyLayout = true;
+  r.add("SumSquares", DeviceKind::Cpu, std::move(squares));
+
   r.add("SgdUpdate", DeviceKind::Cpu, update("cpu.sgd", [](const KernelSig& s) -> KernelFn {
           float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
           bool nesterov = s.attrs->b("nesterov");

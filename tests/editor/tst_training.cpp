@@ -6,12 +6,12 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
-#include <QMessageBox>
 #include <QDoubleSpinBox>
 #include <QFile>
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
+#include <QMessageBox>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -92,6 +92,14 @@ class TestTraining : public QObject {
     QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), rs->total_steps());
     QCOMPARE(stepsIn(*r), rs->total_steps());
     QCOMPARE(w.runs()->charts()->epochPoints(), 30);
+    // A gradient and a weight norm curve per parameter (3 Linear layers: 6 tensors),
+    // a point every tenth step and on the first.
+    QCOMPARE(w.runs()->charts()->gradNormPlot()->graphCount(), 6);
+    QCOMPARE(w.runs()->charts()->weightNormPlot()->graphCount(), 6);
+    QCOMPARE(int64_t(w.runs()->charts()->gradNormPlot()->graph(0)->dataCount()),
+             rs->total_steps() / 10 + 1);
+    for (int i = 0; i < 6; ++i)
+      QVERIFY(w.runs()->charts()->weightNormPlot()->graph(i)->data()->at(0)->value > 0);
     QVERIFY2(r->finished()->test_accuracy() >= 0.9,
              qPrintable(QString::number(r->finished()->test_accuracy())));
     // The run folder: frozen project, stream, checkpoints, final weights.

@@ -239,6 +239,42 @@ class TestLayouts : public QObject {
              p.error().message.c_str());
   }
 
+  // Gradient norms read packed gradients as they lie: the plan still packs, and
+  // each Σ grad² is the plain plan's.
+  void gradientNormsKeepWeightsPacked() {
+    Run plain, blocked;
+    for (Run* r : {&plain, &blocked}) {
+      CompileOptions o;
+      o.batch = kBatch;
+      o.seed = 5;
+      o.blockedLayouts = r == &blocked;
+      o.gradientNorms = true;
+      auto p = compile(model(residualModel()), o, r->store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      r->train = std::move(*p);
+    }
+    if (blocked.train->blockedTensors == 0) QSKIP("no blocked-layout convolution for this CPU");
+    Run reference;
+    compileInto(reference, residualModel(), true);
+    QCOMPARE(blocked.train->packedWeights, reference.train->packedWeights);
+    QVERIFY(blocked.train->packedWeights > 0);
+    StepContext ctx;
+    ctx.lr = 1e-3;
+    ctx.seed = 11;
+    ctx.step = 1;
+    for (Run* r : {&plain, &blocked}) {
+      feed(*r->train, 1);
+      r->train->run(ctx);
+    }
+    QCOMPARE(blocked.train->gradientSquares.size(), plain.train->gradientSquares.size());
+    for (const auto& [name, v] : plain.train->gradientSquares) {
+      double a = plain.train->scalar(v),
+             b = blocked.train->scalar(blocked.train->gradientSquares.at(name));
+      QVERIFY2(a > 0 && relDiff(a, b) < 1e-3,
+               qPrintable(QString::fromStdString(name) + QString(": %1 vs %2").arg(a).arg(b)));
+    }
+  }
+
   // Tensors read after a step, and channel counts that are not a multiple of 16,
   // stay plain.
   void keptAndOddTensorsStayPlain() {
