@@ -18,6 +18,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QThread>
+#include <QToolBar>
 
 #include "editor/autolayout.h"
 #include "editor/palette.h"
@@ -268,14 +269,21 @@ void MainWindow::buildRunActions() {
     run->addAction(a);
     return a;
   };
-  make("run", tr("&Run"), QKeySequence(Qt::Key_F5), [this] { startRun(false); });
+  QAction* runAction =
+      make("run", tr("&Run"), QKeySequence(Qt::Key_F5), [this] { startRun(false); });
   make("pauseRun", tr("&Pause / Continue"), QKeySequence(Qt::Key_F6), [this] {
     if (m_runs->paused())
       m_runs->resume();
     else
       m_runs->pause();
   });
-  make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { m_runs->stop(); });
+  QAction* stopAction = make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
+                             [this] { m_runs->stop(); });
+  QToolBar* bar = addToolBar(tr("Run"));
+  bar->setObjectName("runToolBar");
+  bar->addAction(runAction);
+  bar->addAction(action("pauseRun"));
+  bar->addAction(stopAction);
   make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
   make("evaluateRun", tr("&Evaluate Run"), QKeySequence(Qt::Key_F7), [this] { evaluateRun(); });
   run->addSeparator();
@@ -304,14 +312,19 @@ bool MainWindow::evaluateRun() {
                          : m_runs->current()      ? m_runs->current()
                          : m_runs->runs().empty() ? nullptr
                                                   : &m_runs->runs().back();
-  if (!run || !QFileInfo::exists(run->weightsPath())) {
-    showMessage(tr("No run with final weights to evaluate: train one to its end first"));
+  // The final weights, or while a run goes (or after one stopped early) its latest
+  // checkpoint.
+  QString weights = run && QFileInfo::exists(run->weightsPath()) ? run->weightsPath()
+                    : run                                        ? latestCheckpoint(*run)
+                                                                 : QString();
+  if (weights.isEmpty()) {
+    showMessage(tr("No run with weights or a checkpoint to evaluate"));
     return false;
   }
   TrainOptions o;
   o.projectDir = QFileInfo(m_doc.filePath()).absolutePath().toStdString();
   QApplication::setOverrideCursor(Qt::WaitCursor);
-  Status s = m_evaluation->evaluateRun(run->project, o, run->weightsPath());
+  Status s = m_evaluation->evaluateRun(run->project, o, weights);
   QApplication::restoreOverrideCursor();
   if (!s) {
     showMessage(

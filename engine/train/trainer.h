@@ -61,8 +61,9 @@ struct Predictions {
   std::vector<float> probs;  // samples.size() × classes
 };
 
-// Runs the evaluation plan with the weights in `weightsPath` over `samples` (raw
-// features, as the dataset holds them), or over the test set when null.
+// Runs the evaluation plan with the weights in `weightsPath` (a safetensors file,
+// or a checkpoint folder) over `samples` (raw features, as the dataset holds
+// them), or over the test set when null.
 Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,
                             const std::string& weightsPath, const Dataset* samples = nullptr);
 

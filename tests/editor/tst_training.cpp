@@ -132,6 +132,10 @@ class TestTraining : public QObject {
     auto* child = qobject_cast<ChildProcessTarget*>(w.runs()->target());
     QVERIFY(child);
     QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 50, 60000);
+    // Evaluation during a run reads its latest checkpoint.
+    QTRY_VERIFY_WITH_TIMEOUT(!latestCheckpoint(*w.runs()->current()).isEmpty(), 60000);
+    QVERIFY(w.evaluateRun());
+    QCOMPARE(w.evaluation()->predictions().samples.size(), int64_t(600));
     ::kill(pid_t(child->processId()), SIGKILL);
     QVERIFY(waitForEnd(w));
     const RunRecord* r = w.runs()->current();
