@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "loss chart with %d points: appended in %.0f ms (in chunks of %lld), replot "
-      "median %.1f ms, worst %.1f ms (goal: < 30 ms); all four charts %.1f ms\n",
+      "median %.1f ms, worst %.1f ms (goal: < 30 ms); every chart together %.1f ms\n",
       charts.lossPoints(), appendMs, static_cast<long long>(chunk), percentile(replots, 0.5),
       percentile(replots, 1.0), charts.lastReplotMs());
   return 0;
