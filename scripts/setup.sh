@@ -17,6 +17,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libdnnl-dev ocl-icd-opencl-dev
   qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
+  libssh-dev openssh-server openssh-client
   dataset-fashion-mnist
 )
 

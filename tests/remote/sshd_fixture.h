@@ -1,0 +1,128 @@
+// A real OpenSSH server for tests: Debian's sshd on 127.0.0.1 at a free port, with
+// its own host key, a user key allowed to log in as the current user, and a
+// config of its own (no PAM, no strict modes, so keys may live under /tmp).
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QString>
+#include <QThread>
+
+class SshdFixture {
+ public:
+  ~SshdFixture() { stop(); }
+
+  // Empty when sshd runs; else why it cannot (the tests then skip, saying so).
+  QString start(const QString& dir) {
+    m_dir = dir;
+    if (!QFile::exists("/usr/sbin/sshd")) return "no /usr/sbin/sshd (Debian's openssh-server)";
+    if (!QDir("/run/sshd").exists() && !QDir().mkpath("/run/sshd"))
+      return "/run/sshd does not exist and cannot be made";
+    if (QString why = keygen(hostKey()); !why.isEmpty()) return why;
+    if (QString why = keygen(userKey()); !why.isEmpty()) return why;
+    QFile::remove(dir + "/authorized_keys");
+    if (!QFile::copy(userKey() + ".pub", dir + "/authorized_keys")) return "cannot write keys";
+    m_port = freePort();
+    QFile cfg(dir + "/sshd_config");
+    if (!cfg.open(QIODevice::WriteOnly)) return "cannot write sshd_config";
+    cfg.write(QString("Port %1\nListenAddress 127.0.0.1\nHostKey %2\nPidFile %3/sshd.pid\n"
+                      "AuthorizedKeysFile %3/authorized_keys\nUsePAM no\nStrictModes no\n"
+                      "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                      "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
+                      "LogLevel FATAL\nSubsystem sftp internal-sftp\n")
+                  .arg(m_port)
+                  .arg(hostKey(), dir)
+                  .toUtf8());
+    cfg.close();
+    return launch();
+  }
+
+  // A new host key and a restart: what a reinstalled (or impersonated) host shows.
+  QString changeHostKey() {
+    stop();
+    QFile::remove(hostKey());
+    QFile::remove(hostKey() + ".pub");
+    if (QString why = keygen(hostKey()); !why.isEmpty()) return why;
+    return launch();
+  }
+
+  void stop() {
+    if (m_sshd) {
+      m_sshd->terminate();
+      if (!m_sshd->waitForFinished(5000)) m_sshd->kill(), m_sshd->waitForFinished(2000);
+      delete m_sshd;
+      m_sshd = nullptr;
+    }
+  }
+
+  int port() const { return m_port; }
+  QString hostKey() const { return m_dir + "/host_key"; }
+  QString userKey() const { return m_dir + "/user_key"; }
+  static QString userName() {
+    const passwd* pw = getpwuid(getuid());
+    return pw ? QString(pw->pw_name) : QString();
+  }
+  // The host key's SHA-256 fingerprint as ssh-keygen prints it.
+  QString fingerprint() const {
+    QProcess p;
+    p.start("ssh-keygen", {"-l", "-E", "sha256", "-f", hostKey() + ".pub"});
+    p.waitForFinished(10000);
+    return QString::fromUtf8(p.readAllStandardOutput()).section(' ', 1, 1);
+  }
+
+ private:
+  static QString keygen(const QString& path) {
+    QProcess p;
+    p.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", path});
+    if (!p.waitForFinished(20000) || p.exitCode() != 0)
+      return "ssh-keygen failed: " + QString::fromUtf8(p.readAllStandardError());
+    return {};
+  }
+
+  static int freePort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  static bool accepts(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+
+  QString launch() {
+    m_sshd = new QProcess;
+    m_sshd->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    m_sshd->start("/usr/sbin/sshd", {"-D", "-e", "-f", m_dir + "/sshd_config"});
+    if (!m_sshd->waitForStarted(5000)) return "sshd did not start";
+    for (int i = 0; i < 100; ++i) {
+      if (accepts(m_port)) return {};
+      if (m_sshd->state() == QProcess::NotRunning) return "sshd exited at once";
+      QThread::msleep(50);
+    }
+    return "sshd does not accept connections";
+  }
+
+  QString m_dir;
+  int m_port = 0;
+  QProcess* m_sshd = nullptr;
+};
