@@ -109,7 +109,13 @@ Result<EventReadResult> readEvents(const std::string& path, int64_t offset) {
   // Read what is there now; bytes appended after this are for the next call.
   std::string buf(static_cast<size_t>(st.st_size - offset), '\0');
   buf.resize(std::fread(buf.data(), 1, buf.size(), file.get()));
+  auto r = parseEvents(buf, offset);
+  if (!r) return fail(r.error().message);
+  return r;
+}
 
+Result<EventReadResult> parseEvents(const std::string& buf, int64_t offset) {
+  auto fail = [](const std::string& what) { return makeError(what); };
   EventReadResult result;
   const auto* p = reinterpret_cast<const unsigned char*>(buf.data());
   size_t pos = 0;

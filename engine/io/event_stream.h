@@ -32,5 +32,8 @@ struct EventReadResult {
   int64_t nextOffset = 0;
 };
 Result<EventReadResult> readEvents(const std::string& path, int64_t offset = 0);
+// The same over bytes of a stream that start at `offset` (read from elsewhere, a
+// remote host): whole records only; `nextOffset` says where the next bytes go.
+Result<EventReadResult> parseEvents(const std::string& bytes, int64_t offset);
 
 }  // namespace netloom

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "remote/ssh.h"
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -62,7 +64,25 @@ class SshdFixture {
     }
   }
 
+  // Kills every per-connection sshd (the children of the listener): every client
+  // connection drops, as on a network cut.
+  void dropConnections() {
+    if (!m_sshd) return;
+    QProcess::execute("pkill", {"-KILL", "-P", QString::number(m_sshd->processId())});
+  }
+
   int port() const { return m_port; }
+  // How a client reaches this server as the current user, with `knownHosts`.
+  netloom::remote::HostSpec host(const QString& knownHosts) const {
+    netloom::remote::HostSpec h;
+    h.address = "127.0.0.1";
+    h.port = m_port;
+    h.user = userName().toStdString();
+    h.identity = userKey().toStdString();
+    h.knownHosts = knownHosts.toStdString();
+    h.readSshConfig = false;
+    return h;
+  }
   QString hostKey() const { return m_dir + "/host_key"; }
   QString userKey() const { return m_dir + "/user_key"; }
   static QString userName() {

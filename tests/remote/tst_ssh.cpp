@@ -26,16 +26,7 @@ class TestSsh : public QObject {
   SshdFixture m_sshd;
   QString m_skip;
 
-  HostSpec host() const {
-    HostSpec h;
-    h.address = "127.0.0.1";
-    h.port = m_sshd.port();
-    h.user = SshdFixture::userName().toStdString();
-    h.identity = m_sshd.userKey().toStdString();
-    h.knownHosts = m_dir.filePath("known_hosts").toStdString();
-    h.readSshConfig = false;
-    return h;
-  }
+  HostSpec host() const { return m_sshd.host(m_dir.filePath("known_hosts")); }
 
  private slots:
   void initTestCase() { m_skip = m_sshd.start(m_dir.path()); }
