@@ -146,6 +146,44 @@ class TestJobs : public QObject {
     QVERIFY(!signalJob(*s, *a, "HUP; rm -rf /").ok());  // only known signals
   }
 
+  // netloom-job, the terminal's client: submit --wait streams to the end and says
+  // how it ended in its exit status; an unknown host key is refused unless the
+  // user types yes.
+  void netloomJobSubmitWait() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QString hostArg = QString("%1@127.0.0.1:%2").arg(SshdFixture::userName()).arg(m_sshd.port());
+    QString known = m_dir.filePath("job_known_hosts");
+    QStringList common{
+        "--host", hostArg,     "--identity",      m_sshd.userKey(), "--known-hosts",
+        known,    "--trainer", NETLOOM_TRAIN_EXE, "--workdir",      m_dir.filePath("cli")};
+    QProcess no;
+    no.start(NETLOOM_JOB_EXE, QStringList{"submit"} + common +
+                                  QStringList{NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
+    no.write("no\n");
+    no.closeWriteChannel();
+    QVERIFY(no.waitForFinished(60000));
+    QCOMPARE(no.exitCode(), 1);
+    QVERIFY(no.readAllStandardError().contains("not accepted"));
+    QProcess p;
+    p.start(NETLOOM_JOB_EXE, QStringList{"submit", "--wait"} + common +
+                                 QStringList{NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
+    p.write("yes\n");
+    p.closeWriteChannel();
+    QVERIFY(p.waitForFinished(120000));
+    QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(p.exitCode() == 0, qPrintable(QString::fromUtf8(p.readAllStandardError())));
+    QVERIFY2(out.startsWith("j"), qPrintable(out));
+    QString dir = out.section(' ', 1).trimmed();
+    QVERIFY(QFile::exists(dir + "/events.pb"));
+    QProcess bad;
+    bad.start(NETLOOM_JOB_EXE, QStringList{"submit", "--wait"} + common.mid(0, 6) +
+                                   QStringList{"--trainer", "/nowhere/netloom-train",
+                                               NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
+    QVERIFY(bad.waitForFinished(60000));
+    QCOMPARE(bad.exitCode(), 1);
+    QVERIFY(bad.readAllStandardError().contains("was not found on the host"));
+  }
+
   void hostileNamesAndMissingTrainer() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
