@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "remote/ssh.h"
-
 #include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QString>
 #include <QThread>
+
+#include "remote/ssh.h"
 
 class SshdFixture {
  public:
