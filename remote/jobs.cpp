@@ -53,8 +53,9 @@ Result<Job> submitJob(SshSession& s, const proto::Project& project, const JobSpe
   if (!r) return r.error();
   if (r->exitStatus == 127)
     return makeError(s.host().label() + ": " + spec.trainer +
-                     " was not found on the host: install it there (see the README's "
-                     "\"Training on a remote host\") or set the host's netloom-train path");
+                     " was not found on the host: install it there with `git clone` of "
+                     "NetLoom and `scripts/setup.sh node` (no Qt needed), then give "
+                     "build-node/engine/netloom-train as the host's netloom-train");
   if (r->exitStatus != 0) return makeError(s.host().label() + ": the job did not start: " + r->err);
   job.pid = std::atol(r->out.c_str());
   if (job.pid <= 0) return makeError(s.host().label() + ": the job did not report its process");

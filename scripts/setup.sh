@@ -12,14 +12,23 @@ cd "$here"
 mode=${1:-run}
 build=${NETLOOM_BUILD_DIR:-build}
 
+# A training host (`node`) needs only the engine: no Qt, no GUI packages.
 packages=(
   g++ cmake ninja-build pkg-config zlib1g-dev
   protobuf-compiler libprotobuf-dev
   libdnnl-dev ocl-icd-opencl-dev
-  qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
-  libssh-dev openssh-server openssh-client
-  dataset-fashion-mnist
 )
+cmake_options=()
+if [ "$mode" = node ]; then
+  build=${NETLOOM_BUILD_DIR:-build-node}
+  cmake_options=(-DNETLOOM_BUILD_IDE=OFF -DNETLOOM_BUILD_TESTS=OFF -DNETLOOM_BUILD_REMOTE=OFF)
+else
+  packages+=(
+    qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
+    libssh-dev openssh-server openssh-client
+    dataset-fashion-mnist
+  )
+fi
 
 [ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
 [ "$mode" = screenshot ] && packages+=(xvfb xauth)
@@ -37,12 +46,16 @@ if ((${#missing[@]})); then
 fi
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cmake_options[@]}"
 fi
 cmake --build "$build" --parallel "$(nproc)"
 
 case "$mode" in
   build) ;;
+  node)
+    echo "netloom: $here/$build/engine/netloom-train is built; give its path as the host's netloom-train"
+    "$build/engine/netloom-train" --version
+    ;;
   run)
     shift || true
     # With a display, the IDE on the LeNet project; without one, headless training.
@@ -70,7 +83,7 @@ case "$mode" in
     exec tests/bench/bench_mlp.sh "$@"
     ;;
   *)
-    echo "usage: scripts/setup.sh [run|test|build|bench|screenshot]" >&2
+    echo "usage: scripts/setup.sh [run|test|build|bench|screenshot|node]" >&2
     exit 2
     ;;
 esac
