@@ -7,20 +7,16 @@
 #include <utility>
 
 #include "editor/document.h"
+#include "engine/graph/graph.h"
 
 namespace netloom::editor {
 
 // "node" or "node:port" -> (node, port); an empty or malformed reference yields no node.
 inline std::pair<std::string, int> splitRef(const std::string& ref) {
-  auto colon = ref.rfind(':');
-  if (colon == std::string::npos) return {ref, 0};
-  std::string port = ref.substr(colon + 1);
-  if (port.empty() || !std::all_of(port.begin(), port.end(), ::isdigit)) return {ref, 0};
-  return {ref.substr(0, colon), std::stoi(port)};
+  return splitInputRef(ref);
 }
-
 inline std::string joinRef(const std::string& node, int port) {
-  return port == 0 ? node : node + ":" + std::to_string(port);
+  return joinInputRef(node, port);
 }
 
 // Unconnected trailing inputs are simply absent in the file.

@@ -16,6 +16,7 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <type_traits>
 
 #include "engine/data/dataset.h"
 #include "gui/evaluation.h"
@@ -31,26 +32,18 @@ using google::protobuf::Message;
 constexpr int kPreviewSamples = 48;
 
 // The message holding `path`'s last field, and that field's name; null when a
-// step of the path is not a message field.
-const Message* walk(const Message& root, const std::string& path, std::string& leaf) {
-  const Message* m = &root;
+// step of the path is not a message field. `Msg` is Message or const Message.
+template <class Msg>
+Msg* walk(Msg& root, const std::string& path, std::string& leaf) {
+  Msg* m = &root;
   size_t start = 0;
   for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
     const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(path.substr(start, dot - start));
     if (!f || f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return nullptr;
-    m = &m->GetReflection()->GetMessage(*m, f);
-  }
-  leaf = path.substr(start);
-  return m;
-}
-
-Message* walkMutable(Message& root, const std::string& path, std::string& leaf) {
-  Message* m = &root;
-  size_t start = 0;
-  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
-    const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(path.substr(start, dot - start));
-    if (!f || f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return nullptr;
-    m = m->GetReflection()->MutableMessage(m, f);
+    if constexpr (std::is_const_v<Msg>)
+      m = &m->GetReflection()->GetMessage(*m, f);
+    else
+      m = m->GetReflection()->MutableMessage(m, f);
   }
   leaf = path.substr(start);
   return m;
@@ -234,7 +227,7 @@ void SettingsForm::commit(const std::string& path,
   proto::DataDef data = m_doc->data();
   Message& root = m_part == Part::Train ? static_cast<Message&>(train) : data;
   std::string leaf;
-  Message* m = walkMutable(root, path, leaf);
+  Message* m = walk(root, path, leaf);
   if (!m) return;
   set(*m, leaf);
   m_doc->setSettings(

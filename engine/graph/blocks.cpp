@@ -10,16 +10,12 @@ namespace netloom {
 
 namespace {
 
-std::pair<std::string, int> splitRef(const std::string& ref) {
-  auto colon = ref.rfind(':');
-  if (colon == std::string::npos) return {ref, 0};
-  std::string port = ref.substr(colon + 1);
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos) return {ref, 0};
-  return {ref.substr(0, colon), std::stoi(port)};
+using RefParts = std::pair<std::string, int>;
+RefParts splitInputRef(const std::string& ref) {
+  return splitInputRef(ref);
 }
-
-std::string joinRef(const std::string& node, int port) {
-  return port == 0 ? node : node + ":" + std::to_string(port);
+std::string joinInputRef(const std::string& node, int port) {
+  return joinInputRef(node, port);
 }
 
 // One level of inlining: the top-level model, or the body of one instance.
@@ -65,7 +61,7 @@ class Inliner {
       std::vector<std::string>& outs = m_out.outputsOf[nd.name()];
       const proto::ModelDef* block = findBlock(m_model, nd.op());
       for (int p = 0; p < block->outputs_size(); ++p)
-        outs.push_back(resolve(top, joinRef(nd.name(), p), 0));
+        outs.push_back(resolve(top, joinInputRef(nd.name(), p), 0));
     }
     return std::move(m_out);
   }
@@ -92,7 +88,7 @@ class Inliner {
   // Depth bounds chains of pass-through ports.
   std::string resolve(const Scope& s, const std::string& ref, int depth) {
     if (ref.empty() || depth > 64) return {};
-    auto [name, port] = splitRef(ref);
+    auto [name, port] = splitInputRef(ref);
     auto it = s.byName.find(name);
     if (it == s.byName.end()) return s.prefix + ref;  // dangling: buildGraph says so
     const proto::NodeDef& nd = *it->second;
@@ -107,7 +103,7 @@ class Inliner {
       if (child == m_children.end() || port >= block->outputs_size()) return {};
       return resolve(*child->second, block->outputs(port), depth + 1);
     }
-    return joinRef(s.prefix + name, port);
+    return joinInputRef(s.prefix + name, port);
   }
 
   // A block param or an attribute of an inner node, with "$p" taken from `s`.
@@ -209,7 +205,7 @@ BlockInterface blockInterface(const proto::ModelDef& block) {
   BlockInterface i;
   for (const proto::NodeDef& nd : block.nodes())
     if (nd.op() == kBlockInputOp) i.inputs.push_back(nd.name());
-  for (const std::string& o : block.outputs()) i.outputs.push_back(splitRef(o).first);
+  for (const std::string& o : block.outputs()) i.outputs.push_back(splitInputRef(o).first);
   return i;
 }
 

@@ -120,6 +120,18 @@ Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const 
   return r;
 }
 
+std::pair<std::string, int> splitInputRef(const std::string& ref) {
+  auto colon = ref.rfind(':');
+  if (colon == std::string::npos) return {ref, 0};
+  std::string port = ref.substr(colon + 1);
+  if (port.empty() || !std::all_of(port.begin(), port.end(), ::isdigit)) return {ref, 0};
+  return {ref.substr(0, colon), std::stoi(port)};
+}
+
+std::string joinInputRef(const std::string& node, int port) {
+  return port == 0 ? node : node + ":" + std::to_string(port);
+}
+
 void addPersistentInputs(Graph& g, Node& node) {
   auto persistent = [&](const auto& names, ValueKind kind) {
     if (!names) return;

@@ -73,6 +73,10 @@ struct InputRef {
   int port = 0;
 };
 Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s);
+// The lenient forms, for tools that hold references being edited: "node:port" ->
+// (node, port); a reference whose port is not a number is all node name, port 0.
+std::pair<std::string, int> splitInputRef(const std::string& ref);
+std::string joinInputRef(const std::string& node, int port);  // "node" for port 0
 
 // Orders nodes 0..n-1 given each node's users and in-degrees, file order first among
 // ready nodes; nodes left with a positive in-degree sit on or below a cycle.
