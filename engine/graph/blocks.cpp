@@ -10,14 +10,6 @@ namespace netloom {
 
 namespace {
 
-using RefParts = std::pair<std::string, int>;
-RefParts splitInputRef(const std::string& ref) {
-  return splitInputRef(ref);
-}
-std::string joinInputRef(const std::string& node, int port) {
-  return joinInputRef(node, port);
-}
-
 // One level of inlining: the top-level model, or the body of one instance.
 struct Scope {
   const Scope* parent = nullptr;
