@@ -3,26 +3,121 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <random>
+#include <sstream>
 
 #include "engine/io/project_file.h"
+#include "remote/hosts.h"
+#include "remote/sha256.h"
 
 namespace netloom::remote {
+
+namespace fs = std::filesystem;
 
 namespace {
 
 // Fixed scripts take every value as a positional parameter: nothing a user wrote
 // is ever parsed by the remote shell.
 const char* kHome = "printf %s \"$HOME\"";
+// $1 trainer, $2 work dir. Prints key=value lines.
+const char* kProbe =
+    "t=\"$1\"; w=\"$2\"; "
+    "if command -v \"$t\" >/dev/null 2>&1; then echo \"version=$(\"$t\" --version 2>&1 | head -n "
+    "1)\"; fi; "
+    "echo \"cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null)\"; "
+    "echo \"mem=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null)\"; "
+    "d=\"$w\"; while [ ! -d \"$d\" ] && [ \"$d\" != / ]; do d=$(dirname \"$d\"); done; "
+    "echo \"disk=$(df -Pk \"$d\" 2>/dev/null | awk 'NR==2 {print $4}')\"; "
+    "if command -v nvidia-smi >/dev/null 2>&1; then "
+    "nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader 2>/dev/null | "
+    "sed 's/^/gpu=/'; fi";
+// $1 job folder, $2 trainer, then netloom-train's extra arguments. The trainer
+// runs under a small shell that records its exit status in `exit`; setsid makes
+// that shell the leader of the job's process group.
 const char* kStart =
-    "set -e; mkdir -p \"$1\"; cd \"$1\"; cat > project.nlproj; "
-    "trainer=\"$2\"; shift 2; "
+    "set -e; cd \"$1\"; trainer=\"$2\"; shift 2; "
     "command -v \"$trainer\" >/dev/null 2>&1 || { echo \"netloom-train not found: $trainer\" >&2; "
     "exit 127; }; "
-    "setsid nohup \"$trainer\" project.nlproj --events events.pb --checkpoint-dir checkpoints "
-    "--save-weights weights.safetensors --quiet \"$@\" > train.log 2>&1 < /dev/null & "
+    "setsid nohup sh -c 't=\"$1\"; shift; \"$t\" project.nlproj --events events.pb "
+    "--checkpoint-dir checkpoints --save-weights weights.safetensors --quiet \"$@\"; "
+    "echo $? > exit' sh \"$trainer\" \"$@\" > train.log 2>&1 < /dev/null & "
     "echo $! > pid; date -u +%Y-%m-%dT%H:%M:%SZ > started; cat pid";
 const char* kTail = "if [ -f \"$1\" ]; then tail -c +\"$2\" \"$1\"; fi";
+// $1 job folder. One line: state, exit code, start time.
+const char* kStatus =
+    "cd \"$1\" 2>/dev/null || { echo missing; exit 0; }; pid=$(cat pid 2>/dev/null); "
+    "st=$(cat started 2>/dev/null); "
+    "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then "
+    "if grep -q '^[^)]*) T' \"/proc/$pid/stat\" 2>/dev/null; then s=paused; else s=running; fi; "
+    "echo \"$s - $st\"; "
+    "elif [ -f exit ]; then e=$(cat exit); if [ \"$e\" = 0 ]; then s=finished; else s=failed; fi; "
+    "echo \"$s $e $st\"; else echo \"killed - $st\"; fi";
+// $1 folder holding job folders: one kStatus line per job, after its name.
+const char* kList =
+    "cd \"$1\" 2>/dev/null || exit 0; for d in j*; do [ -d \"$d\" ] || continue; "
+    "printf '%s ' \"$d\"; sh -c \"$2\" sh \"$d\"; done";
+// $1 events.pb, $2 bytes of whole records, $3 pid. Appends stdin when the
+// process is gone, after cutting a torn last record.
+const char* kMarkFailed =
+    "if kill -0 \"$3\" 2>/dev/null; then echo alive; exit 0; fi; "
+    "[ -f \"$1\" ] || : > \"$1\"; "
+    "n=$(wc -c < \"$1\"); if [ \"$n\" -gt \"$2\" ]; then truncate -s \"$2\" \"$1\"; fi; "
+    "if [ \"$n\" -lt \"$2\" ]; then echo short; exit 0; fi; cat >> \"$1\"; echo appended";
+const char* kDelete =
+    "if [ -f \"$1/pid\" ] && kill -0 \"$(cat \"$1/pid\")\" 2>/dev/null; then echo running; exit 3; "
+    "fi; "
+    "rm -rf -- \"$1\"";
+
+std::string utcNow() {
+  std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return stamp;
+}
+
+Result<std::string> workDirOf(SshSession& s, const remotepb::Host& host) {
+  if (!host.work_dir().empty()) return host.work_dir();
+  auto home = s.run({"sh", "-c", kHome});
+  if (!home || home->exitStatus != 0 || home->out.empty())
+    return makeError(s.host().label() + ": cannot find the remote home folder");
+  return home->out + "/netloom";
+}
+
+std::string trainerOf(const remotepb::Host& host) {
+  return host.trainer().empty() ? "netloom-train" : host.trainer();
+}
+
+std::string installHint(const std::string& label, const std::string& trainer) {
+  return label + ": " + trainer +
+         " was not found on the host. Install it there (no Qt needed) with\n"
+         "  git clone <NetLoom> netloom && netloom/scripts/setup.sh node\n"
+         "and set the host's netloom-train to <that folder>/build-node/engine/netloom-train";
+}
+
+std::string mib(uint64_t bytes) {
+  return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";
+}
+
+// Every data file a project names, by where it sits in the project.
+std::vector<std::pair<std::string, std::string*>> dataPaths(proto::Project& p) {
+  std::vector<std::pair<std::string, std::string*>> out;
+  auto add = [&](const char* field, std::string* v) {
+    if (!v->empty()) out.emplace_back(field, v);
+  };
+  if (p.data().has_idx()) {
+    auto* idx = p.mutable_data()->mutable_idx();
+    add("data.idx.train_images", idx->mutable_train_images());
+    add("data.idx.train_labels", idx->mutable_train_labels());
+    add("data.idx.test_images", idx->mutable_test_images());
+    add("data.idx.test_labels", idx->mutable_test_labels());
+  } else if (p.data().has_csv()) {
+    auto* csv = p.mutable_data()->mutable_csv();
+    add("data.csv.train_path", csv->mutable_train_path());
+    add("data.csv.test_path", csv->mutable_test_path());
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -36,57 +131,279 @@ std::string newJobId() {
   return std::string("j") + stamp + "-" + hex;
 }
 
-Result<Job> submitJob(SshSession& s, const proto::Project& project, const JobSpec& spec) {
-  std::string work = spec.workDir;
-  if (work.empty()) {
-    auto home = s.run({"sh", "-c", kHome});
-    if (!home || home->exitStatus != 0 || home->out.empty())
-      return makeError(s.host().label() + ": cannot find the remote home folder");
-    work = home->out + "/netloom";
-  }
-  Job job;
-  job.id = newJobId();
-  job.dir = work + "/jobs/" + job.id;
-  std::vector<std::string> argv{"sh", "-c", kStart, "sh", job.dir, spec.trainer};
-  argv.insert(argv.end(), spec.extraArgs.begin(), spec.extraArgs.end());
-  auto r = s.run(argv, projectToText(project));
+bool isJobId(const std::string& id) {
+  return id.size() > 1 && id.size() < 64 && id[0] == 'j' &&
+         id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+}
+
+std::string trainerVersionLine() {
+  return std::string("netloom-train ") + NETLOOM_VERSION;
+}
+
+Result<std::string> bundlePath(const std::string& dir, const std::string& relative) {
+  if (relative.empty() || relative[0] == '/' || relative.find('\0') != std::string::npos)
+    return makeError("bundle file '" + relative + "': not a relative path");
+  for (const auto& part : fs::path(relative))
+    if (part == ".." || part == ".")
+      return makeError("bundle file '" + relative + "': leaves the job folder");
+  return dir + "/" + relative;
+}
+
+std::string HostInfo::summary() const {
+  std::ostringstream s;
+  s << (trainerVersion.empty() ? "netloom-train: not found (" + trainer + ")" : trainerVersion)
+    << "\n"
+    << cpus << " CPUs, " << mib(memoryBytes) << " memory\n"
+    << mib(diskFreeBytes) << " free in " << workDir << "\n";
+  if (gpus.empty()) s << "no NVIDIA GPUs (nvidia-smi not found or none listed)\n";
+  for (const auto& g : gpus) s << "GPU: " << g << "\n";
+  if (!problem.empty()) s << problem << "\n";
+  return s.str();
+}
+
+Result<HostInfo> probeHost(SshSession& s, const remotepb::Host& host) {
+  HostInfo info;
+  info.trainer = trainerOf(host);
+  auto work = workDirOf(s, host);
+  if (!work) return work.error();
+  info.workDir = *work;
+  auto r = s.run({"sh", "-c", kProbe, "sh", info.trainer, info.workDir});
   if (!r) return r.error();
-  if (r->exitStatus == 127)
-    return makeError(s.host().label() + ": " + spec.trainer +
-                     " was not found on the host: install it there with `git clone` of "
-                     "NetLoom and `scripts/setup.sh node` (no Qt needed), then give "
-                     "build-node/engine/netloom-train as the host's netloom-train");
-  if (r->exitStatus != 0) return makeError(s.host().label() + ": the job did not start: " + r->err);
-  job.pid = std::atol(r->out.c_str());
-  if (job.pid <= 0) return makeError(s.host().label() + ": the job did not report its process");
+  std::istringstream lines(r->out);
+  for (std::string line; std::getline(lines, line);) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    if (k == "version") info.trainerVersion = v;
+    if (k == "cpus") info.cpus = std::atoi(v.c_str());
+    if (k == "mem") info.memoryBytes = std::strtoull(v.c_str(), nullptr, 10) * 1024;
+    if (k == "disk") info.diskFreeBytes = std::strtoull(v.c_str(), nullptr, 10) * 1024;
+    if (k == "gpu") info.gpus.push_back(v);
+  }
+  if (info.trainerVersion.empty())
+    info.problem = installHint(s.host().label(), info.trainer);
+  else if (info.trainerVersion != trainerVersionLine())
+    info.problem = s.host().label() + ": the host's " + info.trainer + " is \"" +
+                   info.trainerVersion + "\", this NetLoom is \"" + trainerVersionLine() +
+                   "\": update it there with `git pull && scripts/setup.sh node`";
+  return info;
+}
+
+Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
+                                      const proto::Project& project, const SubmitOptions& o) {
+  const std::string label = s.host().label();
+  auto probe = probeHost(s, host);
+  if (!probe) return probe.error();
+  if (probe->trainerVersion.empty() || (!o.anyVersion && !probe->problem.empty()))
+    return makeError(probe->problem);
+
+  remotepb::JobRecord job;
+  job.set_id(newJobId());
+  *job.mutable_host() = host;
+  job.set_dir(probe->workDir + "/jobs/" + job.id());
+  job.set_project_name(project.name());
+  job.set_submitted(utcNow());
+  job.set_client_version(NETLOOM_VERSION);
+  job.set_trainer_version(probe->trainerVersion);
+  job.set_local_run(o.localRun);
+  for (const auto& a : o.args) job.add_args(a);
+
+  // The dataset: the host's own copy where asked and present, else uploaded once
+  // under its checksum and reused by every later job.
+  proto::Project remoteProject = project;
+  for (auto& [field, path] : dataPaths(remoteProject)) {
+    remotepb::DataFile* df = job.add_data();
+    fs::path local = *path;
+    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
+    df->set_local_path(local.string());
+    const bool haveLocal = fs::is_regular_file(local);
+    if (local.is_absolute() && (host.prefer_host_data() || !haveLocal)) {
+      auto there = s.stat(local.string());
+      if (!there) return there.error();
+      if (there->exists && !there->isDir) {
+        df->set_remote_path(local.string());
+        df->set_bytes(int64_t(there->size));
+        *path = local.string();
+        continue;
+      }
+    }
+    if (!haveLocal)
+      return makeError(field + ": " + local.string() + " is neither here nor on " + label);
+    auto sum = sha256File(local.string());
+    if (!sum) return sum.error();
+    const uint64_t bytes = fs::file_size(local);
+    const std::string dir = probe->workDir + "/data/" + *sum;
+    auto target = bundlePath(dir, local.filename().string());
+    if (!target) return target.error();
+    auto there = s.stat(*target);
+    if (!there) return there.error();
+    if (!there->exists || there->size != bytes) {
+      if (probe->diskFreeBytes > 0 && probe->diskFreeBytes < bytes)
+        return makeError(label + ": the host's disk is full: " + mib(probe->diskFreeBytes) +
+                         " free in " + probe->workDir + ", " + local.string() + " needs " +
+                         mib(bytes));
+      if (Status st = s.makeDirs(dir); !st) return st.error();
+      auto progress = [&](uint64_t done, uint64_t total) {
+        if (o.progress) o.progress(local.filename().string(), done, total);
+      };
+      if (Status st = s.uploadFile(local.string(), *target, progress); !st) return st.error();
+      df->set_uploaded(true);
+    }
+    df->set_remote_path(*target);
+    df->set_sha256(*sum);
+    df->set_bytes(int64_t(bytes));
+    *path = *target;
+  }
+
+  if (Status st = s.makeDirs(job.dir()); !st) return st.error();
+  const std::pair<const char*, std::string> bundle[] = {
+      {"project.nlproj", projectToText(remoteProject)}, {"job.txtpb", recordToText(job)}};
+  for (const auto& [name, bytes] : bundle) {
+    auto target = bundlePath(job.dir(), name);
+    if (!target) return target.error();
+    if (Status st = s.uploadBytes(bytes, *target); !st) return st.error();
+  }
+  std::vector<std::string> argv{"sh", "-c", kStart, "sh", job.dir(), probe->trainer};
+  argv.insert(argv.end(), o.args.begin(), o.args.end());
+  auto r = s.run(argv);
+  if (!r) return r.error();
+  if (r->exitStatus == 127) return makeError(installHint(label, probe->trainer));
+  if (r->exitStatus != 0) return makeError(label + ": the job did not start: " + r->err);
+  job.set_pid(std::atol(r->out.c_str()));
+  if (job.pid() <= 0) return makeError(label + ": the job did not report its process");
   return job;
 }
 
-Result<StreamChunk> readJobEvents(SshSession& s, const Job& job, int64_t offset) {
-  auto r = s.run({"sh", "-c", kTail, "sh", job.dir + "/events.pb", std::to_string(offset + 1)});
+Result<StreamChunk> readJobEvents(SshSession& s, const remotepb::JobRecord& job, int64_t offset) {
+  auto r = s.run({"sh", "-c", kTail, "sh", job.dir() + "/events.pb", std::to_string(offset + 1)});
   if (!r) return r.error();
   if (r->exitStatus != 0) return makeError(s.host().label() + ": cannot read the job's events");
   auto parsed = parseEvents(r->out, offset);
-  if (!parsed) return makeError(job.dir + "/events.pb: " + parsed.error().message);
+  if (!parsed) return makeError(job.dir() + "/events.pb: " + parsed.error().message);
   StreamChunk c;
   c.bytes = r->out.substr(0, size_t(parsed->nextOffset - offset));
   c.events = std::move(*parsed);
   return c;
 }
 
-Result<bool> jobRunning(SshSession& s, const Job& job) {
-  auto r = s.run({"kill", "-0", std::to_string(job.pid)});
-  if (!r) return r.error();
-  return r->exitStatus == 0;
+namespace {
+
+JobStatus parseStatus(const std::string& id, const std::string& line) {
+  JobStatus st;
+  st.id = id;
+  std::istringstream in(line);
+  std::string code;
+  in >> st.state >> code >> st.started;
+  if (st.state == "missing" || st.state.empty()) st.state = "unknown";
+  if (code != "-" && !code.empty()) st.exitCode = std::atoi(code.c_str());
+  return st;
 }
 
-Status signalJob(SshSession& s, const Job& job, const std::string& signal) {
+}  // namespace
+
+Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job) {
+  auto r = s.run({"sh", "-c", kStatus, "sh", job.dir()});
+  if (!r) return r.error();
+  return parseStatus(job.id(), r->out);
+}
+
+Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& host) {
+  auto work = workDirOf(s, host);
+  if (!work) return work.error();
+  auto r = s.run({"sh", "-c", kList, "sh", *work + "/jobs", kStatus});
+  if (!r) return r.error();
+  std::vector<JobStatus> jobs;
+  std::istringstream lines(r->out);
+  for (std::string line; std::getline(lines, line);) {
+    auto sp = line.find(' ');
+    if (sp == std::string::npos || !isJobId(line.substr(0, sp))) continue;
+    jobs.push_back(parseStatus(line.substr(0, sp), line.substr(sp + 1)));
+  }
+  return jobs;
+}
+
+Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::string& signal) {
   if (signal != "TERM" && signal != "KILL" && signal != "STOP" && signal != "CONT")
     return makeError("unknown signal " + signal);
-  // setsid made the job its process group's leader: the group is -pid.
-  auto r = s.run({"kill", "-s", signal, "--", "-" + std::to_string(job.pid)});
+  if (job.pid() <= 0) return makeError(job.id() + ": no process recorded");
+  // setsid made the job's shell its process group's leader: the group is -pid. A
+  // stopped group also needs CONT to act on TERM.
+  auto r = s.run({"kill", "-s", signal, "--", "-" + std::to_string(job.pid())});
   if (!r) return r.error();
-  if (r->exitStatus != 0) return makeError(s.host().label() + ": " + r->err);
+  if (r->exitStatus != 0) return makeError(s.host().label() + ": " + job.id() + ": " + r->err);
+  if (signal == "TERM") s.run({"kill", "-s", "CONT", "--", "-" + std::to_string(job.pid())});
+  return {};
+}
+
+Result<bool> markJobFailed(SshSession& s, const remotepb::JobRecord& job, int64_t wholeBytes,
+                           const std::string& why) {
+  proto::TrainEvent e;
+  e.set_time(double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count()) /
+             1000.0);
+  e.mutable_failed()->set_message(why);
+  auto r = s.run({"sh", "-c", kMarkFailed, "sh", job.dir() + "/events.pb",
+                  std::to_string(wholeBytes), std::to_string(job.pid())},
+                 encodeEvent(e));
+  if (!r) return r.error();
+  if (r->out.rfind("short", 0) == 0)
+    return makeError(job.dir() + "/events.pb is shorter than the " + std::to_string(wholeBytes) +
+                     " bytes already read from it: it was replaced on the host");
+  return r->out.rfind("appended", 0) == 0;
+}
+
+Status fetchJob(SshSession& s, const remotepb::JobRecord& job, const std::string& localDir,
+                bool skipEvents) {
+  std::error_code ec;
+  fs::create_directories(localDir, ec);
+  if (ec) return makeError(localDir + ": cannot create: " + ec.message());
+  auto entries = s.listDir(job.dir());
+  if (!entries) return entries.error();
+  for (const auto& e : *entries) {
+    if (e.isDir) {
+      if (e.name != "checkpoints") continue;
+      auto steps = s.listDir(job.dir() + "/checkpoints");
+      if (!steps) return steps.error();
+      for (const auto& step : *steps) {
+        if (step.name.find(".tmp") != std::string::npos) continue;
+        const std::string from = job.dir() + "/checkpoints/" + step.name;
+        const fs::path to = fs::path(localDir) / "checkpoints" / step.name;
+        if (!step.isDir) {
+          fs::create_directories(to.parent_path(), ec);
+          if (Status st = s.downloadFile(from, to.string()); !st) return st;
+          continue;
+        }
+        auto files = s.listDir(from);
+        if (!files) return files.error();
+        fs::create_directories(to, ec);
+        for (const auto& f : *files)
+          if (!f.isDir)
+            if (Status st = s.downloadFile(from + "/" + f.name, (to / f.name).string()); !st)
+              return st;
+      }
+      continue;
+    }
+    if (e.name.size() > 5 && e.name.substr(e.name.size() - 5) == ".part") continue;
+    if (skipEvents && (e.name == "events.pb" || e.name == "project.nlproj")) continue;
+    if (Status st = s.downloadFile(job.dir() + "/" + e.name, localDir + "/" + e.name); !st)
+      return st;
+  }
+  return {};
+}
+
+Status deleteJob(SshSession& s, const remotepb::JobRecord& job) {
+  // Only a folder named like a job under a jobs/ folder: never anything a record
+  // edited by hand might point at.
+  const fs::path dir = job.dir();
+  if (!dir.is_absolute() || !isJobId(dir.filename().string()) ||
+      dir.parent_path().filename() != "jobs" || dir.string().find("/../") != std::string::npos)
+    return makeError(job.dir() + ": not a job folder; nothing was removed");
+  auto r = s.run({"sh", "-c", kDelete, "sh", job.dir()});
+  if (!r) return r.error();
+  if (r->exitStatus == 3) return makeError(job.id() + " is still running: cancel it first");
+  if (r->exitStatus != 0)
+    return makeError(s.host().label() + ": cannot remove " + job.dir() + ": " + r->err);
   return {};
 }
 

@@ -1,36 +1,63 @@
-// Training jobs on a remote host: a job folder <workdir>/jobs/<id>/ with the
-// project, netloom-train started there detached from the SSH session (it keeps
-// running when the connection drops) writing events.pb, and its PID beside it.
-// The IDE and netloom-job read the stream from the last byte they hold, so a
-// dropped connection resumes with no event lost or shown twice.
+// Training jobs on a remote host.
+//
+// A job is a folder <workdir>/jobs/<id>/ holding its bundle (project.nlproj and
+// job.txtpb, sent by SFTP), and what the run leaves there: events.pb, train.log,
+// checkpoints/, weights.safetensors, and beside them pid, started and, once the
+// trainer returns, exit. netloom-train starts detached from the SSH session, so
+// it keeps running when the connection drops. Dataset files go once into
+// <workdir>/data/<sha256>/<name> and every later job that names the same bytes
+// reuses them. The IDE and netloom-job read the stream from the last byte they
+// hold, so a dropped connection resumes with no event lost or shown twice.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/io/event_stream.h"
 #include "engine/proto/project.pb.h"
+#include "remote/remote.pb.h"
 #include "remote/ssh.h"
 
 namespace netloom::remote {
 
 // A job id made here, never from user text: "j" + UTC time + random hex.
 std::string newJobId();
+bool isJobId(const std::string& id);
+// The version this build's netloom-train reports ("netloom-train 0.1.0").
+std::string trainerVersionLine();
 
-struct JobSpec {
-  std::string workDir;                    // on the host; empty: $HOME/netloom
-  std::string trainer = "netloom-train";  // the remote netloom-train (PATH or a path)
-  std::vector<std::string> extraArgs;     // passed to netloom-train (e.g. --devices cpu)
+// `relative` as a path inside `dir`: refused when empty, absolute, or when it
+// climbs out with "..". Every file of a bundle goes through it.
+Result<std::string> bundlePath(const std::string& dir, const std::string& relative);
+
+// What "Test connection" reports.
+struct HostInfo {
+  std::string trainer;         // the command looked for
+  std::string trainerVersion;  // "netloom-train 0.1.0"; empty: not found
+  int cpus = 0;
+  uint64_t memoryBytes = 0;
+  std::string workDir;            // absolute
+  uint64_t diskFreeBytes = 0;     // in the work directory (or the nearest folder above it)
+  std::vector<std::string> gpus;  // nvidia-smi's CSV rows: name, memory.total, memory.used
+  std::string problem;            // empty when jobs can run; else what is wrong and what to do
+  std::string summary() const;
+};
+Result<HostInfo> probeHost(SshSession& s, const remotepb::Host& host);
+
+struct SubmitOptions {
+  std::string projectDir;         // relative data paths resolve against it
+  std::vector<std::string> args;  // more netloom-train arguments (--devices cpu, --max-steps 5)
+  std::string localRun;           // the IDE's run folder, recorded in the job
+  // Upload progress: what is being sent, bytes so far, bytes in all.
+  std::function<void(const std::string&, uint64_t, uint64_t)> progress;
+  bool anyVersion = false;  // run even when the host's netloom-train is another version
 };
 
-struct Job {
-  std::string id;
-  std::string dir;  // absolute, on the host
-  long pid = 0;
-};
-
-// Uploads the project and starts netloom-train in a new job folder.
-Result<Job> submitJob(SshSession& s, const proto::Project& project, const JobSpec& spec);
+// Checks the host's netloom-train, sends the dataset (or reuses it), the bundle,
+// and starts the run. The record says where everything went.
+Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
+                                      const proto::Project& project, const SubmitOptions& o);
 
 // The job's events from byte `offset` of its stream: whole records only, with the
 // raw bytes they came from.
@@ -38,11 +65,35 @@ struct StreamChunk {
   EventReadResult events;
   std::string bytes;
 };
-Result<StreamChunk> readJobEvents(SshSession& s, const Job& job, int64_t offset);
+Result<StreamChunk> readJobEvents(SshSession& s, const remotepb::JobRecord& job, int64_t offset);
 
-// Whether the job's process is alive.
-Result<bool> jobRunning(SshSession& s, const Job& job);
-// Signals the job's process group (SIGTERM stops after the step; SIGKILL cancels).
-Status signalJob(SshSession& s, const Job& job, const std::string& signal);
+// Where a job is, from its folder on the host.
+struct JobStatus {
+  std::string id;
+  std::string state;  // "running", "paused", "finished", "failed", "killed", "unknown"
+  std::string started;
+  int exitCode = -1;
+};
+Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job);
+// Every job folder under the host's work directory.
+Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& host);
+
+// Signals the job's process group: TERM stops after the step with a checkpoint,
+// KILL cancels, STOP and CONT pause and resume.
+Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::string& signal);
+
+// When the job's process is gone without a Finished or Failed event (killed, or
+// the host rebooted), appends a Failed event to its stream after the last whole
+// record, so every reader sees why it ended. True when it appended one.
+Result<bool> markJobFailed(SshSession& s, const remotepb::JobRecord& job, int64_t wholeBytes,
+                           const std::string& why);
+
+// Downloads what a run produced (weights.safetensors, checkpoints/, train.log,
+// and unless `skipEvents`, events.pb and the bundle) into `localDir`.
+Status fetchJob(SshSession& s, const remotepb::JobRecord& job, const std::string& localDir,
+                bool skipEvents = false);
+
+// Removes a job's folder on the host; refused while it runs.
+Status deleteJob(SshSession& s, const remotepb::JobRecord& job);
 
 }  // namespace netloom::remote

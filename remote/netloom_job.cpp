@@ -1,22 +1,29 @@
 // netloom-job: remote training jobs from a terminal, on the same library as the IDE.
-//   netloom-job submit --host H [--wait] PROJECT.nlproj
-//   netloom-job attach --host H DIR     (prints progress until the job ends)
-//   netloom-job cancel --host H DIR     (SIGKILL to the job's process group)
-//   netloom-job stop   --host H DIR     (ends cleanly after the current step)
-// H is [user@]address[:port]. Keys come from --identity FILE, ssh-agent or ~/.ssh;
-// host keys from ~/.ssh/known_hosts (or --known-hosts FILE). An unknown host key
-// is shown with its fingerprint and accepted only when the user types "yes"; a
-// changed one is refused.
-#include <chrono>
+//   netloom-job test   --host H                 connect and report the host
+//   netloom-job submit --host H [--wait] [--devices D] PROJECT.nlproj
+//   netloom-job list   [--host H]               jobs submitted from here, or on H
+//   netloom-job attach ID                       progress until the job ends
+//   netloom-job stop|cancel ID                  SIGTERM (clean, with a checkpoint) | SIGKILL
+//   netloom-job fetch  ID [--to DIR]            checkpoints, weights, events, log
+//   netloom-job delete ID                       remove a finished job's folder on the host
+// H is a saved host's name (the IDE's Hosts dialog, ~/.config/netloom/hosts.txtpb)
+// or [user@]address[:port]. Keys come from --identity FILE, ssh-agent, ~/.ssh/config
+// or ~/.ssh's keys; host keys from ~/.ssh/known_hosts (or --known-hosts FILE). An
+// unknown host key is shown with its fingerprint and accepted only when the user
+// types "yes"; a changed one is refused.
+#include <termios.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/cli/progress.h"
 #include "engine/io/project_file.h"
-#include "remote/jobs.h"
+#include "remote/follow.h"
+#include "remote/hosts.h"
 
 using namespace netloom;
 using namespace netloom::remote;
@@ -24,24 +31,22 @@ using namespace netloom::remote;
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: netloom-job submit --host H [--wait] [--trainer PATH] [--workdir DIR] "
-               "PROJECT.nlproj\n"
-               "       netloom-job attach|stop|cancel --host H JOBDIR\n"
-               "options: --identity FILE  --known-hosts FILE  --trainer PATH  --workdir DIR\n");
+  std::fprintf(
+      stderr,
+      "usage: netloom-job test --host H\n"
+      "       netloom-job submit --host H [--wait] [--devices D] [--max-steps N] PROJECT.nlproj\n"
+      "       netloom-job list [--host H]\n"
+      "       netloom-job attach|stop|cancel|delete ID\n"
+      "       netloom-job fetch ID [--to DIR]\n"
+      "H: a saved host's name or [user@]address[:port]\n"
+      "options: --identity FILE  --known-hosts FILE  --trainer PATH  --workdir DIR\n"
+      "         --hosts FILE (saved hosts)  --any-version\n");
   return 2;
 }
 
-bool parseHost(const std::string& text, HostSpec& h) {
-  std::string rest = text;
-  if (auto at = rest.find('@'); at != std::string::npos)
-    h.user = rest.substr(0, at), rest.erase(0, at + 1);
-  if (auto colon = rest.rfind(':'); colon != std::string::npos) {
-    h.port = std::atoi(rest.c_str() + colon + 1);
-    rest.erase(colon);
-  }
-  h.address = rest;
-  return !h.address.empty() && h.port > 0 && h.port < 65536;
+int fail(const std::string& message) {
+  std::fprintf(stderr, "netloom-job: %s\n", message.c_str());
+  return 1;
 }
 
 bool askUnknown(const HostKey& k, const HostSpec& h) {
@@ -54,44 +59,45 @@ bool askUnknown(const HostKey& k, const HostSpec& h) {
   return answer == "yes";
 }
 
-// Streams a job's events to the progress printer until it ends, reconnecting
-// with back-off; 0 when it finished, 1 when it failed or could not be followed.
-int follow(const HostSpec& host, const Job& job, std::unique_ptr<SshSession> s) {
-  ProgressPrinter progress(stderr);
-  int64_t offset = 0;
-  int backoffMs = 200;
-  for (;;) {
-    if (!s) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
-      backoffMs = std::min(backoffMs * 2, 10000);
-      auto again = openSession(host, nullptr);  // the key is known by now
-      if (again) s = std::move(*again), backoffMs = 200;
-      continue;
-    }
-    auto chunk = readJobEvents(*s, job, offset);
-    if (!chunk) {
-      std::fprintf(stderr, "netloom-job: %s; reconnecting\n", chunk.error().message.c_str());
-      s.reset();
-      continue;
-    }
-    offset = chunk->events.nextOffset;
-    for (const auto& e : chunk->events.events) {
-      progress.onEvent(e);
-      if (e.has_finished()) return 0;
-      if (e.has_failed()) {
-        std::fprintf(stderr, "netloom-job: the job failed: %s\n", e.failed().message().c_str());
-        return 1;
-      }
-    }
-    if (chunk->events.events.empty()) {
-      auto alive = jobRunning(*s, job);
-      if (alive && !*alive) {
-        std::fprintf(stderr, "netloom-job: the job's process is gone (killed?)\n");
-        return 1;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+// Asked on the terminal without echo; kept only in memory.
+std::string askPassphrase(const std::string& keyFile) {
+  std::fprintf(stderr, "Passphrase for %s: ", keyFile.c_str());
+  termios old{};
+  const bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &old) == 0;
+  if (tty) {
+    termios quiet = old;
+    quiet.c_lflag &= tcflag_t(~ECHO);
+    tcsetattr(STDIN_FILENO, TCSANOW, &quiet);
   }
+  std::string secret;
+  std::getline(std::cin, secret);
+  if (tty) tcsetattr(STDIN_FILENO, TCSANOW, &old);
+  std::fprintf(stderr, "\n");
+  return secret;
+}
+
+Result<std::unique_ptr<SshSession>> connectTo(const remotepb::Host& host) {
+  HostSpec spec = hostSpec(host);
+  return openSession(
+      spec, [&](const HostKey& k) { return askUnknown(k, spec); }, askPassphrase);
+}
+
+// Streams a job's events to the progress printer until it ends; 0 when it
+// finished, 1 when it failed.
+int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s) {
+  ProgressPrinter progress(stderr);
+  FollowHooks hooks;
+  hooks.onEvents = [&](int64_t, const std::string&, const std::vector<proto::TrainEvent>& events) {
+    for (const auto& e : events) progress.onEvent(e);
+  };
+  hooks.onNotice = [](const std::string& text) {
+    std::fprintf(stderr, "netloom-job: %s\n", text.c_str());
+  };
+  hooks.passphrase = askPassphrase;
+  auto end = followJob(job, 0, std::move(s), hooks);
+  if (!end) return fail(end.error().message);
+  if (end->how == FollowEnd::How::Failed) return fail("the job failed: " + end->message);
+  return 0;
 }
 
 }  // namespace
@@ -99,9 +105,10 @@ int follow(const HostSpec& host, const Job& job, std::unique_ptr<SshSession> s) 
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string verb = argv[1];
-  HostSpec host;
-  JobSpec spec;
-  bool wait = false, haveHost = false;
+  std::string hostText, hostsPath = defaultHostsPath(), fetchTo;
+  remotepb::Host overrides;
+  SubmitOptions submit;
+  bool wait = false;
   std::string target;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -112,16 +119,28 @@ int main(int argc, char** argv) {
     };
     std::string v;
     if (a == "--host") {
-      if (!value(v) || !parseHost(v, host)) return usage();
-      haveHost = true;
+      if (!value(hostText)) return usage();
     } else if (a == "--identity") {
-      if (!value(host.identity)) return usage();
+      if (!value(v)) return usage();
+      overrides.set_identity(v);
     } else if (a == "--known-hosts") {
-      if (!value(host.knownHosts)) return usage();
+      if (!value(v)) return usage();
+      overrides.set_known_hosts(v);
     } else if (a == "--trainer") {
-      if (!value(spec.trainer)) return usage();
+      if (!value(v)) return usage();
+      overrides.set_trainer(v);
     } else if (a == "--workdir") {
-      if (!value(spec.workDir)) return usage();
+      if (!value(v)) return usage();
+      overrides.set_work_dir(v);
+    } else if (a == "--hosts") {
+      if (!value(hostsPath)) return usage();
+    } else if (a == "--to") {
+      if (!value(fetchTo)) return usage();
+    } else if (a == "--devices" || a == "--max-steps" || a == "--epochs" || a == "--seed") {
+      if (!value(v)) return usage();
+      submit.args.insert(submit.args.end(), {a, v});
+    } else if (a == "--any-version") {
+      submit.anyVersion = true;
     } else if (a == "--wait") {
       wait = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -131,41 +150,85 @@ int main(int argc, char** argv) {
       target = a;
     }
   }
-  if (!haveHost || target.empty()) return usage();
-  auto session = openSession(host, [&](const HostKey& k) { return askUnknown(k, host); });
-  if (!session) {
-    std::fprintf(stderr, "netloom-job: %s\n", session.error().message.c_str());
-    return 1;
-  }
-  if (verb == "submit") {
+  auto saved = loadHosts(hostsPath);
+  if (!saved) return fail(saved.error().message);
+  auto hostFor = [&]() -> Result<remotepb::Host> {
+    auto h = resolveHost(hostText, *saved);
+    if (!h) return h;
+    // What the command line says wins over the saved host.
+    h->MergeFrom(overrides);
+    return h;
+  };
+  const std::string jobsDir = defaultJobsDir();
+
+  if (verb == "test" || verb == "submit" || (verb == "list" && !hostText.empty())) {
+    if (hostText.empty()) return usage();
+    auto host = hostFor();
+    if (!host) return fail(host.error().message);
+    auto session = connectTo(*host);
+    if (!session) return fail(session.error().message);
+    if (verb == "test") {
+      auto info = probeHost(**session, *host);
+      if (!info) return fail(info.error().message);
+      std::printf("%s: connected, host key known\n%s", hostSpec(*host).label().c_str(),
+                  info->summary().c_str());
+      return info->problem.empty() ? 0 : 1;
+    }
+    if (verb == "list") {
+      auto jobs = listJobs(**session, *host);
+      if (!jobs) return fail(jobs.error().message);
+      for (const auto& j : *jobs)
+        std::printf("%s  %-8s  %s\n", j.id.c_str(), j.state.c_str(), j.started.c_str());
+      return 0;
+    }
+    if (target.empty()) return usage();
     auto project = loadProject(target);
-    if (!project) {
-      std::fprintf(stderr, "netloom-job: %s\n", project.error().message.c_str());
-      return 1;
-    }
-    auto job = submitJob(**session, *project, spec);
-    if (!job) {
-      std::fprintf(stderr, "netloom-job: %s\n", job.error().message.c_str());
-      return 1;
-    }
-    std::printf("%s %s\n", job->id.c_str(), job->dir.c_str());
+    if (!project) return fail(project.error().message);
+    submit.projectDir = std::filesystem::absolute(target).parent_path().string();
+    submit.progress = [](const std::string& name, uint64_t done, uint64_t total) {
+      if (done == total || done % (8 << 20) < 32768)
+        std::fprintf(stderr, "netloom-job: uploading %s: %llu of %llu MiB\n", name.c_str(),
+                     (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+    };
+    auto job = submitJob(**session, *host, *project, submit);
+    if (!job) return fail(job.error().message);
+    for (const auto& d : job->data())
+      std::fprintf(stderr, "netloom-job: %s -> %s (%s)\n", d.local_path().c_str(),
+                   d.remote_path().c_str(),
+                   d.uploaded()         ? "uploaded"
+                   : d.sha256().empty() ? "the host's copy"
+                                        : "reused");
+    if (Status st = saveJobRecord(jobsDir, *job); !st) return fail(st.message());
+    std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
     std::fflush(stdout);
-    return wait ? follow(host, *job, std::move(*session)) : 0;
+    return wait ? follow(*job, std::move(*session)) : 0;
   }
-  Job job;
-  job.dir = target;
-  auto pid = (*session)->run({"cat", target + "/pid"});
-  if (!pid || pid->exitStatus != 0) {
-    std::fprintf(stderr, "netloom-job: %s: no job there\n", target.c_str());
-    return 1;
+  if (verb == "list") {
+    for (const auto& j : listJobRecords(jobsDir))
+      std::printf("%s  %-24s  %s  %s\n", j.id().c_str(), hostTitle(j.host()).c_str(),
+                  j.submitted().c_str(), j.project_name().c_str());
+    return 0;
   }
-  job.pid = std::atol(pid->out.c_str());
-  if (verb == "attach") return follow(host, job, std::move(*session));
+  if (target.empty()) return usage();
+  auto job = loadJobRecord(jobsDir, target);
+  if (!job) return fail(job.error().message);
+  job->mutable_host()->MergeFrom(overrides);
+  auto session = connectTo(job->host());
+  if (!session) return fail(session.error().message);
+  if (verb == "attach") return follow(*job, std::move(*session));
   if (verb == "cancel" || verb == "stop") {
-    if (Status s = signalJob(**session, job, verb == "cancel" ? "KILL" : "TERM"); !s) {
-      std::fprintf(stderr, "netloom-job: %s\n", s.message().c_str());
-      return 1;
-    }
+    if (Status s = signalJob(**session, *job, verb == "cancel" ? "KILL" : "TERM"); !s)
+      return fail(s.message());
+    return 0;
+  }
+  if (verb == "fetch") {
+    std::string to = fetchTo.empty() ? job->id() : fetchTo;
+    if (Status s = fetchJob(**session, *job, to); !s) return fail(s.message());
+    std::printf("%s\n", to.c_str());
+    return 0;
+  }
+  if (verb == "delete") {
+    if (Status s = deleteJob(**session, *job); !s) return fail(s.message());
     return 0;
   }
   return usage();

@@ -1,8 +1,14 @@
 #include "remote/ssh.h"
 
+#include <fcntl.h>
 #include <libssh/libssh.h>
+#include <libssh/sftp.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "remote/shell.h"
 
@@ -18,12 +24,51 @@ std::string typeName(ssh_key key) {
 }  // namespace
 
 std::string HostSpec::label() const {
-  return (user.empty() ? "" : user + "@") + address + ":" + std::to_string(port);
+  return (user.empty() ? "" : user + "@") + address + (port > 0 ? ":" + std::to_string(port) : "");
+}
+
+bool splitAddress(const std::string& text, std::string& user, std::string& address, int& port) {
+  std::string rest = text;
+  user.clear();
+  port = 0;
+  if (auto at = rest.rfind('@'); at != std::string::npos)
+    user = rest.substr(0, at), rest.erase(0, at + 1);
+  std::string portText;
+  if (!rest.empty() && rest[0] == '[') {
+    auto close = rest.find(']');
+    if (close == std::string::npos) return false;
+    address = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return false;
+      portText = rest.substr(close + 2);
+    }
+  } else if (auto colon = rest.find(':'); colon != std::string::npos) {
+    if (rest.find(':', colon + 1) != std::string::npos) {
+      address = rest;  // a bare IPv6 address
+    } else {
+      address = rest.substr(0, colon);
+      portText = rest.substr(colon + 1);
+    }
+  } else {
+    address = rest;
+  }
+  if (!portText.empty()) {
+    if (portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5)
+      return false;
+    port = std::atoi(portText.c_str());
+    if (port <= 0 || port > 65535) return false;
+  }
+  // A leading '-' would read as an option to ssh; whitespace never names a host.
+  return !address.empty() && address[0] != '-' &&
+         address.find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos &&
+         user.find_first_of(" \t\n'\"\\$`;&|<>/") == std::string::npos;
 }
 
 struct SshSession::Impl {
   ssh_session s = nullptr;
+  sftp_session sftp = nullptr;
   ~Impl() {
+    if (sftp) sftp_free(sftp);
     if (s) {
       ssh_disconnect(s);
       ssh_free(s);
@@ -63,8 +108,28 @@ Result<HostKey> SshSession::connect(const HostSpec& host) {
   }
   if (host.readSshConfig) ssh_options_parse_config(s, nullptr);
   // What the caller set wins over ~/.ssh/config.
-  ssh_options_set(s, SSH_OPTIONS_PORT, &port);
+  if (port > 0) ssh_options_set(s, SSH_OPTIONS_PORT, &port);
   if (!host.user.empty()) ssh_options_set(s, SSH_OPTIONS_USER, host.user.c_str());
+  if (!host.jump.empty()) {
+    std::string ju, ja;
+    int jp = 0;
+    if (!splitAddress(host.jump, ju, ja, jp))
+      return makeError(host.label() + ": the jump host '" + host.jump +
+                       "' is not [user@]host[:port]");
+    // OpenSSH's client carries the connection (ssh -W); in batch mode it never
+    // asks, so the jump host's key must already be known: nothing is accepted
+    // silently there either. libssh fills in %h and %p.
+    std::vector<std::string> argv{"ssh", "-o", "BatchMode=yes", "-o",
+                                  "ConnectTimeout=" + std::to_string(timeout)};
+    if (!host.knownHosts.empty())
+      argv.insert(argv.end(), {"-o", "UserKnownHostsFile=" + host.knownHosts});
+    if (!host.identity.empty()) argv.insert(argv.end(), {"-i", host.identity});
+    if (jp > 0) argv.insert(argv.end(), {"-p", std::to_string(jp)});
+    if (!ju.empty()) argv.insert(argv.end(), {"-l", ju});
+    argv.insert(argv.end(), {"-W", "%h:%p", "--", ja});
+    std::string cmd = shellCommand(argv);
+    ssh_options_set(s, SSH_OPTIONS_PROXYCOMMAND, cmd.c_str());
+  }
   if (ssh_connect(s) != SSH_OK)
     return makeError(host.label() + ": cannot connect: " + m_impl->error());
 
@@ -138,6 +203,13 @@ Result<CommandResult> SshSession::run(const std::vector<std::string>& argv,
   return runRaw(shellCommand(argv), stdinData);
 }
 
+std::string SshSession::withEnv(const std::string& commandLine) const {
+  if (m_host.env.empty()) return commandLine;
+  std::string script = "{\n";
+  for (const std::string& line : m_host.env) script += line + "\n";
+  return script + "} >&2\n" + commandLine;
+}
+
 Result<CommandResult> SshSession::runRaw(const std::string& commandLine,
                                          const std::string& stdinData) {
   if (!connected()) return makeError("not connected");
@@ -151,7 +223,7 @@ Result<CommandResult> SshSession::runRaw(const std::string& commandLine,
     }
   } closer{ch};
   if (ssh_channel_open_session(ch) != SSH_OK ||
-      ssh_channel_request_exec(ch, commandLine.c_str()) != SSH_OK)
+      ssh_channel_request_exec(ch, withEnv(commandLine).c_str()) != SSH_OK)
     return makeError(m_host.label() + ": cannot run a command: " + m_impl->error());
   if (!stdinData.empty() &&
       ssh_channel_write(ch, stdinData.data(), uint32_t(stdinData.size())) != int(stdinData.size()))
@@ -173,6 +245,214 @@ Result<CommandResult> SshSession::runRaw(const std::string& commandLine,
       (isErr ? r.err : r.out).append(buf, size_t(n));
   r.exitStatus = ssh_channel_get_exit_status(ch);
   return r;
+}
+
+struct CommandStream::Impl {
+  ssh_session s = nullptr;
+  ssh_channel ch = nullptr;
+  int exitStatus = -1;
+  ~Impl() {
+    if (ch) {
+      ssh_channel_close(ch);
+      ssh_channel_free(ch);
+    }
+  }
+};
+
+CommandStream::~CommandStream() = default;
+
+int CommandStream::exitStatus() const {
+  return m_impl->exitStatus;
+}
+
+Result<bool> CommandStream::read(std::string& out, int timeoutMs) {
+  ssh_channel ch = m_impl->ch;
+  char buf[16384];
+  if (ssh_channel_is_eof(ch)) {
+    for (int n; (n = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
+      out.append(buf, size_t(n));
+    m_impl->exitStatus = ssh_channel_get_exit_status(ch);
+    return false;
+  }
+  int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, timeoutMs);
+  if (n == SSH_ERROR) return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  if (n > 0) out.append(buf, size_t(n));
+  // Whatever is already there, without waiting again; stderr is not the stream.
+  for (int k; (k = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
+    out.append(buf, size_t(k));
+  while (ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1) > 0) {
+  }
+  if (!ssh_channel_is_open(ch) && !ssh_channel_is_eof(ch))
+    return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  return true;
+}
+
+Result<std::unique_ptr<CommandStream>> SshSession::stream(const std::vector<std::string>& argv) {
+  if (!connected()) return makeError("not connected");
+  auto st = std::unique_ptr<CommandStream>(new CommandStream);
+  st->m_impl = std::make_unique<CommandStream::Impl>();
+  st->m_impl->s = m_impl->s;
+  ssh_channel ch = ssh_channel_new(m_impl->s);
+  if (!ch) return makeError(m_host.label() + ": cannot open a channel: " + m_impl->error());
+  st->m_impl->ch = ch;
+  if (ssh_channel_open_session(ch) != SSH_OK ||
+      ssh_channel_request_exec(ch, withEnv(shellCommand(argv)).c_str()) != SSH_OK)
+    return makeError(m_host.label() + ": cannot run a command: " + m_impl->error());
+  ssh_channel_send_eof(ch);
+  return st;
+}
+
+Status SshSession::openSftp() {
+  if (!connected()) return makeError("not connected");
+  if (m_impl->sftp) return {};
+  sftp_session sf = sftp_new(m_impl->s);
+  if (!sf) return makeError(m_host.label() + ": cannot start SFTP: " + m_impl->error());
+  if (sftp_init(sf) != SSH_OK) {
+    sftp_free(sf);
+    return makeError(m_host.label() + ": the host offers no SFTP: " + m_impl->error());
+  }
+  m_impl->sftp = sf;
+  return {};
+}
+
+Result<RemoteFileInfo> SshSession::stat(const std::string& path) {
+  if (Status st = openSftp(); !st) return st.error();
+  RemoteFileInfo info;
+  sftp_attributes a = sftp_stat(m_impl->sftp, path.c_str());
+  if (!a) {
+    if (sftp_get_error(m_impl->sftp) == SSH_FX_NO_SUCH_FILE) return info;
+    return makeError(m_host.label() + ": " + path + ": " + m_impl->error());
+  }
+  info.exists = true;
+  info.isDir = a->type == SSH_FILEXFER_TYPE_DIRECTORY;
+  info.size = a->size;
+  sftp_attributes_free(a);
+  return info;
+}
+
+Status SshSession::makeDirs(const std::string& path) {
+  if (path.empty() || path[0] != '/') return makeError(path + ": not an absolute remote path");
+  for (size_t at = 1;; ++at) {
+    at = path.find('/', at);
+    std::string part = path.substr(0, at);
+    auto info = stat(part);
+    if (!info) return info.error();
+    if (!info->exists && sftp_mkdir(m_impl->sftp, part.c_str(), 0755) != 0)
+      return makeError(m_host.label() + ": cannot make " + part + ": " + m_impl->error());
+    if (info->exists && !info->isDir)
+      return makeError(m_host.label() + ": " + part + " is not a folder");
+    if (at == std::string::npos) return {};
+  }
+}
+
+Status SshSession::uploadFrom(std::FILE* in, uint64_t total, const std::string& path,
+                              const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (Status st = openSftp(); !st) return st;
+  const std::string part = path + ".part";
+  sftp_file f = sftp_open(m_impl->sftp, part.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!f) return makeError(m_host.label() + ": cannot write " + part + ": " + m_impl->error());
+  uint64_t done = 0;
+  std::string buf(32768, '\0');
+  bool ok = true;
+  for (size_t n; ok && (n = std::fread(buf.data(), 1, buf.size(), in)) > 0;) {
+    ok = sftp_write(f, buf.data(), n) == ssize_t(n);
+    done += ok ? n : 0;
+    if (ok && progress) progress(done, total);
+  }
+  ok = (sftp_close(f) == 0) && ok;
+  if (ok && done == total) {
+    sftp_unlink(m_impl->sftp, path.c_str());
+    if (sftp_rename(m_impl->sftp, part.c_str(), path.c_str()) == 0) return {};
+  }
+  std::string why = m_impl->error();
+  sftp_unlink(m_impl->sftp, part.c_str());
+  // The commonest cause is a full disk; say so, with what is left there.
+  std::string dir = path.substr(0, path.rfind('/') + 1);
+  auto df = run({"df", "-Pk", dir});
+  std::string freeText;
+  if (df && df->exitStatus == 0) {
+    auto nl = df->out.find('\n');
+    if (nl != std::string::npos) {
+      std::vector<std::string> cols;
+      std::string line = df->out.substr(nl + 1), w;
+      for (char c : line + " ")
+        if (c == ' ' || c == '\n') {
+          if (!w.empty()) cols.push_back(w), w.clear();
+        } else {
+          w += c;
+        }
+      if (cols.size() >= 4) {
+        uint64_t freeBytes = std::strtoull(cols[3].c_str(), nullptr, 10) * 1024;
+        freeText = "; " + std::to_string(freeBytes / (1024 * 1024)) + " MiB free there";
+        if (freeBytes < total - done)
+          freeText = "; the host's disk is full (" + freeText.substr(2) + ", " +
+                     std::to_string((total + (1 << 20) - 1) >> 20) + " MiB needed)";
+      }
+    }
+  }
+  return makeError(m_host.label() + ": cannot write " + path + " (" + std::to_string(done) +
+                   " of " + std::to_string(total) + " bytes sent): " + why + freeText);
+}
+
+Status SshSession::uploadFile(const std::string& localPath, const std::string& path,
+                              const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(localPath.c_str(), "rb"),
+                                                     std::fclose);
+  if (!in) return makeError(localPath + ": cannot open: " + std::strerror(errno));
+  struct ::stat st;
+  if (::fstat(::fileno(in.get()), &st) != 0) return makeError(localPath + ": cannot stat");
+  return uploadFrom(in.get(), uint64_t(st.st_size), path, progress);
+}
+
+Status SshSession::uploadBytes(const std::string& bytes, const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(
+      bytes.empty() ? std::tmpfile()
+                    : fmemopen(const_cast<char*>(bytes.data()), bytes.size(), "rb"),
+      std::fclose);
+  if (!in) return makeError("cannot buffer " + path);
+  return uploadFrom(in.get(), bytes.size(), path, nullptr);
+}
+
+Status SshSession::downloadFile(const std::string& path, const std::string& localPath) {
+  if (Status st = openSftp(); !st) return st;
+  sftp_file f = sftp_open(m_impl->sftp, path.c_str(), O_RDONLY, 0);
+  if (!f) return makeError(m_host.label() + ": cannot read " + path + ": " + m_impl->error());
+  const std::string tmp = localPath + ".part";
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (!out) {
+    sftp_close(f);
+    return makeError(localPath + ": cannot write: " + std::strerror(errno));
+  }
+  std::string buf(65536, '\0');
+  ssize_t n;
+  bool ok = true;
+  while (ok && (n = sftp_read(f, buf.data(), buf.size())) > 0)
+    ok = std::fwrite(buf.data(), 1, size_t(n), out) == size_t(n);
+  ok = ok && n == 0;
+  sftp_close(f);
+  ok = (std::fclose(out) == 0) && ok;
+  if (ok && std::rename(tmp.c_str(), localPath.c_str()) == 0) return {};
+  std::remove(tmp.c_str());
+  return makeError(m_host.label() + ": cannot download " + path + " to " + localPath);
+}
+
+Result<std::vector<RemoteFileInfo>> SshSession::listDir(const std::string& dir) {
+  if (Status st = openSftp(); !st) return st.error();
+  sftp_dir d = sftp_opendir(m_impl->sftp, dir.c_str());
+  if (!d) return makeError(m_host.label() + ": cannot list " + dir + ": " + m_impl->error());
+  std::vector<RemoteFileInfo> entries;
+  while (sftp_attributes a = sftp_readdir(m_impl->sftp, d)) {
+    std::string name = a->name ? a->name : "";
+    bool file = a->type == SSH_FILEXFER_TYPE_REGULAR,
+         folder = a->type == SSH_FILEXFER_TYPE_DIRECTORY;
+    if ((file || folder) && !name.empty() && name != "." && name != "..")
+      entries.push_back({name, true, folder, a->size});
+    sftp_attributes_free(a);
+  }
+  sftp_closedir(d);
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& x, const auto& y) { return x.name < y.name; });
+  return entries;
 }
 
 Result<std::unique_ptr<SshSession>> openSession(

@@ -4,6 +4,8 @@
 // comes from the caller and lives only for the call that needs it.
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,16 +16,24 @@
 namespace netloom::remote {
 
 struct HostSpec {
-  std::string address;  // host name or IP
-  int port = 22;
+  std::string address;        // host name, IP, or a ~/.ssh/config alias
+  int port = 0;               // 0: ~/.ssh/config's, else 22
   std::string user;           // empty: the local user name
   std::string identity;       // a private key file; empty: ssh-agent, then ~/.ssh's keys
   std::string knownHosts;     // empty: ~/.ssh/known_hosts
+  std::string jump;           // "[user@]host[:port]" to connect through (ssh -W), or empty
   bool readSshConfig = true;  // honour ~/.ssh/config for what it sets
   int timeoutSeconds = 15;
+  // Shell lines run before every command (`module load cuda`): text the user wrote
+  // for this host, run as written; their output goes to the command's stderr.
+  std::vector<std::string> env;
 
   std::string label() const;  // "user@address:port", for messages
 };
+
+// "[user@]address[:port]" split into its parts; false when malformed. A bracketed
+// IPv6 address ("[::1]:2222") keeps its colons.
+bool splitAddress(const std::string& text, std::string& user, std::string& address, int& port);
 
 // What the host key check found.
 struct HostKey {
@@ -36,6 +46,29 @@ struct HostKey {
 struct CommandResult {
   int exitStatus = -1;
   std::string out, err;
+};
+
+// A command whose output is read as it comes (`tail -f`), on an open session.
+class CommandStream {
+ public:
+  ~CommandStream();
+  // Appends what the command wrote to stdout within `timeoutMs`; false once it
+  // ended and everything was read; an error when the connection is lost.
+  Result<bool> read(std::string& out, int timeoutMs);
+  int exitStatus() const;
+
+ private:
+  friend class SshSession;
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// A remote file, as SFTP sees it.
+struct RemoteFileInfo {
+  std::string name;  // in listDir
+  bool exists = false;
+  bool isDir = false;
+  uint64_t size = 0;
 };
 
 class SshSession {
@@ -62,12 +95,31 @@ class SshSession {
   // Runs a command line as it is: only for text the user wrote in a host's
   // settings (environment lines such as `module load cuda`).
   Result<CommandResult> runRaw(const std::string& commandLine, const std::string& stdinData = {});
+  // Starts a command built from `argv` and hands back its output stream. The
+  // stream must be dropped before the session.
+  Result<std::unique_ptr<CommandStream>> stream(const std::vector<std::string>& argv);
+
+  // SFTP. Paths on the host are absolute. `upload` writes `path.part` and renames
+  // it, so the final name appears only once complete; a failure names the file and
+  // the free space left there when the disk is full.
+  Result<RemoteFileInfo> stat(const std::string& path);
+  Status makeDirs(const std::string& path);  // like mkdir -p
+  Status uploadFile(const std::string& localPath, const std::string& path,
+                    const std::function<void(uint64_t done, uint64_t total)>& progress = nullptr);
+  Status uploadBytes(const std::string& bytes, const std::string& path);
+  Status downloadFile(const std::string& path, const std::string& localPath);
+  // The remote folder's files and folders (no "." or ".."; links are left out).
+  Result<std::vector<RemoteFileInfo>> listDir(const std::string& dir);
 
   bool connected() const;
   const HostSpec& host() const { return m_host; }
   void disconnect();
 
  private:
+  Status openSftp();
+  Status uploadFrom(std::FILE* in, uint64_t total, const std::string& path,
+                    const std::function<void(uint64_t, uint64_t)>& progress);
+  std::string withEnv(const std::string& commandLine) const;
   struct Impl;
   std::unique_ptr<Impl> m_impl;
   HostSpec m_host;

@@ -25,6 +25,7 @@ const char* kUsage =
     "  --max-steps N       stop after N optimizer steps\n"
     "  --batch-size N      samples per step (default: the project's)\n"
     "  --threads N         CPU threads (default: all cores)\n"
+    "  --devices D         where to train, over the project's train.device: cpu\n"
     "  --seed S            seed for initialisation, shuffling and dropout\n"
     "  --train-limit N     use only the first N training samples\n"
     "  --test-limit N      use only the first N test samples\n"
@@ -47,7 +48,7 @@ const char* kUsage =
     "  --version           print the version and exit\n";
 
 struct Args {
-  std::string project, events, summaryJson;
+  std::string project, events, summaryJson, devices;
   bool explain = false, quiet = false, summary = false;
   netloom::TrainOptions opts;
 };
@@ -94,6 +95,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     } else if (k == "--test-limit") {
       if (!number(n)) return "--test-limit needs a non-negative integer";
       a.opts.testLimit = n;
+    } else if (k == "--devices") {
+      if (!value(a.devices)) return "--devices needs a device (cpu)";
     } else if (k == "--events") {
       if (!value(a.events)) return "--events needs a file";
     } else if (k == "--summary-json") {
@@ -186,6 +189,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   a.opts.projectDir = std::filesystem::absolute(a.project).parent_path().string();
+  // --devices wins over the project's train.device; the trainer checks it.
+  if (!a.devices.empty()) project->mutable_train()->set_device(a.devices);
 
   if (a.summary) {
     int64_t batch =

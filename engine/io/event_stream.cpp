@@ -72,15 +72,16 @@ Status EventWriter::open(const std::string& path, bool append) {
   return {};
 }
 
-Status EventWriter::write(const proto::TrainEvent& event) {
-  if (!m_file) return makeError("event stream is not open");
-  std::string body;
-  if (!event.SerializeToString(&body)) {
-    return makeError(m_path + ": cannot serialise event");
-  }
+std::string encodeEvent(const proto::TrainEvent& event) {
+  std::string body = event.SerializeAsString();
   std::string record;
   appendVarint(record, body.size());
-  record += body;
+  return record + body;
+}
+
+Status EventWriter::write(const proto::TrainEvent& event) {
+  if (!m_file) return makeError("event stream is not open");
+  const std::string record = encodeEvent(event);
   // One fwrite and a flush per event: a tailer sees whole records as soon as possible
   // and at worst one torn record at the end, which readEvents leaves for later.
   if (std::fwrite(record.data(), 1, record.size(), m_file) != record.size() ||

@@ -11,6 +11,9 @@
 
 namespace netloom {
 
+// One record of the stream: the varint size, then the message.
+std::string encodeEvent(const proto::TrainEvent& event);
+
 class EventWriter {
  public:
   ~EventWriter();

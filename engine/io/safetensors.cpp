@@ -277,9 +277,17 @@ Result<std::vector<NamedTensor>> readSafetensors(const std::string& path,
   return out;
 }
 
-Status writeFileAtomic(const std::string& path, const std::string& bytes) {
+Status writeFileAtomic(const std::string& path, const std::string& bytes, int mode) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  std::FILE* f = nullptr;
+  if (mode < 0) {
+    f = std::fopen(tmp.c_str(), "wb");
+  } else {
+    // Created with `mode` from the start: no moment where others could read it.
+    ::unlink(tmp.c_str());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, mode_t(mode));
+    if (fd >= 0 && (::fchmod(fd, mode_t(mode)) != 0 || !(f = ::fdopen(fd, "wb")))) ::close(fd);
+  }
   if (!f) return makeError("cannot write " + path + ": " + errnoText(errno));
   auto fail = [&](const char* step) {
     int err = errno;

@@ -27,7 +27,8 @@ Result<std::vector<NamedTensor>> readSafetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `bytes` to `path` via a temporary file in the same folder and a rename, so a
-// crash leaves either the old file or the new one, never a torn one.
-Status writeFileAtomic(const std::string& path, const std::string& bytes);
+// crash leaves either the old file or the new one, never a torn one. `mode` (such as
+// 0600), when given, is the new file's permission bits whatever the umask.
+Status writeFileAtomic(const std::string& path, const std::string& bytes, int mode = -1);
 
 }  // namespace netloom

@@ -1,14 +1,20 @@
-// Remote jobs against a real sshd on 127.0.0.1: submit the spirals project, stream
+// Remote jobs against a real sshd on 127.0.0.1: submit the spirals project, follow
 // its events to Finished and compare what arrived with the job's events.pb byte
-// for byte, also while every SSH connection is cut three times mid-run; cancel;
-// two jobs at once; a hostile project name creates no file; a missing remote
-// netloom-train says so.
+// for byte, also while every SSH connection is cut three times mid-run and across
+// a client restart; cancel (the follower records the kill); two jobs at once;
+// datasets uploaded once and reused by checksum; test connection; fetch and
+// delete; hostile names create no file; a missing or other-version netloom-train
+// says which; and the netloom-job CLI with saved hosts and the job registry.
+#include <sys/stat.h>
+
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "engine/io/project_file.h"
-#include "remote/jobs.h"
+#include "remote/follow.h"
+#include "remote/hosts.h"
+#include "remote/sha256.h"
 #include "sshd_fixture.h"
 
 using namespace netloom;
@@ -21,20 +27,28 @@ class TestJobs : public QObject {
   SshdFixture m_sshd;
   QString m_skip;
 
-  HostSpec host() const { return m_sshd.host(m_dir.filePath("known_hosts")); }
+ private:
+  remotepb::Host host() const {
+    HostSpec s = m_sshd.host(m_dir.filePath("known_hosts"));
+    remotepb::Host h;
+    h.set_name("loop");
+    h.set_address(s.address);
+    h.set_port(s.port);
+    h.set_user(s.user);
+    h.set_identity(s.identity);
+    h.set_known_hosts(s.knownHosts);
+    h.set_trainer(NETLOOM_TRAIN_EXE);
+    h.set_work_dir(m_dir.filePath("work").toStdString());
+    return h;
+  }
 
-  std::unique_ptr<SshSession> session() {
-    auto s = openSession(host(), [](const HostKey&) { return true; });
+  std::unique_ptr<SshSession> session(const remotepb::Host& h) {
+    HostSpec spec = hostSpec(h);
+    spec.readSshConfig = false;
+    auto s = openSession(spec, [](const HostKey&) { return true; });
     return s ? std::move(*s) : nullptr;
   }
-
-  JobSpec spec() const {
-    JobSpec j;
-    j.workDir = m_dir.filePath("work").toStdString();
-    j.trainer = NETLOOM_TRAIN_EXE;
-    j.extraArgs = {"--threads", "1"};
-    return j;
-  }
+  std::unique_ptr<SshSession> session() { return session(host()); }
 
   static proto::Project spirals(int epochs) {
     auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
@@ -42,171 +56,376 @@ class TestJobs : public QObject {
     return *p;
   }
 
-  // Streams a job to its end, reconnecting when the connection drops (`cuts`
-  // times it is cut on purpose once events flow); returns every byte received.
-  std::string stream(const Job& job, int cuts, int* reconnects) {
+  static SubmitOptions options(std::vector<std::string> more = {}) {
+    SubmitOptions o;
+    o.args = {"--threads", "1"};
+    o.args.insert(o.args.end(), more.begin(), more.end());
+    return o;
+  }
+
+  static QByteArray remoteEvents(const remotepb::JobRecord& job) {
+    QFile f(QString::fromStdString(job.dir() + "/events.pb"));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }
+
+  // Follows a job to its end; `cuts` times, once events flow, every SSH connection
+  // is cut. Returns every byte received, in order.
+  std::string follow(const remotepb::JobRecord& job, int cuts, FollowEnd* endOut = nullptr,
+                     int64_t offset = 0, int stopAfterEvents = 0) {
     std::string bytes;
-    std::unique_ptr<SshSession> s = session();
+    int seen = 0;
+    FollowHooks hooks;
+    hooks.onEvents = [&](int64_t at, const std::string& b,
+                         const std::vector<proto::TrainEvent>& ev) {
+      if (at != offset + int64_t(bytes.size())) qWarning("gap or overlap at %lld", (long long)at);
+      bytes += b;
+      seen += int(ev.size());
+      if (cuts > 0) m_sshd.dropConnections(), --cuts;
+    };
     QElapsedTimer t;
     t.start();
-    int64_t offset = 0;
-    bool ended = false;
-    while (!ended && t.elapsed() < 120000) {
-      if (!s || !s->connected()) {
-        QTest::qWait(100);  // back-off
-        s = session();
-        ++*reconnects;
-        continue;
-      }
-      auto chunk = readJobEvents(*s, job, offset);
-      if (!chunk) {
-        s.reset();
-        continue;
-      }
-      bytes += chunk->bytes;
-      offset = chunk->events.nextOffset;
-      for (const auto& e : chunk->events.events)
-        ended = ended || e.has_finished() || e.has_failed();
-      if (cuts > 0 && offset > 0 && !ended) {
-        m_sshd.dropConnections();
-        --cuts;
-      }
-      QTest::qWait(50);
-    }
+    hooks.cancelled = [&] {
+      return t.elapsed() > 120000 || (stopAfterEvents > 0 && seen >= stopAfterEvents);
+    };
+    auto end = followJob(job, offset, nullptr, hooks);
+    if (end && endOut) *endOut = *end;
+    if (!end) qWarning("%s", end.error().message.c_str());
     return bytes;
   }
+
+  static std::string errorOf(const Status& s) { return s ? "" : s.message(); }
 
  private slots:
   void initTestCase() { m_skip = m_sshd.start(m_dir.path()); }
 
-  void streamsToFinishedByteForByte() {
-    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
-    auto s = session();
-    QVERIFY(s);
-    auto job = submitJob(*s, spirals(6), spec());
-    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    QVERIFY(QString::fromStdString(job->id).startsWith("j"));
-    QVERIFY(job->pid > 0);
-    int reconnects = 0;
-    std::string got = stream(*job, 0, &reconnects);
-    QFile f(QString::fromStdString(job->dir + "/events.pb"));
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    QByteArray remote = f.readAll();
-    QCOMPARE(got.size(), size_t(remote.size()));
-    QVERIFY(got == remote.toStdString());
-    auto all = parseEvents(got, 0);
-    QVERIFY(all.ok());
-    QVERIFY(all->events.back().has_finished());
-    QVERIFY(QFile::exists(QString::fromStdString(job->dir + "/pid")));
-    QVERIFY(QFile::exists(QString::fromStdString(job->dir + "/started")));
+  void bundlePathsStayInsideTheJob() {
+    QVERIFY(bundlePath("/w/jobs/j1", "project.nlproj").ok());
+    QCOMPARE(*bundlePath("/w/jobs/j1", "a/b.txt"), std::string("/w/jobs/j1/a/b.txt"));
+    for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "./x", "a/.."})
+      QVERIFY2(!bundlePath("/w/jobs/j1", bad).ok(), bad);
+    QVERIFY(isJobId(newJobId()));
+    // FIPS 180-4's examples.
+    QCOMPARE(sha256Hex(""),
+             std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    QCOMPARE(sha256Hex("abc"),
+             std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    QCOMPARE(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+             std::string("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    QCOMPARE(sha256Hex(std::string(1000000, 'a')),
+             std::string("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    QVERIFY(!isJobId("j1; rm -rf /"));
   }
 
-  void connectionCutThreeTimesLosesNothing() {
+  void testConnectionReportsTheHost() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
     QVERIFY(s);
-    auto job = submitJob(*s, spirals(300), spec());
+    auto info = probeHost(*s, host());
+    QVERIFY2(info.ok(), info.ok() ? "" : info.error().message.c_str());
+    QCOMPARE(info->trainerVersion, trainerVersionLine());
+    QVERIFY(info->problem.empty());
+    QVERIFY(info->cpus > 0);
+    QVERIFY(info->memoryBytes > (64u << 20));
+    QVERIFY(info->diskFreeBytes > 0);
+    QVERIFY(QString::fromStdString(info->summary()).contains("CPUs"));
+    // No netloom-train: the report says what to run.
+    remotepb::Host none = host();
+    none.set_trainer(m_dir.filePath("nowhere/netloom-train").toStdString());
+    auto missing = probeHost(*s, none);
+    QVERIFY(missing.ok() && missing->trainerVersion.empty());
+    QVERIFY(QString::fromStdString(missing->problem).contains("scripts/setup.sh node"));
+    // Another version: named, and submit refuses it.
+    QFile fake(m_dir.filePath("old-netloom-train"));
+    QVERIFY(fake.open(QIODevice::WriteOnly));
+    fake.write("#!/bin/sh\necho netloom-train 0.0.1\n");
+    fake.close();
+    fake.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    remotepb::Host old = host();
+    old.set_trainer(fake.fileName().toStdString());
+    auto job = submitJob(*s, old, spirals(1), options());
+    QVERIFY(!job.ok());
+    QVERIFY2(job.error().message.find("\"netloom-train 0.0.1\"") != std::string::npos,
+             job.error().message.c_str());
+  }
+
+  void followsToFinishedByteForByte() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    auto s = session();
+    QVERIFY(s);
+    proto::Project p = spirals(6);
+    p.mutable_train()->mutable_checkpoint()->set_every_epochs(2);
+    auto job = submitJob(*s, host(), p, options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    s.reset();
-    int reconnects = 0;
-    std::string got = stream(*job, 3, &reconnects);
-    QVERIFY2(reconnects >= 3, qPrintable(QString::number(reconnects)));
-    QFile f(QString::fromStdString(job->dir + "/events.pb"));
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    QByteArray remote = f.readAll();
-    QCOMPARE(got.size(), size_t(remote.size()));
-    QVERIFY(got == remote.toStdString());  // no gap, nothing twice
+    QVERIFY(isJobId(job->id()));
+    QVERIFY(job->pid() > 0);
+    FollowEnd end;
+    std::string got = follow(*job, 0, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
+    QVERIFY(got == remoteEvents(*job).toStdString());
     auto all = parseEvents(got, 0);
     QVERIFY(all.ok() && all->events.back().has_finished());
+    for (const char* f : {"pid", "started", "exit", "project.nlproj", "job.txtpb"})
+      QVERIFY2(QFile::exists(QString::fromStdString(job->dir() + "/") + f), f);
+    auto st = jobStatus(*s, *job);
+    QVERIFY(st.ok());
+    QCOMPARE(st->state, std::string("finished"));
+    // Fetch what it made, then delete the job's folder on the host.
+    QString local = m_dir.filePath("fetched");
+    QVERIFY2(fetchJob(*s, *job, local.toStdString()).ok(), "fetch");
+    QVERIFY(QFile::exists(local + "/weights.safetensors"));
+    QVERIFY(QFile::exists(local + "/events.pb"));
+    QVERIFY(!QDir(local + "/checkpoints").entryList({"step-*"}, QDir::Dirs).isEmpty());
+    QVERIFY(deleteJob(*s, *job).ok());
+    QVERIFY(!QDir(QString::fromStdString(job->dir())).exists());
+    remotepb::JobRecord outside = *job;
+    outside.set_dir(m_dir.path().toStdString());
+    QVERIFY(!deleteJob(*s, outside).ok());  // not a job folder: nothing removed
+    QVERIFY(QDir(m_dir.path()).exists());
+  }
+
+  void connectionCutThreeTimesAndARestartLoseNothing() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    auto s = session();
+    QVERIFY(s);
+    auto job = submitJob(*s, host(), spirals(300), options());
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    s.reset();
+    // A client that stops after some events (the IDE closed), then a new one that
+    // resumes from the bytes the first one held.
+    std::string first = follow(*job, 3, nullptr, 0, 40);
+    QVERIFY(!first.empty());
+    FollowEnd end;
+    std::string rest = follow(*job, 0, &end, int64_t(first.size()));
+    QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
+    QByteArray remote = remoteEvents(*job);
+    QCOMPARE(first.size() + rest.size(), size_t(remote.size()));
+    QVERIFY(first + rest == remote.toStdString());  // no gap, nothing twice
   }
 
   void cancelAndTwoJobsAtOnce() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
     QVERIFY(s);
-    auto a = submitJob(*s, spirals(3000), spec());
-    auto b = submitJob(*s, spirals(3000), spec());
+    auto a = submitJob(*s, host(), spirals(3000), options());
+    auto b = submitJob(*s, host(), spirals(3000), options());
     QVERIFY(a.ok() && b.ok());
-    QVERIFY(a->id != b->id && a->dir != b->dir);
-    QTRY_VERIFY_WITH_TIMEOUT(QFile(QString::fromStdString(a->dir + "/events.pb")).size() > 2000,
-                             30000);
-    QTRY_VERIFY_WITH_TIMEOUT(QFile(QString::fromStdString(b->dir + "/events.pb")).size() > 2000,
-                             30000);
-    QVERIFY(*jobRunning(*s, *a) && *jobRunning(*s, *b));
+    QVERIFY(a->id() != b->id() && a->dir() != b->dir());
+    QTRY_VERIFY_WITH_TIMEOUT(remoteEvents(*a).size() > 2000, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(remoteEvents(*b).size() > 2000, 30000);
+    auto listed = listJobs(*s, host());
+    QVERIFY(listed.ok());
+    int running = 0;
+    for (const auto& j : *listed) running += j.state == "running";
+    QVERIFY(running >= 2);
+    // Pause: the job's processes stop; then on again.
+    QVERIFY(signalJob(*s, *b, "STOP").ok());
+    QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("paused"), 10000);
+    QVERIFY(signalJob(*s, *b, "CONT").ok());
+    QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("running"), 10000);
+    // Cancel while following: the follower records the kill in the stream.
     QVERIFY(signalJob(*s, *a, "KILL").ok());
-    QTRY_VERIFY_WITH_TIMEOUT(!*jobRunning(*s, *a), 10000);
-    QVERIFY(*jobRunning(*s, *b));  // the other job goes on
-    auto events = readJobEvents(*s, *a, 0);
-    QVERIFY(events.ok());
-    QVERIFY(events->events.events.size() > 5);  // what it wrote before the kill stays readable
-    QVERIFY(signalJob(*s, *b, "TERM").ok());    // stop: ends after the step, cleanly
-    QTRY_VERIFY_WITH_TIMEOUT(!*jobRunning(*s, *b), 30000);
-    auto rest = readJobEvents(*s, *b, 0);
-    QVERIFY(rest.ok() && rest->events.events.back().has_finished());
+    FollowEnd end;
+    std::string got = follow(*a, 0, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
+    QVERIFY2(end.message.find("killed") != std::string::npos, end.message.c_str());
+    QVERIFY(got == remoteEvents(*a).toStdString());
+    auto events = parseEvents(got, 0);
+    QVERIFY(events.ok() && events->events.size() > 5 && events->events.back().has_failed());
+    QCOMPARE(jobStatus(*s, *a)->state, std::string("killed"));
+    QVERIFY(!deleteJob(*s, *b).ok());                            // still running: refused
+    QCOMPARE(jobStatus(*s, *b)->state, std::string("running"));  // the other job went on
+    QVERIFY(signalJob(*s, *b, "TERM").ok());  // stop: ends after the step, cleanly
+    FollowEnd endB;
+    follow(*b, 0, &endB);
+    QCOMPARE(int(endB.how), int(FollowEnd::How::Finished));
     QVERIFY(!signalJob(*s, *a, "HUP; rm -rf /").ok());  // only known signals
   }
 
-  // netloom-job, the terminal's client: submit --wait streams to the end and says
-  // how it ended in its exit status; an unknown host key is refused unless the
-  // user types yes.
-  void netloomJobSubmitWait() {
+  void datasetsAreUploadedOnceAndReused() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
-    QString hostArg = QString("%1@127.0.0.1:%2").arg(SshdFixture::userName()).arg(m_sshd.port());
-    QString known = m_dir.filePath("job_known_hosts");
-    QStringList common{
-        "--host", hostArg,     "--identity",      m_sshd.userKey(), "--known-hosts",
-        known,    "--trainer", NETLOOM_TRAIN_EXE, "--workdir",      m_dir.filePath("cli")};
-    QProcess no;
-    no.start(NETLOOM_JOB_EXE, QStringList{"submit"} + common +
-                                  QStringList{NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
-    no.write("no\n");
-    no.closeWriteChannel();
-    QVERIFY(no.waitForFinished(60000));
-    QCOMPARE(no.exitCode(), 1);
-    QVERIFY(no.readAllStandardError().contains("not accepted"));
-    QProcess p;
-    p.start(NETLOOM_JOB_EXE, QStringList{"submit", "--wait"} + common +
-                                 QStringList{NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
-    p.write("yes\n");
-    p.closeWriteChannel();
-    QVERIFY(p.waitForFinished(120000));
-    QString out = QString::fromUtf8(p.readAllStandardOutput());
-    QVERIFY2(p.exitCode() == 0, qPrintable(QString::fromUtf8(p.readAllStandardError())));
-    QVERIFY2(out.startsWith("j"), qPrintable(out));
-    QString dir = out.section(' ', 1).trimmed();
-    QVERIFY(QFile::exists(dir + "/events.pb"));
-    QProcess bad;
-    bad.start(NETLOOM_JOB_EXE, QStringList{"submit", "--wait"} + common.mid(0, 6) +
-                                   QStringList{"--trainer", "/nowhere/netloom-train",
-                                               NETLOOM_SOURCE_DIR "/projects/spirals.nlproj"});
-    QVERIFY(bad.waitForFinished(60000));
-    QCOMPARE(bad.exitCode(), 1);
-    QVERIFY(bad.readAllStandardError().contains("was not found on the host"));
+    auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-mlp.nlproj");
+    QVERIFY(project.ok());
+    if (!QFile::exists(QString::fromStdString(project->data().idx().train_images())))
+      QSKIP("no Fashion-MNIST here (dataset-fashion-mnist)");
+    auto s = session();
+    QVERIFY(s);
+    auto first =
+        submitJob(*s, host(), *project, options({"--max-steps", "3", "--test-limit", "50"}));
+    QVERIFY2(first.ok(), first.ok() ? "" : first.error().message.c_str());
+    QCOMPARE(first->data_size(), 4);
+    for (const auto& d : first->data()) {
+      QVERIFY(d.uploaded());
+      QCOMPARE(d.sha256().size(), size_t(64));
+      QVERIFY(QString::fromStdString(d.remote_path()).startsWith(m_dir.filePath("work/data/")));
+      QCOMPARE(QFileInfo(QString::fromStdString(d.remote_path())).size(), d.bytes());
+    }
+    auto second =
+        submitJob(*s, host(), *project, options({"--max-steps", "3", "--test-limit", "50"}));
+    QVERIFY(second.ok());
+    for (int i = 0; i < 4; ++i) {
+      QVERIFY(!second->data(i).uploaded());  // reused by checksum
+      QCOMPARE(second->data(i).remote_path(), first->data(i).remote_path());
+    }
+    // The remote project names the uploaded copies.
+    auto remoteProject = loadProject(second->dir() + "/project.nlproj");
+    QVERIFY(remoteProject.ok());
+    QCOMPARE(remoteProject->data().idx().train_images(), second->data(0).remote_path());
+    FollowEnd end;
+    follow(*second, 0, &end);
+    QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
+    // The host's own copy, when asked to prefer it.
+    remotepb::Host own = host();
+    own.set_prefer_host_data(true);
+    auto third = submitJob(*s, own, *project, options({"--max-steps", "1", "--test-limit", "10"}));
+    QVERIFY(third.ok());
+    QCOMPARE(third->data(0).remote_path(), project->data().idx().train_images());
+    QVERIFY(third->data(0).sha256().empty());
+    follow(*first, 0);
+    follow(*third, 0);
   }
 
-  void hostileNamesAndMissingTrainer() {
+  void throughAJumpHost() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    if (!QFile::exists("/usr/bin/ssh")) QSKIP("no OpenSSH client (openssh-client)");
+    QVERIFY(session());  // the key is known by now
+    remotepb::Host h = host();
+    h.set_jump(SshdFixture::userName().toStdString() +
+               "@127.0.0.1:" + std::to_string(m_sshd.port()));
+    auto s = session(h);
+    QVERIFY(s);
+    auto info = probeHost(*s, h);
+    QVERIFY(info.ok() && info->trainerVersion == trainerVersionLine());
+    remotepb::Host bad = host();
+    bad.set_jump("nobody-here@127.0.0.1:1");
+    QVERIFY(!session(bad));
+  }
+
+  void savedHostsAndTheJobRegistry() {
+    const std::string path = m_dir.filePath("config/netloom/hosts.txtpb").toStdString();
+    remotepb::HostList list;
+    *list.add_hosts() = host();
+    list.mutable_hosts(0)->add_env("export NETLOOM_TEST_ENV=1");
+    QVERIFY2(saveHosts(path, list).ok(), errorOf(saveHosts(path, list)).c_str());
+    struct stat st;
+    QCOMPARE(::stat(path.c_str(), &st), 0);
+    QCOMPARE(int(st.st_mode & 0777), 0600);
+    auto back = loadHosts(path);
+    QVERIFY(back.ok());
+    QCOMPARE(back->hosts(0).SerializeAsString(), list.hosts(0).SerializeAsString());
+    QCOMPARE(resolveHost("loop", *back)->port(), m_sshd.port());
+    auto direct = resolveHost("ann@10.0.0.7:2200", *back);
+    QVERIFY(direct.ok() && direct->user() == "ann" && direct->port() == 2200);
+    QVERIFY(!resolveHost("-oProxyCommand=x", *back).ok());
+    QVERIFY(!resolveHost("a b", *back).ok());
+    remotepb::HostList twice = list;
+    *twice.add_hosts() = host();
+    QVERIFY(!saveHosts(path, twice).ok());  // two hosts of one name
+    QFile broken(QString::fromStdString(path));
+    QVERIFY(broken.open(QIODevice::WriteOnly));
+    broken.write("hosts {\n  name: \"x\"\n  bogus: 1\n}\n");
+    broken.close();
+    auto bad = loadHosts(path);
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().message.find("line 3") != std::string::npos, bad.error().message.c_str());
+    // The registry: one private file per job.
+    remotepb::JobRecord rec;
+    rec.set_id(newJobId());
+    rec.set_dir("/w/jobs/" + rec.id());
+    const std::string jobs = m_dir.filePath("data/netloom/jobs").toStdString();
+    QVERIFY(saveJobRecord(jobs, rec).ok());
+    QCOMPARE(::stat((jobs + "/" + rec.id() + ".txtpb").c_str(), &st), 0);
+    QCOMPARE(int(st.st_mode & 0777), 0600);
+    QCOMPARE(loadJobRecord(jobs, rec.id())->dir(), rec.dir());
+    QVERIFY(!loadJobRecord(jobs, "../../etc/passwd").ok());
+    rec.set_id("x/../y");
+    QVERIFY(!saveJobRecord(jobs, rec).ok());
+  }
+
+  void environmentLinesRunFirst() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    remotepb::Host h = host();
+    h.add_env("export NETLOOM_ENV_CHECK=from-env-line");
+    h.add_env("echo this goes to stderr");
+    auto s = session(h);
+    QVERIFY(s);
+    auto r = s->run({"sh", "-c", "printf %s \"$NETLOOM_ENV_CHECK\""});
+    QVERIFY(r.ok());
+    QCOMPARE(r->out, std::string("from-env-line"));
+    QVERIFY(r->err.find("this goes to stderr") != std::string::npos);
+  }
+
+  // netloom-job, the terminal's client, with a saved host and the job registry in
+  // private folders of the test: submit --wait, list, attach ID, fetch ID; an
+  // unknown host key is refused unless the user types yes.
+  void netloomJobCommands() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", m_dir.filePath("cli-config"));
+    env.insert("XDG_DATA_HOME", m_dir.filePath("cli-data"));
+    env.remove("SSH_AUTH_SOCK");
+    remotepb::HostList list;
+    remotepb::Host h = host();
+    h.set_known_hosts(m_dir.filePath("cli_known_hosts").toStdString());
+    h.set_work_dir(m_dir.filePath("cli").toStdString());
+    *list.add_hosts() = h;
+    QVERIFY(saveHosts(m_dir.filePath("cli-config/netloom/hosts.txtpb").toStdString(), list).ok());
+    auto job = [&](QStringList args, const QByteArray& input = {}) {
+      auto* p = new QProcess(this);
+      p->setProcessEnvironment(env);
+      p->start(NETLOOM_JOB_EXE, args);
+      p->write(input);
+      p->closeWriteChannel();
+      p->waitForFinished(120000);
+      return p;
+    };
+    const QString project = NETLOOM_SOURCE_DIR "/projects/spirals.nlproj";
+    QProcess* no = job({"submit", "--host", "loop", project}, "no\n");
+    QCOMPARE(no->exitCode(), 1);
+    QVERIFY(no->readAllStandardError().contains("not accepted"));
+    QProcess* p = job({"submit", "--wait", "--host", "loop", project}, "yes\n");
+    QString out = QString::fromUtf8(p->readAllStandardOutput());
+    QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+    QString id = out.section(' ', 0, 0);
+    QVERIFY2(isJobId(id.toStdString()), qPrintable(out));
+    QProcess* listed = job({"list"});
+    QVERIFY(listed->readAllStandardOutput().contains(id.toUtf8()));
+    QProcess* onHost = job({"list", "--host", "loop"});
+    QVERIFY(QString::fromUtf8(onHost->readAllStandardOutput())
+                .contains(QRegularExpression(id + " +finished")));
+    QProcess* attach = job({"attach", id});
+    QCOMPARE(attach->exitCode(), 0);
+    QProcess* fetch = job({"fetch", id, "--to", m_dir.filePath("cli-fetch")});
+    QCOMPARE(fetch->exitCode(), 0);
+    QVERIFY(QFile::exists(m_dir.filePath("cli-fetch/weights.safetensors")));
+    QProcess* test = job({"test", "--host", "loop"});
+    QCOMPARE(test->exitCode(), 0);
+    QVERIFY(test->readAllStandardOutput().contains("CPUs"));
+    QProcess* bad =
+        job({"submit", "--wait", "--host", "loop", "--trainer", "/nowhere/netloom-train", project});
+    QCOMPARE(bad->exitCode(), 1);
+    QVERIFY(bad->readAllStandardError().contains("was not found on the host"));
+    QProcess* unknown = job({"attach", "j20000101-000000-00000000"});
+    QCOMPARE(unknown->exitCode(), 1);
+    QVERIFY(unknown->readAllStandardError().contains("no job"));
+  }
+
+  void hostileNamesCreateNoFile() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
     QVERIFY(s);
     proto::Project p = spirals(1);
     p.set_name("x'; touch PWNED; '$(touch PWNED2)");
-    JobSpec j = spec();
-    j.workDir = m_dir.filePath("work'; touch PWNED3; '").toStdString();
-    auto job = submitJob(*s, p, j);
+    remotepb::Host h = host();
+    h.set_work_dir(m_dir.filePath("work'; touch PWNED3; '$(touch PWNED4)").toStdString());
+    auto job = submitJob(*s, h, p, options({"--devices", "cpu"}));
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    int reconnects = 0;
-    std::string got = stream(*job, 0, &reconnects);
-    QVERIFY(!got.empty());
-    for (const char* f : {"PWNED", "PWNED2", "PWNED3"}) {
+    FollowEnd end;
+    follow(*job, 0, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
+    for (const char* f : {"PWNED", "PWNED2", "PWNED3", "PWNED4"}) {
       QVERIFY(!QFile::exists(m_dir.filePath(f)));
       QVERIFY(!QFile::exists(QDir::home().filePath(f)));
     }
-    JobSpec missing = spec();
-    missing.trainer = m_dir.filePath("nowhere/netloom-train").toStdString();
-    auto none = submitJob(*s, spirals(1), missing);
-    QVERIFY(!none.ok());
-    QVERIFY2(none.error().message.find("was not found on the host") != std::string::npos,
-             none.error().message.c_str());
   }
 };
 

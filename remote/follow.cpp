@@ -1,0 +1,123 @@
+#include "remote/follow.h"
+
+#include <chrono>
+#include <thread>
+
+#include "remote/hosts.h"
+
+namespace netloom::remote {
+
+namespace {
+
+// Follows the file by name, waiting for it to appear, and ends once the job's
+// process is gone and everything it wrote was sent.
+const char* kFollow = "exec tail -c +\"$2\" --pid=\"$3\" -F \"$1\" 2>/dev/null";
+
+bool isEnd(const proto::TrainEvent& e) {
+  return e.has_finished() || e.has_failed();
+}
+
+}  // namespace
+
+Result<FollowEnd> followJob(const remotepb::JobRecord& job, int64_t offset,
+                            std::unique_ptr<SshSession> session, const FollowHooks& hooks) {
+  const HostSpec spec = hostSpec(job.host());
+  auto notice = [&](const std::string& text) {
+    if (hooks.onNotice) hooks.onNotice(text);
+  };
+  auto cancelled = [&] { return hooks.cancelled && hooks.cancelled(); };
+  FollowEnd end;
+  int backoffMs = 200;
+  bool lastWasEnd = false;
+  while (!cancelled()) {
+    if (!session || !session->connected()) {
+      session.reset();
+      auto s = openSession(spec, nullptr, hooks.passphrase);
+      if (!s) {
+        // A key problem will not go away by retrying.
+        if (s.error().message.find("host key") != std::string::npos) return s.error();
+        notice(s.error().message + "; retrying in " +
+               std::to_string(backoffMs / 1000.0).substr(0, 4) + " s");
+        for (int waited = 0; waited < backoffMs && !cancelled(); waited += 50)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        backoffMs = std::min(backoffMs * 2, 10000);
+        continue;
+      }
+      session = std::move(*s);
+      if (backoffMs > 200) notice("reconnected to " + spec.label());
+      backoffMs = 200;
+    }
+    auto stream = session->stream({"sh", "-c", kFollow, "sh", job.dir() + "/events.pb",
+                                   std::to_string(offset + 1), std::to_string(job.pid())});
+    if (!stream) {
+      notice(stream.error().message);
+      session.reset();
+      continue;
+    }
+    std::string pending;
+    bool lost = false, ended = false;
+    while (!cancelled()) {
+      if (hooks.nextSignal) {
+        // Signals go on their own channel of the same session, between reads.
+        for (std::string sig = hooks.nextSignal(); !sig.empty(); sig = hooks.nextSignal())
+          if (Status st = signalJob(*session, job, sig); !st) notice(st.message());
+      }
+      auto more = (*stream)->read(pending, 50);
+      if (!more) {
+        notice(more.error().message + "; reconnecting");
+        lost = true;
+        break;
+      }
+      if (!pending.empty()) {
+        auto parsed = parseEvents(pending, offset);
+        if (!parsed) return makeError(job.dir() + "/events.pb: " + parsed.error().message);
+        if (!parsed->events.empty()) {
+          const size_t used = size_t(parsed->nextOffset - offset);
+          if (hooks.onEvents) hooks.onEvents(offset, pending.substr(0, used), parsed->events);
+          lastWasEnd = isEnd(parsed->events.back());
+          for (const auto& e : parsed->events)
+            if (isEnd(e)) {
+              end.how = e.has_finished() ? FollowEnd::How::Finished : FollowEnd::How::Failed;
+              end.message = e.has_failed() ? e.failed().message() : "";
+            }
+          pending.erase(0, used);
+          offset = parsed->nextOffset;
+        }
+      }
+      if (!*more) {
+        ended = true;
+        break;
+      }
+    }
+    stream->reset();
+    if (lost) {
+      session.reset();
+      continue;
+    }
+    if (!ended) break;  // cancelled
+    // tail ended: the process is gone. A run that ended on its own said so last;
+    // one that was killed did not, and gets a Failed event saying so.
+    if (lastWasEnd) {
+      end.offset = offset;
+      return end;
+    }
+    auto status = jobStatus(*session, job);
+    std::string why = "the job's process on " + spec.label() + " ended without a final event";
+    if (status && status->state == "killed")
+      why = "the job's process on " + spec.label() + " was killed";
+    if (status && status->state == "failed")
+      why = "netloom-train on " + spec.label() + " exited with status " +
+            std::to_string(status->exitCode) + " (see " + job.dir() + "/train.log)";
+    auto marked = markJobFailed(*session, job, offset, why);
+    if (!marked) {
+      session.reset();
+      continue;
+    }
+    // Appended (or the process is alive after all, or someone else appended): read on.
+  }
+  end.how = FollowEnd::How::Detached;
+  end.offset = offset;
+  return end;
+}
+
+}  // namespace netloom::remote
