@@ -28,8 +28,10 @@
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
 #include "gui/evaluation.h"
+#include "gui/hosts_dialog.h"
 #include "gui/run_controller.h"
 #include "gui/settings_form.h"
+#include "remote/hosts.h"
 
 namespace netloom::gui {
 
@@ -279,11 +281,43 @@ void MainWindow::buildRunActions() {
   });
   QAction* stopAction = make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
                              [this] { m_runs->stop(); });
+  make("cancelRun", tr("C&ancel"), {}, [this] { m_runs->cancel(); });
   QToolBar* bar = addToolBar(tr("Run"));
   bar->setObjectName("runToolBar");
   bar->addAction(runAction);
   bar->addAction(action("pauseRun"));
   bar->addAction(stopAction);
+  // Where runs go: this computer, or a saved host.
+  m_device = new QComboBox;
+  m_device->setObjectName("deviceSelector");
+  m_device->setToolTip(tr("Where Run trains: this computer, or a host reached over SSH"));
+  bar->addWidget(m_device);
+  connect(m_device, &QComboBox::currentIndexChanged, this, [this] {
+    const int host = m_device->currentData().toInt();
+    if (host >= 0 && host < m_hosts.hosts_size())
+      m_runs->setRemoteHost(m_hosts.hosts(host));
+    else
+      m_runs->setRemoteHost(std::nullopt);
+  });
+  QAction* hosts = make("manageHosts", tr("&Hosts…"), {}, [this] {
+    HostsDialog dialog(QString::fromStdString(remote::defaultHostsPath()), this);
+    dialog.exec();
+    reloadHosts();
+  });
+  bar->addAction(hosts);
+  reloadHosts();
+  m_runs->acceptHostKey = [this](const remote::HostKey& k) {
+    return m_prompt(
+               tr("Unknown host key"),
+               tr("The authenticity of the host can't be established.\n%1 key fingerprint:\n%2\n\n"
+                  "Trust it and connect?")
+                   .arg(QString::fromStdString(k.type), QString::fromStdString(k.fingerprint)),
+               QMessageBox::Yes | QMessageBox::No) == QMessageBox::Yes;
+  };
+  m_runs->askPassphrase = [this](const QString& keyFile) {
+    return QInputDialog::getText(this, tr("Passphrase"), tr("Passphrase for %1:").arg(keyFile),
+                                 QLineEdit::Password);
+  };
   make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
   make("evaluateRun", tr("&Evaluate Run"), QKeySequence(Qt::Key_F7), [this] { evaluateRun(); });
   run->addSeparator();
@@ -430,7 +464,9 @@ void MainWindow::afterLoad() {
   updateTitle();
   m_view->frameAll();
   m_pasteCount = 0;
+  m_runs->detach();
   m_runs->reloadHistory();
+  m_runs->reattach();
 }
 
 bool MainWindow::openFile(const QString& path) {
@@ -575,7 +611,24 @@ bool MainWindow::maybeSave() {
   return false;
 }
 
+void MainWindow::reloadHosts() {
+  auto loaded = remote::loadHosts(remote::defaultHostsPath());
+  if (!loaded) showMessage(QString::fromStdString(loaded.error().message));
+  m_hosts = loaded ? *loaded : remotepb::HostList();
+  const QString was = m_device->currentText();
+  QSignalBlocker block(m_device);
+  m_device->clear();
+  m_device->addItem(tr("This computer"), -1);
+  for (int i = 0; i < m_hosts.hosts_size(); ++i)
+    m_device->addItem(QString::fromStdString(m_hosts.hosts(i).name()), i);
+  m_device->setCurrentIndex(std::max(0, m_device->findText(was)));
+  block.unblock();
+  emit m_device->currentIndexChanged(m_device->currentIndex());
+}
+
 void MainWindow::closeEvent(QCloseEvent* e) {
+  // A remote run goes on without the IDE, and is reattached next time.
+  if (m_runs->remoteRun()) m_runs->detach();
   if (m_runs->running()) {
     auto answer = m_prompt(tr("A run is in progress"),
                            tr("Stop the run and close? It stops after the current step and "

@@ -5,12 +5,14 @@
 // file every minute, which is offered back after a crash.
 #pragma once
 
+#include <QComboBox>
 #include <QMainWindow>
 #include <QMessageBox>
 #include <QTimer>
 #include <functional>
 
 #include "editor/document.h"
+#include "remote/remote.pb.h"
 
 class QLabel;
 class QThread;
@@ -96,6 +98,7 @@ class MainWindow : public QMainWindow {
   void makeBlock();
   void expandOrCollapse(bool expand);
   void afterLoad();
+  void reloadHosts();  // the device selector from the hosts file
   void offerRecovery(const QString& path);
 
   editor::GraphDocument m_doc;
@@ -110,6 +113,8 @@ class MainWindow : public QMainWindow {
   editor::ProblemsWidget* m_problems = nullptr;
   editor::SummaryWidget* m_summary = nullptr;
   QMenu* m_recentMenu = nullptr;
+  QComboBox* m_device = nullptr;
+  remotepb::HostList m_hosts;
   QLabel* m_problemCount = nullptr;
   QTimer m_autosave;
   Prompt m_prompt;

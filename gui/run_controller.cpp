@@ -1,6 +1,7 @@
 #include "gui/run_controller.h"
 
 #include <google/protobuf/text_format.h>
+#include <signal.h>
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
@@ -12,6 +13,8 @@
 
 #include "editor/document.h"
 #include "gui/charts.h"
+#include "gui/remote_target.h"
+#include "remote/hosts.h"
 
 namespace netloom::gui {
 
@@ -103,7 +106,77 @@ RunController::RunController(editor::GraphDocument* doc, QObject* parent)
 
 // The widgets belong to whoever shows them (the window's docks).
 RunController::~RunController() {
-  stopAndWait(30000);
+  if (remoteRun())
+    detach();
+  else
+    stopAndWait(30000);
+}
+
+bool RunController::remoteRun() const {
+  return m_remote && m_active == m_remote.get() && m_remote->running();
+}
+
+RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
+  m_remote = std::make_unique<RemoteTarget>(host);
+  m_remote->acceptHostKey = acceptHostKey;
+  m_remote->askPassphrase = askPassphrase;
+  connect(m_remote.get(), &RunTarget::ended, this, &RunController::onEnded);
+  connect(m_remote.get(), &RemoteTarget::notice, this, [this](const QString& text) {
+    m_status->setText(tr("Run %1: %2").arg(m_current ? m_current->name : QString(), text));
+    emit message(text);
+  });
+  return m_remote.get();
+}
+
+void RunController::begin(const QString& what) {
+  emit problemsChanged({});
+  m_progress->setRange(0, 0);
+  m_progress->show();
+  m_firstStep = -1;
+  m_status->setText(what);
+  m_poll.start();
+  reloadHistory();
+}
+
+void RunController::cancel() {
+  if (!running()) return;
+  if (remoteRun()) {
+    m_remote->cancel();
+  } else if (m_active == m_childProcess.get()) {
+    ::kill(pid_t(m_childProcess->processId()), SIGKILL);
+  } else {
+    m_active->stop();
+  }
+  m_status->setText(tr("Run %1 cancelled").arg(m_current ? m_current->name : QString()));
+}
+
+void RunController::detach() {
+  if (!remoteRun()) return;
+  m_poll.stop();
+  m_remote->detach();
+  m_active = nullptr;
+  m_remote.reset();
+  m_progress->hide();
+}
+
+bool RunController::reattach() {
+  if (running()) return false;
+  reloadHistory();
+  for (auto it = m_runs.rbegin(); it != m_runs.rend(); ++it) {
+    if (it->state() != RunRecord::State::Running) continue;
+    auto job = remoteJobOf(it->dir);
+    if (!job) continue;
+    m_current = *it;
+    RemoteTarget* t = makeRemote(job->host());
+    if (Status s = t->attach(m_current->dir, *job); !s) return false;
+    m_active = t;
+    m_charts->clear();
+    m_charts->append(m_current->events);
+    begin(tr("Run %1: reattached to job %2 %3")
+              .arg(m_current->name, QString::fromStdString(job->id()), t->kind()));
+    return true;
+  }
+  return false;
 }
 
 QString RunController::runsDir() const {
@@ -149,7 +222,9 @@ Status RunController::start(const RunRecord* resumeFrom) {
     m_current = std::move(*run);
   }
   req.runDir = m_current->dir;
-  if (m_child) {
+  if (m_remoteHost && !resumeFrom) {
+    m_active = makeRemote(*m_remoteHost);
+  } else if (m_child) {
     if (!m_childProcess) {
       m_childProcess = std::make_unique<ChildProcessTarget>();
       connect(m_childProcess.get(), &RunTarget::ended, this, &RunController::onEnded);
@@ -165,13 +240,7 @@ Status RunController::start(const RunRecord* resumeFrom) {
   m_charts->clear();
   if (resumeFrom) m_charts->append(m_current->events);
   if (Status s = m_active->start(req); !s) return s;
-  emit problemsChanged({});
-  m_progress->setRange(0, 0);
-  m_progress->show();
-  m_firstStep = -1;
-  m_status->setText(tr("Run %1 starting (%2)…").arg(m_current->name, m_active->kind()));
-  m_poll.start();
-  reloadHistory();
+  begin(tr("Run %1 starting (%2)…").arg(m_current->name, m_active->kind()));
   return {};
 }
 
@@ -269,6 +338,11 @@ void RunController::reloadHistory() {
     bool active = running() && m_current && m_current->dir == r.dir;
     QString state =
         active ? tr("running") : r.stateText() + tr(" · %n step(s)", "", int(r.steps()));
+    if (auto job = remoteJobOf(r.dir))
+      state += tr(" · on %1 (job %2)")
+                   .arg(QString::fromStdString(job->host().name().empty() ? job->host().address()
+                                                                          : job->host().name()),
+                        QString::fromStdString(job->id()));
     auto* it = new QListWidgetItem(r.name + " — " + state, m_history);
     it->setData(Qt::UserRole, r.dir);
     it->setFlags(it->flags() | Qt::ItemIsUserCheckable);

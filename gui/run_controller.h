@@ -12,6 +12,11 @@
 #include <vector>
 
 #include "gui/runs.h"
+#include "remote/remote.pb.h"
+
+namespace netloom::remote {
+struct HostKey;
+}
 
 class QLabel;
 class QProgressBar;
@@ -23,6 +28,7 @@ class GraphDocument;
 namespace netloom::gui {
 
 class TrainingCharts;
+class RemoteTarget;
 
 // The settings of a run's frozen project that differ between runs, one row per
 // setting ("train.optimizer.lr"), one column per run.
@@ -47,6 +53,13 @@ class RunController : public QObject {
 
   void setChildProcess(bool on) { m_child = on; }
   bool childProcess() const { return m_child; }
+  // Where the next run goes: a saved host, or this computer (nullopt).
+  void setRemoteHost(const std::optional<remotepb::Host>& host) { m_remoteHost = host; }
+  const std::optional<remotepb::Host>& remoteHost() const { return m_remoteHost; }
+  bool remoteRun() const;  // the active run is on a host
+  // Prompts a remote run needs, asked on the GUI thread.
+  std::function<bool(const remote::HostKey&)> acceptHostKey;
+  std::function<QString(const QString& keyFile)> askPassphrase;
 
   // Validates and starts a run of the document's project; the reason when it
   // cannot. `resumeFrom`: continue that run from its latest checkpoint instead.
@@ -56,6 +69,15 @@ class RunController : public QObject {
   void stop();
   // Stops a run in progress and waits (up to `ms`) for it to end.
   bool stopAndWait(int ms = 60000);
+  // Cancels the run at once (SIGKILL to a remote job or a child; ends an
+  // in-process run after the step).
+  void cancel();
+  // Stops following a remote run and leaves it running on its host: what closing
+  // the IDE does. Reattached when the project is opened again.
+  void detach();
+  // Follows the newest remote run of the project that has not ended, if any and
+  // nothing runs now; true when it did.
+  bool reattach();
   bool running() const;
   bool paused() const;
   RunTarget* target() const;
@@ -76,6 +98,8 @@ class RunController : public QObject {
 
  private:
   void onEnded(bool ok, const QString& why);
+  RemoteTarget* makeRemote(const remotepb::Host& host);
+  void begin(const QString& what);
   void updateProgress();
   void updateOverlays();
 
@@ -86,6 +110,8 @@ class RunController : public QObject {
   QLabel* m_status;
   std::unique_ptr<InProcessTarget> m_inProcess;
   std::unique_ptr<ChildProcessTarget> m_childProcess;
+  std::unique_ptr<RemoteTarget> m_remote;
+  std::optional<remotepb::Host> m_remoteHost;
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;

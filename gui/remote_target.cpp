@@ -1,0 +1,235 @@
+#include "gui/remote_target.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QMetaObject>
+
+#include "engine/io/project_file.h"
+#include "engine/io/safetensors.h"
+#include "remote/follow.h"
+#include "remote/hosts.h"
+
+namespace netloom::gui {
+
+using namespace netloom::remote;
+
+namespace {
+
+const char* kJobFile = "remote.txtpb";
+
+// Runs `f` on `target`'s thread (the GUI thread) and waits for its answer.
+template <typename T>
+T askOnGuiThread(QObject* target, const std::function<T()>& f) {
+  T answer{};
+  if (QThread::currentThread() == target->thread()) return f();
+  QMetaObject::invokeMethod(
+      target, [&] { answer = f(); }, Qt::BlockingQueuedConnection);
+  return answer;
+}
+
+}  // namespace
+
+std::optional<remotepb::JobRecord> remoteJobOf(const QString& runDir) {
+  QFile f(runDir + "/" + kJobFile);
+  if (!f.open(QIODevice::ReadOnly)) return std::nullopt;
+  remotepb::JobRecord job;
+  if (!recordFromText(f.readAll().toStdString(), f.fileName().toStdString(), job))
+    return std::nullopt;
+  return job;
+}
+
+QString RemoteTarget::jobsRegistry() {
+  return QString::fromStdString(defaultJobsDir());
+}
+
+RemoteTarget::RemoteTarget(const remotepb::Host& host, QObject* parent)
+    : RunTarget(parent), m_host(host) {}
+
+RemoteTarget::~RemoteTarget() {
+  detach();
+}
+
+QString RemoteTarget::kind() const {
+  return tr("on %1").arg(QString::fromStdString(hostTitle(m_host)));
+}
+
+void RemoteTarget::launch(std::function<Status()> work) {
+  m_detach = false;
+  m_paused = false;
+  {
+    std::lock_guard lock(m_mutex);
+    m_signals.clear();
+  }
+  m_thread = QThread::create([this, work] {
+    Status s = work();
+    const bool ok = s.ok();
+    const QString why = ok ? QString() : QString::fromStdString(s.message());
+    QMetaObject::invokeMethod(this, [this, ok, why] {
+      if (m_thread) {
+        m_thread->wait();
+        delete m_thread;
+        m_thread = nullptr;
+      }
+      m_paused = false;
+      emit ended(ok, why);
+    });
+  });
+  m_thread->start();
+}
+
+Status RemoteTarget::start(const RunRequest& r) {
+  if (m_thread) return makeError("a run is in progress");
+  if (!r.resume.isEmpty())
+    return makeError("resuming from a checkpoint runs on this computer; a remote run starts fresh");
+  auto project = loadProject((r.runDir + "/project.nlproj").toStdString());
+  if (!project) return project.error();
+  SubmitOptions o;
+  o.projectDir = r.projectDir.toStdString();
+  o.localRun = r.runDir.toStdString();
+  // The device reaches the host's netloom-train as --devices.
+  o.args = {"--norms", "--devices",
+            project->train().device().empty() ? "cpu" : project->train().device()};
+  if (r.maxSteps > 0) o.args.insert(o.args.end(), {"--max-steps", std::to_string(r.maxSteps)});
+  if (r.threads > 0) o.args.insert(o.args.end(), {"--threads", std::to_string(r.threads)});
+  const QString runDir = r.runDir;
+  o.progress = [this](const std::string& name, uint64_t done, uint64_t total) {
+    if (done == total || done % (4 << 20) < 32768)
+      emit notice(tr("Uploading %1 to %2: %3 of %4 MiB")
+                      .arg(QString::fromStdString(name), QString::fromStdString(m_host.name()))
+                      .arg(done >> 20)
+                      .arg(total >> 20));
+  };
+  launch([this, project = *project, o, runDir]() -> Status {
+    emit notice(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
+    HostSpec spec = hostSpec(m_host);
+    auto session = openSession(
+        spec,
+        [this](const HostKey& k) {
+          return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
+        },
+        [this](const std::string& keyFile) {
+          if (!askPassphrase) return std::string();
+          return askOnGuiThread<QString>(
+                     this, [&] { return askPassphrase(QString::fromStdString(keyFile)); })
+              .toStdString();
+        });
+    if (!session) return session.error();
+    emit notice(tr("Submitting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
+    auto job = submitJob(**session, m_host, project, o);
+    if (!job) return job.error();
+    // Recorded before anything else happens, so a crash here still finds the job.
+    if (Status s = writeFileAtomic((runDir + "/" + kJobFile).toStdString(), recordToText(*job)); !s)
+      return s;
+    if (Status s = saveJobRecord(defaultJobsDir(), *job); !s)
+      emit notice(QString::fromStdString(s.message()));
+    emit submitted(QString::fromStdString(job->id()));
+    session->reset();
+    return follow(runDir, *job);
+  });
+  return {};
+}
+
+Status RemoteTarget::attach(const QString& runDir, const remotepb::JobRecord& job) {
+  if (m_thread) return makeError("a run is in progress");
+  m_host = job.host();
+  launch([this, runDir, job] { return follow(runDir, job); });
+  return {};
+}
+
+Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& job) {
+  const std::string mirror = (runDir + "/events.pb").toStdString();
+  // Only whole records are ever appended, so the file's size is where to resume.
+  int64_t offset = 0;
+  if (QFileInfo::exists(runDir + "/events.pb")) {
+    auto held = readEvents(mirror);
+    if (!held) return held.error();
+    offset = held->nextOffset;
+    if (QFileInfo(runDir + "/events.pb").size() != offset)
+      QFile::resize(runDir + "/events.pb", offset);
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(mirror.c_str(), "ab"),
+                                                      std::fclose);
+  if (!out) return makeError(mirror + ": cannot write");
+  FollowHooks hooks;
+  Status writeError;
+  hooks.onEvents = [&](int64_t, const std::string& bytes, const std::vector<proto::TrainEvent>&) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), out.get()) != bytes.size() ||
+        std::fflush(out.get()) != 0)
+      writeError = makeError(mirror + ": cannot write (disk full?)"), m_detach = true;
+  };
+  hooks.onNotice = [this](const std::string& text) { emit notice(QString::fromStdString(text)); };
+  hooks.cancelled = [this] { return m_detach.load(); };
+  hooks.nextSignal = [this] { return takeSignal(); };
+  hooks.passphrase = [this](const std::string& keyFile) {
+    if (!askPassphrase) return std::string();
+    return askOnGuiThread<QString>(this,
+                                   [&] { return askPassphrase(QString::fromStdString(keyFile)); })
+        .toStdString();
+  };
+  auto end = followJob(job, offset, nullptr, hooks);
+  out.reset();
+  if (!writeError) return writeError;
+  if (!end) return end.error();
+  if (end->how == FollowEnd::How::Detached) return {};
+  // What the run produced comes home: the final weights and checkpoints, for
+  // evaluation and resuming here.
+  emit notice(
+      tr("Downloading the weights and checkpoints of %1…").arg(QString::fromStdString(job.id())));
+  auto session = openSession(hostSpec(job.host()), nullptr, hooks.passphrase);
+  if (session) {
+    if (Status s = fetchJob(**session, job, runDir.toStdString(), true); !s)
+      emit notice(QString::fromStdString(s.message()));
+  } else {
+    emit notice(QString::fromStdString(session.error().message));
+  }
+  if (end->how == FollowEnd::How::Failed) return makeError(end->message);
+  return {};
+}
+
+std::string RemoteTarget::takeSignal() {
+  std::lock_guard lock(m_mutex);
+  if (m_signals.empty()) return {};
+  std::string s = m_signals.front();
+  m_signals.pop_front();
+  return s;
+}
+
+void RemoteTarget::pause() {
+  if (!m_thread || m_paused) return;
+  std::lock_guard lock(m_mutex);
+  m_signals.push_back("STOP");
+  m_paused = true;
+}
+
+void RemoteTarget::resume() {
+  if (!m_thread || !m_paused) return;
+  std::lock_guard lock(m_mutex);
+  m_signals.push_back("CONT");
+  m_paused = false;
+}
+
+void RemoteTarget::stop() {
+  if (!m_thread) return;
+  std::lock_guard lock(m_mutex);
+  m_signals.push_back("TERM");  // signalJob continues a paused job too
+  m_paused = false;
+}
+
+void RemoteTarget::cancel() {
+  if (!m_thread) return;
+  std::lock_guard lock(m_mutex);
+  m_signals.push_back("KILL");
+}
+
+void RemoteTarget::detach() {
+  if (!m_thread) return;
+  m_detach = true;
+  QThread* t = m_thread;
+  t->wait();
+  // The thread's last act was to queue its `ended`; nothing more is to happen.
+  m_thread = nullptr;
+  delete t;
+}
+
+}  // namespace netloom::gui

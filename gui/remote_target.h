@@ -1,0 +1,74 @@
+// A run on a remote host over SSH, as a RunTarget: the run folder's frozen project
+// is submitted as a job, and the job's event stream is mirrored, record for
+// record, into the run folder's events.pb, which the IDE tails like any other
+// run. The mirror is the resume point: after a dropped connection or an IDE
+// restart, following resumes from its size, so no event is lost or shown twice.
+// The job is recorded in the run folder (remote.txtpb) and the local job registry,
+// so the Runs panel can reattach and netloom-job can reach it too.
+#pragma once
+
+#include <QString>
+#include <QThread>
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <mutex>
+
+#include "gui/runs.h"
+#include "remote/remote.pb.h"
+
+namespace netloom::remote {
+struct HostKey;
+}
+
+namespace netloom::gui {
+
+// The job a run folder holds, if it was a remote run.
+std::optional<remotepb::JobRecord> remoteJobOf(const QString& runDir);
+
+class RemoteTarget : public RunTarget {
+  Q_OBJECT
+
+ public:
+  explicit RemoteTarget(const remotepb::Host& host, QObject* parent = nullptr);
+  ~RemoteTarget() override;
+  QString kind() const override;
+  Status start(const RunRequest& r) override;
+  // Follows a job submitted before (by an earlier session of the IDE).
+  Status attach(const QString& runDir, const remotepb::JobRecord& job);
+  void pause() override;
+  void resume() override;
+  void stop() override;
+  void cancel();  // SIGKILL: the job ends at once, failed
+  bool running() const override { return m_thread != nullptr; }
+  bool paused() const override { return m_paused; }
+  // Ends following (the job keeps running on the host) and waits for the thread.
+  void detach();
+  const remotepb::Host& host() const { return m_host; }
+
+  // Asked on the GUI thread, blocking the worker: whether to trust an unknown
+  // host key, and a key's passphrase. Unset: unknown keys are refused and no
+  // passphrase is given.
+  std::function<bool(const remote::HostKey&)> acceptHostKey;
+  std::function<QString(const QString& keyFile)> askPassphrase;
+
+  static QString jobsRegistry();  // where jobs are recorded (netloom-job reads it too)
+
+ signals:
+  void notice(const QString& text);  // connection news for the status bar
+  void submitted(const QString& jobId);
+
+ private:
+  void launch(std::function<Status()> work);
+  Status follow(const QString& runDir, const remotepb::JobRecord& job);
+  std::string takeSignal();
+
+  remotepb::Host m_host;
+  QThread* m_thread = nullptr;
+  std::atomic<bool> m_detach{false};
+  std::atomic<bool> m_paused{false};
+  std::mutex m_mutex;
+  std::deque<std::string> m_signals;
+};
+
+}  // namespace netloom::gui

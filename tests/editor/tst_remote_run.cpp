@@ -1,0 +1,272 @@
+// Training on a remote host from the IDE, against a real sshd on 127.0.0.1: pick
+// the host in the device selector, press Run, and the charts fill from the host;
+// the run folder's events.pb equals the job's byte for byte; the weights come
+// home; closing the IDE leaves the job running and opening the project again
+// reattaches with nothing lost or shown twice; pause, stop and cancel reach the
+// host. The Hosts dialog saves a private hosts file and tests connections.
+#include <sys/stat.h>
+
+#include <QComboBox>
+#include <QLineEdit>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "../remote/sshd_fixture.h"
+#include "engine/io/event_stream.h"
+#include "engine/io/project_file.h"
+#include "gui/charts.h"
+#include "gui/hosts_dialog.h"
+#include "gui/main_window.h"
+#include "gui/remote_target.h"
+#include "gui/run_controller.h"
+#include "remote/hosts.h"
+#include "remote/jobs.h"
+
+using namespace netloom;
+using namespace netloom::gui;
+
+class TestRemoteRun : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  SshdFixture m_sshd;
+  QString m_skip;
+
+ private:
+  remotepb::Host loop() const {
+    remote::HostSpec s = m_sshd.host(m_dir.filePath("known_hosts"));
+    remotepb::Host h;
+    h.set_name("loop");
+    h.set_address(s.address);
+    h.set_port(s.port);
+    h.set_user(s.user);
+    h.set_identity(s.identity);
+    h.set_known_hosts(s.knownHosts);
+    h.set_trainer(NETLOOM_TRAIN_EXE);
+    h.set_work_dir(m_dir.filePath("host-work").toStdString());
+    return h;
+  }
+
+  QString spirals(const QString& name, int epochs) {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
+    p->mutable_train()->set_epochs(epochs);
+    p->mutable_train()->set_threads(1);
+    p->mutable_train()->mutable_checkpoint()->set_every_epochs(5);
+    QDir(m_dir.path()).mkpath(name);
+    QString path = m_dir.filePath(name + "/spirals.nlproj");
+    return saveProject(path.toStdString(), *p) ? path : QString();
+  }
+
+  static void selectHost(MainWindow& w, const QString& name) {
+    auto* combo = w.findChild<QComboBox*>("deviceSelector");
+    QVERIFY(combo);
+    int i = combo->findText(name);
+    QVERIFY2(i > 0, qPrintable(name));
+    combo->setCurrentIndex(i);
+    QVERIFY(w.runs()->remoteHost().has_value());
+  }
+
+  static bool waitFor(const std::function<bool()>& done, int ms = 120000) {
+    QElapsedTimer t;
+    t.start();
+    while (!done() && t.elapsed() < ms) QTest::qWait(20);
+    return done();
+  }
+
+  static QByteArray bytesOf(const QString& path) {
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  }
+
+  static remotepb::JobRecord jobOf(const RunRecord& r) {
+    auto j = remoteJobOf(r.dir);
+    return j ? *j : remotepb::JobRecord();
+  }
+
+  std::unique_ptr<remote::SshSession> session() {
+    auto s = remote::openSession(remote::hostSpec(loop()), nullptr);
+    return s ? std::move(*s) : nullptr;
+  }
+
+  // Steps 1, 2, 3, … each once.
+  static bool stepsInOrder(const RunRecord& r) {
+    int64_t next = 1;
+    for (const auto& e : r.events)
+      if (e.has_step() && e.step().step() != next++) return false;
+    return true;
+  }
+
+ private slots:
+  void initTestCase() {
+    qputenv("XDG_CONFIG_HOME", m_dir.filePath("config").toUtf8());
+    qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
+    qunsetenv("SSH_AUTH_SOCK");
+    m_skip = m_sshd.start(m_dir.path());
+    remotepb::HostList list;
+    *list.add_hosts() = loop();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+  }
+
+  void hostsDialogSavesAndTests() {
+    const QString path = m_dir.filePath("dialog/hosts.txtpb");
+    HostsDialog d(path);
+    d.addHost(loop());
+    d.findChild<QLineEdit*>("hostName")->setText("bad name");
+    QVERIFY(!d.save().ok());  // names have no spaces
+    QVERIFY(d.report().contains("may not hold spaces"));
+    d.findChild<QLineEdit*>("hostName")->setText("loop2");
+    QVERIFY(d.save().ok());
+    struct stat st;
+    QCOMPARE(::stat(path.toUtf8().constData(), &st), 0);
+    QCOMPARE(int(st.st_mode & 0777), 0600);
+    auto saved = remote::loadHosts(path.toStdString());
+    QVERIFY(saved.ok() && saved->hosts_size() == 1);
+    QCOMPARE(saved->hosts(0).name(), std::string("loop2"));
+    QCOMPARE(saved->hosts(0).port(), m_sshd.port());
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    // The first test meets an unknown key: it is asked about, with its fingerprint.
+    QString asked;
+    d.acceptHostKey = [&](const remote::HostKey& k, const QString&) {
+      asked = QString::fromStdString(k.fingerprint);
+      return true;
+    };
+    QString report = d.testConnection();
+    QCOMPARE(asked, m_sshd.fingerprint());
+    QVERIFY2(report.contains("CPUs") &&
+                 report.contains(QString::fromStdString(remote::trainerVersionLine())),
+             qPrintable(report));
+    asked.clear();
+    d.findChild<QLineEdit*>("hostTrainer")->setText(m_dir.filePath("nowhere/netloom-train"));
+    report = d.testConnection();
+    QVERIFY(asked.isEmpty());  // known now
+    QVERIFY2(report.contains("scripts/setup.sh node"), qPrintable(report));
+    // A reloaded dialog shows what was saved.
+    HostsDialog again(path);
+    QCOMPARE(again.hosts().hosts_size(), 1);
+    QCOMPARE(again.findChild<QLineEdit*>("hostName")->text(), QString("loop2"));
+  }
+
+  void runOnAHostFillsTheCharts() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    MainWindow w;
+    int asked = 0;
+    w.setPrompt([&](const QString& title, const QString&, QMessageBox::StandardButtons) {
+      asked += title.contains("host key");
+      return QMessageBox::Yes;
+    });
+    QVERIFY(w.openFile(spirals("remote", 12)));
+    selectHost(w, "loop");
+    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    w.action("run")->trigger();
+    QVERIFY(w.runs()->running() && w.runs()->remoteRun());
+    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    QCOMPARE(ended.count(), 1);
+    QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r && r->finished());
+    remotepb::JobRecord job = jobOf(*r);
+    QVERIFY(remote::isJobId(job.id()));
+    QCOMPARE(job.local_run(), r->dir.toStdString());
+    QByteArray local = bytesOf(r->eventsPath());
+    QVERIFY(!local.isEmpty());
+    QVERIFY(local == bytesOf(QString::fromStdString(job.dir()) + "/events.pb"));
+    QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), r->started()->total_steps());
+    QVERIFY(stepsInOrder(*r));
+    QVERIFY(QFile::exists(r->weightsPath()));  // fetched for evaluation
+    QVERIFY(!latestCheckpoint(*r).isEmpty());
+    QVERIFY(w.evaluateRun());
+    // The job is in the registry netloom-job reads, and the history names the host.
+    QVERIFY(remote::loadJobRecord(remote::defaultJobsDir(), job.id()).ok());
+    QVERIFY(
+        w.runs()->history()->item(w.runs()->history()->count() - 1)->text().contains("on loop"));
+    // --devices reached the host.
+    QVERIFY(std::find(job.args().begin(), job.args().end(), "--devices") != job.args().end());
+    QVERIFY(asked <= 1);
+  }
+
+  void closingLeavesTheJobAndReopeningReattaches() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    const QString path = spirals("reattach", 400);
+    QString runDir;
+    remotepb::JobRecord job;
+    {
+      MainWindow w;
+      w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+        return QMessageBox::Yes;
+      });
+      QVERIFY(w.openFile(path));
+      selectHost(w, "loop");
+      w.action("run")->trigger();
+      QVERIFY(waitFor([&] { return w.runs()->current() && w.runs()->current()->steps() > 20; }));
+      runDir = w.runs()->current()->dir;
+      job = jobOf(*w.runs()->current());
+      QVERIFY(w.close());  // no question: the job goes on without the IDE
+    }
+    auto s = session();
+    QVERIFY(s);
+    QCOMPARE(remote::jobStatus(*s, job)->state, std::string("running"));
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    QVERIFY(w.runs()->remoteRun());
+    QCOMPARE(w.runs()->current()->dir, runDir);
+    // Pause reaches the host, and so does Stop.
+    w.action("pauseRun")->trigger();
+    QVERIFY(waitFor([&] { return remote::jobStatus(*s, job)->state == "paused"; }, 20000));
+    w.action("pauseRun")->trigger();
+    QVERIFY(waitFor([&] { return remote::jobStatus(*s, job)->state == "running"; }, 20000));
+    w.action("stopRun")->trigger();
+    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r->finished());
+    QVERIFY(r->steps() < r->started()->total_steps());  // stopped early
+    QVERIFY(bytesOf(r->eventsPath()) == bytesOf(QString::fromStdString(job.dir()) + "/events.pb"));
+    QVERIFY(stepsInOrder(*r));  // nothing lost, nothing twice
+    QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), r->steps());
+  }
+
+  void cancelMarksTheRunFailed() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("cancel", 400)));
+    selectHost(w, "loop");
+    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    w.action("run")->trigger();
+    QVERIFY(waitFor([&] { return w.runs()->current() && w.runs()->current()->steps() > 10; }));
+    w.action("cancelRun")->trigger();
+    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    QCOMPARE(ended.count(), 1);
+    QVERIFY(!ended[0][0].toBool());
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r->failed());
+    QVERIFY2(QString::fromStdString(r->failed()->message()).contains("killed"),
+             r->failed()->message().c_str());
+    QVERIFY(r->steps() > 10);  // what came before is kept
+    QVERIFY(bytesOf(r->eventsPath()) ==
+            bytesOf(QString::fromStdString(jobOf(*r).dir()) + "/events.pb"));
+    // A finished job's folder can go; the reopened project does not reattach it.
+    auto s = session();
+    QVERIFY(remote::deleteJob(*s, jobOf(*r)).ok());
+    MainWindow again;
+    QVERIFY(again.openFile(m_dir.filePath("cancel/spirals.nlproj")));
+    QVERIFY(!again.runs()->remoteRun());
+  }
+
+  void unreachableHostSaysSo() {
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("unreachable", 2)));
+    remotepb::Host h = loop();
+    h.set_port(1);  // nothing listens there
+    w.runs()->setRemoteHost(h);
+    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    w.action("run")->trigger();
+    QVERIFY(waitFor([&] { return !w.runs()->running(); }, 60000));
+    QCOMPARE(ended.count(), 1);
+    QVERIFY(!ended[0][0].toBool());
+    QVERIFY2(ended[0][1].toString().contains("cannot connect"), qPrintable(ended[0][1].toString()));
+    QVERIFY(ended[0][1].toString().contains(":1"));
+  }
+};
+
+QTEST_MAIN(TestRemoteRun)
+#include "tst_remote_run.moc"
