@@ -87,6 +87,7 @@ Status RemoteTarget::start(const RunRequest& r) {
   SubmitOptions o;
   o.projectDir = r.projectDir.toStdString();
   o.localRun = r.runDir.toStdString();
+  o.launch = false;  // follow() starts it once its stream listens
   // The device reaches the host's netloom-train as --devices.
   o.args = {"--norms", "--devices",
             project->train().device().empty() ? "cpu" : project->train().device()};
@@ -119,13 +120,9 @@ Status RemoteTarget::start(const RunRequest& r) {
     auto job = submitJob(**session, m_host, project, o);
     if (!job) return job.error();
     // Recorded before anything else happens, so a crash here still finds the job.
-    if (Status s = writeFileAtomic((runDir + "/" + kJobFile).toStdString(), recordToText(*job)); !s)
-      return s;
-    if (Status s = saveJobRecord(defaultJobsDir(), *job); !s)
-      emit notice(QString::fromStdString(s.message()));
+    if (Status s = recordJob(runDir, *job); !s) return s;
     emit submitted(QString::fromStdString(job->id()));
-    session->reset();
-    return follow(runDir, *job);
+    return follow(runDir, *job, std::move(*session));
   });
   return {};
 }
@@ -133,11 +130,12 @@ Status RemoteTarget::start(const RunRequest& r) {
 Status RemoteTarget::attach(const QString& runDir, const remotepb::JobRecord& job) {
   if (m_thread) return makeError("a run is in progress");
   m_host = job.host();
-  launch([this, runDir, job] { return follow(runDir, job); });
+  launch([this, runDir, job] { return follow(runDir, job, nullptr); });
   return {};
 }
 
-Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& job) {
+Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& job,
+                            std::unique_ptr<remote::SshSession> session) {
   const std::string mirror = (runDir + "/events.pb").toStdString();
   // Only whole records are ever appended, so the file's size is where to resume.
   int64_t offset = 0;
@@ -157,8 +155,14 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
     if (std::fwrite(bytes.data(), 1, bytes.size(), out.get()) != bytes.size() ||
         std::fflush(out.get()) != 0)
       writeError = makeError(mirror + ": cannot write (disk full?)"), m_detach = true;
+    else
+      emit progressed();
   };
   hooks.onNotice = [this](const std::string& text) { emit notice(QString::fromStdString(text)); };
+  hooks.launch = [this, runDir](SshSession& s, remotepb::JobRecord& j) -> Status {
+    if (Status st = launchJob(s, j); !st) return st;
+    return recordJob(runDir, j);
+  };
   hooks.cancelled = [this] { return m_detach.load(); };
   hooks.nextSignal = [this] { return takeSignal(); };
   hooks.passphrase = [this](const std::string& keyFile) {
@@ -167,7 +171,7 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
                                    [&] { return askPassphrase(QString::fromStdString(keyFile)); })
         .toStdString();
   };
-  auto end = followJob(job, offset, nullptr, hooks);
+  auto end = followJob(job, offset, std::move(session), hooks);
   out.reset();
   if (!writeError) return writeError;
   if (!end) return end.error();
@@ -176,14 +180,22 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   // evaluation and resuming here.
   emit notice(
       tr("Downloading the weights and checkpoints of %1…").arg(QString::fromStdString(job.id())));
-  auto session = openSession(hostSpec(job.host()), nullptr, hooks.passphrase);
-  if (session) {
-    if (Status s = fetchJob(**session, job, runDir.toStdString(), true); !s)
+  auto again = openSession(hostSpec(job.host()), nullptr, hooks.passphrase);
+  if (again) {
+    if (Status s = fetchJob(**again, job, runDir.toStdString(), true); !s)
       emit notice(QString::fromStdString(s.message()));
   } else {
-    emit notice(QString::fromStdString(session.error().message));
+    emit notice(QString::fromStdString(again.error().message));
   }
   if (end->how == FollowEnd::How::Failed) return makeError(end->message);
+  return {};
+}
+
+Status RemoteTarget::recordJob(const QString& runDir, const remotepb::JobRecord& job) {
+  if (Status s = writeFileAtomic((runDir + "/" + kJobFile).toStdString(), recordToText(job)); !s)
+    return s;
+  if (Status s = saveJobRecord(defaultJobsDir(), job); !s)
+    emit notice(QString::fromStdString(s.message()));
   return {};
 }
 

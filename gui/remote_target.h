@@ -12,6 +12,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "gui/runs.h"
@@ -19,7 +20,8 @@
 
 namespace netloom::remote {
 struct HostKey;
-}
+class SshSession;
+}  // namespace netloom::remote
 
 namespace netloom::gui {
 
@@ -60,8 +62,10 @@ class RemoteTarget : public RunTarget {
 
  private:
   void launch(std::function<Status()> work);
-  Status follow(const QString& runDir, const remotepb::JobRecord& job);
+  Status follow(const QString& runDir, const remotepb::JobRecord& job,
+                std::unique_ptr<remote::SshSession> session);
   std::string takeSignal();
+  Status recordJob(const QString& runDir, const remotepb::JobRecord& job);
 
   remotepb::Host m_host;
   QThread* m_thread = nullptr;

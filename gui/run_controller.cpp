@@ -121,6 +121,19 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
   m_remote->acceptHostKey = acceptHostKey;
   m_remote->askPassphrase = askPassphrase;
   connect(m_remote.get(), &RunTarget::ended, this, &RunController::onEnded);
+  // A remote record is shown as soon as it is mirrored, not at the next tick;
+  // bursts coalesce into one poll.
+  connect(m_remote.get(), &RunTarget::progressed, this, [this] {
+    if (m_pollQueued) return;
+    m_pollQueued = true;
+    QMetaObject::invokeMethod(
+        this,
+        [this] {
+          m_pollQueued = false;
+          poll();
+        },
+        Qt::QueuedConnection);
+  });
   connect(m_remote.get(), &RemoteTarget::notice, this, [this](const QString& text) {
     m_status->setText(tr("Run %1: %2").arg(m_current ? m_current->name : QString(), text));
     emit message(text);
@@ -276,6 +289,7 @@ void RunController::poll() {
     std::vector<proto::TrainEvent> fresh(m_current->events.begin() + long(before),
                                          m_current->events.end());
     m_charts->append(fresh);
+    emit eventsAppended(int(fresh.size()));
   }
   updateProgress();
 }

@@ -95,6 +95,9 @@ class RunController : public QObject {
   void message(const QString& text);
   void runEnded(bool ok, const QString& message);
   void problemsChanged(const QStringList& problems);  // failures to show in Problems
+  // Events of the current run reached the charts (`count` new ones, the last in
+  // current()->events).
+  void eventsAppended(int count);
 
  private:
   void onEnded(bool ok, const QString& why);
@@ -117,7 +120,8 @@ class RunController : public QObject {
   std::optional<RunRecord> m_current;
   std::vector<RunRecord> m_runs;
   QTimer m_poll;
-  QElapsedTimer m_clock;  // since the first step this session saw
+  bool m_pollQueued = false;  // a poll for a target's progressed() is on its way
+  QElapsedTimer m_clock;      // since the first step this session saw
   int64_t m_firstStep = -1;
 };
 

@@ -83,6 +83,9 @@ class RunTarget : public QObject {
   // The run ended: cleanly (its last event is Finished, or it was stopped), or not,
   // with the reason. Events are already in the stream.
   void ended(bool ok, const QString& message);
+  // New events are in the stream (a target that knows when, says so; the IDE
+  // also polls on a timer).
+  void progressed();
 };
 
 // The embedded engine on a worker thread; the default.

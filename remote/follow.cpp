@@ -11,7 +11,12 @@ namespace {
 
 // Follows the file by name, waiting for it to appear, and ends once the job's
 // process is gone and everything it wrote was sent.
-const char* kFollow = "exec tail -c +\"$2\" --pid=\"$3\" -F \"$1\" 2>/dev/null";
+// $1 events.pb, $2 first byte, $3 pid; a pid of 0 is read from the job's pid
+// file once the job starts.
+const char* kFollow =
+    "p=\"$3\"; n=0; while [ \"$p\" = 0 ] && [ $n -lt 3000 ]; do n=$((n+1)); "
+    "[ -s \"$4/pid\" ] && p=$(cat \"$4/pid\") || sleep 0.02; done; [ \"$p\" = 0 ] && exit 3; "
+    "exec tail -c +\"$2\" --pid=\"$p\" -F \"$1\" 2>/dev/null";
 
 bool isEnd(const proto::TrainEvent& e) {
   return e.has_finished() || e.has_failed();
@@ -19,7 +24,7 @@ bool isEnd(const proto::TrainEvent& e) {
 
 }  // namespace
 
-Result<FollowEnd> followJob(const remotepb::JobRecord& job, int64_t offset,
+Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
                             std::unique_ptr<SshSession> session, const FollowHooks& hooks) {
   const HostSpec spec = hostSpec(job.host());
   auto notice = [&](const std::string& text) {
@@ -47,20 +52,34 @@ Result<FollowEnd> followJob(const remotepb::JobRecord& job, int64_t offset,
       if (backoffMs > 200) notice("reconnected to " + spec.label());
       backoffMs = 200;
     }
-    auto stream = session->stream({"sh", "-c", kFollow, "sh", job.dir() + "/events.pb",
-                                   std::to_string(offset + 1), std::to_string(job.pid())});
+    // A shell kept open for signals: starting a command per signal costs a shell
+    // start on the host (100 ms and more where rc files are heavy), time the
+    // stream would wait.
+    auto control = session->stream({"sh"}, true);
+    if (!control) {
+      notice(control.error().message);
+      session.reset();
+      continue;
+    }
+    auto stream =
+        session->stream({"sh", "-c", kFollow, "sh", job.dir() + "/events.pb",
+                         std::to_string(offset + 1), std::to_string(job.pid()), job.dir()});
     if (!stream) {
       notice(stream.error().message);
       session.reset();
       continue;
     }
+    if (job.pid() <= 0 && hooks.launch)
+      if (Status st = hooks.launch(*session, job); !st) return st.error();
     std::string pending;
     bool lost = false, ended = false;
     while (!cancelled()) {
       if (hooks.nextSignal) {
-        // Signals go on their own channel of the same session, between reads.
-        for (std::string sig = hooks.nextSignal(); !sig.empty(); sig = hooks.nextSignal())
-          if (Status st = signalJob(*session, job, sig); !st) notice(st.message());
+        for (std::string sig = hooks.nextSignal(); !sig.empty(); sig = hooks.nextSignal()) {
+          if (sig != "TERM" && sig != "KILL" && sig != "STOP" && sig != "CONT") continue;
+          if (Status st = (*control)->write(signalCommand(job, sig) + "\n"); !st)
+            notice(st.message());
+        }
       }
       auto more = (*stream)->read(pending, 50);
       if (!more) {
@@ -90,6 +109,7 @@ Result<FollowEnd> followJob(const remotepb::JobRecord& job, int64_t offset,
       }
     }
     stream->reset();
+    control->reset();
     if (lost) {
       session.reset();
       continue;

@@ -28,6 +28,9 @@ struct FollowHooks {
   std::function<bool()> cancelled;
   // The next signal to send to the job ("STOP", "CONT", "TERM", "KILL"), or "".
   std::function<std::string()> nextSignal;
+  // For a job submitted with launch = false: starts it (launchJob) once the
+  // stream is open, so the first records arrive as they are written.
+  std::function<Status(SshSession&, remotepb::JobRecord&)> launch;
   // How to authenticate again after a drop (the passphrase prompt, if any).
   std::function<std::string(const std::string& keyFile)> passphrase;
 };
@@ -42,7 +45,7 @@ struct FollowEnd {
 // which the follower appends itself when the process died without one) or
 // hooks.cancelled(). `session` may be null: it connects. The host key must be
 // known by now: an unknown or changed one ends following with an error.
-Result<FollowEnd> followJob(const remotepb::JobRecord& job, int64_t offset,
+Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
                             std::unique_ptr<SshSession> session, const FollowHooks& hooks);
 
 }  // namespace netloom::remote

@@ -10,6 +10,7 @@
 #include "engine/io/project_file.h"
 #include "remote/hosts.h"
 #include "remote/sha256.h"
+#include "remote/shell.h"
 
 namespace netloom::remote {
 
@@ -263,15 +264,23 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
     if (!target) return target.error();
     if (Status st = s.uploadBytes(bytes, *target); !st) return st.error();
   }
-  std::vector<std::string> argv{"sh", "-c", kStart, "sh", job.dir(), probe->trainer};
-  argv.insert(argv.end(), o.args.begin(), o.args.end());
+  if (o.launch)
+    if (Status st = launchJob(s, job); !st) return st.error();
+  return job;
+}
+
+Status launchJob(SshSession& s, remotepb::JobRecord& job) {
+  const std::string trainer = trainerOf(job.host());
+  std::vector<std::string> argv{"sh", "-c", kStart, "sh", job.dir(), trainer};
+  argv.insert(argv.end(), job.args().begin(), job.args().end());
   auto r = s.run(argv);
   if (!r) return r.error();
-  if (r->exitStatus == 127) return makeError(installHint(label, probe->trainer));
+  const std::string label = s.host().label();
+  if (r->exitStatus == 127) return makeError(installHint(label, trainer));
   if (r->exitStatus != 0) return makeError(label + ": the job did not start: " + r->err);
   job.set_pid(std::atol(r->out.c_str()));
   if (job.pid() <= 0) return makeError(label + ": the job did not report its process");
-  return job;
+  return {};
 }
 
 Result<StreamChunk> readJobEvents(SshSession& s, const remotepb::JobRecord& job, int64_t offset) {
@@ -322,16 +331,22 @@ Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& hos
   return jobs;
 }
 
+std::string signalCommand(const remotepb::JobRecord& job, const std::string& signal) {
+  // setsid made the job's shell its process group's leader: the group is -pid. A
+  // stopped group also needs CONT to act on TERM.
+  const std::string group = "-" + std::to_string(job.pid());
+  std::string cmd = shellCommand({"kill", "-s", signal, "--", group});
+  if (signal == "TERM") cmd += " && " + shellCommand({"kill", "-s", "CONT", "--", group});
+  return cmd;
+}
+
 Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::string& signal) {
   if (signal != "TERM" && signal != "KILL" && signal != "STOP" && signal != "CONT")
     return makeError("unknown signal " + signal);
   if (job.pid() <= 0) return makeError(job.id() + ": no process recorded");
-  // setsid made the job's shell its process group's leader: the group is -pid. A
-  // stopped group also needs CONT to act on TERM.
-  auto r = s.run({"kill", "-s", signal, "--", "-" + std::to_string(job.pid())});
+  auto r = s.runRaw(signalCommand(job, signal));
   if (!r) return r.error();
   if (r->exitStatus != 0) return makeError(s.host().label() + ": " + job.id() + ": " + r->err);
-  if (signal == "TERM") s.run({"kill", "-s", "CONT", "--", "-" + std::to_string(job.pid())});
   return {};
 }
 

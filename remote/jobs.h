@@ -52,12 +52,18 @@ struct SubmitOptions {
   // Upload progress: what is being sent, bytes so far, bytes in all.
   std::function<void(const std::string&, uint64_t, uint64_t)> progress;
   bool anyVersion = false;  // run even when the host's netloom-train is another version
+  // Start netloom-train at once; false: only send the bundle, and launchJob
+  // starts it (after a follower is listening, so no event waits for it).
+  bool launch = true;
 };
 
 // Checks the host's netloom-train, sends the dataset (or reuses it), the bundle,
 // and starts the run. The record says where everything went.
 Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
                                       const proto::Project& project, const SubmitOptions& o);
+
+// Starts netloom-train in a job folder submitJob prepared; records its pid.
+Status launchJob(SshSession& s, remotepb::JobRecord& job);
 
 // The job's events from byte `offset` of its stream: whole records only, with the
 // raw bytes they came from.
@@ -81,6 +87,8 @@ Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& hos
 // Signals the job's process group: TERM stops after the step with a checkpoint,
 // KILL cancels, STOP and CONT pause and resume.
 Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::string& signal);
+// The command line signalJob runs (`signal` must be one of those four).
+std::string signalCommand(const remotepb::JobRecord& job, const std::string& signal);
 
 // When the job's process is gone without a Finished or Failed event (killed, or
 // the host rebooted), appends a Failed event to its stream after the last whole

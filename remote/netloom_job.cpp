@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -84,7 +85,8 @@ Result<std::unique_ptr<SshSession>> connectTo(const remotepb::Host& host) {
 
 // Streams a job's events to the progress printer until it ends; 0 when it
 // finished, 1 when it failed.
-int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s) {
+int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s,
+           std::function<Status(SshSession&, remotepb::JobRecord&)> launch = nullptr) {
   ProgressPrinter progress(stderr);
   FollowHooks hooks;
   hooks.onEvents = [&](int64_t, const std::string&, const std::vector<proto::TrainEvent>& events) {
@@ -94,6 +96,7 @@ int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s) {
     std::fprintf(stderr, "netloom-job: %s\n", text.c_str());
   };
   hooks.passphrase = askPassphrase;
+  hooks.launch = std::move(launch);
   auto end = followJob(job, 0, std::move(s), hooks);
   if (!end) return fail(end.error().message);
   if (end->how == FollowEnd::How::Failed) return fail("the job failed: " + end->message);

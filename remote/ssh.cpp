@@ -287,7 +287,14 @@ Result<bool> CommandStream::read(std::string& out, int timeoutMs) {
   return true;
 }
 
-Result<std::unique_ptr<CommandStream>> SshSession::stream(const std::vector<std::string>& argv) {
+Status CommandStream::write(const std::string& bytes) {
+  if (ssh_channel_write(m_impl->ch, bytes.data(), uint32_t(bytes.size())) != int(bytes.size()))
+    return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  return {};
+}
+
+Result<std::unique_ptr<CommandStream>> SshSession::stream(const std::vector<std::string>& argv,
+                                                          bool keepInput) {
   if (!connected()) return makeError("not connected");
   auto st = std::unique_ptr<CommandStream>(new CommandStream);
   st->m_impl = std::make_unique<CommandStream::Impl>();
@@ -298,7 +305,7 @@ Result<std::unique_ptr<CommandStream>> SshSession::stream(const std::vector<std:
   if (ssh_channel_open_session(ch) != SSH_OK ||
       ssh_channel_request_exec(ch, withEnv(shellCommand(argv)).c_str()) != SSH_OK)
     return makeError(m_host.label() + ": cannot run a command: " + m_impl->error());
-  ssh_channel_send_eof(ch);
+  if (!keepInput) ssh_channel_send_eof(ch);
   return st;
 }
 

@@ -55,6 +55,8 @@ class CommandStream {
   // Appends what the command wrote to stdout within `timeoutMs`; false once it
   // ended and everything was read; an error when the connection is lost.
   Result<bool> read(std::string& out, int timeoutMs);
+  // Writes to the command's standard input (a stream opened with its input open).
+  Status write(const std::string& bytes);
   int exitStatus() const;
 
  private:
@@ -97,7 +99,9 @@ class SshSession {
   Result<CommandResult> runRaw(const std::string& commandLine, const std::string& stdinData = {});
   // Starts a command built from `argv` and hands back its output stream. The
   // stream must be dropped before the session.
-  Result<std::unique_ptr<CommandStream>> stream(const std::vector<std::string>& argv);
+  // With `keepInput`, the command's standard input stays open for write().
+  Result<std::unique_ptr<CommandStream>> stream(const std::vector<std::string>& argv,
+                                                bool keepInput = false);
 
   // SFTP. Paths on the host are absolute. `upload` writes `path.part` and renames
   // it, so the final name appears only once complete; a failure names the file and
