@@ -282,6 +282,16 @@ void MainWindow::buildRunActions() {
   QAction* stopAction = make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
                              [this] { m_runs->stop(); });
   make("cancelRun", tr("C&ancel"), {}, [this] { m_runs->cancel(); });
+  make("deleteRemoteJob", tr("&Delete Job Folder on Host"), {}, [this] {
+    auto checked = m_runs->checkedRuns();
+    const RunRecord* run = checked.size() == 1 ? checked[0] : m_runs->current();
+    if (!run) return showMessage(tr("Check the run whose job folder to delete"));
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    Status s = m_runs->deleteRemoteJob(*run);
+    QApplication::restoreOverrideCursor();
+    showMessage(s ? tr("Deleted the job folder of run %1 on its host").arg(run->name)
+                  : QString::fromStdString(s.message()));
+  });
   QToolBar* bar = addToolBar(tr("Run"));
   bar->setObjectName("runToolBar");
   bar->addAction(runAction);

@@ -15,6 +15,7 @@
 #include "gui/charts.h"
 #include "gui/remote_target.h"
 #include "remote/hosts.h"
+#include "remote/jobs.h"
 
 namespace netloom::gui {
 
@@ -149,6 +150,23 @@ void RunController::begin(const QString& what) {
   m_status->setText(what);
   m_poll.start();
   reloadHistory();
+}
+
+Status RunController::deleteRemoteJob(const RunRecord& run) {
+  auto job = remoteJobOf(run.dir);
+  if (!job) return makeError("run " + run.name.toStdString() + " did not run on a host");
+  if (m_current && m_current->dir == run.dir && running())
+    return makeError("run " + run.name.toStdString() +
+                     " is still running: stop or cancel it first");
+  auto session = remote::openSession(
+      remote::hostSpec(job->host()), acceptHostKey, [this](const std::string& keyFile) {
+        return askPassphrase ? askPassphrase(QString::fromStdString(keyFile)).toStdString()
+                             : std::string();
+      });
+  if (!session) return session.error();
+  if (Status s = remote::deleteJob(**session, *job); !s) return s;
+  emit message(tr("Deleted job %1 on its host").arg(QString::fromStdString(job->id())));
+  return {};
 }
 
 void RunController::cancel() {

@@ -78,6 +78,9 @@ class RunController : public QObject {
   // Follows the newest remote run of the project that has not ended, if any and
   // nothing runs now; true when it did.
   bool reattach();
+  // Removes an ended remote run's job folder on its host (the local run folder,
+  // with what was fetched, stays).
+  Status deleteRemoteJob(const RunRecord& run);
   bool running() const;
   bool paused() const;
   RunTarget* target() const;

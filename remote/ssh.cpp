@@ -106,7 +106,10 @@ Result<HostKey> SshSession::connect(const HostSpec& host) {
     // Only the file given: the system-wide one must not vouch for a test's host.
     ssh_options_set(s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
   }
-  if (host.readSshConfig) ssh_options_parse_config(s, nullptr);
+  if (host.readSshConfig &&
+      ssh_options_parse_config(s, host.sshConfig.empty() ? nullptr : host.sshConfig.c_str()) != 0)
+    return makeError(host.label() + ": cannot read " +
+                     (host.sshConfig.empty() ? std::string("~/.ssh/config") : host.sshConfig));
   // What the caller set wins over ~/.ssh/config.
   if (port > 0) ssh_options_set(s, SSH_OPTIONS_PORT, &port);
   if (!host.user.empty()) ssh_options_set(s, SSH_OPTIONS_USER, host.user.c_str());

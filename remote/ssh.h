@@ -23,6 +23,7 @@ struct HostSpec {
   std::string knownHosts;     // empty: ~/.ssh/known_hosts
   std::string jump;           // "[user@]host[:port]" to connect through (ssh -W), or empty
   bool readSshConfig = true;  // honour ~/.ssh/config for what it sets
+  std::string sshConfig;      // another config file to read instead; empty: ~/.ssh/config
   int timeoutSeconds = 15;
   // Shell lines run before every command (`module load cuda`): text the user wrote
   // for this host, run as written; their output goes to the command's stderr.

@@ -42,15 +42,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remote_latency: cannot log in to the fixture's sshd\n");
     return 2;
   }
-  remotepb::Host host;
-  host.set_name("loopback");
-  host.set_address(spec.address);
-  host.set_port(spec.port);
-  host.set_user(spec.user);
-  host.set_identity(spec.identity);
-  host.set_known_hosts(spec.knownHosts);
-  host.set_trainer(NETLOOM_TRAIN_EXE);
-  host.set_work_dir(dir.filePath("host").toStdString());
+  remotepb::Host host = sshd.savedHost(dir.filePath("known_hosts"), "loopback", NETLOOM_TRAIN_EXE,
+                                       dir.filePath("host"));
 
   auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
   project->mutable_train()->set_epochs(100000);

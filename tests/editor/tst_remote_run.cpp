@@ -35,17 +35,8 @@ class TestRemoteRun : public QObject {
 
  private:
   remotepb::Host loop() const {
-    remote::HostSpec s = m_sshd.host(m_dir.filePath("known_hosts"));
-    remotepb::Host h;
-    h.set_name("loop");
-    h.set_address(s.address);
-    h.set_port(s.port);
-    h.set_user(s.user);
-    h.set_identity(s.identity);
-    h.set_known_hosts(s.knownHosts);
-    h.set_trainer(NETLOOM_TRAIN_EXE);
-    h.set_work_dir(m_dir.filePath("host-work").toStdString());
-    return h;
+    return m_sshd.savedHost(m_dir.filePath("known_hosts"), "loop", NETLOOM_TRAIN_EXE,
+                            m_dir.filePath("host-work"));
   }
 
   QString spirals(const QString& name, int epochs) {
@@ -245,8 +236,10 @@ class TestRemoteRun : public QObject {
     QVERIFY(bytesOf(r->eventsPath()) ==
             bytesOf(QString::fromStdString(jobOf(*r).dir()) + "/events.pb"));
     // A finished job's folder can go; the reopened project does not reattach it.
-    auto s = session();
-    QVERIFY(remote::deleteJob(*s, jobOf(*r)).ok());
+    const QString jobDir = QString::fromStdString(jobOf(*r).dir());
+    QVERIFY(QDir(jobDir).exists());
+    w.action("deleteRemoteJob")->trigger();
+    QVERIFY2(!QDir(jobDir).exists(), qPrintable(w.lastMessage()));
     MainWindow again;
     QVERIFY(again.openFile(m_dir.filePath("cancel/spirals.nlproj")));
     QVERIFY(!again.runs()->remoteRun());

@@ -15,6 +15,7 @@
 #include <QString>
 #include <QThread>
 
+#include "remote/remote.pb.h"
 #include "remote/ssh.h"
 
 class SshdFixture {
@@ -81,6 +82,21 @@ class SshdFixture {
     h.identity = userKey().toStdString();
     h.knownHosts = knownHosts.toStdString();
     h.readSshConfig = false;
+    return h;
+  }
+  // The same as a saved host named `name` that runs `trainer` with jobs under `workDir`.
+  netloom::remotepb::Host savedHost(const QString& knownHosts, const std::string& name,
+                                    const std::string& trainer, const QString& workDir) const {
+    netloom::remote::HostSpec s = host(knownHosts);
+    netloom::remotepb::Host h;
+    h.set_name(name);
+    h.set_address(s.address);
+    h.set_port(s.port);
+    h.set_user(s.user);
+    h.set_identity(s.identity);
+    h.set_known_hosts(s.knownHosts);
+    h.set_trainer(trainer);
+    h.set_work_dir(workDir.toStdString());
     return h;
   }
   QString hostKey() const { return m_dir + "/host_key"; }

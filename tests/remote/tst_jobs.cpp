@@ -29,17 +29,8 @@ class TestJobs : public QObject {
 
  private:
   remotepb::Host host() const {
-    HostSpec s = m_sshd.host(m_dir.filePath("known_hosts"));
-    remotepb::Host h;
-    h.set_name("loop");
-    h.set_address(s.address);
-    h.set_port(s.port);
-    h.set_user(s.user);
-    h.set_identity(s.identity);
-    h.set_known_hosts(s.knownHosts);
-    h.set_trainer(NETLOOM_TRAIN_EXE);
-    h.set_work_dir(m_dir.filePath("work").toStdString());
-    return h;
+    return m_sshd.savedHost(m_dir.filePath("known_hosts"), "loop", NETLOOM_TRAIN_EXE,
+                            m_dir.filePath("work"));
   }
 
   std::unique_ptr<SshSession> session(const remotepb::Host& h) {
@@ -298,6 +289,28 @@ class TestJobs : public QObject {
     remotepb::Host bad = host();
     bad.set_jump("nobody-here@127.0.0.1:1");
     QVERIFY(!session(bad));
+  }
+
+  // An alias of ~/.ssh/config's: its HostName, Port, User and IdentityFile apply.
+  void sshConfigIsHonoured() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QVERIFY(session());  // the key is known by now
+    QFile cfg(m_dir.filePath("ssh_config"));
+    QVERIFY(cfg.open(QIODevice::WriteOnly));
+    cfg.write(
+        QString("Host trainbox\n  HostName 127.0.0.1\n  Port %1\n  User %2\n  IdentityFile %3\n")
+            .arg(m_sshd.port())
+            .arg(SshdFixture::userName(), m_sshd.userKey())
+            .toUtf8());
+    cfg.close();
+    HostSpec spec;
+    spec.address = "trainbox";
+    spec.knownHosts = m_dir.filePath("known_hosts").toStdString();
+    spec.sshConfig = cfg.fileName().toStdString();
+    auto s = openSession(spec, nullptr);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    auto r = (*s)->run({"printf", "%s", "via config"});
+    QVERIFY(r.ok() && r->out == "via config");
   }
 
   void savedHostsAndTheJobRegistry() {
