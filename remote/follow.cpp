@@ -125,10 +125,24 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
     std::string why = "the job's process on " + spec.label() + " ended without a final event";
     if (status && status->state == "killed")
       why = "the job's process on " + spec.label() + " was killed";
-    if (status && status->state == "failed")
+    if (status && status->state == "failed") {
       why = "netloom-train on " + spec.label() + " exited with status " +
-            std::to_string(status->exitCode) + " (see " + job.dir() + "/train.log)";
+            std::to_string(status->exitCode);
+      // What it said last is the reason, most often.
+      auto log = session->run({"tail", "-n", "2", job.dir() + "/train.log"});
+      std::string said = log && log->exitStatus == 0 ? log->out : "";
+      while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+      why += said.empty() ? " (see " + job.dir() + "/train.log)" : ": " + said;
+    }
     auto marked = markJobFailed(*session, job, offset, why);
+    if (!marked && session->connected()) {
+      // The host answered but the stream cannot take the record (a full disk):
+      // the job ended, and this is why.
+      end.how = FollowEnd::How::Failed;
+      end.message = marked.error().message;
+      end.offset = offset;
+      return end;
+    }
     if (!marked) {
       session.reset();
       continue;

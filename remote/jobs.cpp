@@ -64,7 +64,9 @@ const char* kMarkFailed =
     "if kill -0 \"$3\" 2>/dev/null; then echo alive; exit 0; fi; "
     "[ -f \"$1\" ] || : > \"$1\"; "
     "n=$(wc -c < \"$1\"); if [ \"$n\" -gt \"$2\" ]; then truncate -s \"$2\" \"$1\"; fi; "
-    "if [ \"$n\" -lt \"$2\" ]; then echo short; exit 0; fi; cat >> \"$1\"; echo appended";
+    "if [ \"$n\" -lt \"$2\" ]; then echo short; exit 0; fi; "
+    "if cat >> \"$1\"; then echo appended; else truncate -s \"$2\" \"$1\"; "
+    "echo \"full $(df -Pk . | awk 'NR==2 {print $4}')\"; fi";
 const char* kDelete =
     "if [ -f \"$1/pid\" ] && kill -0 \"$(cat \"$1/pid\")\" 2>/dev/null; then echo running; exit 3; "
     "fi; "
@@ -352,19 +354,25 @@ Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::strin
 
 Result<bool> markJobFailed(SshSession& s, const remotepb::JobRecord& job, int64_t wholeBytes,
                            const std::string& why) {
+  // The script's folder is the job's, for df.
   proto::TrainEvent e;
   e.set_time(double(std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count()) /
              1000.0);
   e.mutable_failed()->set_message(why);
-  auto r = s.run({"sh", "-c", kMarkFailed, "sh", job.dir() + "/events.pb",
-                  std::to_string(wholeBytes), std::to_string(job.pid())},
-                 encodeEvent(e));
+  auto r =
+      s.run({"sh", "-c", std::string("cd \"$4\" && ") + kMarkFailed, "sh", job.dir() + "/events.pb",
+             std::to_string(wholeBytes), std::to_string(job.pid()), job.dir()},
+            encodeEvent(e));
   if (!r) return r.error();
   if (r->out.rfind("short", 0) == 0)
     return makeError(job.dir() + "/events.pb is shorter than the " + std::to_string(wholeBytes) +
                      " bytes already read from it: it was replaced on the host");
+  if (r->out.rfind("full", 0) == 0)
+    return makeError(s.host().label() + ": the host's disk is full (" +
+                     std::to_string(std::atoll(r->out.c_str() + 4) / 1024) + " MiB free in " +
+                     job.dir() + "): " + why);
   return r->out.rfind("appended", 0) == 0;
 }
 

@@ -227,7 +227,12 @@ int main(int argc, char** argv) {
   std::string writeError;
   auto sink = [&](const netloom::proto::TrainEvent& e) {
     if (!a.events.empty() && writeError.empty())
-      if (auto st = events.write(e); !st) writeError = st.message();
+      if (auto st = events.write(e); !st) {
+        // A run whose stream cannot be written (a full disk) is not watched by
+        // anyone: it stops after this step.
+        writeError = st.message();
+        g_stop = true;
+      }
     if (!a.quiet) progress.onEvent(e);
   };
   a.opts.stop = &g_stop;

@@ -275,6 +275,42 @@ class TestJobs : public QObject {
     follow(*third, 0);
   }
 
+  // A work directory on a 1 MiB file system: a dataset that does not fit is refused
+  // before it is sent, and a run that fills the disk ends failed, saying why, with
+  // the events it wrote.
+  void fullDiskSaysSo() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    const QString mnt = m_dir.filePath("tiny");
+    QDir().mkpath(mnt);
+    if (QProcess::execute("mount", {"-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt}) != 0)
+      QSKIP("cannot mount a small tmpfs here (needs root): the full-disk checks are skipped");
+    struct Unmount {
+      QString at;
+      ~Unmount() { QProcess::execute("umount", {"-l", at}); }
+    } unmount{mnt};
+    auto s = session();
+    QVERIFY(s);
+    remotepb::Host h = host();
+    h.set_work_dir(mnt.toStdString());
+    auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-mlp.nlproj");
+    if (QFile::exists(QString::fromStdString(project->data().idx().train_images()))) {
+      auto refused = submitJob(*s, h, *project, options());
+      QVERIFY(!refused.ok());
+      QVERIFY2(refused.error().message.find("disk is full") != std::string::npos,
+               refused.error().message.c_str());
+    }
+    auto job = submitJob(*s, h, spirals(100000), options());
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    FollowEnd end;
+    std::string got = follow(*job, 0, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
+    QVERIFY2(end.message.find("No space left") != std::string::npos ||
+                 end.message.find("disk is full") != std::string::npos,
+             end.message.c_str());
+    auto events = parseEvents(got, 0);
+    QVERIFY(events.ok() && events->events.size() > 100);  // what fitted is kept
+  }
+
   void throughAJumpHost() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     if (!QFile::exists("/usr/bin/ssh")) QSKIP("no OpenSSH client (openssh-client)");
