@@ -282,6 +282,13 @@ void MainWindow::buildRunActions() {
   QAction* stopAction = make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
                              [this] { m_runs->stop(); });
   make("cancelRun", tr("C&ancel"), {}, [this] { m_runs->cancel(); });
+  make("reattachRun", tr("Reattach to the Checked Remote Run"), {}, [this] {
+    auto checked = m_runs->checkedRuns();
+    if (checked.size() != 1) return showMessage(tr("Check one remote run to follow"));
+    if (m_runs->running()) return showMessage(tr("A run is in progress"));
+    if (!m_runs->reattach(checked[0]->dir))
+      showMessage(tr("Run %1 is not a remote run that is still going").arg(checked[0]->name));
+  });
   make("deleteRemoteJob", tr("&Delete Job Folder on Host"), {}, [this] {
     auto checked = m_runs->checkedRuns();
     const RunRecord* run = checked.size() == 1 ? checked[0] : m_runs->current();
@@ -325,8 +332,7 @@ void MainWindow::buildRunActions() {
                QMessageBox::Yes | QMessageBox::No) == QMessageBox::Yes;
   };
   m_runs->askPassphrase = [this](const QString& keyFile) {
-    return QInputDialog::getText(this, tr("Passphrase"), tr("Passphrase for %1:").arg(keyFile),
-                                 QLineEdit::Password);
+    return QInputDialog::getText(this, tr("SSH"), tr("The %1:").arg(keyFile), QLineEdit::Password);
   };
   make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
   make("evaluateRun", tr("&Evaluate Run"), QKeySequence(Qt::Key_F7), [this] { evaluateRun(); });

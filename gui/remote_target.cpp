@@ -1,5 +1,6 @@
 #include "gui/remote_target.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -65,12 +66,13 @@ void RemoteTarget::launch(std::function<Status()> work) {
     Status s = work();
     const bool ok = s.ok();
     const QString why = ok ? QString() : QString::fromStdString(s.message());
-    QMetaObject::invokeMethod(this, [this, ok, why] {
-      if (m_thread) {
-        m_thread->wait();
-        delete m_thread;
-        m_thread = nullptr;
-      }
+    QThread* self = QThread::currentThread();
+    QMetaObject::invokeMethod(this, [this, ok, why, self] {
+      // Detached meanwhile: detach() owns the thread, and nobody waits for an end.
+      if (m_thread != self) return;
+      m_thread->wait();
+      delete m_thread;
+      m_thread = nullptr;
       m_paused = false;
       emit ended(ok, why);
     });
@@ -238,9 +240,9 @@ void RemoteTarget::detach() {
   if (!m_thread) return;
   m_detach = true;
   QThread* t = m_thread;
-  t->wait();
-  // The thread's last act was to queue its `ended`; nothing more is to happen.
   m_thread = nullptr;
+  // The worker may be waiting on a question for this thread: keep answering.
+  while (!t->wait(20)) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
   delete t;
 }
 

@@ -190,11 +190,12 @@ void RunController::detach() {
   m_progress->hide();
 }
 
-bool RunController::reattach() {
+bool RunController::reattach(const QString& runDir) {
   if (running()) return false;
   reloadHistory();
   for (auto it = m_runs.rbegin(); it != m_runs.rend(); ++it) {
-    if (it->state() != RunRecord::State::Running) continue;
+    if (it->state() != RunRecord::State::Running || (!runDir.isEmpty() && it->dir != runDir))
+      continue;
     auto job = remoteJobOf(it->dir);
     if (!job) continue;
     m_current = *it;

@@ -75,9 +75,9 @@ class RunController : public QObject {
   // Stops following a remote run and leaves it running on its host: what closing
   // the IDE does. Reattached when the project is opened again.
   void detach();
-  // Follows the newest remote run of the project that has not ended, if any and
-  // nothing runs now; true when it did.
-  bool reattach();
+  // Follows the newest remote run of the project that has not ended (or the one
+  // in `runDir`), if any and nothing runs now; true when it did.
+  bool reattach(const QString& runDir = {});
   // Removes an ended remote run's job folder on its host (the local run folder,
   // with what was fetched, stays).
   Status deleteRemoteJob(const RunRecord& run);

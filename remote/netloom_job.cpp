@@ -61,8 +61,8 @@ bool askUnknown(const HostKey& k, const HostSpec& h) {
 }
 
 // Asked on the terminal without echo; kept only in memory.
-std::string askPassphrase(const std::string& keyFile) {
-  std::fprintf(stderr, "Passphrase for %s: ", keyFile.c_str());
+std::string askPassphrase(const std::string& what) {
+  std::fprintf(stderr, "Enter the %s: ", what.c_str());
   termios old{};
   const bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &old) == 0;
   if (tty) {

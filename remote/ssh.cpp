@@ -183,7 +183,7 @@ Status SshSession::authenticate(
     ssh_key key = nullptr;
     int rc = ssh_pki_import_privkey_file(m_host.identity.c_str(), nullptr, nullptr, nullptr, &key);
     if (rc != SSH_OK && passphrase) {
-      std::string secret = passphrase(m_host.identity);
+      std::string secret = passphrase("passphrase of " + m_host.identity);
       rc = ssh_pki_import_privkey_file(m_host.identity.c_str(), secret.c_str(), nullptr, nullptr,
                                        &key);
       std::fill(secret.begin(), secret.end(), '\0');
@@ -197,6 +197,14 @@ Status SshSession::authenticate(
   }
   if (std::getenv("SSH_AUTH_SOCK") && ssh_userauth_agent(s, nullptr) == SSH_AUTH_SUCCESS) return {};
   if (ssh_userauth_publickey_auto(s, nullptr, nullptr) == SSH_AUTH_SUCCESS) return {};
+  // A password, where the host takes one and someone can be asked.
+  if (passphrase && (ssh_userauth_list(s, nullptr) & SSH_AUTH_METHOD_PASSWORD)) {
+    std::string secret = passphrase("password of " + m_host.label());
+    int rc = secret.empty() ? SSH_AUTH_DENIED : ssh_userauth_password(s, nullptr, secret.c_str());
+    std::fill(secret.begin(), secret.end(), '\0');
+    if (rc == SSH_AUTH_SUCCESS) return {};
+    return makeError(m_host.label() + ": the password was refused");
+  }
   return makeError(m_host.label() +
                    ": no key was accepted (tried ssh-agent and ~/.ssh's keys): " + m_impl->error());
 }

@@ -87,8 +87,10 @@ class SshSession {
   // Adds the server's key to known_hosts: only after the user accepted an Unknown
   // key's fingerprint.
   Status trustHost();
-  // Authenticates after a Known key (or a trusted one): ssh-agent, the identity
-  // file, then the default keys; `passphrase` is asked for an encrypted key.
+  // Authenticates after a Known key (or a trusted one): the identity file, else
+  // ssh-agent and the default keys, then a password where the host takes one.
+  // `passphrase` is asked for a secret ("passphrase of KEYFILE", "password of
+  // user@host") and returns it; the secret is wiped after use.
   Status authenticate(
       const std::function<std::string(const std::string& keyFile)>& passphrase = nullptr);
   // Runs a command built from `argv` (every argument quoted) and collects its

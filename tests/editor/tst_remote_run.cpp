@@ -236,6 +236,8 @@ class TestRemoteRun : public QObject {
     QVERIFY(bytesOf(r->eventsPath()) ==
             bytesOf(QString::fromStdString(jobOf(*r).dir()) + "/events.pb"));
     // A finished job's folder can go; the reopened project does not reattach it.
+    // An ended run is not followed again.
+    QVERIFY(!w.runs()->reattach(r->dir));
     const QString jobDir = QString::fromStdString(jobOf(*r).dir());
     QVERIFY(QDir(jobDir).exists());
     w.action("deleteRemoteJob")->trigger();
