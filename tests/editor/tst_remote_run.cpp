@@ -80,6 +80,13 @@ class TestRemoteRun : public QObject {
     return s ? std::move(*s) : nullptr;
   }
 
+  // The job's state on the host, over a new connection each time (cuts happen).
+  std::string stateOf(const remotepb::JobRecord& job) {
+    auto s = session();
+    auto st = s ? remote::jobStatus(*s, job) : makeError("no session");
+    return st ? st->state : "unreachable: " + st.error().message;
+  }
+
   // Steps 1, 2, 3, … each once.
   static bool stepsInOrder(const RunRecord& r) {
     int64_t next = 1;
@@ -194,18 +201,21 @@ class TestRemoteRun : public QObject {
       job = jobOf(*w.runs()->current());
       QVERIFY(w.close());  // no question: the job goes on without the IDE
     }
-    auto s = session();
-    QVERIFY(s);
-    QCOMPARE(remote::jobStatus(*s, job)->state, std::string("running"));
+    QCOMPARE(stateOf(job), std::string("running"));
     MainWindow w;
     QVERIFY(w.openFile(path));
     QVERIFY(w.runs()->remoteRun());
     QCOMPARE(w.runs()->current()->dir, runDir);
+    // A cut of every SSH connection: the run follows on after a reconnect.
+    const int64_t before = w.runs()->current()->steps();
+    m_sshd.dropConnections();
+    QVERIFY(waitFor([&] { return w.runs()->current()->steps() > before + 20; }, 30000));
+    QVERIFY(w.runs()->remoteRun());
     // Pause reaches the host, and so does Stop.
     w.action("pauseRun")->trigger();
-    QVERIFY(waitFor([&] { return remote::jobStatus(*s, job)->state == "paused"; }, 20000));
+    QVERIFY(waitFor([&] { return stateOf(job) == "paused"; }, 20000));
     w.action("pauseRun")->trigger();
-    QVERIFY(waitFor([&] { return remote::jobStatus(*s, job)->state == "running"; }, 20000));
+    QVERIFY(waitFor([&] { return stateOf(job) == "running"; }, 20000));
     w.action("stopRun")->trigger();
     QVERIFY(waitFor([&] { return !w.runs()->running(); }));
     const RunRecord* r = w.runs()->current();

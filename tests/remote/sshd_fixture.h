@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <QProcess>
 #include <QString>
 #include <QThread>
+#include <csignal>
 
 #include "remote/remote.pb.h"
 #include "remote/ssh.h"
@@ -148,6 +150,8 @@ class SshdFixture {
   QString launch() {
     m_sshd = new QProcess;
     m_sshd->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    // A test that crashes takes its sshd with it.
+    m_sshd->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     m_sshd->start("/usr/sbin/sshd", {"-D", "-e", "-f", m_dir + "/sshd_config"});
     if (!m_sshd->waitForStarted(5000)) return "sshd did not start";
     for (int i = 0; i < 100; ++i) {

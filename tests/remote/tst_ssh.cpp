@@ -126,6 +126,38 @@ class TestSsh : public QObject {
              down.error().message.c_str());
   }
 
+  // An encrypted key: its passphrase is asked for, once, naming the key; a wrong
+  // one is said to be wrong.
+  void encryptedKeyAsksForItsPassphrase() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QString locked = m_dir.filePath("locked_key");
+    QProcess gen;
+    gen.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "s3cret phrase", "-f", locked});
+    QVERIFY(gen.waitForFinished(20000) && gen.exitCode() == 0);
+    QFile auth(m_dir.filePath("authorized_keys"));
+    QFile pub(locked + ".pub");
+    QVERIFY(auth.open(QIODevice::Append) && pub.open(QIODevice::ReadOnly));
+    auth.write(pub.readAll());
+    auth.close();
+    HostSpec h = host();
+    h.identity = locked.toStdString();
+    QStringList asked;
+    auto answer = [&](const std::string& what) {
+      asked << QString::fromStdString(what);
+      return std::string("s3cret phrase");
+    };
+    auto s = openSession(
+        h, [](const HostKey&) { return true; }, answer);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QCOMPARE(asked, QStringList{"passphrase of " + locked});
+    auto wrong = openSession(
+        h, [](const HostKey&) { return true; },
+        [](const std::string&) { return std::string("nope"); });
+    QVERIFY(!wrong.ok());
+    QVERIFY2(wrong.error().message.find("wrong passphrase") != std::string::npos,
+             wrong.error().message.c_str());
+  }
+
   // Last: it replaces the server's key.
   void changedHostKeyIsRefused() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
