@@ -1,0 +1,185 @@
+// The main window's Run menu and toolbar: running on this computer or a saved
+// host, pausing, stopping, evaluating, comparing runs, and the device selector.
+#include <QApplication>
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QSignalBlocker>
+#include <QToolBar>
+
+#include "editor/panels.h"
+#include "gui/charts.h"
+#include "gui/evaluation.h"
+#include "gui/hosts_dialog.h"
+#include "gui/main_window.h"
+#include "gui/run_controller.h"
+#include "remote/hosts.h"
+
+namespace netloom::gui {
+
+void MainWindow::buildRunActions() {
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  auto make = [&](const char* name, const QString& text, QKeySequence key,
+                  std::function<void()> fn) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!key.isEmpty()) a->setShortcut(key);
+    connect(a, &QAction::triggered, this, fn);
+    run->addAction(a);
+    return a;
+  };
+  QAction* runAction =
+      make("run", tr("&Run"), QKeySequence(Qt::Key_F5), [this] { startRun(false); });
+  make("pauseRun", tr("&Pause / Continue"), QKeySequence(Qt::Key_F6), [this] {
+    if (m_runs->paused())
+      m_runs->resume();
+    else
+      m_runs->pause();
+  });
+  QAction* stopAction = make("stopRun", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5),
+                             [this] { m_runs->stop(); });
+  make("cancelRun", tr("C&ancel"), {}, [this] { m_runs->cancel(); });
+  make("reattachRun", tr("Reattach to the Checked Remote Run"), {}, [this] {
+    auto checked = m_runs->checkedRuns();
+    if (checked.size() != 1) return showMessage(tr("Check one remote run to follow"));
+    if (m_runs->running()) return showMessage(tr("A run is in progress"));
+    if (!m_runs->reattach(checked[0]->dir))
+      showMessage(tr("Run %1 is not a remote run that is still going").arg(checked[0]->name));
+  });
+  make("deleteRemoteJob", tr("&Delete Job Folder on Host"), {}, [this] {
+    auto checked = m_runs->checkedRuns();
+    const RunRecord* run = checked.size() == 1 ? checked[0] : m_runs->current();
+    if (!run) return showMessage(tr("Check the run whose job folder to delete"));
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    Status s = m_runs->deleteRemoteJob(*run);
+    QApplication::restoreOverrideCursor();
+    showMessage(s ? tr("Deleted the job folder of run %1 on its host").arg(run->name)
+                  : QString::fromStdString(s.message()));
+  });
+  QToolBar* bar = addToolBar(tr("Run"));
+  bar->setObjectName("runToolBar");
+  bar->addAction(runAction);
+  bar->addAction(action("pauseRun"));
+  bar->addAction(stopAction);
+  // Where runs go: this computer, or a saved host.
+  m_device = new QComboBox;
+  m_device->setObjectName("deviceSelector");
+  m_device->setToolTip(tr("Where Run trains: this computer, or a host reached over SSH"));
+  bar->addWidget(m_device);
+  connect(m_device, &QComboBox::currentIndexChanged, this, [this] {
+    const int host = m_device->currentData().toInt();
+    if (host >= 0 && host < m_hosts.hosts_size())
+      m_runs->setRemoteHost(m_hosts.hosts(host));
+    else
+      m_runs->setRemoteHost(std::nullopt);
+  });
+  QAction* hosts = make("manageHosts", tr("&Hosts…"), {}, [this] {
+    HostsDialog dialog(QString::fromStdString(remote::defaultHostsPath()), this);
+    dialog.exec();
+    reloadHosts();
+  });
+  bar->addAction(hosts);
+  reloadHosts();
+  m_runs->acceptHostKey = [this](const remote::HostKey& k) {
+    return m_prompt(
+               tr("Unknown host key"),
+               tr("The authenticity of the host can't be established.\n%1 key fingerprint:\n%2\n\n"
+                  "Trust it and connect?")
+                   .arg(QString::fromStdString(k.type), QString::fromStdString(k.fingerprint)),
+               QMessageBox::Yes | QMessageBox::No) == QMessageBox::Yes;
+  };
+  m_runs->askPassphrase = [this](const QString& keyFile) {
+    return QInputDialog::getText(this, tr("SSH"), tr("The %1:").arg(keyFile), QLineEdit::Password);
+  };
+  make("resumeRun", tr("Resume from &Checkpoint"), {}, [this] { startRun(true); });
+  make("evaluateRun", tr("&Evaluate Run"), QKeySequence(Qt::Key_F7), [this] { evaluateRun(); });
+  run->addSeparator();
+  QAction* child = make("childProcess", tr("Train in a Separate &Process"), {},
+                        [this] { m_runs->setChildProcess(action("childProcess")->isChecked()); });
+  child->setCheckable(true);
+  make("compareRuns", tr("Co&mpare Checked Runs…"), {}, [this] {
+    auto runs = m_runs->checkedRuns();
+    if (runs.size() < 2) return showMessage(tr("Check two or more runs in the Runs list"));
+    SettingsDiff d = compareSettings(runs);
+    QString text = d.keys.empty() ? tr("The runs' settings are the same.") : QString();
+    for (size_t i = 0; i < d.keys.size(); ++i) {
+      QStringList cells;
+      for (const std::string& v : d.values[i]) cells << QString::fromStdString(v.empty() ? "—" : v);
+      text += QString::fromStdString(d.keys[i]) + ": " + cells.join("  |  ") + "\n";
+    }
+    QStringList names;
+    for (const RunRecord* r : runs) names << r->name;
+    m_prompt(tr("Runs %1").arg(names.join(", ")), text, QMessageBox::Ok);
+  });
+}
+
+bool MainWindow::evaluateRun() {
+  auto checked = m_runs->checkedRuns();
+  const RunRecord* run = checked.size() == 1      ? checked[0]
+                         : m_runs->current()      ? m_runs->current()
+                         : m_runs->runs().empty() ? nullptr
+                                                  : &m_runs->runs().back();
+  // The final weights, or while a run goes (or after one stopped early) its latest
+  // checkpoint.
+  QString weights = run && QFileInfo::exists(run->weightsPath()) ? run->weightsPath()
+                    : run                                        ? latestCheckpoint(*run)
+                                                                 : QString();
+  if (weights.isEmpty()) {
+    showMessage(tr("No run with weights or a checkpoint to evaluate"));
+    return false;
+  }
+  TrainOptions o;
+  o.projectDir = QFileInfo(m_doc.filePath()).absolutePath().toStdString();
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  Status s = m_evaluation->evaluateRun(run->project, o, weights);
+  QApplication::restoreOverrideCursor();
+  if (!s) {
+    showMessage(
+        tr("Evaluation of %1 failed: %2").arg(run->name, QString::fromStdString(s.message())));
+    return false;
+  }
+  for (QDockWidget* d : findChildren<QDockWidget*>())
+    if (d->widget() == m_evaluation) d->show(), d->raise();
+  showMessage(tr("Run %1: test accuracy %2 on %3 samples")
+                  .arg(run->name)
+                  .arg(m_evaluation->evaluation().accuracy, 0, 'f', 4)
+                  .arg(m_evaluation->predictions().samples.size()));
+  return true;
+}
+
+void MainWindow::startRun(bool resume) {
+  const RunRecord* from = nullptr;
+  if (resume) {
+    auto checked = m_runs->checkedRuns();
+    from = checked.size() == 1      ? checked[0]
+           : m_runs->current()      ? m_runs->current()
+           : m_runs->runs().empty() ? nullptr
+                                    : &m_runs->runs().back();
+    if (!from) return showMessage(tr("There is no run to resume"));
+  }
+  Status s = m_runs->start(from);
+  if (!s) showMessage(QString::fromStdString(s.message()));
+  // The charts come to the front when a run starts; the problems when it cannot.
+  QWidget* front = s ? static_cast<QWidget*>(m_runs->charts()) : m_problems;
+  for (QDockWidget* d : findChildren<QDockWidget*>())
+    if (d->widget() == front) d->show(), d->raise();
+}
+
+void MainWindow::reloadHosts() {
+  auto loaded = remote::loadHosts(remote::defaultHostsPath());
+  if (!loaded) showMessage(QString::fromStdString(loaded.error().message));
+  m_hosts = loaded ? *loaded : remotepb::HostList();
+  const QString was = m_device->currentText();
+  QSignalBlocker block(m_device);
+  m_device->clear();
+  m_device->addItem(tr("This computer"), -1);
+  for (int i = 0; i < m_hosts.hosts_size(); ++i)
+    m_device->addItem(QString::fromStdString(m_hosts.hosts(i).name()), i);
+  m_device->setCurrentIndex(std::max(0, m_device->findText(was)));
+  block.unblock();
+  emit m_device->currentIndexChanged(m_device->currentIndex());
+}
+
+}  // namespace netloom::gui
