@@ -111,12 +111,7 @@ Status RemoteTarget::start(const RunRequest& r) {
         [this](const HostKey& k) {
           return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
         },
-        [this](const std::string& keyFile) {
-          if (!askPassphrase) return std::string();
-          return askOnGuiThread<QString>(
-                     this, [&] { return askPassphrase(QString::fromStdString(keyFile)); })
-              .toStdString();
-        });
+        secretPrompt());
     if (!session) return session.error();
     emit notice(tr("Submitting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
     auto job = submitJob(**session, m_host, project, o);
@@ -167,12 +162,7 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   };
   hooks.cancelled = [this] { return m_detach.load(); };
   hooks.nextSignal = [this] { return takeSignal(); };
-  hooks.passphrase = [this](const std::string& keyFile) {
-    if (!askPassphrase) return std::string();
-    return askOnGuiThread<QString>(this,
-                                   [&] { return askPassphrase(QString::fromStdString(keyFile)); })
-        .toStdString();
-  };
+  hooks.passphrase = secretPrompt();
   auto end = followJob(job, offset, std::move(session), hooks);
   out.reset();
   if (!writeError) return writeError;
@@ -191,6 +181,15 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   }
   if (end->how == FollowEnd::How::Failed) return makeError(end->message);
   return {};
+}
+
+std::function<std::string(const std::string&)> RemoteTarget::secretPrompt() {
+  return [this](const std::string& what) {
+    if (!askPassphrase) return std::string();
+    return askOnGuiThread<QString>(this,
+                                   [&] { return askPassphrase(QString::fromStdString(what)); })
+        .toStdString();
+  };
 }
 
 Status RemoteTarget::recordJob(const QString& runDir, const remotepb::JobRecord& job) {

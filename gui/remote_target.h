@@ -66,6 +66,8 @@ class RemoteTarget : public RunTarget {
                 std::unique_ptr<remote::SshSession> session);
   std::string takeSignal();
   Status recordJob(const QString& runDir, const remotepb::JobRecord& job);
+  // askPassphrase, asked on the GUI thread from the worker.
+  std::function<std::string(const std::string&)> secretPrompt();
 
   remotepb::Host m_host;
   QThread* m_thread = nullptr;
