@@ -44,7 +44,6 @@ const char* kStart =
     "--checkpoint-dir checkpoints --save-weights weights.safetensors --quiet \"$@\"; "
     "echo $? > exit' sh \"$trainer\" \"$@\" > train.log 2>&1 < /dev/null & "
     "echo $! > pid; date -u +%Y-%m-%dT%H:%M:%SZ > started; cat pid";
-const char* kTail = "if [ -f \"$1\" ]; then tail -c +\"$2\" \"$1\"; fi";
 // $1 job folder. One line: state, exit code, start time.
 const char* kStatus =
     "cd \"$1\" 2>/dev/null || { echo missing; exit 0; }; pid=$(cat pid 2>/dev/null); "
@@ -283,18 +282,6 @@ Status launchJob(SshSession& s, remotepb::JobRecord& job) {
   job.set_pid(std::atol(r->out.c_str()));
   if (job.pid() <= 0) return makeError(label + ": the job did not report its process");
   return {};
-}
-
-Result<StreamChunk> readJobEvents(SshSession& s, const remotepb::JobRecord& job, int64_t offset) {
-  auto r = s.run({"sh", "-c", kTail, "sh", job.dir() + "/events.pb", std::to_string(offset + 1)});
-  if (!r) return r.error();
-  if (r->exitStatus != 0) return makeError(s.host().label() + ": cannot read the job's events");
-  auto parsed = parseEvents(r->out, offset);
-  if (!parsed) return makeError(job.dir() + "/events.pb: " + parsed.error().message);
-  StreamChunk c;
-  c.bytes = r->out.substr(0, size_t(parsed->nextOffset - offset));
-  c.events = std::move(*parsed);
-  return c;
 }
 
 namespace {

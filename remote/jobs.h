@@ -65,14 +65,6 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
 // Starts netloom-train in a job folder submitJob prepared; records its pid.
 Status launchJob(SshSession& s, remotepb::JobRecord& job);
 
-// The job's events from byte `offset` of its stream: whole records only, with the
-// raw bytes they came from.
-struct StreamChunk {
-  EventReadResult events;
-  std::string bytes;
-};
-Result<StreamChunk> readJobEvents(SshSession& s, const remotepb::JobRecord& job, int64_t offset);
-
 // Where a job is, from its folder on the host.
 struct JobStatus {
   std::string id;

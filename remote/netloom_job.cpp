@@ -113,6 +113,14 @@ int main(int argc, char** argv) {
   SubmitOptions submit;
   bool wait = false;
   std::string target;
+  // Options that override a saved host's settings.
+  auto hostOption = [&](const std::string& a) -> std::string* {
+    if (a == "--identity") return overrides.mutable_identity();
+    if (a == "--known-hosts") return overrides.mutable_known_hosts();
+    if (a == "--trainer") return overrides.mutable_trainer();
+    if (a == "--workdir") return overrides.mutable_work_dir();
+    return nullptr;
+  };
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string& out) {
@@ -123,18 +131,8 @@ int main(int argc, char** argv) {
     std::string v;
     if (a == "--host") {
       if (!value(hostText)) return usage();
-    } else if (a == "--identity") {
-      if (!value(v)) return usage();
-      overrides.set_identity(v);
-    } else if (a == "--known-hosts") {
-      if (!value(v)) return usage();
-      overrides.set_known_hosts(v);
-    } else if (a == "--trainer") {
-      if (!value(v)) return usage();
-      overrides.set_trainer(v);
-    } else if (a == "--workdir") {
-      if (!value(v)) return usage();
-      overrides.set_work_dir(v);
+    } else if (std::string* field = hostOption(a)) {
+      if (!value(*field)) return usage();
     } else if (a == "--hosts") {
       if (!value(hostsPath)) return usage();
     } else if (a == "--to") {

@@ -386,30 +386,23 @@ Status SshSession::uploadFrom(std::FILE* in, uint64_t total, const std::string& 
   sftp_unlink(m_impl->sftp, part.c_str());
   // The commonest cause is a full disk; say so, with what is left there.
   std::string dir = path.substr(0, path.rfind('/') + 1);
-  auto df = run({"df", "-Pk", dir});
   std::string freeText;
-  if (df && df->exitStatus == 0) {
-    auto nl = df->out.find('\n');
-    if (nl != std::string::npos) {
-      std::vector<std::string> cols;
-      std::string line = df->out.substr(nl + 1), w;
-      for (char c : line + " ")
-        if (c == ' ' || c == '\n') {
-          if (!w.empty()) cols.push_back(w), w.clear();
-        } else {
-          w += c;
-        }
-      if (cols.size() >= 4) {
-        uint64_t freeBytes = std::strtoull(cols[3].c_str(), nullptr, 10) * 1024;
-        freeText = "; " + std::to_string(freeBytes / (1024 * 1024)) + " MiB free there";
-        if (freeBytes < total - done)
-          freeText = "; the host's disk is full (" + freeText.substr(2) + ", " +
-                     std::to_string((total + (1 << 20) - 1) >> 20) + " MiB needed)";
-      }
-    }
+  if (auto avail = freeBytes(dir)) {
+    freeText = "; " + std::to_string(*avail >> 20) + " MiB free there";
+    if (*avail < total - done)
+      freeText = "; the host's disk is full (" + freeText.substr(2) + ", " +
+                 std::to_string((total + (1 << 20) - 1) >> 20) + " MiB needed)";
   }
   return makeError(m_host.label() + ": cannot write " + path + " (" + std::to_string(done) +
                    " of " + std::to_string(total) + " bytes sent): " + why + freeText);
+}
+
+Result<uint64_t> SshSession::freeBytes(const std::string& dir) {
+  auto df = run({"sh", "-c", "df -Pk \"$1\" | awk 'NR==2 {print $4}'", "sh", dir});
+  if (!df) return df.error();
+  if (df->exitStatus != 0 || df->out.empty())
+    return makeError(m_host.label() + ": df " + dir + " failed");
+  return std::strtoull(df->out.c_str(), nullptr, 10) * 1024;
 }
 
 Status SshSession::uploadFile(const std::string& localPath, const std::string& path,

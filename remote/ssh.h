@@ -115,6 +115,8 @@ class SshSession {
                     const std::function<void(uint64_t done, uint64_t total)>& progress = nullptr);
   Status uploadBytes(const std::string& bytes, const std::string& path);
   Status downloadFile(const std::string& path, const std::string& localPath);
+  // Bytes free to the user on the file system holding `dir`.
+  Result<uint64_t> freeBytes(const std::string& dir);
   // The remote folder's files and folders (no "." or ".."; links are left out).
   Result<std::vector<RemoteFileInfo>> listDir(const std::string& dir);
 
