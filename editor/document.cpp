@@ -484,6 +484,8 @@ bool GraphDocument::renameNode(NodeId id, const std::string& name, QString* why)
   if (name.find_first_of(":\"' \t\n") != std::string::npos)
     return refuse(
         tr("'%1': a name may not hold ':', quotes or spaces").arg(QString::fromStdString(name)));
+  if (std::string problem = nodeNameProblem(name); !problem.empty())
+    return refuse(QString::fromStdString(problem));
   if (m_byName.count(name))
     return refuse(tr("another node is already named '%1'").arg(QString::fromStdString(name)));
   std::vector<NodeState> before, after;

@@ -143,6 +143,7 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
 }
 
 void RunController::begin(const QString& what) {
+  m_warnings.clear();
   emit problemsChanged({});
   m_progress->setRange(0, 0);
   m_progress->show();
@@ -308,6 +309,15 @@ void RunController::poll() {
     std::vector<proto::TrainEvent> fresh(m_current->events.begin() + long(before),
                                          m_current->events.end());
     m_charts->append(fresh);
+    // Settings the engine accepted but questions (lr 0) stay in Problems for the run.
+    bool warned = false;
+    for (const proto::TrainEvent& e : fresh)
+      if (e.has_log() && e.log().level() == proto::Log::WARNING) {
+        m_warnings << tr("run %1: warning: %2")
+                          .arg(m_current->name, QString::fromStdString(e.log().text()));
+        warned = true;
+      }
+    if (warned) emit problemsChanged(m_warnings);
     emit eventsAppended(int(fresh.size()));
   }
   updateProgress();
@@ -345,11 +355,12 @@ void RunController::onEnded(bool ok, const QString& why) {
   if (const proto::Failed* f = m_current ? m_current->failed() : nullptr) {
     text = tr("Run %1 failed: %2").arg(m_current->name, QString::fromStdString(f->message()));
     emit problemsChanged(
-        {tr("run %1: %2").arg(m_current->name, QString::fromStdString(f->message()))});
+        m_warnings +
+        QStringList{tr("run %1: %2").arg(m_current->name, QString::fromStdString(f->message()))});
     ok = false;
   } else if (!ok) {
     text = tr("Run %1 failed: %2").arg(m_current ? m_current->name : QString(), why);
-    emit problemsChanged({text});
+    emit problemsChanged(m_warnings + QStringList{text});
   } else {
     text = tr("Run %1 %2").arg(m_current->name, m_current->stateText());
   }

@@ -114,6 +114,7 @@ class RunController : public QObject {
   QListWidget* m_history;
   QProgressBar* m_progress;
   QLabel* m_status;
+  QStringList m_warnings;  // the current run's warnings, shown in Problems
   std::unique_ptr<InProcessTarget> m_inProcess;
   std::unique_ptr<ChildProcessTarget> m_childProcess;
   std::unique_ptr<RemoteTarget> m_remote;

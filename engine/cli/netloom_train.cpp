@@ -2,7 +2,10 @@
 // progress line on the terminal, and optionally writes the TrainEvent stream, a
 // JSON summary and the final weights. Needs no Qt, so it runs on GPU nodes too.
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +17,7 @@
 #include "engine/io/json.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/train/project_check.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
 
@@ -50,16 +54,23 @@ const char* kUsage =
 struct Args {
   std::string project, events, summaryJson, devices;
   bool explain = false, quiet = false, summary = false;
+  bool showUsage = false;  // the command line itself was not understood
   netloom::TrainOptions opts;
 };
 
-bool parseInt(const char* s, int64_t& out) {
+// Reads a whole decimal integer in [lo, hi]; anything else (a sign, trailing text,
+// a value the field cannot hold) is an error naming the option, never a wrap.
+std::string parseInt(const std::string& option, const char* s, uint64_t lo, uint64_t hi,
+                     uint64_t& out) {
   char* end = nullptr;
   errno = 0;
-  long long v = std::strtoll(s, &end, 10);
-  if (errno || !end || *end || v < 0) return false;
+  unsigned long long v =
+      s && std::isdigit(static_cast<unsigned char>(*s)) ? std::strtoull(s, &end, 10) : 0;
+  if (!end || errno || *end || v < lo || v > hi)
+    return option + " needs a whole number from " + std::to_string(lo) + " to " +
+           std::to_string(hi) + (s ? std::string(", got '") + s + "'" : std::string());
   out = v;
-  return true;
+  return {};
 }
 
 // Returns an error message, or empty on success.
@@ -71,30 +82,32 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       out = argv[++i];
       return true;
     };
-    auto number = [&](int64_t& out) { return i + 1 < argc && parseInt(argv[++i], out); };
-    int64_t n = 0;
-    std::string s;
+    constexpr uint64_t kInt32 = INT32_MAX, kInt64 = INT64_MAX;
+    uint64_t n = 0;
+    auto number = [&](uint64_t lo, uint64_t hi) {
+      return parseInt(k, i + 1 < argc ? argv[++i] : nullptr, lo, hi, n);
+    };
     if (k == "--epochs") {
-      if (!number(n) || n < 1) return "--epochs needs a positive integer";
+      if (auto e = number(1, kInt32); !e.empty()) return e;
       a.opts.epochs = int(n);
     } else if (k == "--max-steps") {
-      if (!number(n)) return "--max-steps needs a non-negative integer";
-      a.opts.maxSteps = n;
+      if (auto e = number(0, kInt64); !e.empty()) return e;
+      a.opts.maxSteps = int64_t(n);
     } else if (k == "--batch-size") {
-      if (!number(n) || n < 1) return "--batch-size needs a positive integer";
+      if (auto e = number(1, kInt32); !e.empty()) return e;
       a.opts.batchSize = int(n);
     } else if (k == "--threads") {
-      if (!number(n) || n < 1) return "--threads needs a positive integer";
+      if (auto e = number(1, netloom::kMaxThreads); !e.empty()) return e;
       a.opts.threads = int(n);
     } else if (k == "--seed") {
-      if (!number(n)) return "--seed needs a non-negative integer";
-      a.opts.seed = uint64_t(n);
+      if (auto e = number(0, UINT64_MAX); !e.empty()) return e;
+      a.opts.seed = n;
     } else if (k == "--train-limit") {
-      if (!number(n)) return "--train-limit needs a non-negative integer";
-      a.opts.trainLimit = n;
+      if (auto e = number(0, kInt64); !e.empty()) return e;
+      a.opts.trainLimit = int64_t(n);
     } else if (k == "--test-limit") {
-      if (!number(n)) return "--test-limit needs a non-negative integer";
-      a.opts.testLimit = n;
+      if (auto e = number(0, kInt64); !e.empty()) return e;
+      a.opts.testLimit = int64_t(n);
     } else if (k == "--devices") {
       if (!value(a.devices)) return "--devices needs a device (cpu)";
     } else if (k == "--events") {
@@ -122,6 +135,7 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     } else if (k == "--quiet") {
       a.quiet = true;
     } else if (!k.empty() && k[0] == '-') {
+      a.showUsage = true;
       return "unknown option '" + k + "'";
     } else if (a.project.empty()) {
       a.project = k;
@@ -129,7 +143,10 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       return "more than one project given ('" + a.project + "', '" + k + "')";
     }
   }
-  if (a.project.empty()) return "no project given";
+  if (a.project.empty()) {
+    a.showUsage = true;
+    return "no project given";
+  }
   return {};
 }
 
@@ -180,7 +197,8 @@ int main(int argc, char** argv) {
   }
   Args a;
   if (std::string err = parseArgs(argc, argv, a); !err.empty()) {
-    std::fprintf(stderr, "netloom-train: %s\n%s", err.c_str(), kUsage);
+    std::fprintf(stderr, "netloom-train: %s\n%s", err.c_str(),
+                 a.showUsage ? kUsage : "(netloom-train --help lists the options)\n");
     return 2;
   }
   auto project = netloom::loadProject(a.project);
@@ -233,7 +251,10 @@ int main(int argc, char** argv) {
         writeError = st.message();
         g_stop = true;
       }
-    if (!a.quiet) progress.onEvent(e);
+    if (!a.quiet)
+      progress.onEvent(e);
+    else if (e.has_log() && e.log().level() == netloom::proto::Log::WARNING)
+      std::fprintf(stderr, "netloom-train: warning: %s\n", e.log().text().c_str());
   };
   a.opts.stop = &g_stop;
   std::signal(SIGTERM, onStopSignal);

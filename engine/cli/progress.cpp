@@ -82,6 +82,11 @@ void ProgressPrinter::onEvent(const proto::TrainEvent& e) {
                    (long long)f.steps(), f.epochs(), f.samples_per_sec(), f.wall_seconds());
       break;
     }
+    case proto::TrainEvent::kLog:
+      if (m_tty) std::fprintf(m_out, "\r\033[2K");
+      std::fprintf(m_out, "%s%s\n", e.log().level() == proto::Log::WARNING ? "warning: " : "",
+                   e.log().text().c_str());
+      break;
     case proto::TrainEvent::kFailed:
       if (m_tty) std::fprintf(m_out, "\r\033[2K");
       std::fprintf(m_out, "failed: %s\n", e.failed().message().c_str());

@@ -109,7 +109,16 @@ Status Augmenter::check(const Shape& sampleShape) const {
         "of shape " +
         shapeToString(sampleShape));
   }
-  return {};
+  // A shift as large as the image leaves nothing of it: such a value is a typo.
+  const int64_t side = std::min(sampleShape[1], sampleShape[2]);
+  auto fits = [&](const char* field, int32_t v) -> Status {
+    if (v <= side) return {};
+    return makeError("data.augmentation." + std::string(field) + " " + std::to_string(v) +
+                     " is larger than the images (" + shapeToString(sampleShape) +
+                     "): at most " + std::to_string(side) + " pixels");
+  };
+  if (Status s = fits("crop_padding", cropPadding); !s) return s;
+  return fits("max_translation", maxTranslation);
 }
 
 uint64_t Augmenter::sampleKey(uint64_t seed, int64_t epoch, int64_t sampleIndex) {

@@ -140,6 +140,7 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
       }
       if (c == labelIndex) {
         ds.targets.push_back(v);
+        ds.origins.push_back(lineNo);
       } else {
         ds.floats.push_back(v);
       }
@@ -148,6 +149,8 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
   if (ds.targets.empty()) return makeError("'" + path + "': no data rows");
 
   ds.sampleShape = {columns - 1};
+  ds.labelFile = path;
+  ds.originsAreLines = true;
   ds.labels.reserve(ds.targets.size());
   int32_t maxLabel = -1;
   for (float t : ds.targets) {

@@ -26,12 +26,23 @@ struct Dataset {
   std::vector<int32_t> labels;  // one class index per sample
   std::vector<float> targets;   // raw float labels (CSV, for regression); empty: use labels
   int32_t classes = 0;          // number of classes (max label + 1)
+  // Where each sample came from, for errors that name it: the file holding the
+  // labels, and per sample its line there (CSV) or its record number (IDX, from 1).
+  // Empty for generated sets.
+  std::string labelFile;
+  std::vector<int64_t> origins;
+  bool originsAreLines = false;
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t featuresPerSample() const { return numel(sampleShape); }
   // The samples at `indices`, in that order, as a new dataset.
   Dataset subset(const std::vector<int64_t>& indices) const;
 };
+
+// Fails unless every label is a whole number in [0, classes), naming the file and
+// line (or record) of the first that is not. `split` names the set in the message
+// ("training", "test") when the labels have no file.
+Status checkClassLabels(const Dataset& data, int32_t classes, const std::string& split);
 
 // Scale then affine: x' = (x * scale - mean) / std.
 struct Normalizer {

@@ -146,6 +146,9 @@ Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labels
                      " labels");
   }
   ds.labels.assign(raw.begin(), raw.end());
+  ds.labelFile = labelsPath;
+  ds.origins.resize(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) ds.origins[i] = int64_t(i) + 1;
   int32_t maxLabel = -1;
   for (uint8_t v : raw) maxLabel = std::max<int32_t>(maxLabel, v);
   ds.classes = maxLabel + 1;

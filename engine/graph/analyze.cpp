@@ -69,6 +69,8 @@ ModelAnalysis analyzeFlat(const proto::ModelDef& model, int64_t batch) {
       problem("", -1, "node #" + std::to_string(i + 1) + " (" + nd.op() + ") has no name");
     else if (!index.emplace(nd.name(), i).second)
       problem(nd.name(), -1, "node '" + nd.name() + "': the name is used by another node");
+    else if (std::string why = nodeNameProblem(nd.name()); !why.empty())
+      problem(nd.name(), -1, why);
   }
 
   std::vector<Resolved> res(n);

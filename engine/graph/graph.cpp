@@ -306,4 +306,55 @@ uint64_t nameHash(const std::string& s) {
   return h;
 }
 
+bool isValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char b = s[i];
+    int extra = b < 0x80           ? 0
+                : (b >> 5) == 0x6  ? 1
+                : (b >> 4) == 0xE  ? 2
+                : (b >> 3) == 0x1E ? 3
+                                   : -1;
+    if (extra < 0 || i + extra >= s.size()) return false;
+    uint32_t cp = extra == 0 ? b : b & (0x3F >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      unsigned char cont = s[i + k];
+      if ((cont & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cont & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[extra] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+std::string nodeNameProblem(const std::string& name) {
+  if (name.empty()) return "a node has no name";
+  const bool utf8 = isValidUtf8(name);
+  // The name as it can be shown: control bytes (and any byte, when the name is not
+  // UTF-8) written as \xNN.
+  std::string shown;
+  bool control = false;
+  for (unsigned char b : name) {
+    bool escape = b < 0x20 || b == 0x7F || (!utf8 && b >= 0x80);
+    control |= b < 0x20 || b == 0x7F;
+    static const char* d = "0123456789abcdef";
+    shown += escape ? std::string("\\x") + d[b >> 4] + d[b & 15] : std::string(1, char(b));
+  }
+  const std::string node = "node '" + shown + "': ";
+  if (!utf8) return node + "the name is not valid UTF-8";
+  if (control) return node + "the name holds a control character";
+  if (name.size() > kMaxNodeNameBytes) {
+    size_t cut = 40;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    return "node '" + name.substr(0, cut) + "…': the name is " + std::to_string(name.size()) +
+           " bytes long; at most " + std::to_string(kMaxNodeNameBytes) + " are allowed";
+  }
+  if (name.find(':') != std::string::npos)
+    return node + "the name holds ':', which separates a node from its output port";
+  return {};
+}
+
 }  // namespace netloom

@@ -76,6 +76,14 @@ Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const 
 // The lenient forms, for tools that hold references being edited: "node:port" ->
 // (node, port); a reference whose port is not a number is all node name, port 0.
 std::pair<std::string, int> splitInputRef(const std::string& ref);
+
+// The longest node name, in bytes: names become tensor names in weights files.
+constexpr size_t kMaxNodeNameBytes = 256;
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
+bool isValidUtf8(const std::string& s);
+// Why `name` cannot name a node (empty, bad UTF-8, too long, a control character,
+// the port separator ':'), or empty when it can.
+std::string nodeNameProblem(const std::string& name);
 std::string joinInputRef(const std::string& node, int port);  // "node" for port 0
 
 // Orders nodes 0..n-1 given each node's users and in-degrees, file order first among

@@ -10,6 +10,16 @@
 namespace netloom {
 
 Result<proto::Project> parseProject(const std::string& text, const std::string& fileName);
+// The newest project format this build reads; a newer file is refused on load.
+constexpr int32_t kProjectFormatVersion = 1;
+// A project is text a person edits: anything larger is not one.
+constexpr uint64_t kMaxProjectBytes = 64ull << 20;
+
+// Refuses a project of a format newer than this build reads.
+Status checkFormatVersion(const proto::Project& project);
+
+// Reads a project file: a regular file of at most kMaxProjectBytes, in a format
+// this build reads. Errors name the file, and the line and column of a syntax error.
 Result<proto::Project> loadProject(const std::string& path);
 std::string projectToText(const proto::Project& project);
 // A block definition (a ModelDef) in text format, as the block library holds it.

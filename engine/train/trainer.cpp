@@ -16,6 +16,7 @@
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
+#include "engine/train/project_check.h"
 #include "engine/train/schedule.h"
 #include "kernels/cpu/cpu_util.h"
 
@@ -92,7 +93,8 @@ struct Totals {
 };
 
 // Checks the data fits the model's inputs before anything runs.
-Status checkDataFits(const Program& prog, const Dataset& data) {
+Status checkDataFits(const Program& prog, const Dataset& data, const std::string& split) {
+  if (data.size() == 0) return {};
   for (const auto& [field, v] : prog.graph.inputsByField) {
     const Value& val = prog.graph.values[v];
     const Node& node = prog.graph.nodes[val.producer];
@@ -108,15 +110,16 @@ Status checkDataFits(const Program& prog, const Dataset& data) {
       return makeError("node '" + node.name + "' (Input): labels are one value per sample, shape " +
                        shapeToString(sample) + " was given");
   }
-  for (const Node& n : prog.graph.nodes) {
-    if (n.op->name != "SoftmaxCrossEntropy") continue;
-    int64_t classes = prog.graph.values[n.inputs[0]].desc.shape[1];
-    if (classes < data.classes)
-      return makeError("node '" + n.name + "' (SoftmaxCrossEntropy), input 'logits': " +
-                       std::to_string(classes) + " classes, but the dataset has labels up to " +
-                       std::to_string(data.classes - 1));
-  }
-  return {};
+  // Class labels feed an index-taking loss or metric: each must be a class the
+  // model has, or the loss reads past its logits (a model with no cross-entropy
+  // takes the data's own classes).
+  const TensorRef* label = prog.input("label");
+  if (!label || label->dtype != DType::I32) return {};
+  int32_t classes = data.classes;
+  for (const Node& n : prog.graph.nodes)
+    if (n.op->name == "SoftmaxCrossEntropy")
+      classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape[1]);
+  return checkClassLabels(data, classes, split);
 }
 
 // An evaluation pass: eval mode, no gradients, no optimizer.
@@ -151,10 +154,12 @@ struct Setup {
   CompileOptions trainOpts, evalOpts;
   std::optional<MetricWatch> best, early;
   std::string checkpointDir;
+  std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
 };
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   Setup s;
+  if (Status st = checkProject(project, &s.warnings); !st) return st.error();
   s.project = project;
   const proto::TrainDef& t = project.train();
   if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);
@@ -265,7 +270,7 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
     weights = std::move(*tensors);
   }
   if (Status st = store.importParams(weights, weightsPath); !st) return st.error();
-  if (Status st = checkDataFits(**first, out.samples); !st) return st.error();
+  if (Status st = checkDataFits(**first, out.samples, "evaluated"); !st) return st.error();
   BatchLoader::Options lo;
   lo.batchSize = s.batch;
   lo.shuffle = false;
@@ -324,7 +329,9 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   auto first = train.get(s.batch);
   if (!first) return fail(first.error().message);
   Program& main = **first;
-  if (Status st = checkDataFits(main, s.data.train); !st) return fail(st.message());
+  if (Status st = checkDataFits(main, s.data.train, "training"); !st) return fail(st.message());
+  if (Status st = checkDataFits(main, s.data.val, "validation"); !st) return fail(st.message());
+  if (Status st = checkDataFits(main, s.data.test, "test"); !st) return fail(st.message());
   if (!opts.initWeights.empty()) {
     auto tensors = readSafetensors(opts.initWeights);
     if (!tensors) return fail(tensors.error().message);
@@ -366,6 +373,7 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
     r->set_seed(s.seed);
     sink(e);
   }
+  for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
   if (!opts.resume.empty())
     log(proto::Log::INFO, "resumed at step " + std::to_string(pos.step) + " (epoch " +
                               std::to_string(pos.epoch) + ", batch " +

@@ -215,12 +215,12 @@ void TestAugment::augmentOffLeavesSamples() {
   auto off = loadData(def, "", 0);
   QVERIFY2(off.ok(), off.ok() ? "" : off.error().message.c_str());
   QVERIFY(!off->augment.enabled());
-  def.mutable_augmentation()->set_crop_padding(4);
+  def.mutable_augmentation()->set_crop_padding(2);
   def.mutable_augmentation()->set_horizontal_flip(true);
   def.mutable_augmentation()->set_max_translation(1);
   auto on = loadData(def, "", 0);
   QVERIFY2(on.ok(), on.ok() ? "" : on.error().message.c_str());
-  QCOMPARE(on->augment.cropPadding, 4);
+  QCOMPARE(on->augment.cropPadding, 2);
   QVERIFY(on->augment.horizontalFlip);
   QCOMPARE(on->augment.maxTranslation, 1);
 }
