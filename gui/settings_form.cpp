@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "engine/data/dataset.h"
+#include "engine/train/project_check.h"
 #include "gui/evaluation.h"
 
 namespace netloom::gui {
@@ -73,6 +74,12 @@ SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* paren
   scroll->setWidgetResizable(true);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
+  m_problems = new QLabel;
+  m_problems->setObjectName("settingsProblems");
+  m_problems->setWordWrap(true);
+  m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_problems->hide();
+  lay->addWidget(m_problems);
   lay->addWidget(scroll, 1);
   if (part == Part::Data) {
     auto* button = new QPushButton(tr("Preview Samples"));
@@ -288,6 +295,41 @@ void SettingsForm::reload() {
     }
   }
   m_loading = false;
+  showProblems();
+}
+
+void SettingsForm::showProblems() {
+  proto::Project project;
+  *project.mutable_train() = m_doc->train();
+  *project.mutable_data() = m_doc->data();
+  std::vector<std::string> warnings;
+  Status s = checkProject(project, &warnings);
+  const std::string prefix = m_part == Part::Train ? "train." : "data.";
+  auto mine = [&](const std::string& text) { return text.rfind(prefix, 0) == 0; };
+  QStringList lines;
+  QWidget* flagged = nullptr;
+  if (!s.ok() && mine(s.message())) {
+    lines << QString("<b style='color:#c62828'>%1</b>")
+                 .arg(QString::fromStdString(s.message()).toHtmlEscaped());
+    // The message opens with the field's path: the longest field path it names.
+    const std::string rest = s.message().substr(prefix.size());
+    size_t best = 0;
+    for (const auto& [path, w] : m_fields)
+      if (path.size() > best && rest.rfind(path, 0) == 0 &&
+          (rest.size() == path.size() || rest[path.size()] == ' ' || rest[path.size()] == ':')) {
+        best = path.size();
+        flagged = w;
+      }
+  }
+  for (const std::string& w : warnings)
+    if (mine(w))
+      lines << QString("<span style='color:#a15c00'>%1</span>")
+                   .arg(tr("warning: %1").arg(QString::fromStdString(w).toHtmlEscaped()));
+  m_problems->setText(lines.join("<br>"));
+  m_problems->setVisible(!lines.isEmpty());
+  if (m_flagged && m_flagged != flagged) m_flagged->setStyleSheet({});
+  if (flagged) flagged->setStyleSheet("border: 1px solid #c62828;");
+  m_flagged = flagged;
 }
 
 Status SettingsForm::preview() {

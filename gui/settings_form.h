@@ -3,7 +3,9 @@
 // numbers, check boxes, combo boxes for enums, text for strings and lists, a group
 // per nested message. Every edit is an undoable step on the document (a burst of
 // typing in one field merges into one) and is saved with the project. The Data dock
-// also previews samples with their labels and counts the classes.
+// also previews samples with their labels and counts the classes. Above the fields,
+// the checks a run makes (checkProject) show the first error, its field drawn red,
+// and the warnings, as the user types.
 #pragma once
 
 #include <QWidget>
@@ -36,11 +38,15 @@ class SettingsForm : public QWidget {
   // Data only: loads the data set and shows its first samples and class counts.
   Status preview();
   QListWidget* previewSamples() const { return m_samples; }
+  // The settings' first error and their warnings, as a run would report them; hidden
+  // when there are none.
+  QLabel* problems() const { return m_problems; }
   QLabel* classCounts() const { return m_counts; }
 
  private:
   void build(QFormLayout* form, const google::protobuf::Descriptor* d, const std::string& prefix);
   void reload();
+  void showProblems();
   // Applies `set` to a copy of the settings at `path`'s message, as one edit.
   void commit(const std::string& path,
               const std::function<void(google::protobuf::Message&, const std::string&)>& set);
@@ -51,6 +57,8 @@ class SettingsForm : public QWidget {
   bool m_loading = false;
   QListWidget* m_samples = nullptr;
   QLabel* m_counts = nullptr;
+  QLabel* m_problems = nullptr;
+  QWidget* m_flagged = nullptr;  // the field the error names, drawn red
 };
 
 }  // namespace netloom::gui

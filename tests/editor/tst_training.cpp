@@ -403,6 +403,36 @@ class TestTraining : public QObject {
              qPrintable(w.dataSettings()->classCounts()->text()));
   }
 
+  // The docks check settings as a run would: the error names its field, which is
+  // drawn red; accepted but suspicious values are warnings; fixing them clears it.
+  void settingsDocksShowProblemsAsYouType() {
+    QString path = spirals("settings-problems", 2);
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    SettingsForm* train = w.trainingSettings();
+    QVERIFY(train->problems()->isHidden());
+    auto* batch = qobject_cast<QSpinBox*>(train->field("batch_size"));
+    batch->setValue(-4);
+    QVERIFY(!train->problems()->isHidden());
+    QVERIFY2(train->problems()->text().contains("train.batch_size must be at least 0, got -4"),
+             qPrintable(train->problems()->text()));
+    QVERIFY(batch->styleSheet().contains("border"));
+    batch->setValue(16);
+    QVERIFY(train->problems()->isHidden());
+    QVERIFY(batch->styleSheet().isEmpty());
+    auto* lr = qobject_cast<QDoubleSpinBox*>(train->field("optimizer.lr"));
+    lr->setValue(0);
+    QVERIFY2(train->problems()->text().contains("warning: train.optimizer.lr is 0"),
+             qPrintable(train->problems()->text()));
+    // Each dock shows its own part's problems.
+    QVERIFY(w.dataSettings()->problems()->isHidden());
+    auto* noise = qobject_cast<QDoubleSpinBox*>(w.dataSettings()->field("synthetic.noise"));
+    noise->setValue(-1);
+    QVERIFY2(w.dataSettings()->problems()->text().contains("data.synthetic.noise"),
+             qPrintable(w.dataSettings()->problems()->text()));
+    QVERIFY(noise->styleSheet().contains("border"));
+  }
+
   void smoothingIsTensorBoards() {
     std::vector<double> s = smoothed({1, 2, 3}, 0.5);
     // The moving average divided by 1 - w^n, as TensorBoard draws it.
