@@ -25,6 +25,17 @@ cmake --build "$build" --parallel "$jobs" --target $targets
 "$build/tests/fuzz/fuzz_seeds" "$root" "${NETLOOM_FASHION_DIR:-/usr/share/datasets/fashion-mnist}" \
   "$build/seeds" >/dev/null
 
+# The project harness meets text format: its dictionary holds the schema's field
+# names, the ops' names and numbers at the edges of the integer types.
+dict="$build/project.dict"
+{
+  sed -n 's/^ *\(repeated \|optional \|map<[^>]*> \)\{0,1\}[A-Za-z0-9_.]* \([a-z_0-9]*\) = [0-9]*;.*/"\2"/p' \
+    "$root/engine/proto/project.proto"
+  grep -oh 'op: "[A-Za-z0-9]*"' "$root"/projects/*.nlproj | sed 's/^op: //'
+  printf '"%s"\n' 2147483647 2147483648 4294967295 4294967296 9223372036854775807 \
+    99999999999999999999 -1 -2147483648 1e308 nan inf -inf ":" "{" "}" "[" "]" 'attrs {' 'value {'
+} | sort -u >"$dict"
+
 export ASAN_OPTIONS="include=$root/tests/sanitize/asan.options"
 export UBSAN_OPTIONS="include=$root/tests/sanitize/ubsan.options"
 status=0
@@ -33,7 +44,10 @@ for h in $harnesses; do
   corpus="$build/corpus/$h" findings="$build/findings/$h" log="$build/logs/$h.log"
   mkdir -p "$corpus" "$findings" "$build/logs"
   # -rss_limit_mb: an input that makes a reader take more than 2 GiB is a finding.
-  "$build/tests/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  extra=""
+  [ "$h" = project ] && extra="-dict=$dict"
+  # shellcheck disable=SC2086
+  "$build/tests/fuzz/fuzz_$h" $extra -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" "$build/seeds/$h" \
     >"$log" 2>&1 || true
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
