@@ -292,7 +292,7 @@ class TestMainWindow : public QObject {
     MainWindow w;
     QVERIFY(w.openFile(copyProject("fashion-convbn.nlproj")));
     w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(QTest::qWaitForWindowExposed(&w, testing::kHangMs));
     QCOMPARE(w.action("layout")->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_L));
     QCOMPARE(w.action("frame")->shortcut(), QKeySequence(Qt::Key_F));
     std::string before = w.document()->toText();
