@@ -46,10 +46,13 @@ class SshdFixture {
                   .arg(hostKey(), dir)
                   .toUtf8());
     // sshd starts sessions with an environment of its own: a sanitized build's
-    // options reach the jobs it runs only this way.
+    // options reach the jobs it runs only this way. One line: sshd keeps the first
+    // SetEnv it reads.
+    QString setEnv;
     for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
       if (qEnvironmentVariableIsSet(var))
-        cfg.write(QString("SetEnv %1=%2\n").arg(var, qEnvironmentVariable(var)).toUtf8());
+        setEnv += QString(" \"%1=%2\"").arg(var, qEnvironmentVariable(var));
+    if (!setEnv.isEmpty()) cfg.write(("SetEnv" + setEnv + "\n").toUtf8());
     cfg.close();
     return launch();
   }

@@ -91,6 +91,13 @@ class TestSsh : public QObject {
     auto cat = (*s)->run({"cat"}, "through stdin\n");
     QVERIFY(cat.ok());
     QCOMPARE(cat->out, std::string("through stdin\n"));
+    // A sanitized build's options reach what the host runs (the fixture's SetEnv).
+    for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
+      if (!qEnvironmentVariableIsSet(var)) continue;
+      auto env = (*s)->run({"printenv", var});
+      QVERIFY(env.ok());
+      QVERIFY2(env->out == qEnvironmentVariable(var).toStdString() + "\n", env->out.c_str());
+    }
   }
 
   void netloomTrainIsFoundOrItsAbsenceSaid() {
