@@ -46,11 +46,18 @@ for h in $harnesses; do
   # -rss_limit_mb: an input that makes a reader take more than 2 GiB is a finding.
   extra=""
   [ "$h" = project ] && extra="-dict=$dict"
+  # libFuzzer stops at the first finding. NETLOOM_FUZZ_KEEP_GOING=1 runs it forked
+  # past findings instead, so a known one does not hide the others; at the cost of
+  # several times fewer executions.
+  [ -n "${NETLOOM_FUZZ_KEEP_GOING:-}" ] &&
+    extra="$extra -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1"
   # shellcheck disable=SC2086
   "$build/tests/fuzz/fuzz_$h" $extra -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" "$build/seeds/$h" \
+    -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$build/seeds/$h" \
     >"$log" 2>&1 || true
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  # The final stats, or in forked runs the last progress line's count.
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p; s/^#\([0-9]*\):.*/\1/p' "$log" |
+    tail -n 1)
   files=$(find "$findings" -type f | wc -l)
   [ "$files" -eq 0 ] || status=1
   printf '%-12s %12s %8s %8s  %s\n' "$h" "${execs:-?}" "$(find "$corpus" -type f | wc -l)" \
