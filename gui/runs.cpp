@@ -195,6 +195,8 @@ Status InProcessTarget::start(const RunRequest& r) {
       if (opened) (void)writer.write(e);
       // Paused: the training thread waits here, between two steps.
       std::unique_lock<std::mutex> lock(m_mutex);
+      if (m_paused && !m_stop.load())
+        QMetaObject::invokeMethod(this, &InProcessTarget::parked, Qt::QueuedConnection);
       m_wake.wait(lock, [this] { return !m_paused || m_stop.load(); });
     };
     auto result = runTraining(p, o, sink);

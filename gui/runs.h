@@ -103,6 +103,11 @@ class InProcessTarget : public RunTarget {
   bool running() const override { return m_thread != nullptr; }
   bool paused() const override { return m_paused; }
 
+ signals:
+  // A pause took effect: the training thread waits between two steps, and every
+  // event it wrote is in the stream.
+  void parked();
+
  private:
   QThread* m_thread = nullptr;
   std::atomic<bool> m_stop{false};

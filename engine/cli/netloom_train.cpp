@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cli/hold.h"
 #include "engine/cli/progress.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
@@ -234,6 +235,11 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  auto hold = netloom::StepHold::fromEnvironment();
+  if (!hold) {
+    std::fprintf(stderr, "netloom-train: %s\n", hold.error().message.c_str());
+    return 2;
+  }
   netloom::EventWriter events;
   if (!a.events.empty()) {
     if (auto st = events.open(a.events, !a.opts.resume.empty()); !st) {
@@ -255,6 +261,12 @@ int main(int argc, char** argv) {
       progress.onEvent(e);
     else if (e.has_log() && e.log().level() == netloom::proto::Log::WARNING)
       std::fprintf(stderr, "netloom-train: warning: %s\n", e.log().text().c_str());
+    // Held after the step's event is out, so whoever holds it has seen the step.
+    if (e.has_step() && writeError.empty())
+      if (auto st = hold->after(e.step().step(), g_stop); !st) {
+        writeError = st.message();
+        g_stop = true;
+      }
   };
   a.opts.stop = &g_stop;
   std::signal(SIGTERM, onStopSignal);

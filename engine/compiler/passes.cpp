@@ -71,7 +71,8 @@ Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
     n.backward = true;
     n.origin = g.values[param].name;
     n.inputs = {param, grad};
-    auto state = [&](const std::string& suffix) {
+    // Copied in: clang before 16 cannot capture a structured binding.
+    auto state = [&, param = param](const std::string& suffix) {
       Value v;
       v.name = g.values[param].name + "." + suffix;
       v.kind = ValueKind::State;

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../common/wait.h"
 #include "editor/palette.h"
 #include "editor/panels.h"
 #include "editor/scene.h"
@@ -271,7 +272,7 @@ class TestMainWindow : public QObject {
     int steps = doc->undoStack()->count();
     trigger(w, "layout");
     QVERIFY(w.layoutRunning());
-    QTRY_VERIFY_WITH_TIMEOUT(!w.layoutRunning(), 30000);
+    QVERIFY(testing::waitUntil([&] { return !w.layoutRunning(); }));
     QCOMPARE(doc->undoStack()->count(), steps + 1);
     for (const Connection& c : doc->connections())
       QVERIFY(doc->node(c.from).pos.x() < doc->node(c.to).pos.x());
@@ -282,7 +283,7 @@ class TestMainWindow : public QObject {
     QVERIFY(w.layoutRunning());
     doc->moveNodes({{doc->nodes().front(), QPointF(32, 32)}});
     std::string edited = doc->toText();
-    QTRY_VERIFY_WITH_TIMEOUT(!w.layoutRunning(), 30000);
+    QVERIFY(testing::waitUntil([&] { return !w.layoutRunning(); }));
     QCOMPARE(doc->toText(), edited);
     QVERIFY2(w.lastMessage().contains("changed"), qPrintable(w.lastMessage()));
   }
@@ -291,7 +292,7 @@ class TestMainWindow : public QObject {
     MainWindow w;
     QVERIFY(w.openFile(copyProject("fashion-convbn.nlproj")));
     w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(QTest::qWaitForWindowExposed(&w, testing::kHangMs));
     QCOMPARE(w.action("layout")->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_L));
     QCOMPARE(w.action("frame")->shortcut(), QKeySequence(Qt::Key_F));
     std::string before = w.document()->toText();

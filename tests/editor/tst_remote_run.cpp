@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../common/wait.h"
 #include "../remote/sshd_fixture.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
@@ -25,6 +26,7 @@
 
 using namespace netloom;
 using namespace netloom::gui;
+using netloom::testing::waitUntil;
 
 class TestRemoteRun : public QObject {
   Q_OBJECT
@@ -56,13 +58,6 @@ class TestRemoteRun : public QObject {
     QVERIFY2(i > 0, qPrintable(name));
     combo->setCurrentIndex(i);
     QVERIFY(w.runs()->remoteHost().has_value());
-  }
-
-  static bool waitFor(const std::function<bool()>& done, int ms = 120000) {
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < ms) QTest::qWait(20);
-    return done();
   }
 
   static QByteArray bytesOf(const QString& path) {
@@ -104,6 +99,18 @@ class TestRemoteRun : public QObject {
     remotepb::HostList list;
     *list.add_hosts() = loop();
     QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+  }
+
+  // A test that failed half-way may leave an endless job on the host: it goes.
+  void cleanup() {
+    if (!QTest::currentTestFailed() || !m_skip.isEmpty()) return;
+    auto s = session();
+    auto jobs = s ? remote::listJobs(*s, loop()) : makeError("no session");
+    if (!jobs) return;
+    for (const auto& j : *jobs)
+      if (j.state == "running" || j.state == "paused")
+        if (auto job = remote::loadJobRecord(remote::defaultJobsDir(), j.id))
+          (void)remote::signalJob(*s, *job, "KILL");
   }
 
   void hostsDialogSavesAndTests() {
@@ -158,7 +165,7 @@ class TestRemoteRun : public QObject {
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     w.action("run")->trigger();
     QVERIFY(w.runs()->running() && w.runs()->remoteRun());
-    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
     QCOMPARE(ended.count(), 1);
     QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
     const RunRecord* r = w.runs()->current();
@@ -185,7 +192,7 @@ class TestRemoteRun : public QObject {
 
   void closingLeavesTheJobAndReopeningReattaches() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
-    const QString path = spirals("reattach", 400);
+    const QString path = spirals("reattach", testing::kEndlessEpochs);
     QString runDir;
     remotepb::JobRecord job;
     {
@@ -196,7 +203,7 @@ class TestRemoteRun : public QObject {
       QVERIFY(w.openFile(path));
       selectHost(w, "loop");
       w.action("run")->trigger();
-      QVERIFY(waitFor([&] { return w.runs()->current() && w.runs()->current()->steps() > 20; }));
+      QVERIFY(waitUntil([&] { return w.runs()->current() && w.runs()->current()->steps() > 20; }));
       runDir = w.runs()->current()->dir;
       job = jobOf(*w.runs()->current());
       QVERIFY(w.close());  // no question: the job goes on without the IDE
@@ -209,15 +216,15 @@ class TestRemoteRun : public QObject {
     // A cut of every SSH connection: the run follows on after a reconnect.
     const int64_t before = w.runs()->current()->steps();
     m_sshd.dropConnections();
-    QVERIFY(waitFor([&] { return w.runs()->current()->steps() > before + 20; }, 30000));
+    QVERIFY(waitUntil([&] { return w.runs()->current()->steps() > before + 20; }));
     QVERIFY(w.runs()->remoteRun());
     // Pause reaches the host, and so does Stop.
     w.action("pauseRun")->trigger();
-    QVERIFY(waitFor([&] { return stateOf(job) == "paused"; }, 20000));
+    QVERIFY(waitUntil([&] { return stateOf(job) == "paused"; }));
     w.action("pauseRun")->trigger();
-    QVERIFY(waitFor([&] { return stateOf(job) == "running"; }, 20000));
+    QVERIFY(waitUntil([&] { return stateOf(job) == "running"; }));
     w.action("stopRun")->trigger();
-    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
     const RunRecord* r = w.runs()->current();
     QVERIFY(r->finished());
     QVERIFY(r->steps() < r->started()->total_steps());  // stopped early
@@ -229,13 +236,13 @@ class TestRemoteRun : public QObject {
   void cancelMarksTheRunFailed() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     MainWindow w;
-    QVERIFY(w.openFile(spirals("cancel", 400)));
+    QVERIFY(w.openFile(spirals("cancel", testing::kEndlessEpochs)));
     selectHost(w, "loop");
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     w.action("run")->trigger();
-    QVERIFY(waitFor([&] { return w.runs()->current() && w.runs()->current()->steps() > 10; }));
+    QVERIFY(waitUntil([&] { return w.runs()->current() && w.runs()->current()->steps() > 10; }));
     w.action("cancelRun")->trigger();
-    QVERIFY(waitFor([&] { return !w.runs()->running(); }));
+    QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
     QCOMPARE(ended.count(), 1);
     QVERIFY(!ended[0][0].toBool());
     const RunRecord* r = w.runs()->current();
@@ -265,7 +272,7 @@ class TestRemoteRun : public QObject {
     w.runs()->setRemoteHost(h);
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     w.action("run")->trigger();
-    QVERIFY(waitFor([&] { return !w.runs()->running(); }, 60000));
+    QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
     QCOMPARE(ended.count(), 1);
     QVERIFY(!ended[0][0].toBool());
     QVERIFY2(ended[0][1].toString().contains("cannot connect"), qPrintable(ended[0][1].toString()));

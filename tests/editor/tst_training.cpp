@@ -18,6 +18,7 @@
 #include <QtTest>
 #include <csignal>
 
+#include "../common/wait.h"
 #include "editor/document.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
@@ -30,6 +31,8 @@
 
 using namespace netloom;
 using namespace netloom::gui;
+using netloom::testing::waitForSignals;
+using netloom::testing::waitUntil;
 
 namespace {
 
@@ -41,6 +44,12 @@ void trigger(MainWindow& w, const char* name) {
 
 int64_t stepsIn(const RunRecord& r) {
   return r.steps();
+}
+
+bool hasCheckpointEvent(const RunRecord& r) {
+  for (const auto& e : r.events)
+    if (e.has_checkpoint()) return true;
+  return false;
 }
 
 }  // namespace
@@ -65,11 +74,12 @@ class TestTraining : public QObject {
     return saveProject(path.toStdString(), *p) ? path : QString();
   }
 
-  static bool waitForEnd(MainWindow& w, int ms = 120000) {
-    QElapsedTimer t;
-    t.start();
-    while (w.runs()->running() && t.elapsed() < ms) QTest::qWait(20);
-    return !w.runs()->running();
+  static bool waitForEnd(MainWindow& w) {
+    return waitUntil([&] { return !w.runs()->running(); });
+  }
+
+  static bool waitForSteps(MainWindow& w, int64_t steps) {
+    return waitUntil([&] { return w.runs()->current() && w.runs()->current()->steps() >= steps; });
   }
 
  private slots:
@@ -124,16 +134,17 @@ class TestTraining : public QObject {
 
   void killedChildIsReportedAndKeepsItsEvents() {
     MainWindow w;
-    QVERIFY(w.openFile(spirals("child", 2000)));
+    QVERIFY(w.openFile(spirals("child", testing::kEndlessEpochs)));
     trigger(w, "childProcess");
     QVERIFY(w.runs()->childProcess());
     trigger(w, "run");
     QVERIFY(w.runs()->running());
     auto* child = qobject_cast<ChildProcessTarget*>(w.runs()->target());
     QVERIFY(child);
-    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 50, 60000);
+    QVERIFY(waitUntil([&] { return w.runs()->charts()->lossPoints() >= 50; }));
     // Evaluation during a run reads its latest checkpoint.
-    QTRY_VERIFY_WITH_TIMEOUT(!latestCheckpoint(*w.runs()->current()).isEmpty(), 60000);
+    QVERIFY(waitUntil([&] { return hasCheckpointEvent(*w.runs()->current()); }));
+    QVERIFY(!latestCheckpoint(*w.runs()->current()).isEmpty());
     QVERIFY(w.evaluateRun());
     QCOMPARE(w.evaluation()->predictions().samples.size(), int64_t(600));
     ::kill(pid_t(child->processId()), SIGKILL);
@@ -159,21 +170,36 @@ class TestTraining : public QObject {
   void pauseStopAndResumeFromCheckpoint() {
     QFETCH(bool, child);
     MainWindow w;
-    QVERIFY(w.openFile(spirals(child ? "resume-child" : "resume", 400)));
+    QVERIFY(w.openFile(spirals(child ? "resume-child" : "resume", testing::kEndlessEpochs)));
     if (child) trigger(w, "childProcess");
     trigger(w, "run");
-    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 60, 60000);
+    QVERIFY(waitForSteps(w, 60));
+    auto* inProcess = qobject_cast<InProcessTarget*>(w.runs()->target());
+    QCOMPARE(inProcess == nullptr, child);
+    std::optional<QSignalSpy> parked;
+    if (inProcess) parked.emplace(inProcess, &InProcessTarget::parked);
     trigger(w, "pauseRun");
     QVERIFY(w.runs()->paused());
-    QTest::qWait(150);
+    // The pause has taken effect: the child is stopped by the kernel, the training
+    // thread waits between two steps. Whatever was written before is in the stream.
+    if (child) {
+      auto* c = qobject_cast<ChildProcessTarget*>(w.runs()->target());
+      QVERIFY(waitUntil([&] { return testing::processStopped(c->processId()); }));
+    } else {
+      QVERIFY(waitForSignals(*parked));
+    }
     w.runs()->poll();
-    int64_t held = w.runs()->current()->steps();
-    QTest::qWait(300);
+    const int64_t held = w.runs()->current()->steps();
+    const int64_t heldBytes = QFileInfo(w.runs()->current()->eventsPath()).size();
+    if (child)
+      QVERIFY(testing::processStopped(
+          qobject_cast<ChildProcessTarget*>(w.runs()->target())->processId()));
     w.runs()->poll();
     QCOMPARE(w.runs()->current()->steps(), held);  // no step while paused
+    QCOMPARE(QFileInfo(w.runs()->current()->eventsPath()).size(), heldBytes);
     trigger(w, "pauseRun");
     QVERIFY(!w.runs()->paused());
-    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->current()->steps() > held, 30000);
+    QVERIFY(waitForSteps(w, held + 1));
     trigger(w, "stopRun");
     QVERIFY(waitForEnd(w));
     const RunRecord* r = w.runs()->current();
@@ -184,7 +210,7 @@ class TestTraining : public QObject {
     // Resume: the same run folder continues from its checkpoint, in the same stream.
     trigger(w, "resumeRun");
     QVERIFY(w.runs()->running());
-    QTRY_VERIFY_WITH_TIMEOUT(w.runs()->current()->steps() > stoppedAt + 20, 60000);
+    QVERIFY(waitForSteps(w, stoppedAt + 21));
     w.runs()->stopAndWait();
     QCOMPARE(int(w.runs()->runs().size()), 1);
     auto events = readEvents((r->dir + "/events.pb").toStdString());
@@ -225,7 +251,7 @@ class TestTraining : public QObject {
   // Closing the window during a run asks; yes stops the run cleanly (its stream
   // ends with Finished) and keeps a checkpoint; cancel keeps it running.
   void closingDuringARunAsksThenStopsCleanly() {
-    QString path = spirals("closing", 400);
+    QString path = spirals("closing", testing::kEndlessEpochs);
     QString runDir;
     {
       MainWindow w;
@@ -238,7 +264,7 @@ class TestTraining : public QObject {
       });
       w.show();
       trigger(w, "run");
-      QTRY_VERIFY_WITH_TIMEOUT(w.runs()->charts()->lossPoints() >= 60, 60000);
+      QVERIFY(waitUntil([&] { return w.runs()->charts()->lossPoints() >= 60; }));
       QVERIFY(!w.close());
       QCOMPARE(asked, QStringList{"A run is in progress"});
       QVERIFY(w.runs()->running());

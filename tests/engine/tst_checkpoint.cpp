@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "engine/train/checkpoint.h"
@@ -22,9 +23,9 @@ proto::Project spirals() {
   return p.ok() ? *p : proto::Project{};
 }
 
-// Spirals with a wide hidden layer and dropout: slow enough per step to be killed
-// mid-run, random enough that resuming must restore the data order and streams.
-proto::Project slowSpirals() {
+// Spirals with a wide hidden layer and dropout: random enough that resuming must
+// restore the data order and the random streams.
+proto::Project droppingSpirals() {
   proto::Project p = spirals();
   for (auto& n : *p.mutable_model()->mutable_nodes()) {
     if (n.name() == "fc2") {
@@ -77,7 +78,7 @@ class TestCheckpoint : public QObject {
   void resumeAfterSigkillMatchesAnUninterruptedRun() {
     QTemporaryDir dir;
     std::string project = dir.filePath("slow.nlproj").toStdString();
-    QVERIFY(saveProject(project, slowSpirals()).ok());
+    QVERIFY(saveProject(project, droppingSpirals()).ok());
     QString full = dir.filePath("full.pb"), killed = dir.filePath("killed.pb");
     QString ckA = dir.filePath("ckA"), ckB = dir.filePath("ckB");
 
@@ -87,17 +88,25 @@ class TestCheckpoint : public QObject {
     QVERIFY(straight.waitForFinished(300000));
     QCOMPARE(straight.exitCode(), 0);
 
+    // Killed while held at step 60: mid-epoch, ten steps after its second checkpoint,
+    // so the resumed run redoes steps the stream already holds.
     QProcess victim;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    const QString hold = dir.filePath("hold");
+    env.insert("NETLOOM_HOLD_AT_STEP", "60");
+    env.insert("NETLOOM_HOLD_FIFO", hold);
+    victim.setProcessEnvironment(env);
     victim.start(NETLOOM_TRAIN_EXE, {QString::fromStdString(project), "--threads", "1", "--quiet",
                                      "--events", killed, "--checkpoint-dir", ckB});
     QVERIFY(victim.waitForStarted());
-    // Kill it as soon as a second checkpoint exists: mid-epoch, mid-run.
-    QDeadlineTimer deadline(120000);
-    while (!fs::exists(ckB.toStdString() + "/step-000000050") && !deadline.hasExpired())
-      QThread::msleep(2);
+    const int held = testing::waitForHold(hold);
+    QVERIFY2(held >= 0, victim.readAllStandardError().constData());
     ::kill(pid_t(victim.processId()), SIGKILL);
-    victim.waitForFinished();
-    QVERIFY2(victim.exitStatus() == QProcess::CrashExit, "the run finished before it was killed");
+    ::close(held);
+    QVERIFY(victim.waitForFinished());
+    QCOMPARE(victim.exitStatus(), QProcess::CrashExit);
+    QVERIFY(fs::exists(ckB.toStdString() + "/step-000000050"));
+    QCOMPARE(stepLosses(killed.toStdString()).rbegin()->first, int64_t(60));
 
     QProcess resumed;
     resumed.start(NETLOOM_TRAIN_EXE,

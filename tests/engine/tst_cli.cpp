@@ -1,7 +1,9 @@
 // netloom-train as a user runs it: exit codes, messages that name the file, line,
 // node and port, the summary JSON, the event stream and --explain.
 #include <QtTest>
+#include <csignal>
 
+#include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
 
@@ -196,6 +198,48 @@ class TestCli : public QObject {
     QVERIFY(o.out.contains("onednn.sgemm"));
     QVERIFY(o.out.contains("memory: arena"));
     QVERIFY(o.out.contains("fc1.weight/update"));
+  }
+
+  // The hold tests use to act on a run in progress: it holds after step N's event
+  // until a line comes, and a stop (SIGTERM) ends it there cleanly.
+  void holdsAtAStepUntilReleasedOrStopped() {
+    QTemporaryDir dir;
+    for (bool release : {true, false}) {
+      const QString events = dir.filePath(release ? "released.pb" : "stopped.pb");
+      const QString fifo = dir.filePath(release ? "released" : "stopped");
+      QProcess p;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("NETLOOM_HOLD_AT_STEP", "5");
+      env.insert("NETLOOM_HOLD_FIFO", fifo);
+      p.setProcessEnvironment(env);
+      p.start(NETLOOM_TRAIN_EXE, {project("spirals.nlproj"), "--epochs", "1", "--threads", "1",
+                                  "--quiet", "--events", events});
+      const int held = netloom::testing::waitForHold(fifo);
+      QVERIFY2(held >= 0, p.readAllStandardError().constData());
+      auto sofar = netloom::readEvents(events.toStdString());
+      QVERIFY(sofar.ok() && sofar->events.back().has_step());
+      QCOMPARE(sofar->events.back().step().step(), int64_t(5));  // and nothing after
+      if (release)
+        QCOMPARE(::write(held, "go\n", 3), ssize_t(3));
+      else
+        ::kill(pid_t(p.processId()), SIGTERM);
+      QVERIFY(p.waitForFinished(netloom::testing::kHangMs));
+      ::close(held);
+      QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0,
+               p.readAllStandardError().constData());
+      auto all = netloom::readEvents(events.toStdString());
+      QVERIFY(all.ok() && all->events.back().has_finished());
+      QCOMPARE(all->events.back().finished().steps(), int64_t(release ? 47 : 5));
+    }
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("NETLOOM_HOLD_AT_STEP", "soon");
+    env.insert("NETLOOM_HOLD_FIFO", dir.filePath("bad"));
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.start(NETLOOM_TRAIN_EXE, {project("spirals.nlproj"), "--quiet"});
+    QVERIFY(p.waitForFinished(netloom::testing::kHangMs));
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY(p.readAllStandardError().contains("NETLOOM_HOLD_AT_STEP"));
   }
 };
 

@@ -362,8 +362,9 @@ void TestData::loaderStopsMidEpoch() {
   ds.bytes.assign(20000 * 784, 7);
   ds.labels.assign(20000, 1);
   ds.classes = 2;
-  QElapsedTimer timer;
-  timer.start();
+  // The producer waits for room in its queue of `prefetch` batches, so a loader
+  // that did not stop it would never finish destroying: returning is the check
+  // (a hang fails by CTest's timeout), whatever the machine's speed.
   for (int prefetch : {1, 2, 4}) {
     { BatchLoader untouched(ds, Normalizer{}, {.batchSize = 64, .prefetch = prefetch}); }
     BatchLoader loader(ds, Normalizer{}, {.batchSize = 64, .prefetch = prefetch});
@@ -372,7 +373,6 @@ void TestData::loaderStopsMidEpoch() {
     QVERIFY(loader.next(b));
     QCOMPARE(b.size, int64_t(64));
   }
-  QVERIFY(timer.elapsed() < 5000);
 }
 
 void TestData::validationSplitAndLimits() {

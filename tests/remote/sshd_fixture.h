@@ -14,9 +14,9 @@
 #include <QFile>
 #include <QProcess>
 #include <QString>
-#include <QThread>
 #include <csignal>
 
+#include "../common/wait.h"
 #include "remote/remote.pb.h"
 #include "remote/ssh.h"
 
@@ -45,6 +45,14 @@ class SshdFixture {
                   .arg(m_port)
                   .arg(hostKey(), dir)
                   .toUtf8());
+    // sshd starts sessions with an environment of its own: a sanitized build's
+    // options reach the jobs it runs only this way. One line: sshd keeps the first
+    // SetEnv it reads.
+    QString setEnv;
+    for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+      if (qEnvironmentVariableIsSet(var))
+        setEnv += QString(" \"%1=%2\"").arg(var, qEnvironmentVariable(var));
+    if (!setEnv.isEmpty()) cfg.write(("SetEnv" + setEnv + "\n").toUtf8());
     cfg.close();
     return launch();
   }
@@ -111,7 +119,7 @@ class SshdFixture {
   QString fingerprint() const {
     QProcess p;
     p.start("ssh-keygen", {"-l", "-E", "sha256", "-f", hostKey() + ".pub"});
-    p.waitForFinished(10000);
+    p.waitForFinished(netloom::testing::kHangMs);
     return QString::fromUtf8(p.readAllStandardOutput()).section(' ', 1, 1);
   }
 
@@ -119,7 +127,7 @@ class SshdFixture {
   static QString keygen(const QString& path) {
     QProcess p;
     p.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", path});
-    if (!p.waitForFinished(20000) || p.exitCode() != 0)
+    if (!p.waitForFinished(netloom::testing::kHangMs) || p.exitCode() != 0)
       return "ssh-keygen failed: " + QString::fromUtf8(p.readAllStandardError());
     return {};
   }
@@ -153,12 +161,11 @@ class SshdFixture {
     // A test that crashes takes its sshd with it.
     m_sshd->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     m_sshd->start("/usr/sbin/sshd", {"-D", "-e", "-f", m_dir + "/sshd_config"});
-    if (!m_sshd->waitForStarted(5000)) return "sshd did not start";
-    for (int i = 0; i < 100; ++i) {
-      if (accepts(m_port)) return {};
-      if (m_sshd->state() == QProcess::NotRunning) return "sshd exited at once";
-      QThread::msleep(50);
-    }
+    if (!m_sshd->waitForStarted(netloom::testing::kHangMs)) return "sshd did not start";
+    netloom::testing::waitUntil(
+        [&] { return accepts(m_port) || m_sshd->state() == QProcess::NotRunning; });
+    if (accepts(m_port)) return {};
+    if (m_sshd->state() == QProcess::NotRunning) return "sshd exited at once";
     return "sshd does not accept connections";
   }
 

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../common/wait.h"
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
@@ -19,6 +20,7 @@
 
 using namespace netloom;
 using namespace netloom::remote;
+using netloom::testing::waitUntil;
 
 class TestJobs : public QObject {
   Q_OBJECT
@@ -40,6 +42,22 @@ class TestJobs : public QObject {
     return s ? std::move(*s) : nullptr;
   }
   std::unique_ptr<SshSession> session() { return session(host()); }
+
+  // The same host, whose trainer holds every job at step 60 until a line is written
+  // to the FIFO `hold` in the job's folder.
+  remotepb::Host heldHost() const {
+    remotepb::Host h = host();
+    h.set_trainer(m_dir.filePath("held-train").toStdString());
+    return h;
+  }
+  static Status writeHeldTrainer(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return makeError("cannot write " + path.toStdString());
+    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=60 NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE
+            "' \"$@\"\n");
+    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    return {};
+  }
 
   static proto::Project spirals(int epochs) {
     auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
@@ -76,7 +94,7 @@ class TestJobs : public QObject {
     QElapsedTimer t;
     t.start();
     hooks.cancelled = [&] {
-      return t.elapsed() > 120000 || (stopAfterEvents > 0 && seen >= stopAfterEvents);
+      return t.elapsed() > testing::kHangMs || (stopAfterEvents > 0 && seen >= stopAfterEvents);
     };
     auto end = followJob(job, offset, nullptr, hooks);
     if (end && endOut) *endOut = *end;
@@ -87,7 +105,10 @@ class TestJobs : public QObject {
   static std::string errorOf(const Status& s) { return s ? "" : s.message(); }
 
  private slots:
-  void initTestCase() { m_skip = m_sshd.start(m_dir.path()); }
+  void initTestCase() {
+    m_skip = m_sshd.start(m_dir.path());
+    QVERIFY(writeHeldTrainer(m_dir.filePath("held-train")).ok());
+  }
 
   void bundlePathsStayInsideTheJob() {
     QVERIFY(bundlePath("/w/jobs/j1", "project.nlproj").ok());
@@ -178,13 +199,20 @@ class TestJobs : public QObject {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
     QVERIFY(s);
-    auto job = submitJob(*s, host(), spirals(300), options());
+    auto job = submitJob(*s, heldHost(), spirals(300), options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     s.reset();
     // A client that stops after some events (the IDE closed), then a new one that
-    // resumes from the bytes the first one held.
+    // resumes from the bytes the first one held. The job holds at step 60 until the
+    // first client is gone, so the second one starts mid-run.
     std::string first = follow(*job, 3, nullptr, 0, 40);
     QVERIFY(!first.empty());
+    auto firstEvents = parseEvents(first, 0);
+    QVERIFY(firstEvents.ok() && !firstEvents->events.back().has_finished());
+    const int hold = testing::waitForHold(QString::fromStdString(job->dir()) + "/hold");
+    QVERIFY(hold >= 0);
+    QCOMPARE(::write(hold, "\n", 1), ssize_t(1));
+    ::close(hold);
     FollowEnd end;
     std::string rest = follow(*job, 0, &end, int64_t(first.size()));
     QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
@@ -197,12 +225,12 @@ class TestJobs : public QObject {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     auto s = session();
     QVERIFY(s);
-    auto a = submitJob(*s, host(), spirals(3000), options());
-    auto b = submitJob(*s, host(), spirals(3000), options());
+    auto a = submitJob(*s, host(), spirals(testing::kEndlessEpochs), options());
+    auto b = submitJob(*s, host(), spirals(testing::kEndlessEpochs), options());
     QVERIFY(a.ok() && b.ok());
     QVERIFY(a->id() != b->id() && a->dir() != b->dir());
-    QTRY_VERIFY_WITH_TIMEOUT(remoteEvents(*a).size() > 2000, 30000);
-    QTRY_VERIFY_WITH_TIMEOUT(remoteEvents(*b).size() > 2000, 30000);
+    QVERIFY(waitUntil([&] { return remoteEvents(*a).size() > 2000; }));
+    QVERIFY(waitUntil([&] { return remoteEvents(*b).size() > 2000; }));
     auto listed = listJobs(*s, host());
     QVERIFY(listed.ok());
     int running = 0;
@@ -210,9 +238,9 @@ class TestJobs : public QObject {
     QVERIFY(running >= 2);
     // Pause: the job's processes stop; then on again.
     QVERIFY(signalJob(*s, *b, "STOP").ok());
-    QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("paused"), 10000);
+    QVERIFY(waitUntil([&] { return jobStatus(*s, *b)->state == "paused"; }));
     QVERIFY(signalJob(*s, *b, "CONT").ok());
-    QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("running"), 10000);
+    QVERIFY(waitUntil([&] { return jobStatus(*s, *b)->state == "running"; }));
     // Cancel while following: the follower records the kill in the stream.
     QVERIFY(signalJob(*s, *a, "KILL").ok());
     FollowEnd end;

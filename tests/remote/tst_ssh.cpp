@@ -39,7 +39,7 @@ class TestSsh : public QObject {
     QProcess sh;
     sh.setWorkingDirectory(m_dir.path());
     sh.start("sh", {"-c", QString::fromStdString(shellCommand({"printf", "%s", kHostile}))});
-    QVERIFY(sh.waitForFinished(5000));
+    QVERIFY(sh.waitForFinished(testing::kHangMs));
     QCOMPARE(sh.readAllStandardOutput().toStdString(), kHostile);
     QVERIFY(!QFile::exists(m_dir.filePath("PWNED")));
     QVERIFY(!QFile::exists(m_dir.filePath("PWNED2")));
@@ -91,6 +91,13 @@ class TestSsh : public QObject {
     auto cat = (*s)->run({"cat"}, "through stdin\n");
     QVERIFY(cat.ok());
     QCOMPARE(cat->out, std::string("through stdin\n"));
+    // A sanitized build's options reach what the host runs (the fixture's SetEnv).
+    for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
+      if (!qEnvironmentVariableIsSet(var)) continue;
+      auto env = (*s)->run({"printenv", var});
+      QVERIFY(env.ok());
+      QVERIFY2(env->out == qEnvironmentVariable(var).toStdString() + "\n", env->out.c_str());
+    }
   }
 
   void netloomTrainIsFoundOrItsAbsenceSaid() {
@@ -111,7 +118,7 @@ class TestSsh : public QObject {
     QProcess gen;
     QString other = m_dir.filePath("other_key");
     gen.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-f", other});
-    QVERIFY(gen.waitForFinished(20000));
+    QVERIFY(gen.waitForFinished(testing::kHangMs));
     HostSpec h = host();
     h.identity = other.toStdString();
     auto s = openSession(h, [](const HostKey&) { return true; });
@@ -133,7 +140,7 @@ class TestSsh : public QObject {
     QString locked = m_dir.filePath("locked_key");
     QProcess gen;
     gen.start("ssh-keygen", {"-q", "-t", "ed25519", "-N", "s3cret phrase", "-f", locked});
-    QVERIFY(gen.waitForFinished(20000) && gen.exitCode() == 0);
+    QVERIFY(gen.waitForFinished(testing::kHangMs) && gen.exitCode() == 0);
     QFile auth(m_dir.filePath("authorized_keys"));
     QFile pub(locked + ".pub");
     QVERIFY(auth.open(QIODevice::Append) && pub.open(QIODevice::ReadOnly));
