@@ -6,8 +6,8 @@
 #include <QFileInfo>
 #include <QMetaObject>
 
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
-#include "engine/io/safetensors.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 

@@ -12,6 +12,7 @@
 #include "engine/cli/progress.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/summary.h"
@@ -216,6 +217,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // An output that can never be written (a folder, a block device) is said now, not
+  // after the training whose results it was to keep.
+  for (const std::string* out : {&a.summaryJson, &a.opts.saveWeights}) {
+    if (out->empty()) continue;
+    if (auto target = netloom::resolveOutput(*out); !target) {
+      std::fprintf(stderr, "netloom-train: %s\n", target.error().message.c_str());
+      return 2;
+    }
+  }
   netloom::EventWriter events;
   if (!a.events.empty()) {
     if (auto st = events.open(a.events, !a.opts.resume.empty()); !st) {

@@ -12,18 +12,14 @@
 
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 #include "engine/io/safetensors.h"
+#include "output_fixture.h"
 
 using namespace netloom;
+using outputfixture::readAll;
 
 namespace {
-
-std::string readAll(const std::string& path) {
-  QFile f(QString::fromStdString(path));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  QByteArray b = f.readAll();
-  return std::string(b.constData(), size_t(b.size()));
-}
 
 void writeRaw(const std::string& path, const std::string& bytes, bool append = false) {
   std::FILE* f = std::fopen(path.c_str(), append ? "ab" : "wb");
