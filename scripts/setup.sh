@@ -14,7 +14,7 @@ build=${NETLOOM_BUILD_DIR:-build}
 
 # A training host (`node`) needs only the engine: no Qt, no GUI packages.
 packages=(
-  g++ cmake ninja-build pkg-config zlib1g-dev
+  g++ cmake ninja-build pkg-config zlib1g-dev nlohmann-json3-dev
   protobuf-compiler libprotobuf-dev
   libdnnl-dev ocl-icd-opencl-dev
 )

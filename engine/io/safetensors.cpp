@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -25,7 +24,6 @@ namespace {
 // The same bound the reference implementation uses: a real header is kilobytes, and a
 // larger claim is a corrupt or hostile file.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
-constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
 constexpr const char* kMetadataKey = "__metadata__";
 
 std::string quote(const std::string& s) {
@@ -47,11 +45,7 @@ bool dtypeFromName(const std::string& name, DType& out) {
 }
 
 bool asIndex(const Json& j, uint64_t& out) {
-  if (!j.isNumber()) return false;
-  double v = j.asNumber();
-  if (!(v >= 0 && v < kMaxExactInt) || v != std::trunc(v)) return false;
-  out = static_cast<uint64_t>(v);
-  return true;
+  return j.isNumber() && j.asUnsigned(out);
 }
 
 // numel * element size, or false on a negative dimension or overflow.
