@@ -63,6 +63,9 @@ Result<OutputTarget> resolveOutput(const std::string& path) {
                        ": it is a block device, and a file written there would overwrite a disk");
     if (!S_ISLNK(st.st_mode))
       return makeError("cannot write " + named(path, p) + ": it is a socket or other special file");
+    // /proc's links (/dev/stdout ends at /proc/self/fd/1) name open files, pipes and
+    // sockets that no path reaches: opened through the link, they are written in place.
+    if (p.rfind("/proc/", 0) == 0) return OutputTarget{p, true, true};
     if (links == kMaxLinks)
       return makeError("cannot write " + path + ": more than " + std::to_string(kMaxLinks) +
                        " symbolic links in a row (a loop?)");
@@ -99,9 +102,10 @@ Status OutputFile::open(const std::string& path, int mode) {
   if (!target) return target.error();
   m_target = *target;
   if (m_target.inPlace) {
-    // No O_CREAT, no O_TRUNC: what is there stays there. A FIFO waits here for its reader.
+    // No O_CREAT, no O_TRUNC: what is there stays there, and a file behind /proc's
+    // link (a redirected stdout) is added to. A FIFO waits here for its reader.
     do {
-      m_fd = ::open(m_target.path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+      m_fd = ::open(m_target.path.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
     } while (m_fd < 0 && errno == EINTR);
     if (m_fd < 0) return fail("open", errno);
     return {};

@@ -2,8 +2,8 @@
 // writes (weights, checkpoints, summaries, projects, host and job records, event
 // streams) is put there: a regular file or a new name is replaced atomically; a
 // symlink is followed and its target replaced atomically; a character device or a
-// FIFO is written in place and never replaced; a folder, a block device or a socket
-// is refused with a message naming the path.
+// FIFO (or /dev/stdout) is written in place and never replaced; a folder, a block
+// device or a socket is refused with a message naming the path.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +14,11 @@
 namespace netloom {
 
 struct OutputTarget {
-  std::string path;      // the path itself, or the end of its symlink chain
-  bool inPlace = false;  // a character device or FIFO: opened and written, never renamed over
-  bool exists = false;   // a regular file or a device is there now
+  std::string path;  // the path itself, or the end of its symlink chain
+  // A character device, a FIFO or a /proc link (/dev/stdout): opened and written,
+  // never renamed over.
+  bool inPlace = false;
+  bool exists = false;  // a regular file or a device is there now
 };
 // Follows symlinks (relative ones against their own folder) to what will be written.
 Result<OutputTarget> resolveOutput(const std::string& path);

@@ -196,6 +196,11 @@ class TestCli : public QObject {
       QCOMPARE(statOf(node).st_rdev, nullDevice);
     }
 
+    // /dev/stdout: through /proc's link to the pipe QProcess reads.
+    Outcome toStdout = runTrain(train + QStringList{"--summary-json", "/dev/stdout"});
+    QVERIFY2(toStdout.code == 0, qPrintable(toStdout.err));
+    QVERIFY2(toStdout.out.startsWith("{\"epochs\":1,\"steps\":2,"), qPrintable(toStdout.out));
+
     // A folder is refused before any training, naming it.
     const QString events = dir.filePath("events.pb");
     Outcome o =

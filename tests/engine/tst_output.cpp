@@ -113,6 +113,20 @@ class TestOutput : public QObject {
     QCOMPARE(entries(dir.path()), QStringList{"out.fifo"});
   }
 
+  // /dev/stdout and its kind end in /proc's links to open files: written through them.
+  void procLinkIsWrittenThrough() {
+    int fds[2];
+    QCOMPARE(::pipe(fds), 0);
+    const std::string link = "/proc/self/fd/" + std::to_string(fds[1]);
+    Status st = writeFileAtomic(link, "{}\n");
+    ::close(fds[1]);
+    QVERIFY2(st.ok(), st.ok() ? "" : st.message().c_str());
+    char buf[16];
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    ::close(fds[0]);
+    QCOMPARE(std::string(buf, size_t(std::max<ssize_t>(n, 0))), std::string("{}\n"));
+  }
+
   void symlinkTargetIsReplaced() {
     QTemporaryDir dir;
     QVERIFY(QDir(dir.path()).mkpath("real") && QDir(dir.path()).mkpath("sub"));
