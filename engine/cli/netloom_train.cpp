@@ -148,6 +148,8 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));
+  // A remote job's status reads this: "stopped at step <steps>" rather than finished.
+  o.set("stopped", Json::boolean(s.stoppedByRequest));
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <map>
 
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
@@ -223,12 +224,12 @@ class TestJobs : public QObject {
     for (const auto& j : *listed) running += j.state == "running";
     QVERIFY(running >= 2);
     // Pause: the job's processes stop; then on again.
-    QVERIFY(signalJob(*s, *b, "STOP").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "STOP"))), QString());
     QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("paused"), 10000);
-    QVERIFY(signalJob(*s, *b, "CONT").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "CONT"))), QString());
     QTRY_COMPARE_WITH_TIMEOUT(jobStatus(*s, *b)->state, std::string("running"), 10000);
     // Cancel while following: the follower records the kill in the stream.
-    QVERIFY(signalJob(*s, *a, "KILL").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *a, "KILL"))), QString());
     FollowEnd end;
     std::string got = follow(*a, 0, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
@@ -239,10 +240,28 @@ class TestJobs : public QObject {
     QCOMPARE(jobStatus(*s, *a)->state, std::string("killed"));
     QVERIFY(!deleteJob(*s, *b).ok());                            // still running: refused
     QCOMPARE(jobStatus(*s, *b)->state, std::string("running"));  // the other job went on
-    QVERIFY(signalJob(*s, *b, "TERM").ok());  // stop: ends after the step, cleanly
+    // Stop: it ends after the step, cleanly.
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "TERM"))), QString());
     FollowEnd endB;
-    follow(*b, 0, &endB);
+    auto stream = parseEvents(follow(*b, 0, &endB), 0);
     QCOMPARE(int(endB.how), int(FollowEnd::How::Finished));
+    // The host says so too: TERM reached the job's shell as well, which still
+    // recorded how the trainer ended.
+    QVERIFY(stream.ok() && stream->events.back().has_finished());
+    const proto::Finished& finished = stream->events.back().finished();
+    QVERIFY(finished.stopped());
+    auto stopped = jobStatus(*s, *b);
+    QVERIFY(stopped.ok());
+    QCOMPARE(stopped->state, std::string("stopped"));
+    QCOMPARE(stopped->exitCode, 0);
+    QCOMPARE(stopped->stoppedAtStep, finished.steps());
+    QCOMPARE(stopped->describe(), "stopped at step " + std::to_string(finished.steps()));
+    listed = listJobs(*s, host());
+    QVERIFY(listed.ok());
+    std::map<std::string, std::string> states;
+    for (const auto& j : *listed) states[j.id] = j.describe();
+    QCOMPARE(states[a->id()], std::string("killed"));
+    QCOMPARE(states[b->id()], stopped->describe());
     QVERIFY(!signalJob(*s, *a, "HUP; rm -rf /").ok());  // only known signals
   }
 
@@ -457,6 +476,21 @@ class TestJobs : public QObject {
                 .contains(QRegularExpression(id + " +finished")));
     QProcess* attach = job({"attach", id});
     QCOMPARE(attach->exitCode(), 0);
+    // Stopped from here once it trains: the host's list says where it stopped.
+    const QString longPath = m_dir.filePath("cli-long.nlproj");
+    QVERIFY(saveProject(longPath.toStdString(), spirals(3000)).ok());
+    QProcess* submitted = job({"submit", "--host", "loop", longPath});
+    QVERIFY2(submitted->exitCode() == 0,
+             qPrintable(QString::fromUtf8(submitted->readAllStandardError())));
+    const QStringList idAndDir = QString::fromUtf8(submitted->readAllStandardOutput()).split(' ');
+    QCOMPARE(idAndDir.size(), 2);
+    const QString longEvents = idAndDir[1].trimmed() + "/events.pb";
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(longEvents).size() > 2000, 30000);
+    QCOMPARE(job({"stop", idAndDir[0]})->exitCode(), 0);
+    QCOMPARE(job({"attach", idAndDir[0]})->exitCode(), 0);  // follows it to its end
+    QString hostList = QString::fromUtf8(job({"list", "--host", "loop"})->readAllStandardOutput());
+    QVERIFY2(hostList.contains(QRegularExpression(idAndDir[0] + " +stopped at step [1-9][0-9]* ")),
+             qPrintable(hostList));
     QProcess* fetch = job({"fetch", id, "--to", m_dir.filePath("cli-fetch")});
     QCOMPARE(fetch->exitCode(), 0);
     QVERIFY(QFile::exists(m_dir.filePath("cli-fetch/weights.safetensors")));
