@@ -114,7 +114,7 @@ Status OutputFile::open(const std::string& path, int mode) {
   bool keepBits = mode >= 0;
   struct stat st;
   if (mode < 0 && m_target.exists && ::stat(m_target.path.c_str(), &st) == 0) {
-    bits = st.st_mode & 07777;  // a replaced file keeps its permissions
+    bits = st.st_mode & 0777;  // a replaced file keeps its permissions (not set-id bits)
     keepBits = true;
   }
   // Beside the target, so the rename stays within one filesystem. The counter keeps
