@@ -2,9 +2,9 @@
 
 #include <qcustomplot.h>
 
+#include <QBuffer>
 #include <QCheckBox>
 #include <QElapsedTimer>
-#include <QFile>
 #include <QFileDialog>
 #include <QGridLayout>
 #include <QLabel>
@@ -14,6 +14,8 @@
 #include <QTextStream>
 #include <QVBoxLayout>
 #include <cmath>
+
+#include "engine/io/output_file.h"
 
 namespace netloom::gui {
 
@@ -310,29 +312,34 @@ int TrainingCharts::epochPoints() const {
 }
 
 bool TrainingCharts::exportLoss(const QString& path) const {
+  // Made in memory, then written as every output is (engine/io/output_file.h): never
+  // over a device or a link's name, and never half a file.
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
   if (path.endsWith(".csv", Qt::CaseInsensitive)) {
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
-    QTextStream out(&f);
+    QTextStream out(&buffer);
     out << "step,loss,smoothed\n";
     std::vector<double> s = smoothed(m_losses, m_weight);
     for (size_t i = 0; i < m_steps.size(); ++i)
       out << qint64(m_steps[i]) << "," << m_losses[i] << "," << s[i] << "\n";
-    return f.error() == QFile::NoError;
-  }
-  if (path.endsWith(".pdf", Qt::CaseInsensitive)) return m_loss->savePdf(path);
-  if (path.endsWith(".svg", Qt::CaseInsensitive)) {
+    out.flush();
+  } else if (path.endsWith(".pdf", Qt::CaseInsensitive)) {
+    return m_loss->savePdf(path);  // QCustomPlot writes PDFs to a file name only
+  } else if (path.endsWith(".svg", Qt::CaseInsensitive)) {
     QSvgGenerator svg;
-    svg.setFileName(path);
+    svg.setOutputDevice(&buffer);
     svg.setSize(m_loss->size());
     svg.setViewBox(m_loss->rect());
     svg.setTitle(tr("Training loss"));
     QCPPainter painter;
     if (!painter.begin(&svg)) return false;
     m_loss->toPainter(&painter, m_loss->width(), m_loss->height());
-    return painter.end();
+    if (!painter.end()) return false;
+  } else if (!m_loss->toPixmap().save(&buffer, "PNG")) {
+    return false;
   }
-  return m_loss->savePng(path);
+  return writeFileAtomic(path.toStdString(), bytes.toStdString()).ok();
 }
 
 }  // namespace netloom::gui

@@ -6,8 +6,8 @@
 #include <QFileInfo>
 #include <QMetaObject>
 
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
-#include "engine/io/safetensors.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 
@@ -104,6 +104,11 @@ Status RemoteTarget::start(const RunRequest& r) {
                       .arg(total >> 20));
   };
   launch([this, project = *project, o, runDir]() -> Status {
+    // A run that never started ends its stream saying why, so its history is honest.
+    auto neverStarted = [&](const Error& e) {
+      recordFailure(runDir + "/events.pb", QString::fromStdString(e.message));
+      return Status(e);
+    };
     emit notice(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
     HostSpec spec = hostSpec(m_host);
     auto session = openSession(
@@ -112,12 +117,12 @@ Status RemoteTarget::start(const RunRequest& r) {
           return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
         },
         secretPrompt());
-    if (!session) return session.error();
+    if (!session) return neverStarted(session.error());
     emit notice(tr("Submitting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
     auto job = submitJob(**session, m_host, project, o);
-    if (!job) return job.error();
+    if (!job) return neverStarted(job.error());
     // Recorded before anything else happens, so a crash here still finds the job.
-    if (Status s = recordJob(runDir, *job); !s) return s;
+    if (Status s = recordJob(runDir, *job); !s) return neverStarted(s.error());
     emit submitted(QString::fromStdString(job->id()));
     return follow(runDir, *job, std::move(*session));
   });
@@ -157,7 +162,10 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   };
   hooks.onNotice = [this](const std::string& text) { emit notice(QString::fromStdString(text)); };
   hooks.launch = [this, runDir](SshSession& s, remotepb::JobRecord& j) -> Status {
-    if (Status st = launchJob(s, j); !st) return st;
+    if (Status st = launchJob(s, j); !st) {
+      recordFailure(runDir + "/events.pb", QString::fromStdString(st.message()));
+      return st;
+    }
     return recordJob(runDir, j);
   };
   hooks.cancelled = [this] { return m_detach.load(); };

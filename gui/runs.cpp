@@ -45,7 +45,8 @@ proto::Project frozen(proto::Project p, const QString& projectDir) {
   return p;
 }
 
-// Appends a Failed event saying why, unless the stream already ends the run.
+}  // namespace
+
 void recordFailure(const QString& eventsPath, const QString& why) {
   auto r = readEvents(eventsPath.toStdString());
   if (r && !r->events.empty() && (r->events.back().has_failed() || r->events.back().has_finished()))
@@ -63,18 +64,19 @@ void recordFailure(const QString& eventsPath, const QString& why) {
   (void)w.write(e);
 }
 
-}  // namespace
-
 // RunRecord ------------------------------------------------------------------------
 
 RunRecord::State RunRecord::state() const {
-  if (finished()) return State::Finished;
+  if (const proto::Finished* f = finished()) return f->stopped() ? State::Stopped : State::Finished;
   if (failed()) return State::Failed;
   return State::Running;
 }
 
 QString RunRecord::stateText() const {
-  if (const proto::Finished* f = finished())
+  const proto::Finished* f = finished();
+  // As `netloom-job list --host` says it of a remote run.
+  if (f && f->stopped()) return QObject::tr("stopped at step %1").arg(f->steps());
+  if (f)
     return f->test_accuracy() >= 0
                ? QObject::tr("finished, test accuracy %1").arg(f->test_accuracy(), 0, 'f', 4)
                : QObject::tr("finished, loss %1").arg(f->train_loss(), 0, 'g', 4);

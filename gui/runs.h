@@ -35,7 +35,7 @@ struct RunRecord {
 
   enum class State { Running, Finished, Failed, Stopped };
   State state() const;
-  QString stateText() const;  // "finished", "failed: <why>", ...
+  QString stateText() const;  // "finished, loss 0.1", "stopped at step 120", "failed: <why>", ...
   const proto::RunStarted* started() const;
   const proto::Finished* finished() const;
   const proto::Failed* failed() const;
@@ -56,6 +56,9 @@ Result<RunRecord> createRun(const QString& runsDir, const proto::Project& projec
 std::vector<RunRecord> listRuns(const QString& runsDir);
 // The latest checkpoint of a run, or empty.
 QString latestCheckpoint(const RunRecord& run);
+// Appends a Failed event saying why to a run's stream, unless the stream already
+// ends the run: a run that died, or never started, says so in its history.
+void recordFailure(const QString& eventsPath, const QString& why);
 
 // What a target needs to start a run.
 struct RunRequest {

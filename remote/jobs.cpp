@@ -35,24 +35,33 @@ const char* kProbe =
     "sed 's/^/gpu=/'; fi";
 // $1 job folder, $2 trainer, then netloom-train's extra arguments. The trainer
 // runs under a small shell that records its exit status in `exit`; setsid makes
-// that shell the leader of the job's process group.
+// that shell the leader of the job's process group. Stop signals the whole group,
+// so the shell traps TERM: it waits for the trainer, which stops cleanly, and
+// records how that went. (A trap, not an ignored signal, which the trainer would
+// inherit.) Only a KILL of the group leaves no `exit`, and that reads as killed.
 const char* kStart =
     "set -e; cd \"$1\"; trainer=\"$2\"; shift 2; "
     "command -v \"$trainer\" >/dev/null 2>&1 || { echo \"netloom-train not found: $trainer\" >&2; "
     "exit 127; }; "
-    "setsid nohup sh -c 't=\"$1\"; shift; \"$t\" project.nlproj --events events.pb "
-    "--checkpoint-dir checkpoints --save-weights weights.safetensors --quiet \"$@\"; "
-    "echo $? > exit' sh \"$trainer\" \"$@\" > train.log 2>&1 < /dev/null & "
+    "setsid nohup sh -c 'trap : TERM; t=\"$1\"; shift; \"$t\" project.nlproj --events events.pb "
+    "--checkpoint-dir checkpoints --save-weights weights.safetensors --summary-json summary.json "
+    "--quiet \"$@\"; echo $? > exit' sh \"$trainer\" \"$@\" > train.log 2>&1 < /dev/null & "
     "echo $! > pid; date -u +%Y-%m-%dT%H:%M:%SZ > started; cat pid";
-// $1 job folder. One line: state, exit code, start time.
+// $1 job folder. One line: state, exit code, start time, and for a stopped job the
+// steps it made (from netloom-train's summary: {"steps":N,...,"stopped":true}).
+// A trainer killed by KILL alone leaves its shell to record 137.
 const char* kStatus =
     "cd \"$1\" 2>/dev/null || { echo missing; exit 0; }; pid=$(cat pid 2>/dev/null); "
     "st=$(cat started 2>/dev/null); "
     "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then "
     "if grep -q '^[^)]*) T' \"/proc/$pid/stat\" 2>/dev/null; then s=paused; else s=running; fi; "
     "echo \"$s - $st\"; "
-    "elif [ -f exit ]; then e=$(cat exit); if [ \"$e\" = 0 ]; then s=finished; else s=failed; fi; "
-    "echo \"$s $e $st\"; else echo \"killed - $st\"; fi";
+    "elif [ -f exit ]; then e=$(cat exit); n=-; "
+    "if [ \"$e\" = 0 ] && grep -q '\"stopped\":true' summary.json 2>/dev/null; then s=stopped; "
+    "n=$(sed -n 's/.*\"steps\":\\([0-9]*\\).*/\\1/p' summary.json); "
+    "elif [ \"$e\" = 0 ]; then s=finished; elif [ \"$e\" = 137 ]; then s=killed; else s=failed; "
+    "fi; "
+    "echo \"$s $e $st ${n:--}\"; else echo \"killed - $st\"; fi";
 // $1 folder holding job folders: one kStatus line per job, after its name.
 const char* kList =
     "cd \"$1\" 2>/dev/null || exit 0; for d in j*; do [ -d \"$d\" ] || continue; "
@@ -290,14 +299,23 @@ JobStatus parseStatus(const std::string& id, const std::string& line) {
   JobStatus st;
   st.id = id;
   std::istringstream in(line);
-  std::string code;
-  in >> st.state >> code >> st.started;
+  std::string code, steps;
+  in >> st.state >> code >> st.started >> steps;
   if (st.state == "missing" || st.state.empty()) st.state = "unknown";
   if (code != "-" && !code.empty()) st.exitCode = std::atoi(code.c_str());
+  if (st.state == "stopped" && !steps.empty() && steps != "-")
+    st.stoppedAtStep = std::atoll(steps.c_str());
   return st;
 }
 
 }  // namespace
+
+std::string JobStatus::describe() const {
+  if (state == "stopped")
+    return stoppedAtStep >= 0 ? "stopped at step " + std::to_string(stoppedAtStep) : "stopped";
+  if (state == "failed") return "failed (exit status " + std::to_string(exitCode) + ")";
+  return state;
+}
 
 Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job) {
   auto r = s.run({"sh", "-c", kStatus, "sh", job.dir()});
@@ -325,7 +343,9 @@ std::string signalCommand(const remotepb::JobRecord& job, const std::string& sig
   // stopped group also needs CONT to act on TERM.
   const std::string group = "-" + std::to_string(job.pid());
   std::string cmd = shellCommand({"kill", "-s", signal, "--", group});
-  if (signal == "TERM") cmd += " && " + shellCommand({"kill", "-s", "CONT", "--", group});
+  // The job may end between the two (a step is short): TERM reaching it is what counts.
+  if (signal == "TERM")
+    cmd += " && { " + shellCommand({"kill", "-s", "CONT", "--", group}) + " 2>/dev/null || :; }";
   return cmd;
 }
 

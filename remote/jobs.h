@@ -68,9 +68,14 @@ Status launchJob(SshSession& s, remotepb::JobRecord& job);
 // Where a job is, from its folder on the host.
 struct JobStatus {
   std::string id;
-  std::string state;  // "running", "paused", "finished", "failed", "killed", "unknown"
+  // "running", "paused", "finished", "stopped" (by a stop request, cleanly),
+  // "failed", "killed", "unknown"
+  std::string state;
   std::string started;
   int exitCode = -1;
+  int64_t stoppedAtStep = -1;  // for "stopped": the steps it made, when known
+  // "stopped at step 120", "failed (exit status 1)", or the state.
+  std::string describe() const;
 };
 Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job);
 // Every job folder under the host's work directory.

@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
       auto jobs = listJobs(**session, *host);
       if (!jobs) return fail(jobs.error().message);
       for (const auto& j : *jobs)
-        std::printf("%s  %-8s  %s\n", j.id.c_str(), j.state.c_str(), j.started.c_str());
+        std::printf("%s  %-8s  %s\n", j.id.c_str(), j.describe().c_str(), j.started.c_str());
       return 0;
     }
     if (target.empty()) return usage();

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/io/output_file.h"
 #include "remote/shell.h"
 
 namespace netloom::remote {
@@ -428,23 +429,18 @@ Status SshSession::downloadFile(const std::string& path, const std::string& loca
   if (Status st = openSftp(); !st) return st;
   sftp_file f = sftp_open(m_impl->sftp, path.c_str(), O_RDONLY, 0);
   if (!f) return makeError(m_host.label() + ": cannot read " + path + ": " + m_impl->error());
-  const std::string tmp = localPath + ".part";
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  if (!out) {
-    sftp_close(f);
-    return makeError(localPath + ": cannot write: " + std::strerror(errno));
-  }
+  // Whole or not at all, and never over a device or through a link's name.
+  OutputFile out;
+  Status st = out.open(localPath);
   std::string buf(65536, '\0');
-  ssize_t n;
-  bool ok = true;
-  while (ok && (n = sftp_read(f, buf.data(), buf.size())) > 0)
-    ok = std::fwrite(buf.data(), 1, size_t(n), out) == size_t(n);
-  ok = ok && n == 0;
+  ssize_t n = 0;
+  while (st && (n = sftp_read(f, buf.data(), buf.size())) > 0)
+    st = out.write(buf.data(), size_t(n));
+  const std::string readError = n < 0 ? m_impl->error() : std::string();
   sftp_close(f);
-  ok = (std::fclose(out) == 0) && ok;
-  if (ok && std::rename(tmp.c_str(), localPath.c_str()) == 0) return {};
-  std::remove(tmp.c_str());
-  return makeError(m_host.label() + ": cannot download " + path + " to " + localPath);
+  if (!st) return st;
+  if (n < 0) return makeError(m_host.label() + ": cannot download " + path + ": " + readError);
+  return out.commit();
 }
 
 Result<std::vector<RemoteFileInfo>> SshSession::listDir(const std::string& dir) {

@@ -14,7 +14,7 @@ build=${NETLOOM_BUILD_DIR:-build}
 
 # A training host (`node`) needs only the engine: no Qt, no GUI packages.
 packages=(
-  g++ cmake ninja-build pkg-config zlib1g-dev
+  g++ cmake ninja-build pkg-config zlib1g-dev nlohmann-json3-dev
   protobuf-compiler libprotobuf-dev
   libdnnl-dev ocl-icd-opencl-dev
 )
@@ -25,7 +25,7 @@ if [ "$mode" = node ]; then
 else
   packages+=(
     qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
-    libssh-dev openssh-server openssh-client
+    libssh-dev libssl-dev openssh-server openssh-client
     dataset-fashion-mnist
   )
 fi

@@ -16,6 +16,7 @@
 #include "engine/cli/progress.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/project_check.h"
@@ -165,6 +166,8 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));
+  // A remote job's status reads this: "stopped at step <steps>" rather than finished.
+  o.set("stopped", Json::boolean(s.stoppedByRequest));
   return o;
 }
 
@@ -239,6 +242,15 @@ int main(int argc, char** argv) {
   if (!hold) {
     std::fprintf(stderr, "netloom-train: %s\n", hold.error().message.c_str());
     return 2;
+  }
+  // An output that can never be written (a folder, a block device) is said now, not
+  // after the training whose results it was to keep.
+  for (const std::string* out : {&a.summaryJson, &a.opts.saveWeights}) {
+    if (out->empty()) continue;
+    if (auto target = netloom::resolveOutput(*out); !target) {
+      std::fprintf(stderr, "netloom-train: %s\n", target.error().message.c_str());
+      return 2;
+    }
   }
   netloom::EventWriter events;
   if (!a.events.empty()) {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "engine/io/output_file.h"
+
 namespace netloom {
 
 namespace {
@@ -59,14 +61,20 @@ EventWriter::~EventWriter() {
 
 Status EventWriter::open(const std::string& path, bool append) {
   close();
-  if (append && std::filesystem::exists(path)) {
-    auto existing = readEvents(path);
+  // The stream grows in place for its readers, so it is never renamed into place; but
+  // the same rules hold for what the path names (engine/io/output_file.h).
+  auto target = resolveOutput(path);
+  if (!target) return target.error();
+  const std::string& file = target->path;
+  // A device or FIFO has no earlier records to keep: it is written as it is.
+  if (append && target->exists && !target->inPlace) {
+    auto existing = readEvents(file);
     if (!existing) return existing.error();
     std::error_code ec;
-    std::filesystem::resize_file(path, uint64_t(existing->nextOffset), ec);
+    std::filesystem::resize_file(file, uint64_t(existing->nextOffset), ec);
     if (ec) return makeError("cannot trim the torn end of " + path + ": " + ec.message());
   }
-  m_file = std::fopen(path.c_str(), append ? "ab" : "wb");
+  m_file = std::fopen(file.c_str(), append || target->inPlace ? "ab" : "wb");
   if (!m_file) return makeError("cannot write events to " + path + ": " + errnoText(errno));
   m_path = path;
   return {};

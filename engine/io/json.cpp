@@ -1,370 +1,188 @@
-// The JSON reader and writer. The parser is strict (RFC 8259, UTF-8 checked, duplicate
-// keys rejected, bounded nesting) because its main input, a safetensors header, may come
-// from anywhere.
+// The JSON reader and writer. Parsing is nlohmann/json's SAX parser (RFC 8259; UTF-8
+// checked, surrogates paired, numbers in range), building our own small value; on top
+// of it, duplicate keys are refused and nesting is bounded, because its main input, a
+// safetensors header, may come from anywhere.
 #include "engine/io/json.h"
 
 #include <algorithm>
 #include <cassert>
 #include <charconv>
 #include <cmath>
-#include <cstring>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
 
 namespace netloom {
 
 namespace {
 
 // Deep enough for any header or summary we write; shallow enough that a hostile
-// "[[[[..." cannot exhaust the stack.
+// "[[[[..." cannot exhaust the stack of the recursive writer and destructor.
 constexpr int kMaxDepth = 256;
+constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
 
-void appendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
+// The text as the parser reads it, noting how far it has read: SAX events carry no
+// position, and a duplicate key or too deep a nesting is reported by its byte.
+class TrackingIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  TrackingIterator(const char* p, const char** read) : m_p(p), m_read(read) {}
+  reference operator*() const { return *m_p; }
+  TrackingIterator& operator++() {
+    *m_read = ++m_p;
+    return *this;
   }
+  bool operator==(const TrackingIterator& o) const { return m_p == o.m_p; }
+  bool operator!=(const TrackingIterator& o) const { return m_p != o.m_p; }
+
+ private:
+  const char* m_p;
+  const char** m_read;
+};
+
+// Text fit to show anywhere (a protobuf string must be UTF-8): bytes past ASCII as \\xNN.
+std::string printable(const std::string& s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x80) {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
-// Length of the well-formed UTF-8 sequence at s[0..n), or 0 if it is malformed
-// (overlong forms, surrogates and code points past U+10FFFF included).
-size_t utf8SequenceLength(const unsigned char* s, size_t n) {
-  unsigned char c = s[0];
-  size_t len;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2, cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3, cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4, cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
-  if (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
-  return len;
+// The library's message without its "[json.exception...]" tag and line and column:
+// the byte offset follows instead.
+std::string describe(const std::string& what) {
+  std::string s = what;
+  if (s.rfind("[json.exception.", 0) == 0 && s.find("] ") != std::string::npos)
+    s.erase(0, s.find("] ") + 2);
+  if (s.rfind("parse error", 0) == 0 && s.find(": ") != std::string::npos)
+    s.erase(0, s.find(": ") + 2);
+  return printable(s);
 }
 
 }  // namespace
 
-class JsonParser {
+// Builds a Json from the parser's events, with our limits on top of its checks.
+class JsonBuilder {
  public:
-  explicit JsonParser(const std::string& text) : m_s(text) {}
+  using number_integer_t = nlohmann::json::number_integer_t;
+  using number_unsigned_t = nlohmann::json::number_unsigned_t;
+  using number_float_t = nlohmann::json::number_float_t;
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
 
-  Result<Json> parseDocument() {
-    skipSpace();
-    Json v;
-    if (!parseValue(v, 0)) return fail();
-    skipSpace();
-    if (m_pos != m_s.size()) {
-      setError("unexpected data after the value");
-      return fail();
+  JsonBuilder(const std::string& text, const char* const* read) : m_text(text), m_read(read) {}
+
+  Result<Json> finish(bool parsed) {
+    if (!parsed || !m_error.empty())
+      return makeError("JSON: " + (m_error.empty() ? "not valid" : m_error) + " at byte " +
+                       std::to_string(m_errorPos));
+    return std::move(m_root);
+  }
+
+  bool null() { return add(Json()); }
+  bool boolean(bool v) { return add(Json::boolean(v)); }
+  bool number_integer(number_integer_t v) { return add(Json::number(double(v))); }
+  bool number_unsigned(number_unsigned_t v) {
+    Json j = Json::number(double(v));
+    j.m_exact = true;
+    j.m_unsigned = v;
+    return add(std::move(j));
+  }
+  bool number_float(number_float_t v, const string_t&) { return add(Json::number(v)); }
+  bool string(string_t& v) { return add(Json::string(std::move(v))); }
+  bool binary(binary_t&) { return fail("binary data", consumed()); }
+
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(string_t& k) {
+    // Read up to the key's closing quote; its opening one is the last unescaped quote
+    // before that (no unescaped quote can sit inside a string the parser accepted).
+    size_t close = consumed() - 1, open = close;
+    while (open > 0) {
+      --open;
+      size_t slashes = 0;
+      while (open > slashes && m_text[open - 1 - slashes] == '\\') ++slashes;
+      if (m_text[open] == '"' && slashes % 2 == 0) break;
     }
-    return v;
+    if (!m_keys.back().insert(k).second)
+      return fail("duplicate key \"" + k + "\"", open);  // valid UTF-8: the parser checked
+    m_key = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // `position` counts the bytes read, the offending one last.
+    return fail(describe(e.what()), position > 0 ? position - 1 : 0);
   }
 
  private:
-  Error fail() const {
-    return makeError("JSON: " + m_error + " at byte " + std::to_string(m_errorPos));
-  }
-  bool setError(std::string what) { return setErrorAt(std::move(what), m_pos); }
-  bool setErrorAt(std::string what, size_t pos) {
-    m_error = std::move(what);
-    m_errorPos = pos;
+  size_t consumed() const { return size_t(*m_read - m_text.data()); }
+
+  bool fail(std::string what, size_t at) {
+    if (m_error.empty()) m_error = std::move(what), m_errorPos = at;
     return false;
   }
 
-  bool atEnd() const { return m_pos >= m_s.size(); }
-  char peek() const { return m_s[m_pos]; }
-
-  void skipSpace() {
-    while (!atEnd()) {
-      char c = peek();
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++m_pos;
+  // Places `v` in the open container (or as the document) and returns where it went.
+  Json* place(Json v) {
+    if (m_open.empty()) {
+      m_root = std::move(v);
+      return &m_root;
     }
+    Json& parent = *m_open.back();
+    if (parent.m_type == Json::Type::Array) {
+      parent.m_items.push_back(std::move(v));
+      return &parent.m_items.back();
+    }
+    // Appended directly: set() would search for the key, quadratic in member count.
+    parent.m_members.emplace_back(std::move(m_key), std::move(v));
+    return &parent.m_members.back().second;
   }
 
-  bool expectLiteral(const char* word) {
-    size_t n = std::strlen(word);
-    if (m_s.compare(m_pos, n, word) != 0) return setError("invalid literal");
-    m_pos += n;
+  bool add(Json v) {
+    place(std::move(v));
     return true;
   }
 
-  bool parseValue(Json& out, int depth) {
-    if (atEnd()) return setError("unexpected end of input");
-    switch (peek()) {
-      case '{': return parseObject(out, depth + 1);
-      case '[': return parseArray(out, depth + 1);
-      case '"': {
-        std::string s;
-        if (!parseString(s)) return false;
-        out = Json::string(std::move(s));
-        return true;
-      }
-      case 't':
-        if (!expectLiteral("true")) return false;
-        out = Json::boolean(true);
-        return true;
-      case 'f':
-        if (!expectLiteral("false")) return false;
-        out = Json::boolean(false);
-        return true;
-      case 'n':
-        if (!expectLiteral("null")) return false;
-        out = Json();
-        return true;
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parseNumber(out);
-        return setError(std::string("unexpected character '") + peek() + "'");
-    }
-  }
-
-  bool parseObject(Json& out, int depth) {
-    if (depth > kMaxDepth) return setError("nesting deeper than " + std::to_string(kMaxDepth));
-    ++m_pos;  // '{'
-    out = Json::object();
-    std::vector<size_t> keyPos;
-    skipSpace();
-    if (!atEnd() && peek() == '}') {
-      ++m_pos;
-      return true;
-    }
-    while (true) {
-      skipSpace();
-      if (atEnd()) return setError("unexpected end of input in object");
-      if (peek() != '"') return setError("expected a string key");
-      keyPos.push_back(m_pos);
-      std::string key;
-      if (!parseString(key)) return false;
-      skipSpace();
-      if (atEnd() || peek() != ':') return setError("expected ':'");
-      ++m_pos;
-      skipSpace();
-      Json value;
-      if (!parseValue(value, depth)) return false;
-      // Appended directly: set() would search for the key, quadratic in member count;
-      // duplicates are found once the object is complete.
-      out.m_members.emplace_back(std::move(key), std::move(value));
-      skipSpace();
-      if (atEnd()) return setError("unexpected end of input in object");
-      if (peek() == ',') {
-        ++m_pos;
-        continue;
-      }
-      if (peek() == '}') {
-        ++m_pos;
-        break;
-      }
-      return setError("expected ',' or '}'");
-    }
-    return checkDuplicateKeys(out, keyPos);
-  }
-
-  bool checkDuplicateKeys(const Json& obj, const std::vector<size_t>& keyPos) {
-    const auto& m = obj.members();
-    std::vector<size_t> order(m.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return m[a].first < m[b].first; });
-    for (size_t i = 1; i < order.size(); ++i) {
-      if (m[order[i]].first == m[order[i - 1]].first) {
-        return setErrorAt("duplicate key \"" + m[order[i]].first + "\"", keyPos[order[i]]);
-      }
-    }
+  bool open(Json container) {
+    if (int(m_open.size()) >= kMaxDepth)
+      return fail("nesting deeper than " + std::to_string(kMaxDepth), consumed() - 1);
+    const bool object = container.m_type == Json::Type::Object;
+    // Only the innermost container grows while it is open, so the pointers held for
+    // the outer ones stay valid.
+    m_open.push_back(place(std::move(container)));
+    if (object) m_keys.emplace_back();
     return true;
   }
 
-  bool parseArray(Json& out, int depth) {
-    if (depth > kMaxDepth) return setError("nesting deeper than " + std::to_string(kMaxDepth));
-    ++m_pos;  // '['
-    out = Json::array();
-    skipSpace();
-    if (!atEnd() && peek() == ']') {
-      ++m_pos;
-      return true;
-    }
-    while (true) {
-      skipSpace();
-      Json value;
-      if (!parseValue(value, depth)) return false;
-      out.push(std::move(value));
-      skipSpace();
-      if (atEnd()) return setError("unexpected end of input in array");
-      if (peek() == ',') {
-        ++m_pos;
-        continue;
-      }
-      if (peek() == ']') {
-        ++m_pos;
-        return true;
-      }
-      return setError("expected ',' or ']'");
-    }
-  }
-
-  bool parseHex4(uint32_t& out) {
-    if (m_s.size() - m_pos < 4) return setError("truncated \\u escape");
-    out = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = m_s[m_pos + i];
-      uint32_t d;
-      if (c >= '0' && c <= '9') {
-        d = c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        d = c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        d = c - 'A' + 10;
-      } else {
-        return setErrorAt("invalid hex digit in \\u escape", m_pos + i);
-      }
-      out = out * 16 + d;
-    }
-    m_pos += 4;
+  bool close() {
+    if (m_open.back()->m_type == Json::Type::Object) m_keys.pop_back();
+    m_open.pop_back();
     return true;
   }
 
-  bool parseString(std::string& out) {
-    ++m_pos;  // opening quote
-    while (true) {
-      if (atEnd()) return setError("unterminated string");
-      unsigned char c = static_cast<unsigned char>(peek());
-      if (c == '"') {
-        ++m_pos;
-        return true;
-      }
-      if (c < 0x20) return setError("control character in string");
-      if (c == '\\') {
-        if (!parseEscape(out)) return false;
-        continue;
-      }
-      size_t len = utf8SequenceLength(reinterpret_cast<const unsigned char*>(m_s.data()) + m_pos,
-                                      m_s.size() - m_pos);
-      if (len == 0) return setError("invalid UTF-8 in string");
-      out.append(m_s, m_pos, len);
-      m_pos += len;
-    }
-  }
-
-  bool parseEscape(std::string& out) {
-    size_t start = m_pos;
-    ++m_pos;  // backslash
-    if (atEnd()) return setError("unterminated string");
-    char e = peek();
-    ++m_pos;
-    switch (e) {
-      case '"': out += '"'; return true;
-      case '\\': out += '\\'; return true;
-      case '/': out += '/'; return true;
-      case 'b': out += '\b'; return true;
-      case 'f': out += '\f'; return true;
-      case 'n': out += '\n'; return true;
-      case 'r': out += '\r'; return true;
-      case 't': out += '\t'; return true;
-      case 'u': break;
-      default: return setErrorAt("invalid escape", start);
-    }
-    uint32_t cp = 0;
-    if (!parseHex4(cp)) return false;
-    if (cp >= 0xDC00 && cp <= 0xDFFF) return setErrorAt("unpaired low surrogate", start);
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      if (m_s.compare(m_pos, 2, "\\u") != 0) return setErrorAt("unpaired high surrogate", start);
-      m_pos += 2;
-      uint32_t low = 0;
-      if (!parseHex4(low)) return false;
-      if (low < 0xDC00 || low > 0xDFFF) return setErrorAt("unpaired high surrogate", start);
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-    }
-    appendUtf8(out, cp);
-    return true;
-  }
-
-  bool parseNumber(Json& out) {
-    // Validate the RFC 8259 grammar first: from_chars alone would accept "01", "1." etc.
-    size_t start = m_pos;
-    auto digits = [&] {
-      size_t n = 0;
-      while (!atEnd() && peek() >= '0' && peek() <= '9') ++m_pos, ++n;
-      return n;
-    };
-    if (peek() == '-') ++m_pos;
-    if (atEnd()) return setError("truncated number");
-    if (peek() == '0') {
-      ++m_pos;
-      if (!atEnd() && peek() >= '0' && peek() <= '9') return setError("leading zero in number");
-    } else if (digits() == 0) {
-      return setError("expected a digit");
-    }
-    if (!atEnd() && peek() == '.') {
-      ++m_pos;
-      if (digits() == 0) return setError("expected a digit after '.'");
-    }
-    if (!atEnd() && (peek() == 'e' || peek() == 'E')) {
-      ++m_pos;
-      if (!atEnd() && (peek() == '+' || peek() == '-')) ++m_pos;
-      if (digits() == 0) return setError("expected a digit in exponent");
-    }
-    double v = 0;
-    auto [ptr, ec] = std::from_chars(m_s.data() + start, m_s.data() + m_pos, v);
-    if (ec == std::errc::result_out_of_range) {
-      // from_chars leaves `v` untouched then. Underflow rounds to zero harmlessly;
-      // overflow would have to become infinity, which JSON cannot hold.
-      if (decimalMagnitude(start, m_pos) > 0) return setErrorAt("number out of range", start);
-      v = m_s[start] == '-' ? -0.0 : 0.0;
-    } else if (ec != std::errc() || ptr != m_s.data() + m_pos) {
-      return setErrorAt("invalid number", start);
-    }
-    out = Json::number(v);
-    return true;
-  }
-
-  // Power of ten of the first significant digit of the validated number in
-  // [begin, end): tells an overflowing number from an underflowing one.
-  int64_t decimalMagnitude(size_t begin, size_t end) const {
-    int64_t intDigits = 0, firstSignificant = 0, index = 0;
-    bool seen = false, inFraction = false;
-    size_t i = begin;
-    if (m_s[i] == '-') ++i;
-    for (; i < end && m_s[i] != 'e' && m_s[i] != 'E'; ++i) {
-      if (m_s[i] == '.') {
-        inFraction = true;
-        continue;
-      }
-      if (!inFraction) ++intDigits;
-      if (!seen && m_s[i] != '0') seen = true, firstSignificant = index;
-      ++index;
-    }
-    if (!seen) return 0;  // all zeros: exactly zero, never out of range
-    int64_t exponent = 0;
-    if (i < end) {
-      ++i;
-      bool negative = m_s[i] == '-';
-      if (m_s[i] == '+' || m_s[i] == '-') ++i;
-      for (; i < end; ++i) exponent = std::min<int64_t>(exponent * 10 + (m_s[i] - '0'), 1 << 30);
-      if (negative) exponent = -exponent;
-    }
-    return intDigits - 1 - firstSignificant + exponent;
-  }
-
-  const std::string& m_s;
-  size_t m_pos = 0;
+  const std::string& m_text;
+  const char* const* m_read;
+  Json m_root;
+  std::vector<Json*> m_open;
+  std::vector<std::unordered_set<std::string>> m_keys;  // per open object
+  std::string m_key;
   std::string m_error;
   size_t m_errorPos = 0;
 };
@@ -403,8 +221,7 @@ void dumpNumber(std::string& out, double v) {
     return;
   }
   char buf[32];
-  constexpr double kExactIntLimit = 9007199254740992.0;  // 2^53
-  if (v == std::trunc(v) && std::fabs(v) < kExactIntLimit && !(v == 0 && std::signbit(v))) {
+  if (v == std::trunc(v) && std::fabs(v) < kMaxExactInt && !(v == 0 && std::signbit(v))) {
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<int64_t>(v));
     out.append(buf, end);
     return;
@@ -419,7 +236,16 @@ void dumpValue(std::string& out, const Json& v) {
   switch (v.type()) {
     case Json::Type::Null: out += "null"; break;
     case Json::Type::Bool: out += v.asBool() ? "true" : "false"; break;
-    case Json::Type::Number: dumpNumber(out, v.asNumber()); break;
+    case Json::Type::Number: {
+      // A whole number parsed past 2^53 is written back exactly, not as its double.
+      uint64_t exact;
+      char buf[24];
+      if (v.asUnsigned(exact) && double(exact) >= kMaxExactInt)
+        out.append(buf, std::to_chars(buf, buf + sizeof buf, exact).ptr);
+      else
+        dumpNumber(out, v.asNumber());
+      break;
+    }
     case Json::Type::String: dumpString(out, v.asString()); break;
     case Json::Type::Array: {
       out += '[';
@@ -514,8 +340,27 @@ std::string Json::dump() const {
   return out;
 }
 
+bool Json::asUnsigned(uint64_t& out) const {
+  if (m_type != Type::Number) return false;
+  if (m_exact) {
+    out = m_unsigned;
+    return true;
+  }
+  if (!(m_number >= 0 && m_number < kMaxExactInt) || m_number != std::trunc(m_number)) return false;
+  out = uint64_t(m_number);
+  return true;
+}
+
 Result<Json> Json::parse(const std::string& text) {
-  return JsonParser(text).parseDocument();
+  // A byte order mark is no part of JSON text (RFC 8259 8.1); the library would skip it.
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) return makeError("JSON: byte order mark at byte 0");
+  const char* read = text.data();
+  JsonBuilder builder(text, &read);
+  const bool parsed = nlohmann::json::sax_parse(TrackingIterator(text.data(), &read),
+                                                TrackingIterator(text.data() + text.size(), &read),
+                                                &builder, nlohmann::json::input_format_t::json,
+                                                /*strict=*/true, /*ignore_comments=*/false);
+  return builder.finish(parsed);
 }
 
 }  // namespace netloom

@@ -1,5 +1,7 @@
-// A small JSON value with a strict parser and a writer: enough for safetensors
-// headers and summary files, without a third-party dependency in the engine.
+// A small JSON value with a strict parser and a writer: enough for safetensors headers
+// and summary files. The parsing is nlohmann/json's, held to RFC 8259 with UTF-8
+// checked, duplicate keys refused and nesting bounded, since a header may come from
+// anywhere.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,9 @@ class Json {
   bool isNumber() const { return m_type == Type::Number; }
 
   double asNumber() const { return m_number; }
+  // A whole number >= 0 held exactly: one parsed as an integer (up to 2^64 - 1, past
+  // what a double holds), or a double below 2^53.
+  bool asUnsigned(uint64_t& out) const;
   const std::string& asString() const { return m_string; }
   bool asBool() const { return m_bool; }
   const std::vector<Json>& items() const { return m_items; }
@@ -46,10 +51,12 @@ class Json {
   static Result<Json> parse(const std::string& text);
 
  private:
-  friend class JsonParser;  // appends members without set()'s per-key search
+  friend class JsonBuilder;  // appends members without set()'s per-key search
 
   Type m_type = Type::Null;
   double m_number = 0;
+  bool m_exact = false;  // m_unsigned holds the number as parsed
+  uint64_t m_unsigned = 0;
   bool m_bool = false;
   std::string m_string;
   std::vector<Json> m_items;

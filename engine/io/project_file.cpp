@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/io/safetensors.h"
+#include "engine/io/output_file.h"
 
 namespace netloom {
 

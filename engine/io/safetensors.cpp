@@ -1,22 +1,18 @@
-// safetensors reading and writing, and the atomic file write both it and the project
-// files use. The reader trusts nothing in the file: every length and offset is checked
-// against the real file size before anything is allocated or read.
+// safetensors reading and writing. The reader trusts nothing in the file: every length
+// and offset is checked against the real file size before anything is allocated or read.
 #include "engine/io/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 
 namespace netloom {
 
@@ -28,7 +24,6 @@ namespace {
 // The same bound the reference implementation uses: a real header is kilobytes, and a
 // larger claim is a corrupt or hostile file.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
-constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
 constexpr const char* kMetadataKey = "__metadata__";
 
 std::string quote(const std::string& s) {
@@ -50,11 +45,7 @@ bool dtypeFromName(const std::string& name, DType& out) {
 }
 
 bool asIndex(const Json& j, uint64_t& out) {
-  if (!j.isNumber()) return false;
-  double v = j.asNumber();
-  if (!(v >= 0 && v < kMaxExactInt) || v != std::trunc(v)) return false;
-  out = static_cast<uint64_t>(v);
-  return true;
+  return j.isNumber() && j.asUnsigned(out);
 }
 
 // numel * element size, or false on a negative dimension or overflow.
@@ -143,15 +134,6 @@ struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
-void syncParentDir(const std::string& path) {
-  // Makes the rename itself durable; best effort, since some filesystems refuse it.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 }  // namespace
 
@@ -275,37 +257,6 @@ Result<std::vector<NamedTensor>> readSafetensors(const std::string& path,
     out.push_back(std::move(t));
   }
   return out;
-}
-
-Status writeFileAtomic(const std::string& path, const std::string& bytes, int mode) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = nullptr;
-  if (mode < 0) {
-    f = std::fopen(tmp.c_str(), "wb");
-  } else {
-    // Created with `mode` from the start: no moment where others could read it.
-    ::unlink(tmp.c_str());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, mode_t(mode));
-    if (fd >= 0 && (::fchmod(fd, mode_t(mode)) != 0 || !(f = ::fdopen(fd, "wb")))) ::close(fd);
-  }
-  if (!f) return makeError("cannot write " + path + ": " + errnoText(errno));
-  auto fail = [&](const char* step) {
-    int err = errno;
-    if (f) std::fclose(f);
-    std::remove(tmp.c_str());
-    return Status(makeError("cannot write " + path + " (" + step + "): " + errnoText(err)));
-  };
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    return fail("write");
-  }
-  if (std::fflush(f) != 0) return fail("flush");
-  if (::fsync(::fileno(f)) != 0) return fail("fsync");
-  int closed = std::fclose(f);
-  f = nullptr;
-  if (closed != 0) return fail("close");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename");
-  syncParentDir(path);
-  return {};
 }
 
 }  // namespace netloom

@@ -1,6 +1,6 @@
 // Weights in the safetensors format: an 8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets}}, then the raw little-endian data.
-// Files are written atomically (temporary file, fsync, rename).
+// Files are written atomically (engine/io/output_file.h).
 #pragma once
 
 #include <map>
@@ -25,10 +25,5 @@ Status writeSafetensors(const std::string& path, const std::vector<NamedTensor>&
 // tensor at fault. `metadata`, when given, receives the "__metadata__" map.
 Result<std::vector<NamedTensor>> readSafetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
-
-// Writes `bytes` to `path` via a temporary file in the same folder and a rename, so a
-// crash leaves either the old file or the new one, never a torn one. `mode` (such as
-// 0600), when given, is the new file's permission bits whatever the umask.
-Status writeFileAtomic(const std::string& path, const std::string& bytes, int mode = -1);
 
 }  // namespace netloom

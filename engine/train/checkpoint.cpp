@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 #include "engine/io/safetensors.h"
 
 namespace netloom {

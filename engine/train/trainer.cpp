@@ -475,6 +475,7 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
         if (ctx.step < total && checkpointing && !lastOfEpoch &&
             !(policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0))
           if (auto c = checkpoint(); !c) return fail(c.error().message);
+        sum.stoppedByRequest = ctx.step < total;
         stopped = true;
         break;
       }
@@ -584,6 +585,7 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   f->set_test_accuracy(sum.testAccuracy);
   f->set_samples_per_sec(sum.samplesPerSec);
   f->set_wall_seconds(sum.wallSeconds);
+  f->set_stopped(sum.stoppedByRequest);
   sink(e);
   return sum;
 }

@@ -41,7 +41,8 @@ struct TrainSummary {
   double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
   bool stoppedEarly = false;
-  std::string profile;  // the per-op breakdown, when TrainOptions::profile
+  bool stoppedByRequest = false;  // TrainOptions::stop ended it before its last step
+  std::string profile;            // the per-op breakdown, when TrainOptions::profile
 };
 
 using EventSink = std::function<void(const proto::TrainEvent&)>;

@@ -228,6 +228,9 @@ class TestRemoteRun : public QObject {
     const RunRecord* r = w.runs()->current();
     QVERIFY(r->finished());
     QVERIFY(r->steps() < r->started()->total_steps());  // stopped early
+    // Said the same way here and on the host, whose list reads the job's own record.
+    QCOMPARE(r->stateText(), QString("stopped at step %1").arg(r->steps()));
+    QCOMPARE(stateOf(job), std::string("stopped"));
     QVERIFY(bytesOf(r->eventsPath()) == bytesOf(QString::fromStdString(job.dir()) + "/events.pb"));
     QVERIFY(stepsInOrder(*r));  // nothing lost, nothing twice
     QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), r->steps());
@@ -277,6 +280,21 @@ class TestRemoteRun : public QObject {
     QVERIFY(!ended[0][0].toBool());
     QVERIFY2(ended[0][1].toString().contains("cannot connect"), qPrintable(ended[0][1].toString()));
     QVERIFY(ended[0][1].toString().contains(":1"));
+    // The run that never started says so in its own stream, and so in the history.
+    const RunRecord* r = w.runs()->current();
+    QVERIFY(r);
+    auto stream = readEvents(r->eventsPath().toStdString());
+    QVERIFY(stream.ok());
+    QCOMPARE(stream->events.size(), size_t(1));
+    QVERIFY(stream->events[0].has_failed());
+    QCOMPARE(stream->events[0].failed().step(), int64_t(0));
+    QVERIFY2(
+        QString::fromStdString(stream->events[0].failed().message()).contains("cannot connect"),
+        stream->events[0].failed().message().c_str());
+    std::vector<RunRecord> history = listRuns(QFileInfo(r->dir).path());
+    QVERIFY(!history.empty() && history.back().dir == r->dir);
+    QVERIFY2(history.back().stateText().startsWith("failed: "),
+             qPrintable(history.back().stateText()));
   }
 };
 

@@ -204,6 +204,7 @@ class TestTraining : public QObject {
     QVERIFY(waitForEnd(w));
     const RunRecord* r = w.runs()->current();
     QVERIFY(r->finished());  // a stop is a clean end
+    QCOMPARE(r->stateText(), QString("stopped at step %1").arg(r->steps()));
     int64_t stoppedAt = r->steps();
     QString ckpt = latestCheckpoint(*r);
     QVERIFY(!ckpt.isEmpty());

@@ -1,11 +1,17 @@
 // netloom-train as a user runs it: exit codes, messages that name the file, line,
 // node and port, the summary JSON, the event stream and --explain.
+#include <sys/sysmacros.h>
+
 #include <QtTest>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
+#include "engine/io/safetensors.h"
+#include "output_fixture.h"
 
 namespace {
 
@@ -151,6 +157,67 @@ class TestCli : public QObject {
     QCOMPARE(double(steps), json->find("steps")->asNumber());
     QCOMPARE(epochs, 3);
     QCOMPARE(ev.back().finished().test_accuracy(), json->find("test_accuracy")->asNumber());
+  }
+
+  // --summary-json, --save-weights and --events never replace what their paths name.
+  // A FIFO, a link and a device node of the test's own come first; /dev/null only
+  // once those came through.
+  void outputPathsAreNeverReplaced() {
+    using namespace outputfixture;
+    QTemporaryDir dir;
+    const std::string fifo = dir.filePath("summary.fifo").toStdString();
+    QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+    QVERIFY(QDir(dir.path()).mkpath("w"));
+    const std::string link = dir.filePath("weights").toStdString();
+    QCOMPARE(::symlink("w/weights.safetensors", link.c_str()), 0);
+    const std::string node = dir.filePath("null").toStdString();
+    const dev_t nullDevice = makedev(1, 3);
+    const bool haveNode = ::mknod(node.c_str(), S_IFCHR | 0666, nullDevice) == 0;
+    if (!haveNode && ::geteuid() == 0)
+      QSKIP(qPrintable(QString("root cannot make a device node in ") + dir.path() + " (" +
+                       std::strerror(errno) + "), so /dev/null is not tried"));
+    const QStringList train = {
+        project("spirals.nlproj"), "--max-steps", "2", "--threads", "1", "--quiet"};
+    {
+      FifoReader reader(fifo);
+      QVERIFY(reader.ok());
+      QStringList args = train + QStringList{"--summary-json", QString::fromStdString(fifo),
+                                             "--save-weights", QString::fromStdString(link)};
+      if (haveNode) args << "--events" << QString::fromStdString(node);
+      Outcome o = runTrain(args);
+      QVERIFY2(o.code == 0, qPrintable(o.err));
+      auto json = netloom::Json::parse(reader.drain());
+      QVERIFY(json.ok() && json->find("steps"));
+      QCOMPARE(json->find("steps")->asNumber(), 2.0);
+    }
+    QCOMPARE(typeOf(fifo), mode_t(S_IFIFO));
+    QCOMPARE(typeOf(link), mode_t(S_IFLNK));
+    QVERIFY(netloom::readSafetensors(dir.filePath("w/weights.safetensors").toStdString()).ok());
+    if (haveNode) {
+      QCOMPARE(typeOf(node), mode_t(S_IFCHR));
+      QCOMPARE(statOf(node).st_rdev, nullDevice);
+    }
+
+    // /dev/stdout: through /proc's link to the pipe QProcess reads.
+    Outcome toStdout = runTrain(train + QStringList{"--summary-json", "/dev/stdout"});
+    QVERIFY2(toStdout.code == 0, qPrintable(toStdout.err));
+    QVERIFY2(toStdout.out.startsWith("{\"epochs\":1,\"steps\":2,"), qPrintable(toStdout.out));
+
+    // A folder is refused before any training, naming it.
+    const QString events = dir.filePath("events.pb");
+    Outcome o =
+        runTrain(train + QStringList{"--summary-json", dir.filePath("w"), "--events", events});
+    QCOMPARE(o.code, 2);
+    QVERIFY2(o.err.contains(dir.filePath("w") + ": it is a directory"), qPrintable(o.err));
+    QVERIFY(!QFile::exists(events));
+
+    // Without root /dev/null could not be replaced; with it, the node above came through.
+    if (typeOf("/dev/null") != S_IFCHR) QSKIP("this machine has no /dev/null device");
+    o = runTrain(train + QStringList{"--summary-json", "/dev/null", "--save-weights", "/dev/null",
+                                     "--events", "/dev/null"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QCOMPARE(typeOf("/dev/null"), mode_t(S_IFCHR));
+    QCOMPARE(statOf("/dev/null").st_rdev, nullDevice);
   }
 
   void failedRunKeepsItsEvents() {

@@ -12,18 +12,14 @@
 
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
+#include "engine/io/output_file.h"
 #include "engine/io/safetensors.h"
+#include "output_fixture.h"
 
 using namespace netloom;
+using outputfixture::readAll;
 
 namespace {
-
-std::string readAll(const std::string& path) {
-  QFile f(QString::fromStdString(path));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  QByteArray b = f.readAll();
-  return std::string(b.constData(), size_t(b.size()));
-}
 
 void writeRaw(const std::string& path, const std::string& bytes, bool append = false) {
   std::FILE* f = std::fopen(path.c_str(), append ? "ab" : "wb");
@@ -156,6 +152,17 @@ void TestIo::jsonNumbers() {
   Result<Json> parsed = Json::parse("[0, -0.5, 1E3, 2e-2, 1.25e+2, 12345678901234]");
   QVERIFY(parsed.ok());
   QCOMPARE(parsed->dump(), std::string("[0,-0.5,1000,0.02,125,12345678901234]"));
+  // Whole numbers are held exactly up to 2^64 - 1 (safetensors offsets are u64).
+  Result<Json> big = Json::parse("[18446744073709551615, 9007199254740993, 1e3, 1.5, -1]");
+  QVERIFY(big.ok());
+  uint64_t v = 0;
+  QVERIFY(big->items()[0].asUnsigned(v) && v == 18446744073709551615ull);
+  QVERIFY(big->items()[1].asUnsigned(v) && v == 9007199254740993ull);
+  QVERIFY(big->items()[2].asUnsigned(v) && v == 1000);
+  QVERIFY(!big->items()[3].asUnsigned(v) && !big->items()[4].asUnsigned(v));
+  QCOMPARE(big->dump(), std::string("[18446744073709551615,9007199254740993,1000,1.5,-1]"));
+  Result<Json> past = Json::parse("18446744073709551616");  // one more: a double now
+  QVERIFY(past.ok() && !past->asUnsigned(v));
 }
 
 void TestIo::jsonEscapes() {
@@ -180,24 +187,32 @@ void TestIo::jsonErrors_data() {
   QTest::addColumn<QByteArray>("text");
   QTest::addColumn<int>("offset");
   QTest::addColumn<QString>("what");
+  // The wording is nlohmann/json's; the byte is the one the parser stopped at.
   QTest::newRow("empty") << QByteArray("") << 0 << "end of input";
-  QTest::newRow("trailing comma") << QByteArray(R"({"a":1,})") << 7 << "string key";
-  QTest::newRow("missing comma") << QByteArray("[1 2]") << 3 << "','";
-  QTest::newRow("leading zero") << QByteArray("01") << 1 << "leading zero";
+  QTest::newRow("trailing comma") << QByteArray(R"({"a":1,})") << 7 << "expected string literal";
+  QTest::newRow("missing comma") << QByteArray("[1 2]") << 3 << "expected ']'";
+  QTest::newRow("leading zero") << QByteArray("01") << 1 << "expected end of input";
   QTest::newRow("bare dot") << QByteArray("[1.]") << 3 << "digit";
-  QTest::newRow("unterminated") << QByteArray("\"abc") << 4 << "unterminated";
-  QTest::newRow("bad literal") << QByteArray("[tru]") << 1 << "literal";
-  QTest::newRow("nan") << QByteArray("NaN") << 0 << "unexpected character";
-  QTest::newRow("after value") << QByteArray("[1] x") << 4 << "after the value";
+  QTest::newRow("unterminated") << QByteArray("\"abc") << 4 << "missing closing quote";
+  QTest::newRow("bad literal") << QByteArray("[tru]") << 4 << "invalid literal";
+  QTest::newRow("nan") << QByteArray("NaN") << 0 << "invalid literal";
+  QTest::newRow("after value") << QByteArray("[1] x") << 4 << "expected end of input";
   QTest::newRow("duplicate key") << QByteArray(R"({"a":1, "a":2})") << 8 << "duplicate key \"a\"";
-  QTest::newRow("bad escape") << QByteArray(R"(["\q"])") << 2 << "escape";
-  QTest::newRow("lone surrogate") << QByteArray(R"("\ud800x")") << 1 << "surrogate";
+  QTest::newRow("duplicate escaped key")
+      << QByteArray(R"({"a\"":1, "a\u0022":2})") << 10 << "duplicate key \"a\"\"";
+  QTest::newRow("duplicate nested key")
+      << QByteArray(R"({"a":{"b":1},"b":{"b":2,"b":3}})") << 24 << "duplicate key \"b\"";
+  QTest::newRow("bad escape") << QByteArray(R"(["\q"])") << 3 << "after backslash";
+  QTest::newRow("lone surrogate") << QByteArray(R"("\ud800x")") << 7 << "surrogate";
   QTest::newRow("bad hex") << QByteArray(R"("\u12g4")") << 5 << "hex";
   QTest::newRow("control char") << QByteArray("\"a\x01\"") << 2 << "control";
   QTest::newRow("bad utf8") << QByteArray("\"a\xFF\"") << 2 << "UTF-8";
   QTest::newRow("overlong utf8") << QByteArray("\"\xC0\xAF\"") << 1 << "UTF-8";
-  QTest::newRow("overflow") << QByteArray("1e400") << 0 << "out of range";
-  QTest::newRow("single quotes") << QByteArray("{'a':1}") << 1 << "string key";
+  QTest::newRow("utf8 surrogate") << QByteArray("\"\xED\xA0\x80\"") << 2 << "UTF-8";
+  QTest::newRow("overflow") << QByteArray("1e400") << 4 << "overflow";
+  QTest::newRow("single quotes") << QByteArray("{'a':1}") << 1 << "expected string literal";
+  QTest::newRow("comment") << QByteArray("[1 /* x */]") << 3 << "invalid literal";
+  QTest::newRow("byte order mark") << QByteArray("\xEF\xBB\xBF{}") << 0 << "byte order mark";
 }
 
 void TestIo::jsonErrors() {
@@ -209,6 +224,8 @@ void TestIo::jsonErrors() {
   const QString msg = QString::fromStdString(r.error().message);
   QVERIFY2(msg.contains(QString("at byte %1").arg(offset)), qPrintable(msg));
   QVERIFY2(msg.contains(what), qPrintable(msg));
+  // Shown in the IDE and carried in events: the message itself is valid UTF-8.
+  QCOMPARE(msg.toUtf8().toStdString(), r.error().message);
 }
 
 void TestIo::jsonDepthLimit() {
@@ -222,6 +239,13 @@ void TestIo::jsonDepthLimit() {
     return s;
   }());
   QVERIFY(!deepObj.ok());
+  QVERIFY(QString::fromStdString(deepObj.error().message).contains("nesting"));
+  // The bound itself: 256 levels are read, the 257th opening bracket is the fault.
+  QVERIFY(Json::parse(std::string(256, '[') + std::string(256, ']')).ok());
+  Result<Json> over = Json::parse(std::string(257, '[') + std::string(257, ']'));
+  QVERIFY(!over.ok());
+  QVERIFY2(QString::fromStdString(over.error().message).contains("at byte 256"),
+           over.error().message.c_str());
 }
 
 void TestIo::safetensorsRoundTrip() {
@@ -347,6 +371,11 @@ void TestIo::safetensorsErrors_data() {
       safetensorsBytes(
           R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", data),
       "tensor \"a\": shape");
+  row("offsets past 2^53",
+      safetensorsBytes(R"({"a":{"dtype":"U8","shape":[2],)"
+                       R"("data_offsets":[18446744073709551613,18446744073709551615]}})",
+                       data),
+      "tensor \"a\": data_offsets [18446744073709551613,18446744073709551615] run past");
   row("missing field", safetensorsBytes(R"({"a":{"dtype":"F32","shape":[2]}})", data),
       "tensor \"a\": entry needs");
   row("overlap",

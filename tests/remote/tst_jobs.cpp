@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <map>
 
 #include "../common/wait.h"
 #include "engine/io/project_file.h"
@@ -117,14 +118,28 @@ class TestJobs : public QObject {
       QVERIFY2(!bundlePath("/w/jobs/j1", bad).ok(), bad);
     QVERIFY(isJobId(newJobId()));
     // FIPS 180-4's examples.
-    QCOMPARE(sha256Hex(""),
+    auto sha = [](const std::string& bytes) {
+      auto h = sha256Hex(bytes);
+      return h ? *h : "error: " + h.error().message;
+    };
+    QCOMPARE(sha(""),
              std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
-    QCOMPARE(sha256Hex("abc"),
+    QCOMPARE(sha("abc"),
              std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
-    QCOMPARE(sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+    QCOMPARE(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
              std::string("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
-    QCOMPARE(sha256Hex(std::string(1000000, 'a')),
+    QCOMPARE(sha(std::string(1000000, 'a')),
              std::string("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    // A file is read in 1 MiB pieces: one just past a piece gives the same digest.
+    QTemporaryDir dir;
+    const std::string bytes((1 << 20) + 3, 'a');
+    QFile file(dir.filePath("data.bin"));
+    QVERIFY(file.open(QIODevice::WriteOnly) && file.write(bytes.data(), qint64(bytes.size())));
+    file.close();
+    auto fromFile = sha256File(file.fileName().toStdString());
+    QVERIFY(fromFile.ok());
+    QCOMPARE(*fromFile, sha(bytes));
+    QVERIFY(!sha256File(dir.filePath("none").toStdString()).ok());
     QVERIFY(!isJobId("j1; rm -rf /"));
   }
 
@@ -237,12 +252,12 @@ class TestJobs : public QObject {
     for (const auto& j : *listed) running += j.state == "running";
     QVERIFY(running >= 2);
     // Pause: the job's processes stop; then on again.
-    QVERIFY(signalJob(*s, *b, "STOP").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "STOP"))), QString());
     QVERIFY(waitUntil([&] { return jobStatus(*s, *b)->state == "paused"; }));
-    QVERIFY(signalJob(*s, *b, "CONT").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "CONT"))), QString());
     QVERIFY(waitUntil([&] { return jobStatus(*s, *b)->state == "running"; }));
     // Cancel while following: the follower records the kill in the stream.
-    QVERIFY(signalJob(*s, *a, "KILL").ok());
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *a, "KILL"))), QString());
     FollowEnd end;
     std::string got = follow(*a, 0, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
@@ -253,10 +268,28 @@ class TestJobs : public QObject {
     QCOMPARE(jobStatus(*s, *a)->state, std::string("killed"));
     QVERIFY(!deleteJob(*s, *b).ok());                            // still running: refused
     QCOMPARE(jobStatus(*s, *b)->state, std::string("running"));  // the other job went on
-    QVERIFY(signalJob(*s, *b, "TERM").ok());  // stop: ends after the step, cleanly
+    // Stop: it ends after the step, cleanly.
+    QCOMPARE(QString::fromStdString(errorOf(signalJob(*s, *b, "TERM"))), QString());
     FollowEnd endB;
-    follow(*b, 0, &endB);
+    auto stream = parseEvents(follow(*b, 0, &endB), 0);
     QCOMPARE(int(endB.how), int(FollowEnd::How::Finished));
+    // The host says so too: TERM reached the job's shell as well, which still
+    // recorded how the trainer ended.
+    QVERIFY(stream.ok() && stream->events.back().has_finished());
+    const proto::Finished& finished = stream->events.back().finished();
+    QVERIFY(finished.stopped());
+    auto stopped = jobStatus(*s, *b);
+    QVERIFY(stopped.ok());
+    QCOMPARE(stopped->state, std::string("stopped"));
+    QCOMPARE(stopped->exitCode, 0);
+    QCOMPARE(stopped->stoppedAtStep, finished.steps());
+    QCOMPARE(stopped->describe(), "stopped at step " + std::to_string(finished.steps()));
+    listed = listJobs(*s, host());
+    QVERIFY(listed.ok());
+    std::map<std::string, std::string> states;
+    for (const auto& j : *listed) states[j.id] = j.describe();
+    QCOMPARE(states[a->id()], std::string("killed"));
+    QCOMPARE(states[b->id()], stopped->describe());
     QVERIFY(!signalJob(*s, *a, "HUP; rm -rf /").ok());  // only known signals
   }
 
@@ -471,6 +504,22 @@ class TestJobs : public QObject {
                 .contains(QRegularExpression(id + " +finished")));
     QProcess* attach = job({"attach", id});
     QCOMPARE(attach->exitCode(), 0);
+    // Stopped from here once it trains: the host's list says where it stopped.
+    const QString longPath = m_dir.filePath("cli-long.nlproj");
+    // It never ends on its own: only the stop below ends it.
+    QVERIFY(saveProject(longPath.toStdString(), spirals(testing::kEndlessEpochs)).ok());
+    QProcess* submitted = job({"submit", "--host", "loop", longPath});
+    QVERIFY2(submitted->exitCode() == 0,
+             qPrintable(QString::fromUtf8(submitted->readAllStandardError())));
+    const QStringList idAndDir = QString::fromUtf8(submitted->readAllStandardOutput()).split(' ');
+    QCOMPARE(idAndDir.size(), 2);
+    const QString longEvents = idAndDir[1].trimmed() + "/events.pb";
+    QVERIFY(waitUntil([&] { return QFileInfo(longEvents).size() > 2000; }));
+    QCOMPARE(job({"stop", idAndDir[0]})->exitCode(), 0);
+    QCOMPARE(job({"attach", idAndDir[0]})->exitCode(), 0);  // follows it to its end
+    QString hostList = QString::fromUtf8(job({"list", "--host", "loop"})->readAllStandardOutput());
+    QVERIFY2(hostList.contains(QRegularExpression(idAndDir[0] + " +stopped at step [1-9][0-9]* ")),
+             qPrintable(hostList));
     QProcess* fetch = job({"fetch", id, "--to", m_dir.filePath("cli-fetch")});
     QCOMPARE(fetch->exitCode(), 0);
     QVERIFY(QFile::exists(m_dir.filePath("cli-fetch/weights.safetensors")));
