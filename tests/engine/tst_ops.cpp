@@ -363,9 +363,9 @@ class TestOps : public QObject {
     for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], 1.0f);
   }
 
-  // As in PyTorch, NaN survives ReLU (plain, fused into Linear, and its gradient) and
-  // max pooling (its maximum, and its gradient, which goes to the NaN), in every
-  // kernel of their lists and in both activation layouts.
+  // As in PyTorch, NaN survives ReLU (plain, fused into Linear, and its gradient),
+  // Dropout (dropped or not) and max pooling (its maximum, and its gradient, which
+  // goes to the NaN), in every kernel of their lists and in both activation layouts.
   void nanPropagatesAsInPyTorch_data() {
     QTest::addColumn<bool>("blocked");
     QTest::newRow("nchw") << false;
@@ -395,6 +395,16 @@ class TestOps : public QObject {
                [&](const std::string& k, const std::vector<float>& dx) {
                  for (size_t i = 0; i < dx.size(); ++i)
                    QVERIFY2(dx[i] == (x[i] > 0 || nanAt(int64_t(i)) ? 1.f : 0.f), k.c_str());
+               });
+
+    Attrs drop;
+    drop.set("p", 0.5);
+    eachKernel("Dropout", drop, {desc(xs, layout)}, desc(xs, layout), {x},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 for (size_t i = 0; i < y.size(); ++i)
+                   QVERIFY2(std::isfinite(x[i]) ? y[i] == 0 || y[i] == 2 * x[i]
+                                                : !std::isfinite(y[i]),  // -inf·0 is NaN too
+                            k.c_str());
                });
 
     Attrs pool;
