@@ -3,6 +3,7 @@
 // stops the run before any weight changes and names the planted tensor, in either
 // activation layout; non-finite normalisation values are refused up front.
 #include <QtTest>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -83,7 +84,8 @@ proto::Project cnn() {
   )");
 }
 
-// The project's initial weights, with element `index` of `tensor` set to `value`.
+// The project's initial weights, with element `index` of `tensor` (every element when
+// -1) set to `value`.
 std::string plantedWeights(const QTemporaryDir& dir, const proto::Project& p,
                            const std::string& tensor, int64_t index, float value) {
   std::string path = dir.filePath("planted.safetensors").toStdString();
@@ -97,7 +99,9 @@ std::string plantedWeights(const QTemporaryDir& dir, const proto::Project& p,
   bool planted = false;
   for (NamedTensor& t : *tensors)
     if (t.name == tensor) {
-      std::memcpy(t.data.data() + index * sizeof(float), &value, sizeof(float));
+      for (size_t at = 0; at < t.data.size(); at += sizeof(float))
+        if (index < 0 || at == index * sizeof(float))
+          std::memcpy(t.data.data() + at, &value, sizeof value);
       planted = true;
     }
   return planted && writeSafetensors(path, *tensors).ok() ? path : std::string();
@@ -155,6 +159,23 @@ class TestNonFinite : public QObject {
     o.initWeights = weights;
     o.plainLayouts = plain;
     expectStopsAtStepOne(train(p, o), "conv2.weight", "NaN");
+  }
+
+  // Finite weights whose products overflow (on the first batch with points far
+  // enough out): the first non-finite tensor is the activation they write.
+  void overflowNamesTheActivation() {
+    QTemporaryDir dir;
+    proto::Project p = mlp();
+    std::string weights = plantedWeights(dir, p, "fc1.weight", -1, FLT_MAX);
+    QVERIFY(!weights.empty());
+    TrainOptions o;
+    o.initWeights = weights;
+    Run r = train(p, o);
+    QVERIFY(!r.result.ok());
+    const std::string& m = r.result.error().message;
+    QVERIFY2(m.find("first non-finite tensor: activation '") != std::string::npos &&
+                 m.find("(from node 'fc1')") != std::string::npos,
+             m.c_str());
   }
 
   // A bad interval is refused naming the field; -1 turns the search off.
