@@ -72,6 +72,27 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
   return {};
 }
 
+// Where the optimizer updates start: the autodiff and optimizer passes append them
+// after the whole backward pass, so the loss and gradients can be checked before any
+// parameter changes. Should a gradient be written after the first update, the check
+// has to wait for the end of the step (steps.size()).
+size_t updatesBegin(const Program& p) {
+  const Graph& g = p.graph;
+  size_t first = p.steps.size();
+  for (size_t i = 0; i < p.steps.size() && first == p.steps.size(); ++i)
+    if (g.nodes[p.steps[i].node].op->role == OpRole::Optimizer) first = i;
+  std::set<ValueId> late;
+  for (size_t i = first; i < p.steps.size(); ++i) {
+    const Node& n = g.nodes[p.steps[i].node];
+    if (n.op->role != OpRole::Optimizer) {
+      late.insert(n.outputs.begin(), n.outputs.end());
+    } else if (n.inputs.size() >= 2 && late.count(n.inputs[1])) {
+      return p.steps.size();
+    }
+  }
+  return first;
+}
+
 }  // namespace
 
 Status validateModel(const proto::ModelDef& model, int64_t batch) {
@@ -245,6 +266,7 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     for (ValueId v : n.outputs) step.out.push_back(prog->refs[v]);
     prog->steps.push_back(std::move(step));
   }
+  prog->updatesBegin = updatesBegin(*prog);
   prog->compileMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return prog;

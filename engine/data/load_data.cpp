@@ -159,8 +159,24 @@ void featureStats(const Dataset& ds, double scale, double& mean, double& stddev)
   stddev = count ? std::sqrt(sumSq / count) : 1.0;
 }
 
+// A normalisation value that is NaN or infinite, or turns infinite as a float, makes
+// every sample NaN: the run would train on nothing and save NaN weights.
+Status checkFinite(const char* field, double v, const char* why = "") {
+  if (std::isfinite(v) && std::isfinite(static_cast<float>(v))) return {};
+  std::string text = std::isnan(v)   ? "NaN"
+                     : std::isinf(v) ? (v > 0 ? "inf" : "-inf")
+                                     : std::to_string(v);
+  return makeError(std::string("data.normalization.") + field + " is " + text +
+                   ": it must be a finite number" + why);
+}
+
 Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset& train) {
   Normalizer n;
+  if (Status st = checkFinite("scale", def.scale()); !st) return st.error();
+  if (def.kind() == proto::Normalization::FIXED) {
+    if (Status st = checkFinite("mean", def.mean()); !st) return st.error();
+    if (Status st = checkFinite("std", def.std()); !st) return st.error();
+  }
   const double scale = def.scale() == 0 ? 1.0 : def.scale();
   n.scale = static_cast<float>(scale);
   switch (def.kind()) {
@@ -175,6 +191,11 @@ Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset
     case proto::Normalization::STANDARDIZE: {
       double mean = 0, stddev = 1;
       featureStats(train, scale, mean, stddev);
+      const char* why =
+          " (STANDARDIZE computed it from the training split, which holds "
+          "non-finite or huge values)";
+      if (Status st = checkFinite("mean", mean, why); !st) return st.error();
+      if (Status st = checkFinite("std", stddev, why); !st) return st.error();
       n.mean = static_cast<float>(mean);
       // A constant feature set has nothing to rescale; 1 keeps it finite.
       n.std = stddev > 1e-12 ? static_cast<float>(stddev) : 1.0f;

@@ -27,6 +27,20 @@ ParamStore::Entry* ParamStore::create(const std::string& name, const TensorDesc&
 
 namespace {
 
+// PyTorch's BatchNorm keeps a step counter beside its running statistics, an integer
+// scalar that only matters with momentum=None (a cumulative average), which NetLoom
+// does not offer: a state dict carries it, and loading it changes nothing.
+bool isBatchCounter(const NamedTensor& t, ParamStore& store) {
+  const std::string suffix = ".num_batches_tracked";
+  if (t.name.size() <= suffix.size() ||
+      t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  std::string owner = t.name.substr(0, t.name.size() - suffix.size());
+  ParamStore::Entry* mean = store.find(owner + ".running_mean");
+  return mean && mean->kind == ValueKind::Buffer && numel(t.shape) == 1 &&
+         (t.dtype == DType::I64 || t.dtype == DType::I32);
+}
+
 TensorDesc plainOf(const TensorDesc& d) {
   TensorDesc p = d;
   p.layout = Layout::Plain;
@@ -81,6 +95,7 @@ std::vector<NamedTensor> ParamStore::exportParams() const {
 Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const std::string& file) {
   std::map<std::string, const NamedTensor*> byName;
   for (const NamedTensor& t : tensors) {
+    if (isBatchCounter(t, *this)) continue;
     Entry* e = find(t.name);
     if (!e || (e->kind != ValueKind::Param && e->kind != ValueKind::Buffer))
       return makeError(file + ": tensor '" + t.name + "' is not a parameter of this model");

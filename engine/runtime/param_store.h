@@ -41,7 +41,9 @@ class ParamStore {
   // Parameters and buffers (not optimizer state), in creation order, for safetensors.
   std::vector<NamedTensor> exportParams() const;
   // Loads parameters by name: every tensor in the file must match a parameter of the
-  // model in name, dtype and shape, and every parameter must be present.
+  // model in name, dtype and shape, and every parameter must be present. PyTorch's
+  // BatchNorm counter `<bn>.num_batches_tracked` (an integer scalar) is accepted and
+  // ignored.
   Status importParams(const std::vector<NamedTensor>& tensors, const std::string& file);
 
  private:

@@ -17,7 +17,12 @@ void Arena::resize(int64_t bytes) {
 }
 
 void Program::run(const StepContext& ctx) const {
-  for (const PlanStep& s : steps) {
+  run(ctx, 0, steps.size());
+}
+
+void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
+  for (size_t i = begin; i < end && i < steps.size(); ++i) {
+    const PlanStep& s = steps[i];
     KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
     s.fn(io);
   }

@@ -59,7 +59,12 @@ struct Program {
   std::map<std::string, ValueId> gradientSquares;
   double compileMs = 0;
 
+  // The first optimizer update in `steps` (steps.size() without one): before it the
+  // loss and every gradient are complete and no parameter has changed yet.
+  size_t updatesBegin = 0;
+
   void run(const StepContext& ctx) const;
+  void run(const StepContext& ctx, size_t begin, size_t end) const;  // steps [begin, end)
   // As run(), adding each launch's wall time to `seconds` (one slot per step).
   void runProfiled(const StepContext& ctx, std::vector<double>& seconds) const;
   float scalar(ValueId v) const { return refs[v].f32()[0]; }

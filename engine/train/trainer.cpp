@@ -13,6 +13,7 @@
 #include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "engine/runtime/nonfinite.h"
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
@@ -73,6 +74,23 @@ void feed(const Program& prog, const Batch& b) {
     else
       std::memcpy(l->data, b.labelFloats.data(), b.labelFloats.size() * sizeof(float));
   }
+}
+
+// Run with the step's first half done (up to the optimizer updates): why the step
+// must not go on, when its loss or gradient norm is not finite, naming the first
+// tensor that is (found by replaying the step on the same batch); empty otherwise.
+std::string nonFiniteStep(const Program& p, const StepContext& ctx, const Batch& b, int epoch) {
+  float loss = p.scalar(p.loss);
+  double squares = std::isfinite(loss) ? updateGradientSquares(p) : 0.0;
+  if (std::isfinite(loss) && std::isfinite(squares)) return {};
+  std::string what =
+      !std::isfinite(loss)
+          ? std::string("the loss is ") + (std::isnan(loss) ? "NaN" : "infinite")
+          : std::string("the gradient norm is ") + (std::isnan(squares) ? "NaN" : "infinite");
+  feed(p, b);
+  auto first = firstNonFinite(p, ctx);
+  return "step " + std::to_string(ctx.step) + " (epoch " + std::to_string(epoch) + "): " + what +
+         "; first non-finite tensor: " + (first ? first->describe() : "none found on replay");
 }
 
 struct Totals {
@@ -155,6 +173,7 @@ struct Setup {
   std::optional<MetricWatch> best, early;
   std::string checkpointDir;
   std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
+  int checkEvery = 1;  // steps between finite checks; 0: never
 };
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
@@ -172,6 +191,12 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   if (!t.device().empty() && t.device() != "cpu")
     return makeError("train.device '" + t.device() +
                      "' is not available: this build trains on 'cpu'");
+  if (t.check_finite_every() < -1)
+    return makeError(
+        "train.check_finite_every must be -1 (never), 0 (every step) or a step "
+        "count, got " +
+        std::to_string(t.check_finite_every()));
+  s.checkEvery = t.check_finite_every() == -1 ? 0 : std::max(1, t.check_finite_every());
   cpu::configureThreads(s.threads);
 
   auto data = loadData(s.project.data(), opts.projectDir, s.seed);
@@ -429,6 +454,11 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
         pp.program = *prog;
         (*prog)->runProfiled(ctx, pp.seconds);
         pp.runs += 1;
+      } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0) {
+        (*prog)->run(ctx, 0, (*prog)->updatesBegin);
+        if (std::string bad = nonFiniteStep(**prog, ctx, b, pos.epoch); !bad.empty())
+          return fail(bad);
+        (*prog)->run(ctx, (*prog)->updatesBegin, (*prog)->steps.size());
       } else {
         (*prog)->run(ctx);
       }

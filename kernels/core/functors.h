@@ -12,11 +12,14 @@
 
 namespace netloom::fn {
 
+// NaN passes through ReLU as it does in PyTorch (clamp_min propagates it, and its
+// backward zeroes only where y <= 0): written `x > 0 ? x : 0`, a NaN weight would
+// vanish into zeros and the run would go on with a finite loss.
 struct Relu {
-  NL_HD float operator()(float x) const { return x > 0.f ? x : 0.f; }
+  NL_HD float operator()(float x) const { return x <= 0.f ? 0.f : x; }
 };
 struct ReluGrad {  // from the output y
-  NL_HD float operator()(float dy, float y) const { return y > 0.f ? dy : 0.f; }
+  NL_HD float operator()(float dy, float y) const { return y <= 0.f ? 0.f : dy; }
 };
 struct LeakyRelu {
   float slope;

@@ -105,7 +105,8 @@ void registerElementwise(KernelRegistry& r) {
             int64_t n = nb / (c / 16), ch = nb % (c / 16) * 16 + lane;
             at = uint64_t((n * c + ch) * area + hw);
           }
-          y[i] = uniformAt(key, at) < p ? 0.f : x[i] * scale;
+          // A product, as PyTorch's mask is: a dropped NaN stays NaN.
+          y[i] = x[i] * (uniformAt(key, at) < p ? 0.f : scale);
         }
       });
     };

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/core/functors.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
@@ -69,7 +70,7 @@ KernelFn makeLinear(const KernelSig& s, GemmFn gemm) {
         }
         if (relu) {
 #pragma omp simd
-          for (int64_t j = 0; j < d.n; ++j) row[j] = row[j] > 0.f ? row[j] : 0.f;
+          for (int64_t j = 0; j < d.n; ++j) row[j] = fn::Relu{}(row[j]);
         }
       }
     });

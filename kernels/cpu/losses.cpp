@@ -250,8 +250,15 @@ KernelFn topK(const KernelSig& s, int64_t k) {
       if (l < 0 || l >= c) continue;
       const float* xr = x + i * c;
       // Ties go to the lower index, as argmax does: count scores that beat the label's.
+      // NaN ranks above every number, as in PyTorch's argmax and topk.
       int64_t better = 0;
-      for (int64_t j = 0; j < c; ++j) better += xr[j] > xr[l] || (xr[j] == xr[l] && j < l);
+      bool labelNan = std::isnan(xr[l]);
+      for (int64_t j = 0; j < c; ++j) {
+        bool nan = std::isnan(xr[j]);
+        bool above = labelNan ? false : nan || xr[j] > xr[l];
+        bool tie = labelNan ? nan : xr[j] == xr[l];
+        better += above || (tie && j < l);
+      }
       hits += better < k;
     }
     io.out[0].f32()[0] = float(double(hits) / double(b));

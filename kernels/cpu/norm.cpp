@@ -1,9 +1,12 @@
-// BatchNorm and LayerNorm on the CPU: oneDNN's normalisation primitives first where
-// they have fast code for our plain layouts, plain references last. The references
-// own each channel (BatchNorm) or row (LayerNorm) per thread, accumulate statistics
-// in double in a fixed order, and reduce the LayerNorm parameter gradients per
-// column band, so results are independent of the thread count. BatchNorm's running
-// statistics are updated here after either kernel: oneDNN has no notion of them.
+// BatchNorm and LayerNorm on the CPU. BatchNorm runs on kernels of our own in both
+// activation layouts: they accumulate its statistics and gradient sums in double, in
+// an order fixed by the shapes alone, so results are independent of the thread count
+// and within float rounding of a float64 computation. oneDNN 2.6's batch
+// normalisation sums in float (batch means off by ~1e-4 relative at 32 channels ×
+// batch 128, where PyTorch is at 1e-6) and is not used. LayerNorm takes oneDNN's
+// primitives first, plain references last; the references own each row per thread
+// and reduce the parameter gradients per column band. BatchNorm's running
+// statistics are updated here: oneDNN has no notion of them.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -81,12 +84,53 @@ void channelSums(const BnDims& d, int64_t lo, int64_t hi, double* a, double* b, 
     }
 }
 
-// Per-channel working memory of the reference kernels, allocated at prepare time.
+// Per-channel working memory, allocated at prepare time; `partial` holds the
+// blocked kernels' per-sample sums (two N × C tables).
 struct BnScratch {
-  std::vector<double> a, b;
+  std::vector<double> a, b, partial;
   std::vector<float> p, q, r;
-  explicit BnScratch(int64_t c) : a(c), b(c), p(c), q(c), r(c) {}
+  explicit BnScratch(int64_t c, int64_t samples = 0)
+      : a(c), b(c), partial(2 * samples * c), p(c), q(c), r(c) {}
 };
+
+// Per channel, from the shifted sums Σ(x - k) and Σ(x - k)² over n elements: the
+// batch mean and biased variance. In double, the shift keeps E[v²] - E[v]² exact
+// to far below float rounding.
+inline void finishStatistics(int64_t lo, int64_t hi, const double* s1, const double* s2,
+                             const float* shift, double n, float* mean, float* var) {
+  for (int64_t c = lo; c < hi; ++c) {
+    double m = s1[c] / n;
+    mean[c] = float(shift[c] + m);
+    var[c] = float(std::max(s2[c] / n - m * m, 0.0));
+  }
+}
+
+// y = (x - mean)·scale + shift with scale = w / √(var + eps), per channel.
+inline void affineOf(int64_t lo, int64_t hi, const float* var, const float* w, const float* b,
+                     double eps, float* scale, float* shift) {
+  for (int64_t c = lo; c < hi; ++c) {
+    scale[c] = float(1.0 / std::sqrt(double(var[c]) + eps)) * (w ? w[c] : 1.f);
+    shift[c] = b ? b[c] : 0.f;
+  }
+}
+
+// The backward's per-channel terms from Σ dy and Σ dy·(x - mean):
+// dx = k·(dy - mdy - (x - mean)·kx), dweight and dbias.
+struct GradTerms {
+  float *k, *mdy, *kx;
+};
+inline void finishGradient(int64_t lo, int64_t hi, const double* sdy, const double* sdyx,
+                           const float* var, const float* w, double eps, double n, float* dw,
+                           float* db, GradTerms t) {
+  for (int64_t c = lo; c < hi; ++c) {
+    double invstd = 1.0 / std::sqrt(double(var[c]) + eps);
+    db[c] = float(sdy[c]);
+    dw[c] = float(sdyx[c] * invstd);
+    t.k[c] = float(invstd) * (w ? w[c] : 1.f);
+    t.mdy[c] = float(sdy[c] / n);
+    t.kx[c] = float(sdyx[c] * invstd * invstd / n);
+  }
+}
 
 // PyTorch's update: the batch variance enters unbiased. A single element per
 // channel has no unbiased variance (PyTorch refuses to train on it); the biased
@@ -107,6 +151,21 @@ struct BnPorts {
   explicit BnPorts(size_t nin) : affine(nin == 5), rm(affine ? 3 : 1), rv(affine ? 4 : 2) {}
 };
 
+// A BatchNorm launch's tensors: outputs y, batch mean, batch variance.
+struct BnTensors {
+  const float *x, *w, *b;
+  float *rm, *rv, *y, *bm, *bv;
+  BnTensors(const KernelIO& io, const BnPorts& p)
+      : x(io.in[0].f32()),
+        w(p.affine ? io.in[1].f32() : nullptr),
+        b(p.affine ? io.in[2].f32() : nullptr),
+        rm(io.in[p.rm].f32()),
+        rv(io.in[p.rv].f32()),
+        y(io.out[0].f32()),
+        bm(io.out[1].f32()),
+        bv(io.out[2].f32()) {}
+};
+
 // Statistics in one pass over x, as sums of x - k with k the channel's first
 // element: in double and shifted, E[(x-k)²] - E[x-k]² keeps its precision.
 KernelFn batchNormReference(const KernelSig& s) {
@@ -116,33 +175,22 @@ KernelFn batchNormReference(const KernelSig& s) {
   auto scratch = std::make_shared<BnScratch>(d.c);
   return [d, ports, eps, momentum, scratch](const KernelIO& io) {
     bool training = !io.ctx || io.ctx->training;
-    const float* x = io.in[0].f32();
-    const float* w = ports.affine ? io.in[1].f32() : nullptr;
-    const float* b = ports.affine ? io.in[2].f32() : nullptr;
-    float* rm = io.in[ports.rm].f32();
-    float* rv = io.in[ports.rv].f32();
-    float *y = io.out[0].f32(), *bm = io.out[1].f32(), *bv = io.out[2].f32();
+    auto [x, w, b, rm, rv, y, bm, bv] = BnTensors(io, ports);
     double *s1 = scratch->a.data(), *s2 = scratch->b.data();
-    float *scale = scratch->p.data(), *shift = scratch->q.data();
+    float *scale = scratch->p.data(), *shift = scratch->q.data(), *k = scratch->r.data();
     parallelFor(d.c, grainFor(d.count()), [&](int64_t lo, int64_t hi) {
       if (training) {
+        for (int64_t c = lo; c < hi; ++c) k[c] = x[c * d.s];
         channelSums(d, lo, hi, s1, s2, [&](int64_t i, int64_t c) {
-          double v = double(x[i]) - x[c * d.s];
+          double v = double(x[i]) - k[c];
           return std::pair{v, v * v};
         });
-        for (int64_t c = lo; c < hi; ++c) {
-          double n = double(d.count()), m = s1[c] / n;
-          bm[c] = float(x[c * d.s] + m);
-          bv[c] = float(std::max(s2[c] / n - m * m, 0.0));
-        }
+        finishStatistics(lo, hi, s1, s2, k, double(d.count()), bm, bv);
       } else {
         std::copy(rm + lo, rm + hi, bm + lo);
         std::copy(rv + lo, rv + hi, bv + lo);
       }
-      for (int64_t c = lo; c < hi; ++c) {
-        scale[c] = float(1.0 / std::sqrt(double(bv[c]) + eps)) * (w ? w[c] : 1.f);
-        shift[c] = b ? b[c] : 0.f;
-      }
+      affineOf(lo, hi, bv, w, b, eps, scale, shift);
       forEachElement(d, lo, hi,
                      [&](int64_t i, int64_t c) { y[i] = (x[i] - bm[c]) * scale[c] + shift[c]; });
     });
@@ -163,22 +211,160 @@ KernelFn batchNormGradReference(const KernelSig& s) {
     const float* w = hasWeight ? io.in[4].f32() : nullptr;
     float *dx = io.out[0].f32(), *dw = io.out[1].f32(), *db = io.out[2].f32();
     double *sdy = scratch->a.data(), *sdyx = scratch->b.data();  // Σ dy, Σ dy·(x - mean)
-    float *k = scratch->p.data(), *mdy = scratch->q.data(), *kx = scratch->r.data();
+    GradTerms t{scratch->p.data(), scratch->q.data(), scratch->r.data()};
     parallelFor(d.c, grainFor(2 * d.count()), [&](int64_t lo, int64_t hi) {
       channelSums(d, lo, hi, sdy, sdyx, [&](int64_t i, int64_t c) {
         return std::pair{double(dy[i]), double(dy[i]) * (double(x[i]) - mean[c])};
       });
-      for (int64_t c = lo; c < hi; ++c) {
-        double invstd = 1.0 / std::sqrt(double(var[c]) + eps), n = double(d.count());
-        db[c] = float(sdy[c]);
-        dw[c] = float(sdyx[c] * invstd);
-        k[c] = float(invstd) * (w ? w[c] : 1.f);
-        mdy[c] = float(sdy[c] / n);
-        kx[c] = float(sdyx[c] * invstd * invstd / n);
-      }
+      finishGradient(lo, hi, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
       forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
-        dx[i] = k[c] * (dy[i] - mdy[c] - (x[i] - mean[c]) * kx[c]);
+        dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
       });
+    });
+  };
+}
+
+// nChw16c --------------------------------------------------------------------------
+// x[n][c / 16][s][c % 16]: work splits into (sample, 16-channel block) items, each a
+// contiguous S × 16 run whose 16 lanes are 16 channels, summed into double vectors.
+// Each item's sums go to its own row of an N × C table, added over the samples in
+// order afterwards, so every thread count gives the same bits and every core has work
+// even with few channels. The sums run in double in one pass, shifted by each
+// channel's first element as in the reference.
+
+// Calls f(item, n, c0, base) for each (sample n, block of channels c0 … c0 + 15)
+// item, whose S × 16 run starts at flat index `base`. The loops inside the callers
+// are written out over 16 local lanes: through a lambda per element they ran 7×
+// slower.
+template <class F>
+inline void forEachRun(const BnDims& d, F f) {
+  int64_t blocks = d.c / 16;
+  parallelFor(d.n * blocks, grainFor(16 * d.s), [&](int64_t lo, int64_t hi) {
+    for (int64_t it = lo; it < hi; ++it) f(it / blocks, (it % blocks) * 16, it * d.s * 16);
+  });
+}
+
+// Adds the per-sample sums (two N × C tables) over the samples, in order.
+void sumSamples(const BnDims& d, const double* pa, const double* pb, double* a, double* b) {
+  std::fill(a, a + d.c, 0.0);
+  std::fill(b, b + d.c, 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t c = 0; c < d.c; ++c) a[c] += pa[n * d.c + c], b[c] += pb[n * d.c + c];
+}
+
+// Per channel, Σ(x - k) and Σ(x - k)² into a and b.
+void blockedShiftedSums(const BnDims& d, const float* x, const float* k, BnScratch& scratch,
+                        double* a, double* b) {
+  double *pa = scratch.partial.data(), *pb = pa + d.n * d.c;
+  forEachRun(d, [&](int64_t n, int64_t c0, int64_t base) {
+    const float* p = x + base;
+    double shift[16], sa[16] = {}, sb[16] = {};
+    for (int l = 0; l < 16; ++l) shift[l] = k[c0 + l];
+    for (int64_t s = 0; s < d.s; ++s) {
+#pragma omp simd
+      for (int l = 0; l < 16; ++l) {
+        double v = double(p[s * 16 + l]) - shift[l];
+        sa[l] += v, sb[l] += v * v;
+      }
+    }
+    std::copy(sa, sa + 16, pa + n * d.c + c0);
+    std::copy(sb, sb + 16, pb + n * d.c + c0);
+  });
+  sumSamples(d, pa, pb, a, b);
+}
+
+// Per channel, Σ dy and Σ dy·(x - mean) into a and b.
+void blockedGradSums(const BnDims& d, const float* dy, const float* x, const float* mean,
+                     BnScratch& scratch, double* a, double* b) {
+  double *pa = scratch.partial.data(), *pb = pa + d.n * d.c;
+  forEachRun(d, [&](int64_t n, int64_t c0, int64_t base) {
+    const float *g = dy + base, *p = x + base;
+    double m[16], sa[16] = {}, sb[16] = {};
+    for (int l = 0; l < 16; ++l) m[l] = mean[c0 + l];
+    for (int64_t s = 0; s < d.s; ++s) {
+#pragma omp simd
+      for (int l = 0; l < 16; ++l) {
+        double gv = g[s * 16 + l];
+        sa[l] += gv, sb[l] += gv * (double(p[s * 16 + l]) - m[l]);
+      }
+    }
+    std::copy(sa, sa + 16, pa + n * d.c + c0);
+    std::copy(sb, sb + 16, pb + n * d.c + c0);
+  });
+  sumSamples(d, pa, pb, a, b);
+}
+
+bool blocked(const TensorDesc& t) {
+  return t.layout == Layout::Blocked16 && t.shape.size() == 4 && t.shape[1] % 16 == 0;
+}
+
+// Declines unless the data ports (`ports` of the inputs, output 0) are nChw16c.
+std::string declineUnlessBlocked(const KernelSig& s, std::initializer_list<int> ports) {
+  if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  for (int p : ports)
+    if (!blocked(s.in[p])) return "for nChw16c activations; the reference takes plain ones";
+  if (!blocked(s.out[0])) return "for nChw16c activations; the reference takes plain ones";
+  return {};
+}
+
+KernelFn batchNormBlocked(const KernelSig& s) {
+  BnDims d = bnDims(s.in[0].shape);
+  BnPorts ports(s.in.size());
+  double eps = s.attrs->f("eps", 1e-5), momentum = s.attrs->f("momentum", 0.1);
+  auto scratch = std::make_shared<BnScratch>(d.c, d.n);
+  return [d, ports, eps, momentum, scratch](const KernelIO& io) {
+    bool training = !io.ctx || io.ctx->training;
+    auto [x, w, b, rm, rv, y, bm, bv] = BnTensors(io, ports);
+    float *scale = scratch->p.data(), *shift = scratch->q.data(), *k = scratch->r.data();
+    if (training) {
+      for (int64_t c = 0; c < d.c; ++c) k[c] = x[(c / 16) * d.s * 16 + c % 16];
+      double *s1 = scratch->a.data(), *s2 = scratch->b.data();
+      blockedShiftedSums(d, x, k, *scratch, s1, s2);
+      finishStatistics(0, d.c, s1, s2, k, double(d.count()), bm, bv);
+      updateRunning(rm, rv, bm, bv, d, momentum);
+    } else {
+      std::copy(rm, rm + d.c, bm);
+      std::copy(rv, rv + d.c, bv);
+    }
+    affineOf(0, d.c, bv, w, b, eps, scale, shift);
+    forEachRun(d, [&](int64_t, int64_t c0, int64_t base) {
+      float m[16], sc[16], sh[16];
+      for (int l = 0; l < 16; ++l) m[l] = bm[c0 + l], sc[l] = scale[c0 + l], sh[l] = shift[c0 + l];
+      const float* xs = x + base;
+      float* ys = y + base;
+      for (int64_t i = 0; i < d.s * 16; i += 16) {
+#pragma omp simd
+        for (int l = 0; l < 16; ++l) ys[i + l] = (xs[i + l] - m[l]) * sc[l] + sh[l];
+      }
+    });
+  };
+}
+
+KernelFn batchNormGradBlocked(const KernelSig& s) {
+  BnDims d = bnDims(s.in[1].shape);
+  bool hasWeight = s.in.size() == 5;
+  double eps = s.attrs->f("eps", 1e-5);
+  auto scratch = std::make_shared<BnScratch>(d.c, d.n);
+  return [d, hasWeight, eps, scratch](const KernelIO& io) {
+    const float *dy = io.in[0].f32(), *x = io.in[1].f32();
+    const float *mean = io.in[2].f32(), *var = io.in[3].f32();
+    const float* w = hasWeight ? io.in[4].f32() : nullptr;
+    float *dx = io.out[0].f32(), *dw = io.out[1].f32(), *db = io.out[2].f32();
+    double *sdy = scratch->a.data(), *sdyx = scratch->b.data();
+    GradTerms t{scratch->p.data(), scratch->q.data(), scratch->r.data()};
+    blockedGradSums(d, dy, x, mean, *scratch, sdy, sdyx);
+    finishGradient(0, d.c, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
+    forEachRun(d, [&](int64_t, int64_t c0, int64_t base) {
+      float k[16], mdy[16], kx[16], m[16];
+      for (int l = 0; l < 16; ++l)
+        k[l] = t.k[c0 + l], mdy[l] = t.mdy[c0 + l], kx[l] = t.kx[c0 + l], m[l] = mean[c0 + l];
+      const float *g = dy + base, *xs = x + base;
+      float* out = dx + base;
+      for (int64_t i = 0; i < d.s * 16; i += 16) {
+#pragma omp simd
+        for (int l = 0; l < 16; ++l)
+          out[i + l] = k[l] * (g[i + l] - mdy[l] - (xs[i + l] - m[l]) * kx[l]);
+      }
     });
   };
 }
@@ -285,83 +471,12 @@ memory::desc vec(int64_t n) {
   return memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
 }
 
-// BatchNorm as N × C × S × 1 in nchw: the same memory as any N × C × … input. With
-// S = 1 that is also nhwc, for which oneDNN has JIT code; for S > 1 it has only
-// generic code (ncsp_bnorm), and declines. A blocked N × C × H × W input (nChw16c)
-// has JIT code.
-struct DnnlBn {
-  BnDims d;
-  memory::desc data, stat;
-  float eps;
-
-  explicit DnnlBn(const KernelSig& s, int xIndex)
-      : d(bnDims(s.in[xIndex].shape)),
-        data(s.in[xIndex].layout == Layout::Blocked16
-                 ? activationDesc(s.in[xIndex].shape, Layout::Blocked16)
-                 : memory::desc({d.n, d.c, d.s, 1}, memory::data_type::f32,
-                                d.s == 1 ? memory::format_tag::nhwc : memory::format_tag::nchw)),
-        stat(vec(d.c)),
-        eps(float(s.attrs->f("eps", 1e-5))) {}
-
-  dnnl::batch_normalization_forward::primitive_desc forward(dnnl::prop_kind prop,
-                                                            Flags flags) const {
-    dnnl::batch_normalization_forward::desc desc(prop, data, eps, flags);
-    return {desc, userScratchpad(), dnnlEngine()};
-  }
-  // Always with scale and shift: the op's dweight and dbias outputs exist even
-  // without affine, and a scale of ones costs nothing.
-  dnnl::batch_normalization_backward::primitive_desc backward() const {
-    Flags f = Flags::use_scale | Flags::use_shift;
-    dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, data, data, eps, f);
-    return {desc, userScratchpad(), dnnlEngine(), forward(dnnl::prop_kind::forward_training, f)};
-  }
-};
-
 Flags affineFlags(bool affine) {
   return affine ? Flags::use_scale | Flags::use_shift : Flags::none;
 }
 
-KernelFn batchNormOneDnn(const KernelSig& s) {
-  DnnlBn bn(s, 0);
-  BnPorts ports(s.in.size());
-  double momentum = s.attrs->f("momentum", 0.1);
-  Flags f = affineFlags(ports.affine);
-  // Mode is a per-step choice: both primitives are made now.
-  auto train = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::batch_normalization_forward>(
-      bn.forward(dnnl::prop_kind::forward_training, f)));
-  auto eval = std::make_shared<DnnlCall>(DnnlCall::make<dnnl::batch_normalization_forward>(
-      bn.forward(dnnl::prop_kind::forward_inference, f | Flags::use_global_stats)));
-  for (DnnlCall* c : {train.get(), eval.get()}) {
-    c->arg(DNNL_ARG_SRC, bn.data);
-    c->arg(DNNL_ARG_DST, bn.data);
-    c->arg(DNNL_ARG_MEAN, bn.stat);
-    c->arg(DNNL_ARG_VARIANCE, bn.stat);
-    if (ports.affine) c->arg(DNNL_ARG_SCALE, bn.stat), c->arg(DNNL_ARG_SHIFT, bn.stat);
-  }
-  BnDims d = bn.d;
-  return [train, eval, ports, d, momentum](const KernelIO& io) {
-    bool training = !io.ctx || io.ctx->training;
-    float* rm = io.in[ports.rm].f32();
-    float* rv = io.in[ports.rv].f32();
-    float *bm = io.out[1].f32(), *bv = io.out[2].f32();
-    DnnlCall& c = training ? *train : *eval;
-    c.set(DNNL_ARG_SRC, io.in[0].data);
-    c.set(DNNL_ARG_DST, io.out[0].data);
-    c.set(DNNL_ARG_MEAN, training ? bm : rm);
-    c.set(DNNL_ARG_VARIANCE, training ? bv : rv);
-    if (ports.affine) c.set(DNNL_ARG_SCALE, io.in[1].data), c.set(DNNL_ARG_SHIFT, io.in[2].data);
-    c.run();
-    if (training) {
-      updateRunning(rm, rv, bm, bv, d, momentum);
-    } else {
-      std::memcpy(bm, rm, sizeof(float) * d.c);
-      std::memcpy(bv, rv, sizeof(float) * d.c);
-    }
-  };
-}
-
-// The launch both normalisation backwards share: inputs (dy, x, mean, var[, weight]),
-// outputs (dx, dweight, dbias). oneDNN 2.6 insists on a shift input in backward too,
+// LayerNorm's backward launch: inputs (dy, x, mean, var[, weight]), outputs (dx,
+// dweight, dbias). oneDNN 2.6 insists on a shift input in backward too,
 // though it never reads it, and on a scale when there is no weight.
 KernelFn normBackwardLaunch(std::shared_ptr<DnnlCall> call, bool hasWeight, int64_t channels) {
   auto ones = std::make_shared<std::vector<float>>(channels, 1.f);
@@ -378,18 +493,6 @@ KernelFn normBackwardLaunch(std::shared_ptr<DnnlCall> call, bool hasWeight, int6
     call->set(DNNL_ARG_DIFF_SHIFT, io.out[2].data);
     call->run();
   };
-}
-
-KernelFn batchNormGradOneDnn(const KernelSig& s) {
-  DnnlBn bn(s, 1);
-  bool hasWeight = s.in.size() == 5;
-  auto call =
-      std::make_shared<DnnlCall>(DnnlCall::make<dnnl::batch_normalization_backward>(bn.backward()));
-  for (int a : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) call->arg(a, bn.data);
-  for (int a : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
-                DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
-    call->arg(a, bn.stat);
-  return normBackwardLaunch(call, hasWeight, bn.d.c);
 }
 
 // LayerNorm as rows × cols.
@@ -410,7 +513,8 @@ struct DnnlLn {
                                                  flags);
     return {desc, userScratchpad(), dnnlEngine()};
   }
-  // With scale and shift always, as BatchNorm's backward.
+  // Always with scale and shift: the op's dweight and dbias outputs exist even
+  // without affine, and a scale of ones costs nothing.
   dnnl::layer_normalization_backward::primitive_desc backward() const {
     Flags f = Flags::use_scale | Flags::use_shift;
     dnnl::layer_normalization_backward::desc desc(dnnl::prop_kind::backward, data, data, stat, eps,
@@ -451,15 +555,12 @@ KernelFn layerNormGradOneDnn(const KernelSig& s) {
   return normBackwardLaunch(call, hasWeight, ln.d.cols);
 }
 
-// Declines when the signature is not float, or as dnnlDecline says. oneDNN 2.6's
-// generic batch normalisation code for plain layouts (ncsp_bnorm, and nspc_bnorm for
-// channel counts its JIT code skips) ran 1.5-2× slower than the reference kernels
-// in our single-thread measurements; its JIT code ran about as fast.
+// Declines when the signature is not float, or as dnnlDecline says.
 template <class Build>
 std::function<std::string(const KernelSig&)> declineUnless(Build build) {
   return [build](const KernelSig& s) {
     if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
-    return dnnlDecline([&] { return build(s); }, {"ncsp_bnorm", "nspc_bnorm"});
+    return dnnlDecline([&] { return build(s); });
   };
 }
 
@@ -468,20 +569,15 @@ std::function<std::string(const KernelSig&)> declineUnless(Build build) {
 void registerNormalization(KernelRegistry& r) {
   auto cpu = DeviceKind::Cpu;
   r.add("BatchNorm", cpu,
-        {"onednn.batch_normalization", declineUnless([](const KernelSig& s) -> Impls {
-           DnnlBn bn(s, 0);
-           Flags f = affineFlags(s.in.size() == 5);
-           return {bn.forward(dnnl::prop_kind::forward_training, f).impl_info_str(),
-                   bn.forward(dnnl::prop_kind::forward_inference, f | Flags::use_global_stats)
-                       .impl_info_str()};
-         }),
-         batchNormOneDnn, true});
+        {"cpu.batch_norm_blocked", [](const KernelSig& s) { return declineUnlessBlocked(s, {0}); },
+         batchNormBlocked, true});
   r.add("BatchNorm", cpu, kernel("reference.batch_norm", batchNormReference));
   r.add("BatchNormGrad", cpu,
-        {"onednn.batch_normalization_backward", declineUnless([](const KernelSig& s) -> Impls {
-           return {DnnlBn(s, 1).backward().impl_info_str()};
-         }),
-         batchNormGradOneDnn, true});
+        {"cpu.batch_norm_grad_blocked",
+         [](const KernelSig& s) {
+           return declineUnlessBlocked(s, {0, 1});
+         },
+         batchNormGradBlocked, true});
   r.add("BatchNormGrad", cpu, kernel("reference.batch_norm_grad", batchNormGradReference));
   r.add("LayerNorm", cpu,
         {"onednn.layer_normalization", declineUnless([](const KernelSig& s) -> Impls {

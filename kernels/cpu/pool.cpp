@@ -40,17 +40,35 @@ inline int64_t planeGrain(int64_t workPerPlane) {
   return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerPlane));
 }
 
-// The first maximum of a window in row-major order; NaN wins, as in PyTorch.
-inline int64_t argmax(const float* plane, int64_t iw, const Span& r, const Span& c) {
+// The first maximum of a window in row-major order; the first NaN wins, as in
+// PyTorch. A plane's elements lie `step` floats apart (16 in nChw16c).
+inline int64_t argmax(const float* plane, int64_t iw, const Span& r, const Span& c,
+                      int64_t step = 1) {
   float best = -std::numeric_limits<float>::infinity();
   int64_t at = r.lo * iw + c.lo;
   for (int64_t y = r.lo; y < r.hi; ++y)
     for (int64_t x = c.lo; x < c.hi; ++x) {
-      float v = plane[y * iw + x];
-      if (v > best || std::isnan(v)) best = v, at = y * iw + x;
+      float v = plane[(y * iw + x) * step];
+      if (v > best || std::isnan(v)) {
+        best = v, at = y * iw + x;
+        if (std::isnan(v)) return at;
+      }
     }
   return at;
 }
+
+// Where plane p (= n·C + c) of an N×C×H×W tensor starts, and how far apart its
+// elements lie, in either activation layout.
+struct PlaneAddress {
+  int64_t c, area;
+  bool blocked;
+  int64_t start(int64_t p) const {
+    if (!blocked) return p * area;
+    int64_t n = p / c, ch = p % c;
+    return ((n * (c / 16) + ch / 16) * area) * 16 + ch % 16;
+  }
+  int64_t step() const { return blocked ? 16 : 1; }
+};
 
 // Calls f(outputIndex, rows, cols, divisor) for every window of one plane.
 template <class F>
@@ -65,40 +83,62 @@ inline void forEachWindow(const Window2d& w, bool includePad, F&& f) {
   }
 }
 
+// Max pooling with NaN propagated, over plain or blocked tensors. The reference
+// kernel, and oneDNN's kernels' way out when a NaN reaches them: their maximum skips it.
+void maxPoolForward(const Window2d& w, bool blocked, const float* x, float* y) {
+  PlaneAddress in{w.c, w.ih * w.iw, blocked}, out{w.c, w.oh * w.ow, blocked};
+  parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const float* xp = x + in.start(p);
+      float* yp = y + out.start(p);
+      forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
+        yp[o * out.step()] = xp[argmax(xp, w.iw, r, c, in.step()) * in.step()];
+      });
+    }
+  });
+}
+
+void maxPoolBackward(const Window2d& w, bool blocked, const float* dy, const float* x, float* dx) {
+  PlaneAddress in{w.c, w.ih * w.iw, blocked}, out{w.c, w.oh * w.ow, blocked};
+  parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const float* xp = x + in.start(p);
+      const float* dyp = dy + out.start(p);
+      float* dxp = dx + in.start(p);
+      for (int64_t i = 0; i < in.area; ++i) dxp[i * in.step()] = 0.f;
+      forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
+        dxp[argmax(xp, w.iw, r, c, in.step()) * in.step()] += dyp[o * out.step()];
+      });
+    }
+  });
+}
+
+// Whether any of the n floats is NaN: one vectorised pass, well under the cost of
+// the pooling it guards.
+bool anyNan(const float* x, int64_t n) {
+  bool found = false;
+  parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    int nan = 0;
+    const float* p = x;  // a local pointer: through the captured one, GCC gathers
+#pragma omp simd reduction(| : nan)
+    for (int64_t i = lo; i < hi; ++i) nan |= p[i] != p[i];
+    if (nan) {
+#pragma omp atomic write
+      found = true;
+    }
+  });
+  return found;
+}
+
 KernelFn maxPoolReference(const KernelSig& s) {
   Window2d w = poolGeometry(s, 0);
-  return [w](const KernelIO& io) {
-    const float* x = io.in[0].f32();
-    float* y = io.out[0].f32();
-    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
-      for (int64_t p = lo; p < hi; ++p) {
-        const float* xp = x + p * w.ih * w.iw;
-        float* yp = y + p * w.oh * w.ow;
-        forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
-          yp[o] = xp[argmax(xp, w.iw, r, c)];
-        });
-      }
-    });
-  };
+  return [w](const KernelIO& io) { maxPoolForward(w, false, io.in[0].f32(), io.out[0].f32()); };
 }
 
 KernelFn maxPoolGradReference(const KernelSig& s) {
   Window2d w = poolGeometry(s, 1);
   return [w](const KernelIO& io) {
-    const float* dy = io.in[0].f32();
-    const float* x = io.in[1].f32();
-    float* dx = io.out[0].f32();
-    parallelFor(w.n * w.c, planeGrain(w.oh * w.ow * w.kh * w.kw), [&](int64_t lo, int64_t hi) {
-      for (int64_t p = lo; p < hi; ++p) {
-        const float* xp = x + p * w.ih * w.iw;
-        const float* dyp = dy + p * w.oh * w.ow;
-        float* dxp = dx + p * w.ih * w.iw;
-        std::fill(dxp, dxp + w.ih * w.iw, 0.f);
-        forEachWindow(w, true, [&](int64_t o, const Span& r, const Span& c, float) {
-          dxp[argmax(xp, w.iw, r, c)] += dyp[o];
-        });
-      }
-    });
+    maxPoolBackward(w, false, io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
   };
 }
 
@@ -189,14 +229,22 @@ std::string declinePool(const KernelSig& s, int xIndex, bool average, bool backw
   });
 }
 
-// Inference-only forward: max pooling then needs no workspace.
+// Inference-only forward: max pooling then needs no workspace. oneDNN's maximum
+// skips NaN (its vector max returns the other operand); where x holds one, the
+// NaN-propagating kernel runs instead, as PyTorch would answer.
 KernelFn poolForwardOneDnn(const KernelSig& s, bool average) {
   DnnlPool p(s, 0, average);
   auto call = std::make_shared<DnnlCall>(
       DnnlCall::make<dnnl::pooling_forward>(p.forward(dnnl::prop_kind::forward_inference)));
   call->arg(DNNL_ARG_SRC, p.src);
   call->arg(DNNL_ARG_DST, p.dst);
-  return [call](const KernelIO& io) {
+  bool blocked = s.in[0].layout == Layout::Blocked16;
+  Window2d w = p.w;
+  return [call, average, blocked, w](const KernelIO& io) {
+    if (!average && anyNan(io.in[0].f32(), io.in[0].numel())) {
+      maxPoolForward(w, blocked, io.in[0].f32(), io.out[0].f32());
+      return;
+    }
     call->set(DNNL_ARG_SRC, io.in[0].data);
     call->set(DNNL_ARG_DST, io.out[0].data);
     call->run();
@@ -232,7 +280,13 @@ KernelFn maxPoolGradOneDnn(const KernelSig& s) {
   bwd->arg(DNNL_ARG_DIFF_DST, p.dst);
   bwd->arg(DNNL_ARG_DIFF_SRC, p.src);
   bwd->own(DNNL_ARG_WORKSPACE, workspace);
-  return [fwd, bwd](const KernelIO& io) {
+  bool blocked = s.in[1].layout == Layout::Blocked16;
+  Window2d w = p.w;
+  return [fwd, bwd, blocked, w](const KernelIO& io) {
+    if (anyNan(io.in[1].f32(), io.in[1].numel())) {  // the gradient goes to the NaN
+      maxPoolBackward(w, blocked, io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
+      return;
+    }
     fwd->set(DNNL_ARG_SRC, io.in[1].data);
     fwd->run();
     bwd->set(DNNL_ARG_DIFF_DST, io.in[0].data);

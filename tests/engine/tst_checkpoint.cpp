@@ -5,11 +5,13 @@
 #include <QtTest>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 
 #include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
+#include "engine/io/safetensors.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
 
@@ -284,6 +286,47 @@ class TestCheckpoint : public QObject {
       logged =
           logged || (e.has_log() && e.log().text().find("early stopping") != std::string::npos);
     QVERIFY(logged);
+  }
+
+  // A PyTorch state dict saved as it is carries BatchNorm's step counter, an int64
+  // scalar NetLoom has no use for: it loads, and a counter beside no BatchNorm does not.
+  void pytorchStateDictWithBatchCounterLoads() {
+    QTemporaryDir dir;
+    proto::Project p = spirals();
+    auto* bn = p.mutable_model()->add_nodes();
+    bn->set_name("bn");
+    bn->set_op("BatchNorm");
+    bn->add_inputs("fc1");
+    for (auto& n : *p.mutable_model()->mutable_nodes())
+      if (n.name() == "act1") n.set_inputs(0, "bn");
+    std::string path = dir.filePath("w.safetensors").toStdString();
+    TrainOptions o;
+    o.maxSteps = 1;
+    o.saveWeights = path;
+    QVERIFY(train(p, o).result.ok());
+    auto tensors = readSafetensors(path);
+    QVERIFY(tensors.ok());
+    NamedTensor counter;
+    counter.name = "bn.num_batches_tracked";
+    counter.dtype = DType::I64;
+    counter.shape = {};
+    int64_t steps = 1;
+    counter.data.resize(sizeof steps);
+    std::memcpy(counter.data.data(), &steps, sizeof steps);
+    tensors->push_back(counter);
+    QVERIFY(writeSafetensors(path, *tensors).ok());
+    TrainOptions load;
+    load.initWeights = path;
+    load.maxSteps = 1;
+    Run loaded = train(p, load);
+    QVERIFY2(loaded.result.ok(), loaded.result.ok() ? "" : loaded.result.error().message.c_str());
+
+    tensors->back().name = "fc1.num_batches_tracked";
+    QVERIFY(writeSafetensors(path, *tensors).ok());
+    Run refused = train(p, load);
+    QVERIFY(!refused.result.ok());
+    QVERIFY2(refused.result.error().message.find("'fc1.num_batches_tracked'") != std::string::npos,
+             refused.result.error().message.c_str());
   }
 
   void metricsThatDoNotExistAreRefused() {

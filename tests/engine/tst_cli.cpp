@@ -4,6 +4,7 @@
 
 #include <QtTest>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 
@@ -236,6 +237,30 @@ class TestCli : public QObject {
     QVERIFY(read.ok());
     QVERIFY(read->events.back().has_failed());
     QVERIFY(read->events.front().has_run_started());
+  }
+
+  // A NaN planted in a weight ends the run at step 1: exit status 1, and the message
+  // names the step and the tensor.
+  void nanWeightFailsNamingTheTensor() {
+    QTemporaryDir dir;
+    QString weights = dir.filePath("w.safetensors");
+    Outcome first =
+        runTrain({project("spirals.nlproj"), "--max-steps", "1", "--save-weights", weights});
+    QVERIFY2(first.code == 0, qPrintable(first.err));
+    auto tensors = netloom::readSafetensors(weights.toStdString());
+    QVERIFY(tensors.ok());
+    const float nan = std::nanf("");
+    for (auto& t : *tensors)
+      if (t.name == "fc2.weight") std::memcpy(t.data.data() + 3 * sizeof nan, &nan, sizeof nan);
+    QVERIFY(netloom::writeSafetensors(weights.toStdString(), *tensors).ok());
+    QString events = dir.filePath("events.pb");
+    Outcome o = runTrain(
+        {project("spirals.nlproj"), "--init-weights", weights, "--events", events, "--quiet"});
+    QCOMPARE(o.code, 1);
+    QVERIFY2(o.err.contains("step 1 ") && o.err.contains("parameter 'fc2.weight' holds NaN"),
+             qPrintable(o.err));
+    auto read = netloom::readEvents(events.toStdString());
+    QVERIFY(read.ok() && read->events.back().has_failed());
   }
 
   void summaryListsNodesAndTotals() {

@@ -1,8 +1,8 @@
 // BatchNorm's two modes through compiled programs: training updates the running
 // statistics as PyTorch does (momentum, unbiased variance), evaluation normalises
-// with them and leaves them alone; both kernel lists (oneDNN first, and the
-// reference) must agree. Bad inputs are refused naming the node and the port or
-// attribute.
+// with them and leaves them alone; both kernel lists must agree, and the batch
+// statistics and gradients in both layouts are within float32 rounding of float64.
+// Bad inputs are refused naming the node and the port or attribute.
 #include <QtTest>
 #include <cmath>
 #include <vector>
@@ -40,13 +40,41 @@ const std::vector<float>& tensor(ParamStore& store, const std::string& name) {
   return store.find(name)->data;
 }
 
+// Four input channels through a 3×3 convolution whose only taps are centre ones:
+// channel o is input channel o % 4 times 2^((o / 4) % 3), exact in float, so the
+// host knows exactly what BatchNorm sees, in the layout the convolution writes
+// (oneDNN's blocked convolutions take a few plain input channels). BatchNorm has
+// momentum 1; the loss is MSE against a target.
+constexpr int64_t kInChannels = 4;
+
+std::string spreadConvBn(int64_t channels, int64_t side) {
+  std::string s = std::to_string(side), in = std::to_string(kInChannels);
+  std::string out = std::to_string(channels) + ", " + s + ", " + s;
+  return input("x", in + ", " + s + ", " + s) + input("t", out, "t") +
+         node("c", "Conv2d", "x",
+              intAttr("out_channels", channels) +
+                  " attrs { key: 'kernel_size' value { ints { values: [3] } } } attrs { key: "
+                  "'padding' value { ints { values: [1] } } } attrs { key: 'bias' value { b: "
+                  "false } }") +
+         node("bn", "BatchNorm", "c", "attrs { key: 'momentum' value { f: 1 } }") +
+         node("loss", "MSELoss", "bn,t");
+}
+
+double spreadScale(int64_t o) {
+  return double(1 << ((o / kInChannels) % 3));
+}
+
+double relError(double got, double want) {
+  return std::fabs(got - want) / std::max(std::fabs(want), 1e-30);
+}
+
 }  // namespace
 
 class TestNormModes : public QObject {
   Q_OBJECT
 
  private slots:
-  // N × C × H × W and N × C: oneDNN, where it takes BatchNorm, does so for the latter.
+  // N × C × H × W and N × C.
   void runningStatisticsFollowPyTorch_data() {
     QTest::addColumn<bool>("referenceKernels");
     QTest::addColumn<QString>("shape");
@@ -148,6 +176,112 @@ class TestNormModes : public QObject {
       QVERIFY(tensor(store, "bn.running_mean") == meanBefore);
       QVERIFY(tensor(store, "bn.running_var") == varBefore);
     }
+  }
+
+  // Batch statistics, the running statistics (momentum 1: the batch's, variance
+  // unbiased) and the input gradient against float64, in both layouts, at PyTorch's
+  // float32 level: means far from zero make float sums drift (oneDNN's blocked
+  // kernel was off by 8.5e-5 at 32 channels × batch 128).
+  void statisticsMatchFloat64InBothLayouts_data() {
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<int>("batch");
+    QTest::addColumn<bool>("blocked");
+    for (bool blocked : {false, true}) {
+      const char* layout = blocked ? "nChw16c" : "nchw";
+      QTest::addRow("32 channels, batch 128, %s", layout) << 32 << 128 << blocked;
+      QTest::addRow("16 channels, batch 16, %s", layout) << 16 << 16 << blocked;
+    }
+  }
+  void statisticsMatchFloat64InBothLayouts() {
+    QFETCH(int, channels);
+    QFETCH(int, batch);
+    QFETCH(bool, blocked);
+    const int64_t ch = channels, side = 12, area = side * side, n = batch * area;
+    ParamStore store;
+    CompileOptions o;
+    o.batch = batch;
+    o.blockedLayouts = blocked;
+    o.updateParams = false;
+    o.gradientsOf = {"x"};
+    o.keep = {"bn:1", "bn:2"};
+    auto prog = compile(model(spreadConvBn(ch, side)), o, store);
+    QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+    Program& p = **prog;
+    const Graph& g = p.graph;
+    bool bnBlocked = g.values[g.findValue("c")].desc.layout == Layout::Blocked16;
+    if (blocked && !bnBlocked) QSKIP("oneDNN has no blocked-layout convolution for this CPU");
+    QCOMPARE(bnBlocked, blocked);
+    std::vector<float> taps(ch * kInChannels * 9, 0.f);
+    for (int64_t c = 0; c < ch; ++c)
+      taps[(c * kInChannels + c % kInChannels) * 9 + 4] = float(spreadScale(c));
+    ParamStore::write(*store.find("c.weight"), taps.data());
+
+    // Means of 3 to 12 over spreads of about 1 to 4: what float sums lose precision on.
+    Rng rng(17);
+    const TensorRef* x = p.input("x");
+    const TensorRef* t = p.input("t");
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < kInChannels; ++i)
+        for (int64_t k = 0; k < area; ++k)
+          x->f32()[(b * kInChannels + i) * area + k] =
+              float(3 + 0.5 * double(i) + rng.uniform(-1, 1) * (1 + 0.1 * double(i)));
+    for (int64_t i = 0; i < t->numel(); ++i) t->f32()[i] = float(rng.uniform(-1, 1));
+    std::vector<float> ts(t->f32(), t->f32() + t->numel());
+    std::vector<double> cs(ts.size());  // what BatchNorm reads, exactly
+    auto at = [&](int64_t b, int64_t c, int64_t k) { return (b * ch + c) * area + k; };
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t c = 0; c < ch; ++c)
+        for (int64_t k = 0; k < area; ++k)
+          cs[at(b, c, k)] =
+              double(x->f32()[(b * kInChannels + c % kInChannels) * area + k]) * spreadScale(c);
+    StepContext ctx;
+    ctx.step = 1;
+    p.run(ctx);
+
+    double worstMean = 0, worstVar = 0, worstRunning = 0, worstGrad = 0, gradScale = 0;
+    std::vector<double> dxWant(x->numel(), 0.0);
+    for (int64_t c = 0; c < ch; ++c) {
+      double mean = 0, var = 0;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < area; ++k) mean += cs[at(b, c, k)];
+      mean /= double(n);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < area; ++k) var += std::pow(cs[at(b, c, k)] - mean, 2);
+      var /= double(n);
+      worstMean = std::max(worstMean, relError(p.refs[g.findValue("bn:1")].f32()[c], mean));
+      worstVar = std::max(worstVar, relError(p.refs[g.findValue("bn:2")].f32()[c], var));
+      worstRunning = std::max({worstRunning, relError(tensor(store, "bn.running_mean")[c], mean),
+                               relError(tensor(store, "bn.running_var")[c], var * n / (n - 1))});
+      // y = ĉ (weight 1, bias 0), L = mean((y - t)²): dc = (dy - mean(dy) - ĉ·mean(dy·ĉ))/σ,
+      // and dx gathers dc through the centre taps.
+      double invstd = 1 / std::sqrt(var + kEps), total = double(ts.size()), sdy = 0, sdyx = 0;
+      auto dyAt = [&](int64_t i) { return 2 * ((cs[i] - mean) * invstd - ts[i]) / total; };
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < area; ++k) {
+          int64_t i = at(b, c, k);
+          sdy += dyAt(i), sdyx += dyAt(i) * (cs[i] - mean) * invstd;
+        }
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t k = 0; k < area; ++k) {
+          int64_t i = at(b, c, k);
+          double dc =
+              invstd * (dyAt(i) - sdy / double(n) - (cs[i] - mean) * invstd * sdyx / double(n));
+          dxWant[(b * kInChannels + c % kInChannels) * area + k] += dc * spreadScale(c);
+        }
+    }
+    const float* dx = p.refs[p.gradients.at("x")].f32();
+    for (size_t i = 0; i < dxWant.size(); ++i)
+      gradScale = std::max(gradScale, std::fabs(dxWant[i]));
+    for (size_t i = 0; i < dxWant.size(); ++i)
+      worstGrad = std::max(worstGrad, std::fabs(dx[i] - dxWant[i]) / gradScale);
+    qInfo(
+        "relative errors: mean %.2g, variance %.2g, running statistics %.2g, dx %.2g (of max "
+        "|dx|)",
+        worstMean, worstVar, worstRunning, worstGrad);
+    QVERIFY2(worstMean < 1e-6, qPrintable(QString::number(worstMean)));
+    QVERIFY2(worstVar < 1e-6, qPrintable(QString::number(worstVar)));
+    QVERIFY2(worstRunning < 1e-6, qPrintable(QString::number(worstRunning)));
+    QVERIFY2(worstGrad < 1e-5, qPrintable(QString::number(worstGrad)));
   }
 
   void badInputsNameNodeAndPort_data() {

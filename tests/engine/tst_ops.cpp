@@ -6,6 +6,7 @@
 #include "cases_conv.h"
 #include "cases_norm.h"
 #include "engine/compiler/compile.h"
+#include "kernels/core/rng.h"
 #include "op_harness.h"
 
 using namespace harness;
@@ -204,6 +205,66 @@ std::vector<std::pair<std::string, OpCase>> allCases() {
   return all;
 }
 
+// NaN through every kernel that takes a configuration ------------------------------
+
+// Runs each kernel of `op`'s CPU list that accepts the signature on `ins` (plain
+// values, converted to each input's layout) and hands its first output, back in
+// plain layout, to `check` with the kernel's name.
+void eachKernel(const std::string& op, const netloom::Attrs& given,
+                const std::vector<netloom::TensorDesc>& in, const netloom::TensorDesc& out,
+                const std::vector<std::vector<float>>& ins,
+                const std::function<void(const std::string&, const std::vector<float>&)>& check) {
+  using namespace netloom;
+  auto attrs = resolveAttrs(*OpRegistry::instance().find(op), given);
+  QVERIFY2(attrs.ok(), attrs.ok() ? "" : attrs.error().message.c_str());
+  KernelSig sig{&*attrs, in, {out}};
+  bool blocked = false;
+  for (const TensorDesc& d : in) blocked = blocked || d.layout != Layout::Plain;
+  int ran = 0;
+  for (const KernelImpl& k : *KernelRegistry::instance().list(op, DeviceKind::Cpu)) {
+    if ((blocked && !k.anyLayout) || !k.decline(sig).empty()) continue;
+    std::vector<std::vector<float>> data;
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      data.emplace_back(ins[i].size());
+      TensorDesc plain = in[i];
+      plain.layout = Layout::Plain;
+      if (in[i].layout == Layout::Plain)
+        data.back() = ins[i];
+      else
+        QVERIFY(convertLayout(plain, ins[i].data(), in[i], data.back().data()));
+    }
+    for (size_t i = 0; i < in.size(); ++i)
+      refs.push_back({data[i].data(), in[i].shape, DType::F32, Device{}});
+    std::vector<float> y(numel(out.shape)), plainY(y.size());
+    TensorRef yRef{y.data(), out.shape, DType::F32, Device{}};
+    StepContext ctx;
+    KernelIO io{refs.data(), &yRef, refs.size(), 1, &ctx};
+    k.prepare(sig)(io);
+    TensorDesc plainOut = out;
+    plainOut.layout = Layout::Plain;
+    if (out.layout == Layout::Plain)
+      plainY = y;
+    else
+      QVERIFY(convertLayout(out, y.data(), plainOut, plainY.data()));
+    check(k.name, plainY);
+    ++ran;
+  }
+  QVERIFY2(ran > 0, op.c_str());
+}
+
+netloom::TensorDesc desc(const Shape& shape, netloom::Layout layout = netloom::Layout::Plain) {
+  netloom::TensorDesc d;
+  d.shape = shape;
+  d.layout = layout;
+  return d;
+}
+
+// Float `a` is `b`, NaN included.
+bool same(float a, float b) {
+  return std::isnan(a) ? std::isnan(b) : a == b;
+}
+
 }  // namespace
 
 class TestOps : public QObject {
@@ -300,6 +361,93 @@ class TestOps : public QObject {
     ctx.training = false;
     p.run(ctx);
     for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], 1.0f);
+  }
+
+  // As in PyTorch, NaN survives ReLU (plain, fused into Linear, and its gradient),
+  // Dropout (dropped or not) and max pooling (its maximum, and its gradient, which
+  // goes to the NaN), in every kernel of their lists and in both activation layouts.
+  void nanPropagatesAsInPyTorch_data() {
+    QTest::addColumn<bool>("blocked");
+    QTest::newRow("nchw") << false;
+    QTest::newRow("nChw16c") << true;
+  }
+  void nanPropagatesAsInPyTorch() {
+    using namespace netloom;
+    QFETCH(bool, blocked);
+    const Shape xs{2, 16, 4, 4}, ys{2, 16, 2, 2};
+    Layout layout = blocked ? Layout::Blocked16 : Layout::Plain;
+    std::vector<float> x(numel(xs));
+    Rng rng(9);
+    for (float& v : x) v = float(rng.uniform(-2, 2));
+    const float nan = std::nanf("");
+    x[5] = nan;                 // sample 0, channel 0, row 1, column 1
+    x[16 * 16 + 3 * 16] = nan;  // sample 1, channel 0, row 3, column 0
+    x[17] = -INFINITY;
+    auto nanAt = [&](int64_t i) { return std::isnan(x[i]); };
+
+    eachKernel("ReLU", {}, {desc(xs, layout)}, desc(xs, layout), {x},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 for (size_t i = 0; i < y.size(); ++i)
+                   QVERIFY2(same(y[i], x[i] > 0 || nanAt(int64_t(i)) ? x[i] : 0.f), k.c_str());
+               });
+    std::vector<float> ones(x.size(), 1.f);
+    eachKernel("ReLUGrad", {}, {desc(xs, layout), desc(xs, layout)}, desc(xs, layout), {ones, x},
+               [&](const std::string& k, const std::vector<float>& dx) {
+                 for (size_t i = 0; i < dx.size(); ++i)
+                   QVERIFY2(dx[i] == (x[i] > 0 || nanAt(int64_t(i)) ? 1.f : 0.f), k.c_str());
+               });
+
+    Attrs drop;
+    drop.set("p", 0.5);
+    eachKernel("Dropout", drop, {desc(xs, layout)}, desc(xs, layout), {x},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 for (size_t i = 0; i < y.size(); ++i)
+                   QVERIFY2(std::isfinite(x[i]) ? y[i] == 0 || y[i] == 2 * x[i]
+                                                : !std::isfinite(y[i]),  // -inf·0 is NaN too
+                            k.c_str());
+               });
+
+    Attrs pool;
+    pool.set("kernel_size", std::vector<int64_t>{2});
+    eachKernel("MaxPool2d", pool, {desc(xs, layout)}, desc(ys, layout), {x},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 for (int64_t p = 0; p < 32; ++p)
+                   for (int64_t o = 0; o < 4; ++o) {
+                     int64_t r = o / 2 * 2, c = o % 2 * 2, base = p * 16;
+                     float want = -INFINITY;
+                     for (int64_t i : {r * 4 + c, r * 4 + c + 1, r * 4 + c + 4, r * 4 + c + 5})
+                       want =
+                           std::isnan(want) || nanAt(base + i) ? nan : std::max(want, x[base + i]);
+                     QVERIFY2(same(y[p * 4 + o], want),
+                              qPrintable(QString("%1: plane %2 window %3: %4, want %5")
+                                             .arg(k.c_str())
+                                             .arg(p)
+                                             .arg(o)
+                                             .arg(y[p * 4 + o])
+                                             .arg(want)));
+                   }
+               });
+    std::vector<float> dy(numel(ys), 1.f);
+    eachKernel("MaxPool2dGrad", pool, {desc(ys, layout), desc(xs, layout)}, desc(xs, layout),
+               {dy, x}, [&](const std::string& k, const std::vector<float>& dx) {
+                 QVERIFY2(dx[5] == 1.f && dx[0] == 0.f && dx[1] == 0.f && dx[4] == 0.f, k.c_str());
+                 QVERIFY2(dx[16 * 16 + 3 * 16] == 1.f && dx[16 * 16 + 3 * 16 + 1] == 0.f,
+                          k.c_str());
+               });
+    if (blocked) return;
+
+    // Linear with its ReLU fused: a NaN weight makes its output column NaN.
+    Attrs lin;
+    lin.set("out_features", int64_t(4));
+    lin.set("activation", std::string("relu"));
+    std::vector<float> in(2 * 3, -1.f), w(4 * 3, 1.f), b(4, 0.f);
+    w[2 * 3 + 1] = nan;
+    eachKernel("Linear", lin, {desc({2, 3}), desc({4, 3}), desc({4})}, desc({2, 4}), {in, w, b},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 for (int64_t r = 0; r < 2; ++r)
+                   for (int64_t o = 0; o < 4; ++o)
+                     QVERIFY2(same(y[r * 4 + o], o == 2 ? nan : 0.f), k.c_str());
+               });
   }
 
   void badAttributesNameTheAttribute() {
