@@ -139,8 +139,10 @@ Status validateModel(const proto::ModelDef& model, int64_t batch) {
   return g ? Status{} : Status{g.error()};
 }
 
-Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
-                                         ParamStore& store) {
+namespace {
+
+Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
+                                                  const CompileOptions& opts, ParamStore& store) {
   auto t0 = std::chrono::steady_clock::now();
   auto built = buildGraph(model, opts.batch);
   if (!built) return built.error();
@@ -322,6 +324,23 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   planned.bytes = 0;  // kept for the program's life
   return prog;
+}
+
+}  // namespace
+
+// What the budget did not foresee (a library's own allocations) still ends as an
+// error, not as an exception through the engine's API.
+Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
+                                         ParamStore& store) {
+  try {
+    return compileUnguarded(model, opts, store);
+  } catch (const std::bad_alloc&) {
+    return makeRefusal("compiling the model at batch " + std::to_string(opts.batch) +
+                       " ran out of memory");
+  } catch (const std::exception& e) {
+    return makeError("compiling the model at batch " + std::to_string(opts.batch) +
+                     " failed: " + e.what());
+  }
 }
 
 }  // namespace netloom

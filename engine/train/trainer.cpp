@@ -337,8 +337,10 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
   return out;
 }
 
-Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
-                                 const EventSink& sink) {
+namespace {
+
+Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOptions& opts,
+                                  const EventSink& sink) {
   double wallStart = now();
   RunPosition pos;
   // Ends the run with a Failed event; the error keeps its kind (a refusal stays one).
@@ -622,6 +624,26 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   f->set_wall_seconds(sum.wallSeconds);
   sink(e);
   return sum;
+}
+
+}  // namespace
+
+// The memory budget plans every large allocation; whatever it did not foresee (a
+// library's scratch memory) ends the run with a Failed event rather than the process.
+Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
+                                 const EventSink& sink) {
+  std::string message;
+  try {
+    return runUnguarded(project, opts, sink);
+  } catch (const std::bad_alloc&) {
+    message = "the run ran out of memory";
+  } catch (const std::exception& e) {
+    message = std::string("the run failed: ") + e.what();
+  }
+  proto::TrainEvent e = event();
+  e.mutable_failed()->set_message(message);
+  sink(e);
+  return makeError(message);
 }
 
 }  // namespace netloom
