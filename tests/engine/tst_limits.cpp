@@ -113,8 +113,9 @@ struct Outcome {
 // netloom-train with its address space bounded as this test's own.
 Outcome runTrain(const QStringList& args) {
   QProcess p;
-  if (canBoundAddressSpace())
-    p.setChildProcessModifier([] { boundAddressSpace(virtualSize() + kAddressSpaceHeadroom); });
+  // Measured here: between fork and exec the child may only make async-signal-safe calls.
+  const int64_t bound = virtualSize() + kAddressSpaceHeadroom;
+  if (canBoundAddressSpace()) p.setChildProcessModifier([bound] { boundAddressSpace(bound); });
   p.start(NETLOOM_TRAIN_EXE, args);
   p.waitForFinished(300000);
   return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
