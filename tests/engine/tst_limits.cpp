@@ -296,6 +296,24 @@ class TestLimits : public QObject {
     QVERIFY(contains(q.error().message, "RLIMIT_AS"));
   }
 
+  // An integer attribute written as a float past int64 is out of range, not converted.
+  void hugeFloatsForIntegerAttributesAreOutOfRange() {
+    using namespace testutil;
+    const std::pair<const char*, const char*> cases[] = {{"1e300", "is 10000000000000000"},
+                                                         {"9.3e18", "is 9300000000000000000"},
+                                                         {"-1e19", "is -10000000000000000000"}};
+    for (const auto& [value, shown] : cases) {
+      auto m = model(input("x", "4") +
+                     node("fc1", "Linear", "x",
+                          std::string("attrs { key: 'out_features' value { f: ") + value + " } }"));
+      auto g = buildGraph(m, 1);
+      QVERIFY2(!g.ok(), value);
+      // A wrapped conversion would show -9223372036854775808 here.
+      EXPECT_MENTIONS(g.error().message,
+                      (QStringList{"node 'fc1'", "attribute 'out_features'", shown}));
+    }
+  }
+
   void portNumbersAreBounded() {
     auto huge = parseInputRef("act", 0, "flatten:99999999999999999999");
     QVERIFY(!huge.ok());
