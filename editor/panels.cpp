@@ -13,6 +13,7 @@
 #include <climits>
 
 #include "engine/ops/op.h"
+#include "kernels/core/checked.h"
 
 namespace netloom::editor {
 
@@ -358,7 +359,12 @@ void SummaryWidget::reload() {
     set(int(r), 3, n ? QString::number(n->params) : QString(), true);
     set(int(r), 4, n ? humanCount(double(n->flops)) : QString(), true);
     set(int(r), 5, n ? humanBytes(double(n->activationBytes)) : QString(), true);
-    if (n) params += n->params, flops += n->flops, bytes += n->activationBytes;
+    // Totals of a huge model saturate rather than wrap negative.
+    if (n) {
+      params = saturatingAdd(params, n->params);
+      flops = saturatingAdd(flops, n->flops);
+      bytes = saturatingAdd(bytes, n->activationBytes);
+    }
   }
   int last = int(ids.size());
   set(last, 0, tr("Total"));

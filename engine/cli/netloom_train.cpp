@@ -20,6 +20,7 @@
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/project_check.h"
+#include "engine/runtime/memory_budget.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
 
@@ -35,6 +36,8 @@ const char* kUsage =
     "  --seed S            seed for initialisation, shuffling and dropout\n"
     "  --train-limit N     use only the first N training samples\n"
     "  --test-limit N      use only the first N test samples\n"
+    "  --memory-limit SIZE refuse a run that plans more memory than SIZE (bytes, or\n"
+    "                      with K, M, G or T: 512M, 4G); default: what is available\n"
     "  --events FILE       write the length-delimited TrainEvent stream\n"
     "  --summary-json FILE write a JSON summary of the run\n"
     "  --explain           print the compiled plans and memory plans, then exit\n"
@@ -86,6 +89,7 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     };
     constexpr uint64_t kInt32 = INT32_MAX, kInt64 = INT64_MAX;
     uint64_t n = 0;
+    std::string s;
     auto number = [&](uint64_t lo, uint64_t hi) {
       return parseInt(k, i + 1 < argc ? argv[++i] : nullptr, lo, hi, n);
     };
@@ -110,6 +114,11 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     } else if (k == "--test-limit") {
       if (auto e = number(0, kInt64); !e.empty()) return e;
       a.opts.testLimit = int64_t(n);
+    } else if (k == "--memory-limit") {
+      if (!value(s)) return "--memory-limit needs a size (as in 512M, 4G)";
+      auto bytes = netloom::parseByteSize(s, "--memory-limit");
+      if (!bytes) return bytes.error().message;
+      a.opts.memoryLimit = *bytes;
     } else if (k == "--devices") {
       if (!value(a.devices)) return "--devices needs a device (cpu)";
     } else if (k == "--events") {
@@ -288,7 +297,8 @@ int main(int argc, char** argv) {
   if (!writeError.empty()) std::fprintf(stderr, "netloom-train: %s\n", writeError.c_str());
   if (!result) {
     if (a.quiet) std::fprintf(stderr, "netloom-train: %s\n", result.error().message.c_str());
-    return 1;
+    // A run refused before it started (too large for this machine) is an input error.
+    return result.error().kind == netloom::ErrorKind::Refused ? 2 : 1;
   }
   if (a.opts.profile) std::printf("%s", result->profile.c_str());
   if (!a.summaryJson.empty()) {

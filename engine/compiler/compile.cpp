@@ -7,6 +7,7 @@
 #include "engine/compiler/layout.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
+#include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
 
 namespace netloom {
@@ -93,6 +94,65 @@ size_t updatesBegin(const Program& p) {
   return first;
 }
 
+bool persistent(ValueKind k) {
+  return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::State;
+}
+
+std::string described(const Value& v, int64_t bytes) {
+  return "'" + v.name + "' " + shapeToString(v.desc.shape) + ", " + formatBytes(bytes);
+}
+
+// Plans what a program adds to the run's memory before any of it is allocated: the
+// persistent tensors the store does not hold yet (and the copies their initialisers
+// fill), then the arena; adds what it planned to `planned`. Each refusal names the
+// largest tensor, which is what to shrink.
+Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
+                  const std::vector<BufferRequest>& requests, const std::vector<ValueId>& requested,
+                  const CompileOptions& opts, MemoryBudget& budget, int64_t& planned) {
+  const Graph& g = p.graph;
+  int64_t total = 0, initCopies = 0, largestBytes = -1;
+  const Value* largest = nullptr;
+  std::set<ValueId> seen;
+  for (const Node& n : g.nodes) {
+    int64_t weights = 0;
+    for (ValueId v : n.inputs) {
+      const Value& val = g.values[v];
+      if (!persistent(val.kind) || store.find(val.name)) continue;
+      // Sizes were checked by shape inference; the store keeps floats.
+      int64_t bytes = numel(val.desc.shape) * int64_t(sizeof(float));
+      if (val.kind != ValueKind::State) weights = saturatingAdd(weights, bytes);
+      if (!seen.insert(v).second) continue;
+      total = saturatingAdd(total, bytes);
+      if (bytes > largestBytes) largestBytes = bytes, largest = &val;
+    }
+    initCopies = std::max(initCopies, weights);
+  }
+  if (largest) {
+    std::string what =
+        "the parameters and optimizer state (largest: " + described(*largest, largestBytes) + ")";
+    if (Status s = budget.reserve(what, total); !s) return s;
+    planned += total;
+    if (Status s = budget.check("initialising them", initCopies); !s) return s;
+  }
+  size_t big = 0;
+  for (size_t k = 1; k < requests.size(); ++k)
+    if (requests[k].bytes > requests[big].bytes) big = k;
+  std::string what = (opts.batchField.empty() ? "" : opts.batchField + ", ") + "batches of " +
+                     std::to_string(opts.batch) + ": the activations (arena";
+  if (!requests.empty())
+    what += "; largest: " + described(g.values[requested[big]], requests[big].bytes);
+  if (Status s = budget.reserve(what + ")", mem.arenaBytes); !s) return s;
+  planned += mem.arenaBytes;
+  return {};
+}
+
+// Gives back what a compile planned, unless it succeeds.
+struct PlannedBytes {
+  MemoryBudget& budget;
+  int64_t bytes = 0;
+  ~PlannedBytes() { budget.release(bytes); }
+};
+
 }  // namespace
 
 Status validateModel(const proto::ModelDef& model, int64_t batch) {
@@ -100,8 +160,10 @@ Status validateModel(const proto::ModelDef& model, int64_t batch) {
   return g ? Status{} : Status{g.error()};
 }
 
-Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
-                                         ParamStore& store) {
+namespace {
+
+Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
+                                                  const CompileOptions& opts, ParamStore& store) {
   auto t0 = std::chrono::steady_clock::now();
   auto built = buildGraph(model, opts.batch);
   if (!built) return built.error();
@@ -193,8 +255,6 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     prog->refs[v].dtype = g.values[v].desc.dtype;
     prog->refs[v].device = opts.device;
   }
-  if (Status s = bindParams(*prog, store, opts.seed); !s) return s.error();
-
   // Lifetimes of everything that lives inside a step.
   int nsteps = int(g.nodes.size());
   std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
@@ -225,7 +285,15 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
     requested.push_back(ValueId(v));
   }
   MemoryPlan mem = planMemory(requests);
-  prog->arena.resize(mem.arenaBytes);
+  std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(opts.budget);
+  PlannedBytes planned{*budget};
+  if (Status s = planBudget(*prog, store, mem, requests, requested, opts, *budget, planned.bytes);
+      !s)
+    return s.error();
+  if (Status s = bindParams(*prog, store, opts.seed); !s) return s.error();
+  if (!prog->arena.resize(mem.arenaBytes))
+    return makeRefusal("the activations (arena) need " + formatBytes(mem.arenaBytes) +
+                       ", which this process could not allocate");
   prog->arenaBytes = mem.arenaBytes;
   prog->naiveBytes = mem.naiveBytes;
   for (size_t k = 0; k < requested.size(); ++k)
@@ -255,7 +323,14 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
         continue;
       }
       step.kernel = (*list)[k].name;
-      step.fn = (*list)[k].prepare(sig);
+      // A library may refuse a configuration only when asked to build it (oneDNN
+      // throws): the error names the node instead of ending the process.
+      try {
+        step.fn = (*list)[k].prepare(sig);
+      } catch (const std::exception& e) {
+        return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
+                         "): kernel " + step.kernel + " failed to prepare: " + e.what());
+      }
       if (auto detail = (*list)[k].detail) step.detail = [detail, sig] { return detail(sig); };
     }
     if (!step.fn)
@@ -269,7 +344,25 @@ Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const Com
   prog->updatesBegin = updatesBegin(*prog);
   prog->compileMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  planned.bytes = 0;  // kept for the program's life
   return prog;
+}
+
+}  // namespace
+
+// What the budget did not foresee (a library's own allocations) still ends as an
+// error, not as an exception through the engine's API.
+Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
+                                         ParamStore& store) {
+  try {
+    return compileUnguarded(model, opts, store);
+  } catch (const std::bad_alloc&) {
+    return makeRefusal("compiling the model at batch " + std::to_string(opts.batch) +
+                       " ran out of memory");
+  } catch (const std::exception& e) {
+    return makeError("compiling the model at batch " + std::to_string(opts.batch) +
+                     " failed: " + e.what());
+  }
 }
 
 }  // namespace netloom

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/memory_budget.h"
 #include "engine/runtime/program.h"
 
 namespace netloom {
@@ -30,6 +31,11 @@ struct CompileOptions {
   // Take the last kernel of every list (the plain reference) instead of the first
   // that accepts: tests compare the two on the same inputs.
   bool referenceKernels = false;
+  // Plans the new parameters, their optimizer state and the arena before they are
+  // allocated; null: a budget of what this process can have now.
+  std::shared_ptr<MemoryBudget> budget;
+  // How a refusal names the setting the batch comes from ("train.batch_size 64").
+  std::string batchField;
 };
 
 Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,

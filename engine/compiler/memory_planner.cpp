@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/core/checked.h"
+
 namespace netloom {
 
 namespace {
@@ -28,14 +30,17 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests, int64_t alignm
   for (size_t idx : order) {
     const BufferRequest& r = requests[idx];
     int64_t size = alignUp(std::max<int64_t>(r.bytes, 1), alignment);
-    plan.naiveBytes += size;
+    // Sizes are bounded (shape inference caps every tensor); their sums saturate,
+    // so a huge plan reads as huge and the memory budget refuses it.
+    plan.naiveBytes = saturatingAdd(plan.naiveBytes, size);
     // Intervals taken by already-placed buffers that are live at the same time.
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (size_t p : placed)
       if (liveTogether(r, requests[p]))
         taken.push_back(
             {plan.offsets[p],
-             plan.offsets[p] + alignUp(std::max<int64_t>(requests[p].bytes, 1), alignment)});
+             saturatingAdd(plan.offsets[p],
+                           alignUp(std::max<int64_t>(requests[p].bytes, 1), alignment))});
     std::sort(taken.begin(), taken.end());
     // The lowest gap that fits; among gaps, prefer the smallest that fits (best fit).
     int64_t best = -1, bestGap = INT64_MAX, cursor = 0;
@@ -48,7 +53,7 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests, int64_t alignm
     }
     if (best < 0) best = cursor;
     plan.offsets[idx] = best;
-    plan.arenaBytes = std::max(plan.arenaBytes, best + size);
+    plan.arenaBytes = std::max(plan.arenaBytes, saturatingAdd(best, size));
     placed.push_back(idx);
   }
   return plan;

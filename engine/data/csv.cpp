@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
@@ -51,10 +52,45 @@ bool isBlank(std::string_view line) {
   return trim(line).empty();
 }
 
+// std::getline with a bound: a file without line breaks must not grow one line past
+// what memory allows. False at the end of the file, or with `tooLong` set.
+bool readLine(std::istream& in, std::string& line, int64_t maxLength, bool& tooLong) {
+  line.clear();
+  std::streambuf* buf = in.rdbuf();
+  while (true) {
+    int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) return !line.empty();
+    if (c == '\n') return true;
+    if (int64_t(line.size()) >= maxLength) {
+      tooLong = true;
+      return false;
+    }
+    line.push_back(char(c));
+  }
+}
+
+// Plans a vector's next growth before it happens: doubling, with the old block
+// alive while it is copied.
+Status planGrowth(std::vector<float>& v, size_t more, MemoryBudget& budget,
+                  const std::string& what) {
+  if (v.size() + more <= v.capacity()) return {};
+  size_t cap = std::max({v.capacity() * 2, v.size() + more, size_t(1024)});
+  int64_t added = int64_t(cap - v.capacity()) * int64_t(sizeof(float));
+  if (Status s = budget.check(what, added + int64_t(v.capacity() * sizeof(float))); !s) return s;
+  if (Status s = budget.reserve(what, added); !s) return s;
+  v.reserve(cap);
+  return {};
+}
+
 }  // namespace
 
 Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn, bool hasHeader,
-                        char delimiter) {
+                        char delimiter, const std::shared_ptr<MemoryBudget>& budgetOrNull) {
+  std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(budgetOrNull);
+  std::error_code ec;
+  auto type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::character || type == std::filesystem::file_type::block)
+    return makeError("'" + path + "' is a device, not a CSV file");
   std::ifstream in(path);
   if (!in) return makeError("cannot open CSV file '" + path + "'");
 
@@ -65,8 +101,9 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
   int64_t columns = -1;  // fixed by the header or the first data row
   int64_t labelIndex = -1;
 
+  bool tooLong = false;
   auto nextLine = [&]() -> bool {
-    if (!std::getline(in, line)) return false;
+    if (!readLine(in, line, budget->remaining(), tooLong)) return false;
     // Spreadsheets often start the file with a UTF-8 byte order mark.
     if (++lineNo == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     return true;
@@ -102,6 +139,12 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
     return {};
   };
 
+  auto lineTooLong = [&] {
+    return makeRefusal("'" + path + "' line " + std::to_string(lineNo + 1) +
+                       " is longer than the " + formatBytes(budget->remaining()) +
+                       " this process has left for it");
+  };
+
   if (hasHeader) {
     while (nextLine()) {
       if (isBlank(line)) continue;
@@ -110,6 +153,7 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
       columns = static_cast<int64_t>(names.size());
       break;
     }
+    if (tooLong) return lineTooLong();
     if (columns < 0) return makeError("'" + path + "': empty file, expected a header line");
     if (Status s = resolveLabel(); !s) return s.error();
   }
@@ -130,6 +174,13 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
       return makeError("'" + path + "' line " + std::to_string(lineNo) +
                        ": need at least one feature column and a label column");
     }
+    if (ds.floats.size() + size_t(columns) > ds.floats.capacity() ||
+        ds.targets.size() == ds.targets.capacity()) {
+      std::string rows = "'" + path + "' (rows up to line " + std::to_string(lineNo) + ")";
+      if (Status s = planGrowth(ds.floats, size_t(columns - 1), *budget, rows); !s)
+        return s.error();
+      if (Status s = planGrowth(ds.targets, 1, *budget, rows); !s) return s.error();
+    }
     for (int64_t c = 0; c < columns; ++c) {
       float v = 0;
       if (!parseFloat(fields[c], v) || !std::isfinite(v)) {
@@ -146,7 +197,11 @@ Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn,
       }
     }
   }
+  if (tooLong) return lineTooLong();
   if (ds.targets.empty()) return makeError("'" + path + "': no data rows");
+  // One int32 class index per row.
+  if (Status s = budget->reserve("'" + path + "' labels", int64_t(ds.targets.size()) * 4); !s)
+    return s.error();
 
   ds.sampleShape = {columns - 1};
   ds.labelFile = path;

@@ -9,6 +9,10 @@
 
 namespace netloom {
 
+int64_t Dataset::memoryBytes() const {
+  return int64_t(bytes.size() + (floats.size() + labels.size() + targets.size()) * 4);
+}
+
 Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
   Dataset out;
   out.sampleShape = sampleShape;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/proto/project.pb.h"
+#include "engine/runtime/memory_budget.h"
 #include "engine/util/status.h"
 #include "kernels/core/tensor.h"
 
@@ -35,6 +36,8 @@ struct Dataset {
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t featuresPerSample() const { return numel(sampleShape); }
+  // What its vectors hold, in bytes.
+  int64_t memoryBytes() const;
   // The samples at `indices`, in that order, as a new dataset.
   Dataset subset(const std::vector<int64_t>& indices) const;
 };
@@ -76,16 +79,22 @@ struct DataSplits {
   Augmenter augment{};  // for the training loader only; off unless the DataDef asks
 };
 
-// Readers. Errors name the file and what is wrong with it.
-Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labelsPath);
+// Readers. Errors name the file and what is wrong with it. Sizes a file claims are
+// checked against its real size, and what the reader allocates is planned in
+// `budget` first (null: a budget of what this process can have now).
+Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labelsPath,
+                        const std::shared_ptr<MemoryBudget>& budget = nullptr);
 Result<Dataset> readCsv(const std::string& path, const std::string& labelColumn, bool hasHeader,
-                        char delimiter);
-Dataset makeSpirals(int classes, int samples, double noise, uint64_t seed);
-Dataset makeBlobs(int classes, int samples, int features, double stddev, uint64_t seed);
+                        char delimiter, const std::shared_ptr<MemoryBudget>& budget = nullptr);
+// Generators: the caller plans their memory (syntheticBytes).
+Dataset makeSpirals(int classes, int64_t samples, double noise, uint64_t seed);
+Dataset makeBlobs(int classes, int64_t samples, int features, double stddev, uint64_t seed);
 
 // Loads a project's DataDef: relative paths resolve against `baseDir`; applies
-// limits, the validation split (seeded) and computes normalisation.
-Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed);
+// limits, the validation split (seeded) and computes normalisation. What the splits
+// hold stays planned in `budget` (null: a budget of what this process can have now).
+Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed,
+                            const std::shared_ptr<MemoryBudget>& budget = nullptr);
 
 struct Batch {
   int64_t size = 0;                // samples in this batch (the last may be short)

@@ -8,16 +8,21 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "engine/data/dataset.h"
+#include "kernels/core/checked.h"
 
 namespace netloom {
 namespace {
 
 constexpr uint32_t kIdxImagesMagic = 0x00000803;  // uint8, 3 dims: n, rows, cols
 constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // uint8, 1 dim: n
-// Far above any real IDX file; guards the multiplication of untrusted dims.
+// Far above any real IDX file; bounds the payload the header may claim.
 constexpr int64_t kMaxPayload = int64_t(1) << 40;
+// Deflate expands at most about 1032:1, so a gzip file of n bytes holds no more
+// than this many times n.
+constexpr int64_t kMaxGzipRatio = 1100;
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -55,13 +60,38 @@ class IdxFile {
     got = read(dims, 4 * rank);
     if (got < 4 * rank) return truncated("header", 4 * rank, got);
     for (int i = 0; i < rank; ++i) m_dims.push_back(be32(dims + 4 * i));
-    int64_t total = 1;
-    for (int64_t d : m_dims) {
-      total *= d;
-      if (total > kMaxPayload) return makeError("'" + m_path + "': implausible IDX dimensions");
+    // Checked per dimension from the last, so that rows × columns is bounded even for
+    // a file that claims no images.
+    std::optional<int64_t> total = 1;
+    for (int i = rank - 1; i >= 0 && total; --i) {
+      total = checkedMul(*total, m_dims[i]);
+      if (total && *total > kMaxPayload) total.reset();
     }
-    m_payload = total;
+    if (!total) return makeError("'" + m_path + "': implausible IDX dimensions " + dimsText());
+    m_payload = *total;
+    // The file must be able to hold what its header claims.
+    auto size = std::filesystem::file_size(path, ec);
+    if (!ec) {
+      int64_t header = 4 + 4 * int64_t(rank);
+      int64_t room = m_gzip ? saturatingMul(int64_t(size), kMaxGzipRatio) : int64_t(size) - header;
+      std::string claim = "the header claims " + dimsText() + " (" + formatBytes(m_payload) + ")";
+      if (m_payload > room && m_gzip)
+        return makeError("'" + m_path + "': " + claim + ", more than the gzip file (" +
+                         formatBytes(int64_t(size)) + ") can hold");
+      if (m_payload > room)
+        return makeError("'" + m_path + "': truncated data, expected " + std::to_string(m_payload) +
+                         " bytes, got " + std::to_string(std::max<int64_t>(room, 0)) + " (" +
+                         claim + ")");
+    }
     return {};
+  }
+
+  int64_t payload() const { return m_payload; }
+
+  std::string dimsText() const {
+    std::string out;
+    for (size_t i = 0; i < m_dims.size(); ++i) out += (i ? "×" : "") + std::to_string(m_dims[i]);
+    return out;
   }
 
   // Reads the whole payload into `out`, which is resized to fit.
@@ -121,7 +151,9 @@ class IdxFile {
 
 }  // namespace
 
-Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labelsPath) {
+Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labelsPath,
+                        const std::shared_ptr<MemoryBudget>& budgetOrNull) {
+  std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(budgetOrNull);
   Dataset ds;
   int64_t imageCount = 0;
   {
@@ -130,6 +162,10 @@ Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labels
     const auto& d = images.dims();
     imageCount = d[0];
     ds.sampleShape = {1, d[1], d[2]};
+    if (Status s = budget->reserve("IDX images '" + imagesPath + "' (" + images.dimsText() + ")",
+                                   images.payload());
+        !s)
+      return s.error();
     if (Status s = images.readPayload(ds.bytes); !s) return s.error();
   }
 
@@ -137,6 +173,11 @@ Result<Dataset> readIdx(const std::string& imagesPath, const std::string& labels
   {
     IdxFile labels;
     if (Status s = labels.open(labelsPath, kIdxLabelsMagic, "labels"); !s) return s.error();
+    // The bytes, then one int32 class index each.
+    if (Status s = budget->reserve("IDX labels '" + labelsPath + "' (" + labels.dimsText() + ")",
+                                   saturatingMul(labels.payload(), 5));
+        !s)
+      return s.error();
     if (Status s = labels.readPayload(raw); !s) return s.error();
   }
   auto labelCount = static_cast<int64_t>(raw.size());

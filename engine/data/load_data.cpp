@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/data/dataset.h"
+#include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
 
 namespace netloom {
@@ -51,13 +52,15 @@ void splitOff(const Dataset& all, double fraction, uint64_t key, Dataset& keep, 
   keep = all.subset(keepIdx);
 }
 
-Result<DataSplits> loadIdx(const proto::IdxSource& src, const std::string& baseDir) {
+Result<DataSplits> loadIdx(const proto::IdxSource& src, const std::string& baseDir,
+                           const std::shared_ptr<MemoryBudget>& budget) {
   DataSplits s;
-  auto train = readIdx(orDefault(src.train_images(), "train-images-idx3-ubyte.gz", baseDir),
-                       orDefault(src.train_labels(), "train-labels-idx1-ubyte.gz", baseDir));
+  auto train =
+      readIdx(orDefault(src.train_images(), "train-images-idx3-ubyte.gz", baseDir),
+              orDefault(src.train_labels(), "train-labels-idx1-ubyte.gz", baseDir), budget);
   if (!train) return train.error();
   auto test = readIdx(orDefault(src.test_images(), "t10k-images-idx3-ubyte.gz", baseDir),
-                      orDefault(src.test_labels(), "t10k-labels-idx1-ubyte.gz", baseDir));
+                      orDefault(src.test_labels(), "t10k-labels-idx1-ubyte.gz", baseDir), budget);
   if (!test) return test.error();
   s.train = std::move(*train);
   s.test = std::move(*test);
@@ -75,18 +78,19 @@ Result<char> parseDelimiter(const std::string& d) {
   return makeError("CSV delimiter must be one character, got '" + d + "'");
 }
 
-Result<DataSplits> loadCsv(const proto::CsvSource& src, const std::string& baseDir, uint64_t seed) {
+Result<DataSplits> loadCsv(const proto::CsvSource& src, const std::string& baseDir, uint64_t seed,
+                           const std::shared_ptr<MemoryBudget>& budget) {
   if (src.train_path().empty()) return makeError("CSV data source has no train_path");
   auto delim = parseDelimiter(src.delimiter());
   if (!delim) return delim.error();
   const std::string trainPath = resolve(src.train_path(), baseDir);
-  auto train = readCsv(trainPath, src.label_column(), src.has_header(), *delim);
+  auto train = readCsv(trainPath, src.label_column(), src.has_header(), *delim, budget);
   if (!train) return train.error();
 
   DataSplits s;
   if (!src.test_path().empty()) {
     const std::string testPath = resolve(src.test_path(), baseDir);
-    auto test = readCsv(testPath, src.label_column(), src.has_header(), *delim);
+    auto test = readCsv(testPath, src.label_column(), src.has_header(), *delim, budget);
     if (!test) return test.error();
     if (test->sampleShape != train->sampleShape) {
       return makeError("'" + trainPath + "' has " + shapeToString(train->sampleShape) +
@@ -102,23 +106,43 @@ Result<DataSplits> loadCsv(const proto::CsvSource& src, const std::string& baseD
     return makeError("CSV test_fraction must be between 0 and 1, got " +
                      std::to_string(src.test_fraction()));
   }
+  if (Status st = budget->check("the test split of '" + trainPath + "'", train->memoryBytes()); !st)
+    return st.error();
   splitOff(*train, fraction, hashCombine(seed, kTestSplitStream), s.train, s.test);
   return s;
 }
 
-Result<DataSplits> loadSynthetic(const proto::SyntheticSource& src, uint64_t seed) {
+// Plans a generated set before it is drawn: each sample is its features and a label;
+// blobs draw train and test together, then copy them apart, and keep a table of centres.
+Status planSynthetic(const proto::SyntheticSource& src, int classes, int64_t trainN, int64_t testN,
+                     int features, MemoryBudget& budget) {
+  const bool blobs = src.kind() == proto::SyntheticSource::BLOBS;
+  int64_t bytes = saturatingMul(trainN + testN, (int64_t(features) + 1) * 4);
+  if (blobs)
+    bytes = saturatingAdd(saturatingMul(bytes, 2), saturatingMul(int64_t(classes) * 8, features));
+  std::string what = "data.synthetic (classes " + std::to_string(classes) + ", train_samples " +
+                     std::to_string(trainN) + ", test_samples " + std::to_string(testN);
+  if (blobs) what += ", features " + std::to_string(features);
+  return budget.reserve(what + ")", bytes);
+}
+
+Result<DataSplits> loadSynthetic(const proto::SyntheticSource& src, uint64_t seed,
+                                 MemoryBudget& budget) {
   const int classes = src.classes() > 0 ? src.classes() : 2;
-  const int trainN = src.train_samples() > 0 ? src.train_samples() : 1000;
-  const int testN = src.test_samples() > 0 ? src.test_samples() : 500;
+  const int64_t trainN = src.train_samples() > 0 ? src.train_samples() : 1000;
+  const int64_t testN = src.test_samples() > 0 ? src.test_samples() : 500;
+  const int features =
+      src.kind() == proto::SyntheticSource::BLOBS && src.features() > 0 ? src.features() : 2;
+  if (Status st = planSynthetic(src, classes, trainN, testN, features, budget); !st)
+    return st.error();
   DataSplits s;
   switch (src.kind()) {
     case proto::SyntheticSource::BLOBS: {
       // One draw shares the cluster centres between train and test.
-      const int features = src.features() > 0 ? src.features() : 2;
       const double stddev = src.noise() > 0 ? src.noise() : 1.0;
       Dataset all = makeBlobs(classes, trainN + testN, features, stddev, seed);
       std::vector<int64_t> testIdx(testN);
-      for (int i = 0; i < testN; ++i) testIdx[i] = trainN + i;
+      for (int64_t i = 0; i < testN; ++i) testIdx[i] = trainN + i;
       s.test = all.subset(testIdx);
       s.train = all.subset(prefix(trainN));
       return s;
@@ -208,12 +232,15 @@ Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset
 
 }  // namespace
 
-Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed) {
+Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed,
+                            const std::shared_ptr<MemoryBudget>& budgetOrNull) {
+  std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(budgetOrNull);
+  const int64_t plannedBefore = budget->planned();
   Result<DataSplits> loaded = makeError("project has no data source");
   switch (def.source_case()) {
-    case proto::DataDef::kIdx: loaded = loadIdx(def.idx(), baseDir); break;
-    case proto::DataDef::kCsv: loaded = loadCsv(def.csv(), baseDir, seed); break;
-    case proto::DataDef::kSynthetic: loaded = loadSynthetic(def.synthetic(), seed); break;
+    case proto::DataDef::kIdx: loaded = loadIdx(def.idx(), baseDir, budget); break;
+    case proto::DataDef::kCsv: loaded = loadCsv(def.csv(), baseDir, seed, budget); break;
+    case proto::DataDef::kSynthetic: loaded = loadSynthetic(def.synthetic(), seed, *budget); break;
     case proto::DataDef::SOURCE_NOT_SET: break;
   }
   if (!loaded) return loaded;
@@ -222,6 +249,8 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
   if (def.train_limit() < 0 || def.test_limit() < 0) {
     return makeError("train_limit and test_limit must not be negative");
   }
+  // Limits and splits copy samples out; each copy is at most its source's size.
+  if (Status st = budget->check("data.train_limit", s.train.memoryBytes()); !st) return st.error();
   s.train = takeFirst(s.train, def.train_limit());
   s.test = takeFirst(s.test, def.test_limit());
 
@@ -230,6 +259,8 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
     return makeError("validation_fraction must be in [0, 1), got " + std::to_string(valFraction));
   }
   if (valFraction > 0) {
+    if (Status st = budget->check("data.validation_fraction", s.train.memoryBytes()); !st)
+      return st.error();
     Dataset all = std::move(s.train);
     splitOff(all, valFraction, hashCombine(seed, kValSplitStream), s.train, s.val);
   } else {
@@ -248,6 +279,10 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
   if (!augment) return augment.error();
   if (Status st = augment->check(s.train.sampleShape); !st) return st.error();
   s.augment = *augment;
+  // What the readers planned becomes what the splits hold, which is no more.
+  budget->release(budget->planned() - plannedBefore);
+  int64_t held = s.train.memoryBytes() + s.val.memoryBytes() + s.test.memoryBytes();
+  if (Status st = budget->reserve("the dataset", held); !st) return st.error();
   return loaded;
 }
 

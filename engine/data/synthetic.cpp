@@ -15,18 +15,18 @@ constexpr double kTwoPi = 6.283185307179586;
 // neighbouring arms to interleave without the set becoming unlearnable.
 constexpr double kSpiralTurn = 4.0;
 
-Dataset makeEmpty(int classes, int samples, int features) {
+Dataset makeEmpty(int classes, int64_t samples, int features) {
   Dataset ds;
   ds.sampleShape = {features};
   ds.classes = std::max(classes, 1);
-  ds.labels.resize(std::max(samples, 0));
+  ds.labels.resize(std::max<int64_t>(samples, 0));
   ds.floats.resize(ds.labels.size() * std::max(features, 0));
   return ds;
 }
 
 }  // namespace
 
-Dataset makeSpirals(int classes, int samples, double noise, uint64_t seed) {
+Dataset makeSpirals(int classes, int64_t samples, double noise, uint64_t seed) {
   Dataset ds = makeEmpty(classes, samples, 2);
   const int c = ds.classes;
   const int64_t perClass = (ds.size() + c - 1) / c;  // arm length; the last may be one short
@@ -44,14 +44,14 @@ Dataset makeSpirals(int classes, int samples, double noise, uint64_t seed) {
   return ds;
 }
 
-Dataset makeBlobs(int classes, int samples, int features, double stddev, uint64_t seed) {
+Dataset makeBlobs(int classes, int64_t samples, int features, double stddev, uint64_t seed) {
   Dataset ds = makeEmpty(classes, samples, std::max(features, 1));
   const int c = ds.classes;
   const int64_t f = ds.featuresPerSample();
   // Centres and points draw from separate streams, so the centres depend only on
   // the seed and the class count, not on how many samples are asked for.
   Rng centreRng(hashCombine(seed, 0xCE17E5));
-  std::vector<double> centres(c * f);
+  std::vector<double> centres(size_t(c) * size_t(f));
   for (double& v : centres) v = centreRng.uniform(-10.0, 10.0);
   Rng rng(hashCombine(seed, 0x9017));
   for (int64_t i = 0; i < ds.size(); ++i) {

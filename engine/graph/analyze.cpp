@@ -5,6 +5,7 @@
 
 #include "engine/graph/blocks.h"
 #include "engine/graph/graph.h"
+#include "kernels/core/checked.h"
 
 namespace netloom {
 
@@ -27,14 +28,17 @@ void measureNode(const Graph& g, const Node& n, NodeCost& cost) {
   for (int i = n.numDataInputs(); i < int(n.inputs.size()); ++i) {
     const Value& v = g.values[n.inputs[i]];
     ctx.params.push_back(v.desc);
-    if (v.kind == ValueKind::Param) cost.params += numel(v.desc.shape);
-    if (v.kind == ValueKind::Buffer) cost.buffers += numel(v.desc.shape);
+    // Each size fits (shape inference checked it); sums of many saturate.
+    if (v.kind == ValueKind::Param) cost.params = saturatingAdd(cost.params, numel(v.desc.shape));
+    if (v.kind == ValueKind::Buffer)
+      cost.buffers = saturatingAdd(cost.buffers, numel(v.desc.shape));
   }
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const TensorDesc& d = g.values[n.outputs[i]].desc;
     ctx.out.push_back(d);
     if (!n.op->outputs[i].hidden)
-      cost.activationBytes += numel(d.shape) * int64_t(dtypeSize(d.dtype));
+      cost.activationBytes =
+          saturatingAdd(cost.activationBytes, numel(d.shape) * int64_t(dtypeSize(d.dtype)));
   }
   if (n.op->flops) cost.flops = n.op->flops(ctx);
 }
@@ -246,9 +250,9 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
       continue;
     }
     NodeAnalysis& inst = out.nodes[it->second];
-    inst.params += na.params;
-    inst.flops += na.flops;
-    inst.activationBytes += na.activationBytes;
+    inst.params = saturatingAdd(inst.params, na.params);
+    inst.flops = saturatingAdd(inst.flops, na.flops);
+    inst.activationBytes = saturatingAdd(inst.activationBytes, na.activationBytes);
   }
   for (const proto::NodeDef& nd : model.nodes()) {
     if (!findBlock(model, nd.op())) continue;
@@ -257,9 +261,7 @@ ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch) {
     inst.known = outs != flat.outputsOf.end();
     if (!inst.known) continue;
     for (const std::string& ref : outs->second) {
-      auto colon = ref.rfind(':');
-      std::string node = colon == std::string::npos ? ref : ref.substr(0, colon);
-      int port = colon == std::string::npos ? 0 : std::atoi(ref.c_str() + colon + 1);
+      auto [node, port] = splitInputRef(ref);
       auto src = inner.nodes.find(node);
       if (src == inner.nodes.end() || port >= int(src->second.outputs.size())) {
         inst.outputs.clear();

@@ -1,10 +1,13 @@
 #include "engine/graph/graph.h"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 #include <queue>
 #include <set>
 
 #include "engine/graph/blocks.h"
+#include "engine/runtime/memory_budget.h"
 
 namespace netloom {
 
@@ -49,6 +52,33 @@ std::vector<ValueId> Graph::params() const {
   return out;
 }
 
+namespace {
+
+// No tensor may be larger than this. Far above any memory there is, it keeps every
+// later sum of sizes (arena offsets, totals, FLOPs) far from int64's end, so the
+// memory budget, not a wrapped number, is what refuses a huge model.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+
+bool sizeFits(const TensorDesc& d) {
+  auto bytes = checkedBytes(d.shape, d.dtype);
+  return bytes && *bytes <= kMaxTensorBytes;
+}
+
+// Names the node and the tensor whose size does not fit.
+Error sizeError(const Node& n, const std::string& tensor, const TensorDesc& d) {
+  std::string what =
+      "node '" + n.name + "' (" + n.op->name + "): " + tensor + " " + shapeToString(d.shape);
+  for (int64_t dim : d.shape)
+    if (dim < 0) return makeError(what + " has a negative dimension");
+  auto bytes = checkedBytes(d.shape, d.dtype);
+  return makeRefusal(what +
+                     (bytes ? " would take " + formatBytes(*bytes)
+                            : " has more elements than a 64-bit size can count") +
+                     ", more than any tensor may hold (" + formatBytes(kMaxTensorBytes) + ")");
+}
+
+}  // namespace
+
 Status inferNode(Graph& g, NodeId id, int* errorPort) {
   Node& n = g.nodes[id];
   InferCtx ctx{n.attrs, {}, {}, {}, {}, -1};
@@ -72,6 +102,17 @@ Status inferNode(Graph& g, NodeId id, int* errorPort) {
     }
     return makeError(where + ": " + ctx.error);
   }
+  for (int i = 0; i < n.numParams; ++i)
+    if (!sizeFits(ctx.params[i])) {
+      const std::string& v = g.values[n.inputs[ndata + i]].name;
+      return sizeError(n, "parameter '" + v.substr(v.rfind('.') + 1) + "'", ctx.params[i]);
+    }
+  for (size_t i = 0; i < ctx.out.size(); ++i)
+    if (!sizeFits(ctx.out[i]))
+      return sizeError(
+          n,
+          "output '" + (i < n.op->outputs.size() ? n.op->outputs[i].name : std::to_string(i)) + "'",
+          ctx.out[i]);
   for (int i = 0; i < n.numParams; ++i) g.values[n.inputs[ndata + i]].desc = ctx.params[i];
   for (size_t i = 0; i < n.outputs.size(); ++i) g.values[n.outputs[i]].desc = ctx.out[i];
   return {};
@@ -105,17 +146,37 @@ proto::AttrValue attrToProto(const AttrVal& v) {
   return out;
 }
 
+namespace {
+
+bool isDigits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A port written in a reference, or nullopt when it is not a number below kMaxPorts.
+std::optional<int> portNumber(const std::string& s) {
+  if (!isDigits(s)) return std::nullopt;
+  int port = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
+  if (ec != std::errc() || end != s.data() + s.size() || port >= kMaxPorts) return std::nullopt;
+  return port;
+}
+
+}  // namespace
+
 Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const std::string& s) {
   InputRef r{s, 0};
   auto colon = s.rfind(':');
   if (colon != std::string::npos) {
     r.node = s.substr(0, colon);
     std::string port = s.substr(colon + 1);
-    bool digits = !port.empty() && std::all_of(port.begin(), port.end(), ::isdigit);
-    if (!digits)
-      return makeError("node '" + nodeName + "' input " + std::to_string(index) + " ('" + s +
-                       "'): the port after ':' must be a number");
-    r.port = std::stoi(port);
+    std::string where =
+        "node '" + nodeName + "' input " + std::to_string(index) + " ('" + s + "'): ";
+    if (!isDigits(port)) return makeError(where + "the port after ':' must be a number");
+    auto n = portNumber(port);
+    if (!n)
+      return makeError(where + "port " + port + " is out of range (an op has fewer than " +
+                       std::to_string(kMaxPorts) + " outputs)");
+    r.port = *n;
   }
   return r;
 }
@@ -123,9 +184,9 @@ Result<InputRef> parseInputRef(const std::string& nodeName, size_t index, const 
 std::pair<std::string, int> splitInputRef(const std::string& ref) {
   auto colon = ref.rfind(':');
   if (colon == std::string::npos) return {ref, 0};
-  std::string port = ref.substr(colon + 1);
-  if (port.empty() || !std::all_of(port.begin(), port.end(), ::isdigit)) return {ref, 0};
-  return {ref.substr(0, colon), std::stoi(port)};
+  auto port = portNumber(ref.substr(colon + 1));
+  if (!port) return {ref, 0};
+  return {ref.substr(0, colon), *port};
 }
 
 std::string joinInputRef(const std::string& node, int port) {

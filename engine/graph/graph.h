@@ -68,6 +68,9 @@ Status inferNode(Graph& g, NodeId id, int* errorPort = nullptr);
 Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch);
 
 // An input reference as written in a NodeDef: "node" (port 0) or "node:port".
+// Port numbers stay below kMaxPorts, far above any op's outputs, so that a reference
+// cannot make a tool draw or count billions of ports.
+constexpr int kMaxPorts = 1024;
 struct InputRef {
   std::string node;
   int port = 0;

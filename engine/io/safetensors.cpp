@@ -13,6 +13,7 @@
 
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
+#include "engine/runtime/memory_budget.h"
 
 namespace netloom {
 
@@ -243,6 +244,12 @@ Result<std::vector<NamedTensor>> readSafetensors(const std::string& path,
   }
   std::string problem = checkLayout(entries, dataBytes);
   if (!problem.empty()) return fail(problem);
+  // The tensors are read into memory: a file larger than what this process can have
+  // is refused before the first allocation.
+  if (Status s = MemoryBudget::forThisProcess()->check(
+          path + ": its tensors", int64_t(std::min<uint64_t>(dataBytes, INT64_MAX)));
+      !s)
+    return s.error();
 
   std::vector<NamedTensor> out;
   out.reserve(entries.size());

@@ -29,7 +29,7 @@ void registerConcat(OpRegistry& r) {
         return c.fail("shape " + shapeToString(s) + " does not fit " + shapeToString(first) +
                           " along axis " + std::to_string(axis),
                       int(i));
-      y[axis] += s[axis];
+      y[axis] = saturatingAdd(y[axis], s[axis]);
     }
     c.out[0] = TensorDesc{y, c.in[0].dtype, {}};
     return true;

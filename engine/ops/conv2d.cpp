@@ -110,8 +110,8 @@ void registerConv2d(OpRegistry& r) {
   };
   d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng& rng) { initConv(a, p, rng); };
   d.flops = [](const InferCtx& c) {
-    return 2 * numel(c.out[0].shape) * c.params[0].shape[1] * c.params[0].shape[2] *
-           c.params[0].shape[3];
+    const Shape& w = c.params[0].shape;
+    return saturatingMul(saturatingMul(2 * numel(c.out[0].shape), w[1]), w[2] * w[3]);
   };
   r.add(std::move(d));
   r.add(convGradOp("Conv2dGradInput", "d loss / d input of Conv2d", false));

@@ -54,7 +54,9 @@ void registerLinear(OpRegistry& r) {
     // PyTorch's default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
     if (p.size() > 1) fillUniform(p[1], 1.0 / std::sqrt(double(fanIn)), rng);
   };
-  d.flops = [](const InferCtx& c) { return 2 * numel(c.out[0].shape) * c.in[0].shape.back(); };
+  d.flops = [](const InferCtx& c) {
+    return saturatingMul(2 * numel(c.out[0].shape), c.in[0].shape.back());
+  };
   r.add(std::move(d));
 
   OpDef rows;

@@ -3,6 +3,7 @@
 
 #include "engine/compiler/autodiff.h"
 #include "engine/ops/op.h"
+#include "kernels/core/checked.h"
 
 namespace netloom::ops {
 

@@ -45,7 +45,7 @@ OpDef pool(const std::string& name, bool average) {
   d.flops = [](const InferCtx& c) {
     int64_t kh = 1, kw = 1;
     pair2d(c.attrs, "kernel_size", 1, kh, kw);
-    return numel(c.out[0].shape) * kh * kw;
+    return saturatingMul(numel(c.out[0].shape), kh * kw);
   };
   return d;
 }

@@ -103,9 +103,16 @@ Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given) {
     }
     AttrVal v = value;
     bool typeOk = false;
+    auto outOfRange = [&](double x) { return x < def->min || x > def->max; };
     switch (def->kind) {
       case AttrKind::Int:
-        if (auto* d = std::get_if<double>(&v); d && *d == std::floor(*d)) v = int64_t(*d);
+        if (auto* d = std::get_if<double>(&v); d && *d == std::floor(*d)) {
+          // Converting a double past int64's range is undefined: range-check it first.
+          if (outOfRange(*d) || std::fabs(*d) >= 0x1p63)
+            return makeError("attribute '" + name + "' is " + fmt(*d) + ", must be " +
+                             rangeText(*def));
+          v = int64_t(*d);
+        }
         typeOk = std::holds_alternative<int64_t>(v);
         break;
       case AttrKind::Float:
@@ -120,7 +127,6 @@ Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given) {
         break;
     }
     if (!typeOk) return makeError("attribute '" + name + "' must be " + kindName(def->kind));
-    auto outOfRange = [&](double x) { return x < def->min || x > def->max; };
     if (def->kind == AttrKind::Int && outOfRange(double(std::get<int64_t>(v))))
       return makeError("attribute '" + name + "' is " + fmt(double(std::get<int64_t>(v))) +
                        ", must be " + rangeText(*def));

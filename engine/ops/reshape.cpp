@@ -25,11 +25,11 @@ void registerReshape(OpRegistry& r) {
       } else if (want[i] == 0) {
         return c.fail("attribute 'shape' has a 0 at position " + std::to_string(i));
       } else {
-        known *= want[i];
+        known = saturatingMul(known, want[i]);
       }
     }
     if (infer >= 0 && known > 0 && per % known == 0) want[infer] = per / known;
-    if (numel(want) != per)
+    if (checkedNumel(want) != per)
       return c.fail("cannot reshape " + shapeToString(x) + " (" + std::to_string(per) +
                         " elements per sample) to " + shapeToString(c.attrs.ints("shape")),
                     0);

@@ -10,10 +10,11 @@ void Arena::Free::operator()(char* p) const {
   std::free(p);
 }
 
-void Arena::resize(int64_t bytes) {
+bool Arena::resize(int64_t bytes) {
   int64_t rounded = (std::max<int64_t>(bytes, 64) + 63) / 64 * 64;
-  m_data.reset(static_cast<char*>(std::aligned_alloc(64, rounded)));
-  m_size = bytes;
+  m_data.reset(static_cast<char*>(std::aligned_alloc(64, size_t(rounded))));
+  m_size = m_data ? bytes : 0;
+  return m_data != nullptr;
 }
 
 void Program::run(const StepContext& ctx) const {

@@ -25,7 +25,8 @@ struct PlanStep {
 // Memory aligned for vector loads; owned by the program.
 class Arena {
  public:
-  void resize(int64_t bytes);
+  // False when the memory cannot be had (the arena is then empty).
+  bool resize(int64_t bytes);
   char* data() const { return m_data.get(); }
   int64_t size() const { return m_size; }
 

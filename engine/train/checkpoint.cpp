@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -62,7 +63,10 @@ Result<RunPosition> positionFromJson(const Json& o, uint64_t& seed, const std::s
     return makeError(file + ": not a NetLoom checkpoint manifest (missing or unknown 'format')");
   const Json* s = o.find("seed");
   if (!s || !s->isString()) return makeError(file + ": missing 'seed'");
-  seed = std::stoull(s->asString());
+  const std::string& text = s->asString();
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return makeError(file + ": 'seed' \"" + text + "\" is not a 64-bit unsigned integer");
   RunPosition p;
   double step, epoch, batch, samples, tsamples, bestEpoch, bad;
   if (!num("step", step) || !num("epoch", epoch) || !num("batch_in_epoch", batch) ||

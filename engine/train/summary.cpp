@@ -4,6 +4,7 @@
 
 #include "engine/graph/analyze.h"
 #include "engine/graph/graph.h"
+#include "kernels/core/checked.h"
 
 namespace netloom {
 
@@ -22,10 +23,10 @@ Result<ModelSummary> summarizeModel(const proto::ModelDef& model, int64_t batch)
     ns.parameters = cost.params;
     ns.flops = cost.flops;
     ns.activationBytes = cost.activationBytes;
-    s.buffers += cost.buffers;
-    s.parameters += ns.parameters;
-    s.flops += ns.flops;
-    s.activationBytes += ns.activationBytes;
+    s.buffers = saturatingAdd(s.buffers, cost.buffers);
+    s.parameters = saturatingAdd(s.parameters, ns.parameters);
+    s.flops = saturatingAdd(s.flops, ns.flops);
+    s.activationBytes = saturatingAdd(s.activationBytes, ns.activationBytes);
     s.nodes.push_back(std::move(ns));
   }
   return s;

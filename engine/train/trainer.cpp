@@ -19,6 +19,7 @@
 #include "engine/train/metric_watch.h"
 #include "engine/train/project_check.h"
 #include "engine/train/schedule.h"
+#include "kernels/core/checked.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom {
@@ -170,6 +171,7 @@ struct Setup {
   int threads = 1;
   uint64_t seed = 0;
   CompileOptions trainOpts, evalOpts;
+  std::shared_ptr<MemoryBudget> budget;
   std::optional<MetricWatch> best, early;
   std::string checkpointDir;
   std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
@@ -199,7 +201,8 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.checkEvery = t.check_finite_every() == -1 ? 0 : std::max(1, t.check_finite_every());
   cpu::configureThreads(s.threads);
 
-  auto data = loadData(s.project.data(), opts.projectDir, s.seed);
+  s.budget = MemoryBudget::forThisProcess(opts.memoryLimit, "--memory-limit");
+  auto data = loadData(s.project.data(), opts.projectDir, s.seed, s.budget);
   if (!data) return data.error();
   s.data = std::move(*data);
   if (s.data.train.size() == 0) return makeError("the training set is empty");
@@ -234,10 +237,46 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.loss = t.loss();
   s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
   s.trainOpts.seed = s.seed;
+  s.trainOpts.budget = s.budget;
+  s.trainOpts.batchField =
+      (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
   s.evalOpts = s.trainOpts;
   s.trainOpts.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
   return s;
+}
+
+// The batch sizes an epoch over `n` samples uses: a full batch, and a short last one.
+std::vector<int64_t> epochBatches(int64_t n, int64_t batch) {
+  if (n <= 0) return {};
+  if (n <= batch) return {n};
+  if (n % batch == 0) return {batch};
+  return {batch, n % batch};
+}
+
+// Compiles, and so plans the memory of, every program the run will use, and plans
+// the batches the loaders prepare ahead: all of it is known before the first step,
+// so a run that cannot fit is refused before it starts rather than after an epoch.
+Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
+  for (int64_t b : epochBatches(s.data.train.size(), s.batch))
+    if (auto p = train.get(b); !p) return p.error();
+  for (const Dataset* d : {&s.data.val, &s.data.test})
+    for (int64_t b : epochBatches(d->size(), s.batch))
+      if (auto p = eval.get(b); !p) return p.error();
+  // A loader holds up to `prefetch` ready batches, the one it is assembling and the one
+  // the step reads: features, an int32 label and a float label per sample. The
+  // training loader stays alive while an evaluation loader (prefetch 2) runs.
+  auto loaderBytes = [&](const Dataset& d, int64_t prefetch) {
+    int64_t batches = std::min(prefetch, (d.size() + s.batch - 1) / s.batch) + 2;
+    int64_t perSample = saturatingMul(d.featuresPerSample() + 2, 4);
+    return saturatingMul(saturatingMul(batches, std::min(d.size(), s.batch)), perSample);
+  };
+  const int prefetch = s.project.data().prefetch_batches();
+  int64_t bytes = loaderBytes(s.data.train, prefetch > 0 ? prefetch : 2);
+  bytes = saturatingAdd(bytes, std::max(loaderBytes(s.data.val, 2), loaderBytes(s.data.test, 2)));
+  return s.budget->reserve("data.prefetch_batches " + std::to_string(prefetch > 0 ? prefetch : 2) +
+                               ": the batches prepared ahead",
+                           bytes);
 }
 
 }  // namespace
@@ -248,9 +287,10 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
   ParamStore store;
   ProgramCache train(setup->project, setup->trainOpts, store),
       eval(setup->project, setup->evalOpts, store);
-  auto tp = train.get(setup->batch);
+  int64_t batch = std::min(setup->batch, setup->data.train.size());
+  auto tp = train.get(batch);
   if (!tp) return tp.error();
-  auto ep = eval.get(setup->batch);
+  auto ep = eval.get(batch);
   if (!ep) return ep.error();
   return (*tp)->explain() + "\n" + (*ep)->explain();
 }
@@ -327,17 +367,21 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
   return out;
 }
 
-Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
-                                 const EventSink& sink) {
+namespace {
+
+Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOptions& opts,
+                                  const EventSink& sink) {
   double wallStart = now();
   RunPosition pos;
-  auto fail = [&](const std::string& message) -> Error {
+  // Ends the run with a Failed event; the error keeps its kind (a refusal stays one).
+  auto failWith = [&](Error error) -> Error {
     proto::TrainEvent e = event();
-    e.mutable_failed()->set_message(message);
+    e.mutable_failed()->set_message(error.message);
     e.mutable_failed()->set_step(pos.step);
     sink(e);
-    return makeError(message);
+    return error;
   };
+  auto fail = [&](const std::string& message) { return failWith(makeError(message)); };
   auto log = [&](proto::Log::Level level, const std::string& text) {
     proto::TrainEvent e = event();
     e.mutable_log()->set_level(level);
@@ -346,17 +390,19 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   };
 
   auto setupOr = prepare(project, opts);
-  if (!setupOr) return fail(setupOr.error().message);
+  if (!setupOr) return failWith(setupOr.error());
   Setup& s = *setupOr;
   const proto::TrainDef& def = s.project.train();
   ParamStore store;
   ProgramCache train(s.project, s.trainOpts, store), eval(s.project, s.evalOpts, store);
-  auto first = train.get(s.batch);
-  if (!first) return fail(first.error().message);
+  // An epoch's batches are never larger than the training set.
+  auto first = train.get(std::min(s.batch, s.data.train.size()));
+  if (!first) return failWith(first.error());
   Program& main = **first;
   if (Status st = checkDataFits(main, s.data.train, "training"); !st) return fail(st.message());
   if (Status st = checkDataFits(main, s.data.val, "validation"); !st) return fail(st.message());
   if (Status st = checkDataFits(main, s.data.test, "test"); !st) return fail(st.message());
+  if (Status st = planRun(s, train, eval); !st) return failWith(st.error());
   if (!opts.initWeights.empty()) {
     auto tensors = readSafetensors(opts.initWeights);
     if (!tensors) return fail(tensors.error().message);
@@ -618,6 +664,26 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
   f->set_stopped(sum.stoppedByRequest);
   sink(e);
   return sum;
+}
+
+}  // namespace
+
+// The memory budget plans every large allocation; whatever it did not foresee (a
+// library's scratch memory) ends the run with a Failed event rather than the process.
+Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptions& opts,
+                                 const EventSink& sink) {
+  std::string message;
+  try {
+    return runUnguarded(project, opts, sink);
+  } catch (const std::bad_alloc&) {
+    message = "the run ran out of memory";
+  } catch (const std::exception& e) {
+    message = std::string("the run failed: ") + e.what();
+  }
+  proto::TrainEvent e = event();
+  e.mutable_failed()->set_message(message);
+  sink(e);
+  return makeError(message);
 }
 
 }  // namespace netloom

@@ -31,6 +31,9 @@ struct TrainOptions {
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   std::string resume;         // continue from this checkpoint (or a folder of them)
+  // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched
+  // batches); 0: what this machine and process can give. Over it, the run is refused.
+  int64_t memoryLimit = 0;
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
 };
 

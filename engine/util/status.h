@@ -10,8 +10,14 @@
 
 namespace netloom {
 
+// A refusal is an input that asks for more than this machine can give, or more
+// than sizes can count, found before anything large was allocated; netloom-train
+// exits 2 for it, as for any other input it will not run, rather than 1 (a run that failed).
+enum class ErrorKind : unsigned char { Failed, Refused };
+
 struct Error {
   std::string message;
+  ErrorKind kind = ErrorKind::Failed;
 };
 
 // Either a T or an Error. Deliberately small: ok(), value(), error().
@@ -60,6 +66,10 @@ class Status {
 
 inline Error makeError(std::string message) {
   return Error{std::move(message)};
+}
+
+inline Error makeRefusal(std::string message) {
+  return Error{std::move(message), ErrorKind::Refused};
 }
 
 }  // namespace netloom

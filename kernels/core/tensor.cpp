@@ -1,6 +1,7 @@
 #include "kernels/core/tensor.h"
 
 #include "kernels/core/attrs.h"
+#include "kernels/core/checked.h"
 
 namespace netloom {
 
@@ -32,6 +33,21 @@ int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
+}
+
+std::optional<int64_t> checkedNumel(const Shape& s) {
+  std::optional<int64_t> n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return std::nullopt;
+    n = checkedMul(*n, d);
+    if (!n) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<int64_t> checkedBytes(const Shape& s, DType t) {
+  auto n = checkedNumel(s);
+  return n ? checkedMul(*n, int64_t(dtypeSize(t))) : std::nullopt;
 }
 
 std::string shapeToString(const Shape& s) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,14 @@ struct Device {
 
 using Shape = std::vector<int64_t>;
 
+// The element count; for shapes whose size has been checked (every shape the graph
+// infers is), since it does not guard the product.
 int64_t numel(const Shape& s);
+// The element count, or nullopt when a dimension is negative or the product does not
+// fit in int64: for shapes that come straight from users or files.
+std::optional<int64_t> checkedNumel(const Shape& s);
+// numel × the element size, with the same checks.
+std::optional<int64_t> checkedBytes(const Shape& s, DType t);
 std::string shapeToString(const Shape& s);  // "64×32×14×14"
 
 // A typed view of memory owned elsewhere (an arena, a parameter store).

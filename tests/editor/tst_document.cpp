@@ -4,9 +4,11 @@
 #include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <set>
 
 #include "editor/document.h"
 #include "engine/compiler/compile.h"
+#include "engine/graph/graph.h"
 #include "engine/io/project_file.h"
 
 using netloom::editor::GraphDocument;
@@ -302,6 +304,35 @@ class TestDocument : public QObject {
     while (doc.toText() != before && doc.undoStack()->canUndo()) doc.undoStack()->undo();
     QCOMPARE(doc.toText(), before);
     QVERIFY(!doc.block("ResidualBlock"));
+  }
+
+  // A project asking for more than any machine has opens and is analysed without
+  // allocating it; references with ports past int neither throw nor make billions of ports.
+  void hugeProjectsOpenWithoutAllocating() {
+    auto project = netloom::parseProject(
+        "model { nodes { name: 'x' op: 'Input' attrs { key: 'shape' value { ints { values: "
+        "[1000000000, 1000000000, 1000000000] } } } }"
+        " nodes { name: 'y' op: 'Input' attrs { key: 'shape' value { ints { values: [784] } } } "
+        "attrs { key: 'field' value { s: 'y' } } }"
+        " nodes { name: 'fc1' op: 'Linear' inputs: 'y' attrs { key: 'out_features' value { i: "
+        "16777216 } } }"
+        " nodes { name: 'future' op: 'FutureOp' }"
+        " nodes { name: 'a' op: 'Tanh' inputs: 'future:99999999999999999999' }"
+        " nodes { name: 'b' op: 'Tanh' inputs: 'future:2147483647' }"
+        " nodes { name: 'c' op: 'Tanh' inputs: 'fc1:99999999999999999999' } }"
+        " train { batch_size: 2147483647 }",
+        "t");
+    QVERIFY(project.ok());
+    GraphDocument doc;
+    doc.setProject(*project);
+    QCOMPARE(doc.batch(), int64_t(2147483647));
+    std::set<std::string> faulty;
+    for (const auto& p : doc.analysis().problems) faulty.insert(p.node);
+    for (const char* n : {"x", "fc1", "future", "a", "b", "c"}) QVERIFY2(faulty.count(n), n);
+    for (NodeId id : doc.nodes()) {
+      QVERIFY(doc.outputPortCount(id) >= 1);
+      QVERIFY(doc.outputPortCount(id) <= netloom::kMaxPorts);
+    }
   }
 
   void unknownOpsAreKept() {
