@@ -19,8 +19,8 @@
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
-#include "engine/train/project_check.h"
 #include "engine/runtime/memory_budget.h"
+#include "engine/train/project_check.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
 

@@ -114,8 +114,8 @@ Status Augmenter::check(const Shape& sampleShape) const {
   auto fits = [&](const char* field, int32_t v) -> Status {
     if (v <= side) return {};
     return makeError("data.augmentation." + std::string(field) + " " + std::to_string(v) +
-                     " is larger than the images (" + shapeToString(sampleShape) +
-                     "): at most " + std::to_string(side) + " pixels");
+                     " is larger than the images (" + shapeToString(sampleShape) + "): at most " +
+                     std::to_string(side) + " pixels");
   };
   if (Status s = fits("crop_padding", cropPadding); !s) return s;
   return fits("max_translation", maxTranslation);

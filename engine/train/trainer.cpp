@@ -175,7 +175,7 @@ struct Setup {
   std::optional<MetricWatch> best, early;
   std::string checkpointDir;
   std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
-  int checkEvery = 1;  // steps between finite checks; 0: never
+  int checkEvery = 1;                 // steps between finite checks; 0: never
 };
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
