@@ -19,6 +19,7 @@
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
+#include "engine/runtime/devices.h"
 #include "engine/runtime/memory_budget.h"
 #include "engine/train/project_check.h"
 #include "engine/train/summary.h"
@@ -32,7 +33,10 @@ const char* kUsage =
     "  --max-steps N       stop after N optimizer steps\n"
     "  --batch-size N      samples per step (default: the project's)\n"
     "  --threads N         CPU threads (default: all cores)\n"
-    "  --devices D         where to train, over the project's train.device: cpu\n"
+    "  --devices D         where to train, over the project's train.device: cpu,\n"
+    "                      cuda:N (GPU N), cuda (GPU 0)\n"
+    "  --list-devices      print this machine's CPU and GPUs (or why there is no GPU),\n"
+    "                      then exit\n"
     "  --seed S            seed for initialisation, shuffling and dropout\n"
     "  --train-limit N     use only the first N training samples\n"
     "  --test-limit N      use only the first N test samples\n"
@@ -120,7 +124,10 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!bytes) return bytes.error().message;
       a.opts.memoryLimit = *bytes;
     } else if (k == "--devices") {
-      if (!value(a.devices)) return "--devices needs a device (cpu)";
+      if (!value(a.devices)) return "--devices needs a device (cpu, cuda:0)";
+      netloom::DeviceId id;
+      if (std::string bad = netloom::parseDeviceId(a.devices, id); !bad.empty())
+        return "--devices: " + bad;
     } else if (k == "--events") {
       if (!value(a.events)) return "--events needs a file";
     } else if (k == "--summary-json") {
@@ -207,6 +214,10 @@ int main(int argc, char** argv) {
       std::printf("%s", kUsage);
       return 0;
     }
+    if (!std::strcmp(argv[i], "--list-devices")) {
+      std::printf("%s", netloom::listDevices().c_str());
+      return 0;
+    }
   }
   Args a;
   if (std::string err = parseArgs(argc, argv, a); !err.empty()) {
@@ -220,8 +231,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   a.opts.projectDir = std::filesystem::absolute(a.project).parent_path().string();
-  // --devices wins over the project's train.device; the trainer checks it.
-  if (!a.devices.empty()) project->mutable_train()->set_device(a.devices);
+  // --devices wins over the project's train.device, and is said to be unavailable
+  // under its own name.
+  if (!a.devices.empty()) {
+    netloom::DeviceId id;
+    netloom::parseDeviceId(a.devices, id);
+    std::string unavailable;
+    if (!netloom::openDevice(id, unavailable)) {
+      std::fprintf(stderr, "netloom-train: --devices %s\n", unavailable.c_str());
+      return 2;
+    }
+    project->mutable_train()->set_device(a.devices);
+  }
 
   if (a.summary) {
     int64_t batch =

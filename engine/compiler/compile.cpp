@@ -65,7 +65,7 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
     for (ParamStore::Entry* e : weights) values.push_back(ParamStore::read(*e));
     for (size_t k = 0; k < weights.size(); ++k)
       refs.push_back(
-          TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, weights[k]->desc.device});
+          TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, DeviceId{}});
     Rng rng(hashCombine(seed, nameHash(n.name)));
     n.op->init(n.attrs, refs, rng);
     for (size_t k = 0; k < weights.size(); ++k) ParamStore::write(*weights[k], values[k].data());
@@ -171,6 +171,8 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   prog->graph = std::move(*built);
   prog->batch = opts.batch;
   prog->training = opts.training;
+  prog->device = &store.device();
+  const DeviceId device = store.device().id();
   Graph& g = prog->graph;
 
   auto loss = resolveLoss(g, opts.loss);
@@ -240,7 +242,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
       ParamStore::Entry* e = store.find(name);
       return e ? &e->desc : nullptr;
     };
-    auto lr = assignLayouts(g, pinned, kernels, opts.device.kind, held);
+    auto lr = assignLayouts(g, pinned, kernels, device.kind, held);
     if (!lr) return lr.error();
     prog->blockedTensors = lr->blocked;
     prog->reorders = lr->reorders;
@@ -249,11 +251,12 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   prog->loss = *loss;
   for (const std::string& m : metricNames) prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
 
+  for (Value& v : g.values) v.desc.device = device;
   prog->refs.assign(g.values.size(), TensorRef{});
   for (size_t v = 0; v < g.values.size(); ++v) {
     prog->refs[v].shape = g.values[v].desc.shape;
     prog->refs[v].dtype = g.values[v].desc.dtype;
-    prog->refs[v].device = opts.device;
+    prog->refs[v].device = device;
   }
   // Lifetimes of everything that lives inside a step.
   int nsteps = int(g.nodes.size());
@@ -291,7 +294,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
       !s)
     return s.error();
   if (Status s = bindParams(*prog, store, opts.seed); !s) return s.error();
-  if (!prog->arena.resize(mem.arenaBytes))
+  if (!prog->arena.resize(store.device(), mem.arenaBytes))
     return makeRefusal("the activations (arena) need " + formatBytes(mem.arenaBytes) +
                        ", which this process could not allocate");
   prog->arenaBytes = mem.arenaBytes;
@@ -306,12 +309,13 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     if (n.op->external) continue;
     KernelSig sig;
     sig.attrs = &n.attrs;
+    sig.device = &store.device();
     bool blocked = false;
     for (ValueId v : n.inputs) sig.in.push_back(g.values[v].desc);
     for (ValueId v : n.outputs) sig.out.push_back(g.values[v].desc);
     for (const auto* ds : {&sig.in, &sig.out})
       for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
-    const auto* list = kernels.list(n.op->name, opts.device.kind);
+    const auto* list = kernels.list(n.op->name, device.kind);
     PlanStep step;
     step.node = i;
     size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
@@ -335,7 +339,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     }
     if (!step.fn)
       return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
-                       "): no kernel on " + opts.device.toString() +
+                       "): no kernel on " + device.toString() +
                        (step.declined.empty() ? "" : " (" + step.declined + ")"));
     for (ValueId v : n.inputs) step.in.push_back(prog->refs[v]);
     for (ValueId v : n.outputs) step.out.push_back(prog->refs[v]);

@@ -22,7 +22,6 @@ struct CompileOptions {
   std::string loss;                      // loss node; empty: the model's only loss node
   std::vector<std::string> metrics;      // reported nodes; empty: every loss and metric node
   std::vector<std::string> keep;         // further values to keep readable after a run
-  Device device;
   uint64_t seed = 0;  // initialises parameters the store does not hold yet
   bool fuse = true;
   // Run convolution regions in oneDNN's blocked layout (the layout pass); off, every
@@ -38,6 +37,8 @@ struct CompileOptions {
   std::string batchField;
 };
 
+// The program runs on the store's device: its arena is allocated there and its
+// kernels are that device's.
 Result<std::unique_ptr<Program>> compile(const proto::ModelDef& model, const CompileOptions& opts,
                                          ParamStore& store);
 

@@ -15,12 +15,24 @@ double sumSquares(const float* x, int64_t n) {
   return total;
 }
 
-// The first NaN or infinity in a float tensor, or -1.
-int64_t firstBad(const TensorRef& t) {
+// A float tensor's values where the host can read them: in place on the CPU,
+// else copied into `copy`.
+const float* onHost(Device& device, const TensorRef& t, std::vector<float>& copy) {
+  if (device.hostAddressable()) return t.f32();
+  copy = readFloats(device, t.data, t.numel());
+  return copy.data();
+}
+
+// The first NaN or infinity in a float tensor (its value in `value`), or -1.
+int64_t firstBad(Device& device, const TensorRef& t, float& value) {
   if (!t.data || t.dtype != DType::F32) return -1;
-  const float* x = t.f32();
+  std::vector<float> copy;
+  const float* x = onHost(device, t, copy);
   for (int64_t i = 0, n = t.numel(); i < n; ++i)
-    if (!std::isfinite(x[i])) return i;
+    if (!std::isfinite(x[i])) {
+      value = x[i];
+      return i;
+    }
   return -1;
 }
 
@@ -44,7 +56,8 @@ double updateGradientSquares(const Program& p) {
     const Node& n = p.graph.nodes[p.steps[i].node];
     if (n.op->role != OpRole::Optimizer || p.steps[i].in.size() < 2) continue;
     const TensorRef& grad = p.steps[i].in[1];  // (param, grad, state...)
-    total += sumSquares(grad.f32(), grad.numel());
+    std::vector<float> copy;
+    total += sumSquares(onHost(*p.device, grad, copy), grad.numel());
   }
   return total;
 }
@@ -68,7 +81,8 @@ std::optional<NonFiniteTensor> firstNonFinite(const Program& p, const StepContex
   auto check = [&](ValueId v) -> std::optional<NonFiniteTensor> {
     if (seen[v]) return std::nullopt;
     seen[v] = true;
-    int64_t at = firstBad(p.refs[v]);
+    float value = 0;
+    int64_t at = firstBad(*p.device, p.refs[v], value);
     if (at < 0) return std::nullopt;
     NonFiniteTensor t;
     t.name = g.values[v].name;
@@ -82,7 +96,7 @@ std::optional<NonFiniteTensor> firstNonFinite(const Program& p, const StepContex
       t.node = n.backward && !n.origin.empty() ? n.origin : n.name;
     }
     t.index = at;
-    t.value = p.refs[v].f32()[at];
+    t.value = value;
     return t;
   };
   for (size_t i = 0; i < p.updatesBegin && i < p.steps.size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <new>
 
 namespace netloom {
 
@@ -18,7 +19,9 @@ ParamStore::Entry* ParamStore::create(const std::string& name, const TensorDesc&
   e->name = name;
   e->desc = desc;
   e->kind = kind;
-  e->data.assign(numel(desc.shape), 0.f);
+  e->buffer = DeviceBuffer(*m_device, numel(desc.shape) * int64_t(sizeof(float)));
+  if (!e->buffer.ok()) throw std::bad_alloc();
+  m_device->fill(e->buffer.data(), 0, e->buffer.bytes());
   Entry* raw = e.get();
   m_entries.push_back(std::move(e));
   m_byName[name] = raw;
@@ -50,17 +53,33 @@ TensorDesc plainOf(const TensorDesc& d) {
 
 }  // namespace
 
+std::vector<float> ParamStore::stored(const Entry& e) {
+  return readFloats(*e.buffer.device(), e.data(), e.numel());
+}
+
+void ParamStore::setStored(Entry& e, const std::vector<float>& values) {
+  assert(int64_t(values.size()) == e.numel());
+  writeFloats(*e.buffer.device(), e.data(), values.data(), e.numel());
+}
+
+// Packed layouts are a host backend's (oneDNN's): a store on another device keeps
+// every tensor plain, and its values cross by plain copies.
 std::vector<float> ParamStore::read(const Entry& e) {
-  if (e.desc.layout == Layout::Plain) return e.data;
-  std::vector<float> out(e.data.size());
-  bool ok = convertLayout(e.desc, e.data.data(), plainOf(e.desc), out.data());
+  if (e.desc.layout == Layout::Plain) return stored(e);
+  std::vector<float> out(size_t(e.numel()));
+  bool ok = convertLayout(e.desc, e.data(), plainOf(e.desc), out.data());
   assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
   (void)ok;
   return out;
 }
 
 void ParamStore::write(Entry& e, const float* values) {
-  bool ok = convertLayout(plainOf(e.desc), values, e.desc, e.data.data());
+  if (!e.buffer.device()->hostAddressable()) {
+    assert(e.desc.layout == Layout::Plain);
+    writeFloats(*e.buffer.device(), e.data(), values, e.numel());
+    return;
+  }
+  bool ok = convertLayout(plainOf(e.desc), values, e.desc, e.data());
   assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
   (void)ok;
 }

@@ -1,6 +1,7 @@
-// Persistent tensors of a model: parameters and optimizer state, by name. Every
-// plan compiled for the model (training, evaluation, other batch sizes) binds to
-// the same store, so they share weights without copies.
+// Persistent tensors of a model: parameters and optimizer state, by name, in the
+// memory of the device the model trains on. Every plan compiled for the model
+// (training, evaluation, other batch sizes) binds to the same store, so they share
+// weights without copies.
 #pragma once
 
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/io/safetensors.h"
+#include "kernels/core/device.h"
 
 namespace netloom {
 
@@ -19,20 +21,30 @@ class ParamStore {
     std::string name;
     TensorDesc desc;
     ValueKind kind = ValueKind::Param;
-    std::vector<float> data;
-    TensorRef ref() { return TensorRef{data.data(), desc.shape, desc.dtype, desc.device}; }
+    DeviceBuffer buffer;  // numel floats on the store's device, in desc's layout
+    int64_t numel() const { return netloom::numel(desc.shape); }
+    float* data() const { return buffer.f32(); }
+    TensorRef ref() const { return TensorRef{buffer.data(), desc.shape, desc.dtype, desc.device}; }
   };
+
+  // The store's tensors live on `device` (the CPU unless a plan runs elsewhere).
+  explicit ParamStore(Device& device = cpuDevice()) : m_device(&device) {}
+  Device& device() const { return *m_device; }
 
   Entry* find(const std::string& name);
   // Creates a zero-filled entry; the caller initialises it. Returns null when the
-  // name exists with a different shape or layout.
+  // name exists with a different shape or layout; throws std::bad_alloc when the
+  // device has no room (a compile ends with a refusal).
   Entry* create(const std::string& name, const TensorDesc& desc, ValueKind kind);
 
   // An entry's values in PyTorch's layout, whatever layout the store keeps it in
-  // (the compiler may pack convolution weights and their optimizer state).
+  // (the compiler may pack convolution weights and their optimizer state), on the host.
   static std::vector<float> read(const Entry& e);
   // Sets an entry from values in PyTorch's layout.
   static void write(Entry& e, const float* values);
+  // An entry's values as stored (in its own layout), on the host, and back.
+  static std::vector<float> stored(const Entry& e);
+  static void setStored(Entry& e, const std::vector<float>& values);
   // An entry as a file holds it: named, in PyTorch's layout.
   static NamedTensor toNamed(const Entry& e);
   const std::vector<std::unique_ptr<Entry>>& entries() const { return m_entries; }
@@ -47,6 +59,7 @@ class ParamStore {
   Status importParams(const std::vector<NamedTensor>& tensors, const std::string& file);
 
  private:
+  Device* m_device;
   std::vector<std::unique_ptr<Entry>> m_entries;
   std::map<std::string, Entry*> m_byName;
 };

@@ -1,20 +1,27 @@
 #include "engine/runtime/program.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <sstream>
 
 namespace netloom {
 
-void Arena::Free::operator()(char* p) const {
-  std::free(p);
+bool Arena::resize(Device& device, int64_t bytes) {
+  m_buffer.reset();
+  m_buffer = DeviceBuffer(device, std::max<int64_t>(bytes, 64));
+  m_size = m_buffer.ok() ? bytes : 0;
+  return m_buffer.ok();
 }
 
-bool Arena::resize(int64_t bytes) {
-  int64_t rounded = (std::max<int64_t>(bytes, 64) + 63) / 64 * 64;
-  m_data.reset(static_cast<char*>(std::aligned_alloc(64, size_t(rounded))));
-  m_size = m_data ? bytes : 0;
-  return m_data != nullptr;
+float Program::scalar(ValueId v) const {
+  if (device->hostAddressable()) return refs[v].f32()[0];
+  float value = 0;
+  device->copyToHost(&value, refs[v].data, sizeof(float));
+  device->synchronize();
+  return value;
+}
+
+std::vector<float> Program::read(ValueId v) const {
+  return readFloats(*device, refs[v].data, refs[v].numel());
 }
 
 void Program::run(const StepContext& ctx) const {
@@ -36,6 +43,7 @@ void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) 
     KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
     auto t0 = std::chrono::steady_clock::now();
     s.fn(io);
+    device->synchronize();  // a launch's time, not the time to queue it
     seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 }

@@ -22,23 +22,21 @@ struct PlanStep {
   std::vector<TensorRef> in, out;
 };
 
-// Memory aligned for vector loads; owned by the program.
+// The device memory everything inside a step lives in; owned by the program.
 class Arena {
  public:
   // False when the memory cannot be had (the arena is then empty).
-  bool resize(int64_t bytes);
-  char* data() const { return m_data.get(); }
+  bool resize(Device& device, int64_t bytes);
+  char* data() const { return static_cast<char*>(m_buffer.data()); }
   int64_t size() const { return m_size; }
 
  private:
-  struct Free {
-    void operator()(char* p) const;
-  };
-  std::unique_ptr<char, Free> m_data;
+  DeviceBuffer m_buffer;
   int64_t m_size = 0;
 };
 
 struct Program {
+  Device* device = nullptr;  // where the arena and the parameters live and kernels run
   Graph graph;
   std::vector<PlanStep> steps;
   std::vector<TensorRef> refs;  // per value; data null when a value is never used
@@ -68,7 +66,10 @@ struct Program {
   void run(const StepContext& ctx, size_t begin, size_t end) const;  // steps [begin, end)
   // As run(), adding each launch's wall time to `seconds` (one slot per step).
   void runProfiled(const StepContext& ctx, std::vector<double>& seconds) const;
-  float scalar(ValueId v) const { return refs[v].f32()[0]; }
+  // A value as the host reads it: read where the host addresses the device's memory,
+  // else copied out (which waits for the step's work to finish).
+  float scalar(ValueId v) const;
+  std::vector<float> read(ValueId v) const;
   const TensorRef* input(const std::string& field) const;
   // The compiled plan, the kernels chosen (and why others declined), the fusions
   // and the memory plan, as `netloom-train --explain` prints it.

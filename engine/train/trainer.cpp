@@ -13,6 +13,7 @@
 #include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "engine/runtime/feeder.h"
 #include "engine/runtime/nonfinite.h"
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
@@ -28,6 +29,9 @@ namespace {
 
 // Steps between two reports of gradient and weight norms.
 constexpr int64_t kNormEvery = 10;
+// Steps issued between two reads of their losses on a device the host cannot
+// address: each read waits for the device to finish.
+constexpr int kReadEvery = 16;
 
 double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -65,18 +69,6 @@ class ProgramCache {
   std::map<int64_t, std::unique_ptr<Program>> m_programs;
 };
 
-// Copies a batch into the program's input tensors.
-void feed(const Program& prog, const Batch& b) {
-  if (const TensorRef* x = prog.input("x"))
-    std::memcpy(x->data, b.x.data(), b.x.size() * sizeof(float));
-  if (const TensorRef* l = prog.input("label")) {
-    if (l->dtype == DType::I32)
-      std::memcpy(l->data, b.labels.data(), b.labels.size() * sizeof(int32_t));
-    else
-      std::memcpy(l->data, b.labelFloats.data(), b.labelFloats.size() * sizeof(float));
-  }
-}
-
 // Run with the step's first half done (up to the optimizer updates): why the step
 // must not go on, when its loss or gradient norm is not finite, naming the first
 // tensor that is (found by replaying the step on the same batch); empty otherwise.
@@ -100,9 +92,15 @@ struct Totals {
   int64_t samples = 0;
 
   void add(const Program& p, int64_t n) {
-    loss += double(p.scalar(p.loss)) * double(n);
-    for (const auto& [name, v] : p.metrics)
-      if (v != p.loss) metrics[name] += double(p.scalar(v)) * double(n);
+    std::vector<float> values{p.scalar(p.loss)};
+    for (const auto& [name, v] : p.metrics) values.push_back(p.scalar(v));
+    add(p, n, values.data());
+  }
+  // With the loss and each of p.metrics already read: `values`.
+  void add(const Program& p, int64_t n, const float* values) {
+    loss += double(values[0]) * double(n);
+    for (size_t m = 0; m < p.metrics.size(); ++m)
+      if (p.metrics[m].second != p.loss) metrics[p.metrics[m].first] += double(values[1 + m]) * double(n);
     samples += n;
   }
   double meanLoss() const { return samples ? loss / double(samples) : 0; }
@@ -174,6 +172,7 @@ struct Setup {
   std::shared_ptr<MemoryBudget> budget;
   std::optional<MetricWatch> best, early;
   std::string checkpointDir;
+  Device* device = nullptr;           // train.device, opened
   std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
   int checkEvery = 1;                 // steps between finite checks; 0: never
 };
@@ -190,9 +189,13 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.threads =
       opts.threads > 0 ? opts.threads : (t.threads() > 0 ? t.threads() : omp_get_num_procs());
   s.seed = opts.seed ? *opts.seed : t.seed();
-  if (!t.device().empty() && t.device() != "cpu")
-    return makeError("train.device '" + t.device() +
-                     "' is not available: this build trains on 'cpu'");
+  DeviceId id;
+  if (!t.device().empty())
+    if (std::string bad = parseDeviceId(t.device(), id); !bad.empty())
+      return makeError("train.device: " + bad);
+  std::string unavailable;
+  s.device = openDevice(id, unavailable);
+  if (!s.device) return makeRefusal("train.device: " + unavailable);
   if (t.check_finite_every() < -1)
     return makeError(
         "train.check_finite_every must be -1 (never), 0 (every step) or a step "
@@ -284,7 +287,7 @@ Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
 Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts) {
   auto setup = prepare(project, opts);
   if (!setup) return setup.error();
-  ParamStore store;
+  ParamStore store(*setup->device);
   ProgramCache train(setup->project, setup->trainOpts, store),
       eval(setup->project, setup->evalOpts, store);
   int64_t batch = std::min(setup->batch, setup->data.train.size());
@@ -314,7 +317,7 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
   if (out.samples.size() == 0) return makeError("there are no samples to predict");
   CompileOptions eo = s.evalOpts;
   eo.keep.push_back(out.output);
-  ParamStore store;
+  ParamStore store(*s.device);
   ProgramCache cache(s.project, eo, store);
   auto first = cache.get(std::min<int64_t>(s.batch, out.samples.size()));
   if (!first) return first.error();
@@ -354,8 +357,9 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
     const TensorRef& logits = (*prog)->refs[v];
     if (logits.shape.size() != 2) return makeError("'" + out.output + "' is not batch × classes");
     out.classes = int32_t(logits.shape[1]);
+    std::vector<float> values = (*prog)->read(v);
     for (int64_t i = 0; i < b.size; ++i) {
-      const float* row = logits.f32() + i * out.classes;
+      const float* row = values.data() + i * out.classes;
       float top = *std::max_element(row, row + out.classes);
       double sum = 0;
       for (int32_t c = 0; c < out.classes; ++c) sum += std::exp(double(row[c] - top));
@@ -393,7 +397,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   if (!setupOr) return failWith(setupOr.error());
   Setup& s = *setupOr;
   const proto::TrainDef& def = s.project.train();
-  ParamStore store;
+  ParamStore store(*s.device);
   ProgramCache train(s.project, s.trainOpts, store), eval(s.project, s.evalOpts, store);
   // An epoch's batches are never larger than the training set.
   auto first = train.get(std::min(s.batch, s.data.train.size()));
@@ -431,7 +435,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     proto::TrainEvent e = event();
     auto* r = e.mutable_run_started();
     r->set_project_name(s.project.name());
-    r->set_device("cpu");
+    r->set_device(s.device->id().toString());
     r->set_threads(s.threads);
     r->set_total_steps(total);
     r->set_epochs(s.epochs);
@@ -468,6 +472,70 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   ctx.training = true;
   ctx.step = pos.step;
   std::map<const Program*, ProfiledProgram> profiles;
+  Device& device = *s.device;
+  BatchFeeder feeder(device);
+  // The loss and every metric of a step, read back every kReadEvery steps on a
+  // device the host cannot address (each read waits for the device), every step
+  // on the CPU.
+  ScalarRing ring(device, 1 + int(main.metrics.size()), kReadEvery);
+  struct Issued {
+    Program* prog;
+    int64_t step, size;
+    int epoch;
+    double lr;
+    bool norms;  // the Step event carries gradient and weight norms
+  };
+  std::vector<Issued> issued;
+  auto windowStart = std::chrono::steady_clock::now();
+  Totals totals;
+  // Reads back the issued steps' scalars and reports each step, in order.
+  auto drain = [&]() -> std::string {
+    if (issued.empty()) return {};
+    std::vector<float> values = ring.drain();
+    auto end = std::chrono::steady_clock::now();
+    double dt = std::chrono::duration<double>(end - windowStart).count() / double(issued.size());
+    windowStart = end;
+    const size_t width = 1 + main.metrics.size();
+    for (size_t k = 0; k < issued.size(); ++k) {
+      const Issued& it = issued[k];
+      const float* v = values.data() + k * width;
+      pos.trainSeconds += dt;
+      pos.trainSamples += it.size;
+      float loss = v[0];
+      if (!std::isfinite(loss))
+        return "the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+               " at step " + std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) + ")";
+      totals.add(*it.prog, it.size, v);
+      pos.lossSum = totals.loss;
+      pos.metricSums = totals.metrics;
+      pos.samples = totals.samples;
+      proto::TrainEvent e = event();
+      auto* st = e.mutable_step();
+      st->set_step(it.step);
+      st->set_epoch(it.epoch);
+      st->set_loss(loss);
+      st->set_lr(it.lr);
+      st->set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
+      st->set_seconds(now() - wallStart);
+      for (size_t m = 0; m < it.prog->metrics.size(); ++m)
+        if (it.prog->metrics[m].second != it.prog->loss)
+          (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
+      // Norms are asked for only of a step drained before the next one is issued.
+      if (it.norms) {
+        for (const auto& [name, sq] : it.prog->gradientSquares)
+          (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq)));
+        for (const auto& entry : store.entries()) {
+          if (entry->kind != ValueKind::Param) continue;
+          double squares = 0;  // no layout pads, so the norm reads the stored values as they lie
+          for (float x : ParamStore::stored(*entry)) squares += double(x) * double(x);
+          (*st->mutable_weight_norms())[entry->name] = std::sqrt(squares);
+        }
+      }
+      sink(e);
+    }
+    issued.clear();
+    return {};
+  };
   bool stopped = pos.step >= total;
   for (; pos.epoch <= s.epochs && !stopped; ++pos.epoch) {
     BatchLoader::Options lo;
@@ -480,21 +548,22 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     lo.augment = s.data.augment;
     BatchLoader loader(s.data.train, s.data.norm, lo);
     if (!loader.status()) return fail(loader.status().message());
-    Totals totals;
+    totals = Totals{};
     totals.loss = pos.lossSum;
     totals.metrics = pos.metricSums;
     totals.samples = pos.samples;
-    Batch b;
+    Batch b, next;
     auto epochStart = std::chrono::steady_clock::now();
-    while (true) {
-      auto t0 = std::chrono::steady_clock::now();
-      if (!loader.next(b)) break;
+    windowStart = epochStart;
+    bool have = loader.next(b);
+    if (have) feeder.stage(b);
+    while (have) {
       auto prog = train.get(b.size);
       if (!prog) return fail(prog.error().message);
       ctx.step += 1;
       pos.step = ctx.step;
       ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
-      feed(**prog, b);
+      feeder.bind(**prog, b);
       if (opts.profile) {
         ProfiledProgram& pp = profiles[*prog];
         pp.program = *prog;
@@ -508,54 +577,38 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       } else {
         (*prog)->run(ctx);
       }
-      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      pos.trainSeconds += dt;
-      pos.trainSamples += b.size;
-      float loss = (*prog)->scalar((*prog)->loss);
-      if (!std::isfinite(loss))
-        return fail("the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-                    " at step " + std::to_string(ctx.step) + " (epoch " +
-                    std::to_string(pos.epoch) + ")");
-      totals.add(**prog, b.size);
+      std::vector<ValueId> scalars{(*prog)->loss};
+      for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
+      ring.record(**prog, scalars);
+      bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);
+      issued.push_back({*prog, ctx.step, b.size, pos.epoch, ctx.lr, norms});
       pos.batchInEpoch += 1;
-      pos.lossSum = totals.loss;
-      pos.metricSums = totals.metrics;
-      pos.samples = totals.samples;
-      proto::TrainEvent e = event();
-      auto* st = e.mutable_step();
-      st->set_step(ctx.step);
-      st->set_epoch(pos.epoch);
-      st->set_loss(loss);
-      st->set_lr(ctx.lr);
-      st->set_samples_per_sec(dt > 0 ? double(b.size) / dt : 0);
-      st->set_seconds(now() - wallStart);
-      for (const auto& [name, v] : (*prog)->metrics)
-        if (v != (*prog)->loss) (*st->mutable_metrics())[name] = (*prog)->scalar(v);
-      if (opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0)) {
-        for (const auto& [name, v] : (*prog)->gradientSquares)
-          (*st->mutable_grad_norms())[name] = std::sqrt(double((*prog)->scalar(v)));
-        for (const auto& entry : store.entries()) {
-          if (entry->kind != ValueKind::Param) continue;
-          double sq = 0;  // no layout pads, so the norm reads the stored values as they lie
-          for (float x : entry->data) sq += double(x) * double(x);
-          (*st->mutable_weight_norms())[entry->name] = std::sqrt(sq);
-        }
-      }
-      sink(e);
       bool lastOfEpoch = pos.batchInEpoch >= perEpoch;
-      if (policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0 && !lastOfEpoch)
+      bool stepDue = policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0;
+      bool ending = ctx.step >= total || (opts.stop && opts.stop->load());
+      bool mustDrain = ring.full() || norms || ending || (stepDue && !lastOfEpoch);
+      // On a device that runs apart from the host, the next batch crosses while this
+      // step runs; the CPU reports the step first, as it has its results already.
+      if (device.hostAddressable() || ending)
+        if (std::string bad = drain(); !bad.empty()) return fail(bad);
+      have = !ending && loader.next(next);
+      if (have) feeder.stage(next);
+      if (mustDrain)
+        if (std::string bad = drain(); !bad.empty()) return fail(bad);
+      if (stepDue && !lastOfEpoch)
         if (auto c = checkpoint(); !c) return fail(c.error().message);
-      if (ctx.step >= total || (opts.stop && opts.stop->load())) {
+      if (ending) {
         // Stopped by request mid-epoch: a checkpoint where it stopped, so the run
         // can be resumed from there (one due at the epoch's end comes below).
-        if (ctx.step < total && checkpointing && !lastOfEpoch &&
-            !(policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0))
+        if (ctx.step < total && checkpointing && !lastOfEpoch && !stepDue)
           if (auto c = checkpoint(); !c) return fail(c.error().message);
         sum.stoppedByRequest = ctx.step < total;
         stopped = true;
         break;
       }
+      std::swap(b, next);
     }
+    if (std::string bad = drain(); !bad.empty()) return fail(bad);
     bool epochComplete = pos.batchInEpoch >= perEpoch;
     proto::TrainEvent e = event();
     auto* ep = e.mutable_epoch();

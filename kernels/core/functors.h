@@ -3,12 +3,10 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
-#ifdef __CUDACC__
-#define NL_HD __host__ __device__
-#else
-#define NL_HD
-#endif
+#include "kernels/core/hd.h"
+#include "kernels/core/rng.h"
 
 namespace netloom::fn {
 
@@ -34,6 +32,9 @@ struct Sigmoid {
 };
 struct SigmoidGrad {  // from the output y
   NL_HD float operator()(float dy, float y) const { return dy * y * (1.f - y); }
+};
+struct Add {
+  NL_HD float operator()(float a, float b) const { return a + b; }
 };
 struct Tanh {
   NL_HD float operator()(float x) const { return tanhf(x); }
@@ -68,6 +69,16 @@ struct GeluTanhGrad {
     float t = tanhf(u);
     float du = kSqrt2OverPi * (1.f + 3.f * 0.044715f * x * x);
     return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * du);
+  }
+};
+
+// Inverted dropout of element `at` (its logical NCHW index) on the stream `key`: a
+// product, as PyTorch's mask is, so a dropped NaN stays NaN.
+struct Dropout {
+  uint64_t key;
+  float p, scale;  // scale = 1 / (1 - p)
+  NL_HD float operator()(float x, uint64_t at) const {
+    return x * (uniformAt(key, at) < p ? 0.f : scale);
   }
 };
 

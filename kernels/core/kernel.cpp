@@ -2,11 +2,8 @@
 
 #include <cstring>
 
-#include "kernels/cpu/cpu_util.h"
+#include "kernels/core/device.h"
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 namespace netloom {
 
@@ -24,8 +21,9 @@ bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to
     std::memcpy(dst, src, size_t(numel(from.shape)) * dtypeSize(from.dtype));
     return true;
   }
-  const auto* list = KernelRegistry::instance().list("Reorder", from.device.kind);
+  const auto* list = KernelRegistry::instance().list("Reorder", DeviceKind::Cpu);
   KernelSig sig;
+  sig.device = &cpuDevice();
   sig.in = {from};
   sig.out = {to};
   for (size_t k = 0; list && k < list->size(); ++k) {
@@ -44,7 +42,7 @@ bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to
 KernelRegistry& KernelRegistry::instance() {
   static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry;
-    registerCpuKernels(*r);
+    for (const Backend& b : backends()) b.registerKernels(*r);
     return r;
   }();
   return *registry;
@@ -58,24 +56,6 @@ const std::vector<KernelImpl>* KernelRegistry::list(const std::string& op,
                                                     DeviceKind device) const {
   auto it = m_lists.find({op, device});
   return it == m_lists.end() ? nullptr : &it->second;
-}
-
-void cpu::configureThreads(int threads) {
-  omp_set_num_threads(threads);
-#if defined(__SSE__)
-#pragma omp parallel num_threads(threads)
-  _mm_setcsr(_mm_getcsr() | 0x8040);  // flush-to-zero and denormals-are-zero
-#endif
-}
-
-void registerCpuKernels(KernelRegistry& r) {
-  cpu::registerGemm(r);
-  cpu::registerElementwise(r);
-  cpu::registerLosses(r);
-  cpu::registerShape(r);
-  cpu::registerOptimizers(r);
-  cpu::registerConv(r);
-  cpu::registerPoolNorm(r);
 }
 
 }  // namespace netloom

@@ -15,6 +15,8 @@
 
 namespace netloom {
 
+class Device;
+
 // How a tensor lies in memory. Plain is row-major, as every shape-level op, the
 // user and PyTorch see it (NCHW for activations, O×I×kh×kw for weights). Blocked16
 // is oneDNN's nChw16c for 4-D activations (channels in blocks of 16 innermost),
@@ -28,7 +30,7 @@ enum class Layout : uint8_t { Plain, Blocked16, Packed };
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::F32;
-  Device device;
+  DeviceId device;
   Layout layout = Layout::Plain;
   std::string format = {};  // Packed only: the backend's name for the layout
 
@@ -40,6 +42,7 @@ std::string layoutName(const TensorDesc& d);  // "nchw", "nChw16c", or the packe
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.
 struct KernelSig {
   const Attrs* attrs = nullptr;
+  Device* device = nullptr;  // where it runs: a backend's kernels take its stream from it
   std::vector<TensorDesc> in;
   std::vector<TensorDesc> out;
 };
@@ -80,7 +83,8 @@ struct KernelImpl {
 
 class KernelRegistry {
  public:
-  static KernelRegistry& instance();  // built once by registerAll*()
+  // Built on first use from every backend's registration list.
+  static KernelRegistry& instance();
 
   void add(const std::string& op, DeviceKind device, KernelImpl impl);
   const std::vector<KernelImpl>* list(const std::string& op, DeviceKind device) const;
@@ -89,11 +93,8 @@ class KernelRegistry {
   std::map<std::pair<std::string, DeviceKind>, std::vector<KernelImpl>> m_lists;
 };
 
-// Copies a tensor of `from`'s shape from one layout into another through the
-// device's Reorder kernel; false when none takes the pair.
+// Copies a tensor of `from`'s shape, in host memory, from one layout into another
+// through the CPU's Reorder kernel; false when none takes the pair.
 bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst);
-
-// Explicit registration lists, one per device backend (no static initialisers).
-void registerCpuKernels(KernelRegistry& r);
 
 }  // namespace netloom

@@ -5,22 +5,24 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/core/hd.h"
+
 namespace netloom {
 
 // SplitMix64 finaliser: a strong 64-bit mix, enough for initialisers and masks.
-inline uint64_t mix64(uint64_t x) {
+NL_HD inline uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
 
-inline uint64_t hashCombine(uint64_t a, uint64_t b) {
+NL_HD inline uint64_t hashCombine(uint64_t a, uint64_t b) {
   return mix64(a ^ mix64(b));
 }
 
 // Uniform in [0, 1) with 24 bits of precision, the float mantissa.
-inline float uniformAt(uint64_t key, uint64_t index) {
+NL_HD inline float uniformAt(uint64_t key, uint64_t index) {
   return static_cast<float>(mix64(key + index * 0xD1B54A32D192ED03ull) >> 40) * 0x1.0p-24f;
 }
 

@@ -25,7 +25,7 @@ const char* dtypeName(DType t) {
   return "?";
 }
 
-std::string Device::toString() const {
+std::string DeviceId::toString() const {
   return kind == DeviceKind::Cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
 }
 

@@ -16,11 +16,11 @@ const char* dtypeName(DType t);  // safetensors spelling: F32, I32, I64, U8
 
 enum class DeviceKind : uint8_t { Cpu, Cuda };
 
-struct Device {
+struct DeviceId {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;
 
-  bool operator==(const Device&) const = default;
+  bool operator==(const DeviceId&) const = default;
   std::string toString() const;  // "cpu", "cuda:1"
 };
 
@@ -41,7 +41,7 @@ struct TensorRef {
   void* data = nullptr;
   Shape shape;
   DType dtype = DType::F32;
-  Device device;
+  DeviceId device;
 
   int64_t numel() const { return netloom::numel(shape); }
   float* f32() const { return static_cast<float*>(data); }

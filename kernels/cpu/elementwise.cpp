@@ -70,7 +70,7 @@ void registerElementwise(KernelRegistry& r) {
   add("SigmoidGrad", [](const KernelSig&) { return binary(fn::SigmoidGrad{}); });
   add("Tanh", [](const KernelSig&) { return unary(fn::Tanh{}); });
   add("TanhGrad", [](const KernelSig&) { return binary(fn::TanhGrad{}); });
-  add("Add", [](const KernelSig&) { return binary([](float a, float b) { return a + b; }); });
+  add("Add", [](const KernelSig&) { return binary(fn::Add{}); });
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(op, [](const KernelSig&) { return copy(); });
 
@@ -93,8 +93,8 @@ void registerElementwise(KernelRegistry& r) {
     int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
     return [p, salt, passThrough, blocked, c, area](const KernelIO& io) {
       if (!io.ctx->training || p == 0.f) return passThrough(io);
-      uint64_t key = hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt));
-      float scale = 1.f / (1.f - p);
+      fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
+                       1.f / (1.f - p)};
       const float* x = io.in[0].f32();
       float* y = io.out[0].f32();
       parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
@@ -105,8 +105,7 @@ void registerElementwise(KernelRegistry& r) {
             int64_t n = nb / (c / 16), ch = nb % (c / 16) * 16 + lane;
             at = uint64_t((n * c + ch) * area + hw);
           }
-          // A product, as PyTorch's mask is: a dropped NaN stays NaN.
-          y[i] = x[i] * (uniformAt(key, at) < p ? 0.f : scale);
+          y[i] = drop(x[i], at);
         }
       });
     };

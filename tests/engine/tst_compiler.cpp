@@ -253,14 +253,15 @@ class TestCompiler : public QObject {
       auto it = (*grads)->gradients.find(entry->name);
       QVERIFY2(it != (*grads)->gradients.end(), entry->name.c_str());
       const float* g = (*grads)->refs[it->second].f32();
-      for (size_t i = 0; i < entry->data.size(); i += 3) {
-        float saved = entry->data[i];
+      float* w = entry->data();  // the CPU's memory
+      for (int64_t i = 0; i < entry->numel(); i += 3) {
+        float saved = w[i];
         const float h = 1e-2f;
-        entry->data[i] = saved + h;
+        w[i] = saved + h;
         double up = lossAt();
-        entry->data[i] = saved - h;
+        w[i] = saved - h;
         double down = lossAt();
-        entry->data[i] = saved;
+        w[i] = saved;
         double numeric = (up - down) / (2 * double(h));
         QVERIFY2(std::fabs(g[i] - numeric) <= 2e-3 + 3e-2 * std::fabs(numeric),
                  qPrintable(QString("%1[%2]: engine %3, finite difference %4")

@@ -36,8 +36,8 @@ std::vector<float> feed(const Program& p, Rng& rng) {
   return v;
 }
 
-const std::vector<float>& tensor(ParamStore& store, const std::string& name) {
-  return store.find(name)->data;
+std::vector<float> tensor(ParamStore& store, const std::string& name) {
+  return ParamStore::stored(*store.find(name));
 }
 
 // Four input channels through a 3×3 convolution whose only taps are centre ones:
@@ -152,8 +152,8 @@ class TestNormModes : public QObject {
     eo.training = false;
     auto eval = compile(model(bnModel(shape.toStdString())), eo, store);
     QVERIFY2(eval.ok(), eval.ok() ? "" : eval.error().message.c_str());
-    std::vector<float>& w = store.find("bn.weight")->data;
-    std::vector<float>& b = store.find("bn.bias")->data;
+    float* w = store.find("bn.weight")->data();  // the CPU's memory
+    float* b = store.find("bn.bias")->data();
     for (int64_t c = 0; c < ch; ++c) w[c] = 0.5f + 0.25f * float(c), b[c] = 0.1f * float(c) - 0.2f;
     std::vector<float> meanBefore = tensor(store, "bn.running_mean");
     std::vector<float> varBefore = tensor(store, "bn.running_var");

@@ -235,9 +235,9 @@ void eachKernel(const std::string& op, const netloom::Attrs& given,
         QVERIFY(convertLayout(plain, ins[i].data(), in[i], data.back().data()));
     }
     for (size_t i = 0; i < in.size(); ++i)
-      refs.push_back({data[i].data(), in[i].shape, DType::F32, Device{}});
+      refs.push_back({data[i].data(), in[i].shape, DType::F32, DeviceId{}});
     std::vector<float> y(numel(out.shape)), plainY(y.size());
-    TensorRef yRef{y.data(), out.shape, DType::F32, Device{}};
+    TensorRef yRef{y.data(), out.shape, DType::F32, DeviceId{}};
     StepContext ctx;
     KernelIO io{refs.data(), &yRef, refs.size(), 1, &ctx};
     k.prepare(sig)(io);

@@ -1,0 +1,134 @@
+// The one seam between the engine and the hardware it runs on. A Device allocates,
+// copies and orders work; the engine's arenas, parameters and optimizer state live
+// in its memory, and batches and scalars cross it only by the copies below. Each
+// backend (kernels/cpu, kernels/cuda) implements it and registers its kernels; the
+// list of backends is kernels/backends.cpp, and nothing in the core names one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/core/tensor.h"
+
+namespace netloom {
+
+class KernelRegistry;
+
+// What `netloom-train --list-devices` prints of one device.
+struct DeviceInfo {
+  DeviceId id;
+  std::string name;           // "NVIDIA H200", "AMD EPYC 7B13"
+  int64_t totalBytes = 0;     // memory the device has
+  int64_t freeBytes = 0;      // of which free now
+  std::string detail;         // "compute capability 9.0, driver 13.0", "16 threads"
+  int computeCapability = 0;  // major*10+minor on CUDA; 0 elsewhere
+};
+
+// Copies and fills are ordered on the device's stream, in the order they are
+// issued, with every kernel launched on it. On a device whose memory the host
+// cannot address they may return before they complete: call synchronize() before
+// reading what copyToHost wrote, or before reusing the host memory a copy reads.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual DeviceId id() const = 0;
+  // Whether the host reads and writes this device's memory directly (the CPU):
+  // then every copy is complete on return and synchronize() does nothing.
+  virtual bool hostAddressable() const = 0;
+  // Name and memory, as of now.
+  virtual DeviceInfo info() const = 0;
+
+  // Device memory aligned for any kernel (64 bytes at least); null when it cannot
+  // be had. Zero bytes gives a valid, distinct pointer.
+  virtual void* allocate(int64_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  // Host memory that copies to and from this device read fastest (pinned on CUDA).
+  virtual void* allocateHost(int64_t bytes) = 0;
+  virtual void releaseHost(void* p) = 0;
+
+  virtual void copyToDevice(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copyToHost(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copyWithin(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // The native stream every kernel launches on (a cudaStream_t); null on the CPU.
+  virtual void* stream() const { return nullptr; }
+
+  // Uploads on a second stream, so that the next batch's copy overlaps the step
+  // running on the first. waitUploads() orders later work on the main stream after
+  // every upload issued so far; uploadsAfterWork() orders later uploads after the
+  // main stream's work issued so far (a buffer is overwritten only once read);
+  // finishUploads() waits on the host until the uploads are done (their host memory
+  // may then be reused). Where there is one stream these are plain copies.
+  virtual void upload(void* dst, const void* src, int64_t bytes) { copyToDevice(dst, src, bytes); }
+  virtual void waitUploads() {}
+  virtual void uploadsAfterWork() {}
+  virtual void finishUploads() {}
+};
+
+// Memory on a device, released when it goes: the ParamStore's tensors, staging.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // Null data (and a false ok()) when the memory cannot be had.
+  DeviceBuffer(Device& device, int64_t bytes);
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void reset();
+  bool ok() const { return m_data != nullptr; }
+  void* data() const { return m_data; }
+  float* f32() const { return static_cast<float*>(m_data); }
+  int64_t bytes() const { return m_bytes; }
+  Device* device() const { return m_device; }
+
+ private:
+  Device* m_device = nullptr;
+  void* m_data = nullptr;
+  int64_t m_bytes = 0;
+};
+
+// A device's memory as host code reads it: `count` floats at `src`, copied out
+// where the host cannot address it.
+std::vector<float> readFloats(Device& device, const void* src, int64_t count);
+void writeFloats(Device& device, void* dst, const float* values, int64_t count);
+
+// This machine's devices of one kind, or why there are none.
+struct DeviceProbe {
+  std::vector<DeviceInfo> devices;
+  std::string unavailable;  // "no NVIDIA driver", "built without CUDA", a CUDA error
+};
+
+// One backend: a folder of kernels and the device they run on.
+struct Backend {
+  DeviceKind kind = DeviceKind::Cpu;
+  std::string name;  // "cpu", "cuda": how DeviceId::toString spells the kind
+  void (*registerKernels)(KernelRegistry&) = nullptr;
+  std::function<DeviceProbe()> probe;
+  // Opens device `index` (known to exist from probe()); null with `error` set when
+  // it cannot be used.
+  std::function<std::unique_ptr<Device>(int index, std::string& error)> open;
+};
+
+// The backends this build has, CPU first (kernels/backends.cpp).
+const std::vector<Backend>& backends();
+const Backend* findBackend(DeviceKind kind);
+
+// Reads "cpu", "cuda", "cuda:N"; empty on success, else what is wrong with `text`.
+std::string parseDeviceId(const std::string& text, DeviceId& out);
+
+// The process's device for `id`, opened on first use and kept for the process's life
+// (a CUDA context is costly, and plans keep pointers into its memory); null with
+// `error` naming why it is unavailable ("cuda:0 is not available: no NVIDIA driver").
+Device* openDevice(const DeviceId& id, std::string& error);
+// The CPU, which is always there.
+Device& cpuDevice();
+
+}  // namespace netloom

@@ -1,0 +1,111 @@
+#include "kernels/cpu/backend.h"
+
+#include <sys/sysinfo.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "kernels/cpu/cpu_util.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+namespace netloom {
+
+void cpu::configureThreads(int threads) {
+  omp_set_num_threads(threads);
+#if defined(__SSE__)
+#pragma omp parallel num_threads(threads)
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // flush-to-zero and denormals-are-zero
+#endif
+}
+
+namespace {
+
+std::string processorName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        auto start = line.find_first_not_of(' ', colon + 1);
+        return start == std::string::npos ? "CPU" : line.substr(start);
+      }
+    }
+  return "CPU";
+}
+
+// Main memory, where every buffer is host memory and every copy a memcpy that is
+// complete on return.
+class CpuDevice final : public Device {
+ public:
+  DeviceId id() const override { return DeviceId{}; }
+  bool hostAddressable() const override { return true; }
+
+  DeviceInfo info() const override {
+    DeviceInfo d;
+    d.name = processorName();
+    struct sysinfo si {};
+    if (sysinfo(&si) == 0) {
+      d.totalBytes = int64_t(si.totalram) * si.mem_unit;
+      d.freeBytes = int64_t(si.freeram + si.bufferram) * si.mem_unit;
+    }
+    d.detail = std::to_string(omp_get_num_procs()) + " threads";
+    return d;
+  }
+
+  void* allocate(int64_t bytes) override {
+    size_t rounded = (size_t(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64;
+    return std::aligned_alloc(64, rounded);
+  }
+  void release(void* p) override { std::free(p); }
+  void* allocateHost(int64_t bytes) override { return allocate(bytes); }
+  void releaseHost(void* p) override { std::free(p); }
+
+  void copyToDevice(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
+  void copyToHost(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
+  void copyWithin(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
+  void fill(void* dst, uint8_t byte, int64_t bytes) override {
+    if (bytes > 0) std::memset(dst, byte, size_t(bytes));
+  }
+  void synchronize() override {}
+
+ private:
+  static void copy(void* dst, const void* src, int64_t bytes) {
+    if (bytes > 0 && dst != src) std::memcpy(dst, src, size_t(bytes));
+  }
+};
+
+void registerCpuKernels(KernelRegistry& r) {
+  cpu::registerGemm(r);
+  cpu::registerElementwise(r);
+  cpu::registerLosses(r);
+  cpu::registerShape(r);
+  cpu::registerOptimizers(r);
+  cpu::registerConv(r);
+  cpu::registerPoolNorm(r);
+}
+
+}  // namespace
+
+Backend cpu::backend() {
+  Backend b;
+  b.kind = DeviceKind::Cpu;
+  b.name = "cpu";
+  b.registerKernels = registerCpuKernels;
+  b.probe = [] {
+    DeviceProbe p;
+    CpuDevice probe;
+    p.devices.push_back(probe.info());
+    return p;
+  };
+  b.open = [](int, std::string&) -> std::unique_ptr<Device> {
+    return std::make_unique<CpuDevice>();
+  };
+  return b;
+}
+
+}  // namespace netloom

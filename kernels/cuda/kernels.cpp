@@ -1,0 +1,11 @@
+// The CUDA backend's registration list.
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/launch.h"
+
+namespace netloom::cuda {
+
+void registerKernels(KernelRegistry& r) {
+  registerElementwise(r);
+}
+
+}  // namespace netloom::cuda

@@ -1,0 +1,28 @@
+// Launch shapes and kernel-list shorthand shared by the CUDA backend's kernels.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kernels/core/kernel.h"
+
+namespace netloom::cuda {
+
+constexpr int kBlock = 256;
+
+// Blocks for a grid-stride loop over n elements: enough to fill any current GPU.
+inline unsigned gridFor(int64_t n) {
+  return unsigned(std::min<int64_t>((n + kBlock - 1) / kBlock, 65535 * 8));
+}
+
+// A kernel that takes every plain configuration.
+inline KernelImpl plainKernel(std::string name, std::function<KernelFn(const KernelSig&)> make) {
+  return KernelImpl{std::move(name), [](const KernelSig&) { return std::string(); },
+                    std::move(make)};
+}
+
+void registerElementwise(KernelRegistry& r);
+
+}  // namespace netloom::cuda
