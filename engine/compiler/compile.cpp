@@ -134,12 +134,12 @@ Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
     planned += total;
     if (Status s = budget.check("initialising them", initCopies); !s) return s;
   }
-  size_t big = 0;
-  for (size_t k = 1; k < requests.size(); ++k)
+  size_t big = 0;  // the largest tensor (the requests after `requested`'s are workspaces)
+  for (size_t k = 1; k < requested.size(); ++k)
     if (requests[k].bytes > requests[big].bytes) big = k;
   std::string what = (opts.batchField.empty() ? "" : opts.batchField + ", ") + "batches of " +
                      std::to_string(opts.batch) + ": the activations (arena";
-  if (!requests.empty())
+  if (!requested.empty())
     what += "; largest: " + described(g.values[requested[big]], requests[big].bytes);
   if (Status s = budget.reserve(what + ")", mem.arenaBytes); !s) return s;
   planned += mem.arenaBytes;
@@ -287,7 +287,53 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                         first[v], last[v]});
     requested.push_back(ValueId(v));
   }
-  MemoryPlan mem = planMemory(requests);
+  // Kernels: the first in each ordered list that accepts the configuration; one
+  // with a blocked tensor goes to the kernels that read layouts. Chosen before the
+  // memory plan, which holds the workspaces they ask for, each live for its launch.
+  struct Chosen {
+    PlanStep step;
+    const KernelImpl* impl = nullptr;
+    KernelSig sig;
+    int64_t workspaceRequest = -1;  // index in `requests`
+  };
+  std::vector<Chosen> chosen;
+  for (int i = 0; i < nsteps; ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op->external) continue;
+    Chosen c;
+    c.sig.attrs = &n.attrs;
+    c.sig.device = &store.device();
+    bool blocked = false;
+    for (ValueId v : n.inputs) c.sig.in.push_back(g.values[v].desc);
+    for (ValueId v : n.outputs) c.sig.out.push_back(g.values[v].desc);
+    for (const auto* ds : {&c.sig.in, &c.sig.out})
+      for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
+    const auto* list = kernels.list(n.op->name, device.kind);
+    c.step.node = i;
+    size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
+    for (size_t k = firstTried; list && k < list->size() && !c.impl; ++k) {
+      std::string why =
+          blocked && !(*list)[k].anyLayout ? "takes plain layouts only" : (*list)[k].decline(c.sig);
+      if (!why.empty()) {
+        c.step.declined += (c.step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;
+        continue;
+      }
+      c.impl = &(*list)[k];
+      c.step.kernel = c.impl->name;
+    }
+    if (!c.impl)
+      return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
+                       "): no kernel on " + device.toString() +
+                       (c.step.declined.empty() ? "" : " (" + c.step.declined + ")"));
+    if (c.impl->workspace)
+      if (int64_t bytes = c.impl->workspace(c.sig); bytes > 0) {
+        c.workspaceRequest = int64_t(requests.size());
+        requests.push_back({bytes, i, i});
+      }
+    chosen.push_back(std::move(c));
+  }
+  // cuBLASLt and cuDNN read fastest from 256-byte boundaries; the CPU's vectors need 64.
+  MemoryPlan mem = planMemory(requests, store.device().hostAddressable() ? 64 : 256);
   std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(opts.budget);
   PlannedBytes planned{*budget};
   if (Status s = planBudget(*prog, store, mem, requests, requested, opts, *budget, planned.bytes);
@@ -302,48 +348,26 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   for (size_t k = 0; k < requested.size(); ++k)
     prog->refs[requested[k]].data = prog->arena.data() + mem.offsets[k];
 
-  // Kernels: the first in each ordered list that accepts the configuration; one
-  // with a blocked tensor goes to the kernels that read layouts.
-  for (int i = 0; i < nsteps; ++i) {
-    const Node& n = g.nodes[i];
-    if (n.op->external) continue;
-    KernelSig sig;
-    sig.attrs = &n.attrs;
-    sig.device = &store.device();
-    bool blocked = false;
-    for (ValueId v : n.inputs) sig.in.push_back(g.values[v].desc);
-    for (ValueId v : n.outputs) sig.out.push_back(g.values[v].desc);
-    for (const auto* ds : {&sig.in, &sig.out})
-      for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
-    const auto* list = kernels.list(n.op->name, device.kind);
-    PlanStep step;
-    step.node = i;
-    size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
-    for (size_t k = firstTried; list && k < list->size() && !step.fn; ++k) {
-      std::string why =
-          blocked && !(*list)[k].anyLayout ? "takes plain layouts only" : (*list)[k].decline(sig);
-      if (!why.empty()) {
-        step.declined += (step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;
-        continue;
-      }
-      step.kernel = (*list)[k].name;
-      // A library may refuse a configuration only when asked to build it (oneDNN
-      // throws): the error names the node instead of ending the process.
-      try {
-        step.fn = (*list)[k].prepare(sig);
-      } catch (const std::exception& e) {
-        return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
-                         "): kernel " + step.kernel + " failed to prepare: " + e.what());
-      }
-      if (auto detail = (*list)[k].detail) step.detail = [detail, sig] { return detail(sig); };
-    }
-    if (!step.fn)
+  // Each kernel prepared, its workspace in the arena it asked for.
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    Chosen& c = chosen[k];
+    const Node& n = g.nodes[c.step.node];
+    // A library may refuse a configuration only when asked to build it (oneDNN
+    // throws): the error names the node instead of ending the process.
+    try {
+      c.step.fn = c.impl->prepare(c.sig);
+    } catch (const std::exception& e) {
       return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
-                       "): no kernel on " + device.toString() +
-                       (step.declined.empty() ? "" : " (" + step.declined + ")"));
-    for (ValueId v : n.inputs) step.in.push_back(prog->refs[v]);
-    for (ValueId v : n.outputs) step.out.push_back(prog->refs[v]);
-    prog->steps.push_back(std::move(step));
+                       "): kernel " + c.step.kernel + " failed to prepare: " + e.what());
+    }
+    if (auto detail = c.impl->detail) c.step.detail = [detail, sig = c.sig] { return detail(sig); };
+    if (c.workspaceRequest >= 0) {
+      c.step.workspace = prog->arena.data() + mem.offsets[size_t(c.workspaceRequest)];
+      c.step.workspaceBytes = requests[size_t(c.workspaceRequest)].bytes;
+    }
+    for (ValueId v : n.inputs) c.step.in.push_back(prog->refs[v]);
+    for (ValueId v : n.outputs) c.step.out.push_back(prog->refs[v]);
+    prog->steps.push_back(std::move(c.step));
   }
   prog->updatesBegin = updatesBegin(*prog);
   prog->compileMs =

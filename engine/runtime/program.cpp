@@ -31,7 +31,8 @@ void Program::run(const StepContext& ctx) const {
 void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
   for (size_t i = begin; i < end && i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
-    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
+    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx, s.workspace,
+                s.workspaceBytes};
     s.fn(io);
   }
 }
@@ -40,7 +41,8 @@ void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) 
   seconds.resize(steps.size(), 0.0);
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
-    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx};
+    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx, s.workspace,
+                s.workspaceBytes};
     auto t0 = std::chrono::steady_clock::now();
     s.fn(io);
     device->synchronize();  // a launch's time, not the time to queue it

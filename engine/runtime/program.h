@@ -20,6 +20,8 @@ struct PlanStep {
   std::function<std::string()> detail;  // the kernel's own account, asked by --explain
   KernelFn fn;
   std::vector<TensorRef> in, out;
+  void* workspace = nullptr;  // in the arena, live for this launch only
+  int64_t workspaceBytes = 0;
 };
 
 // The device memory everything inside a step lives in; owned by the program.

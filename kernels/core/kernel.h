@@ -60,6 +60,8 @@ struct KernelIO {
   const TensorRef* out = nullptr;
   size_t nin = 0, nout = 0;
   const StepContext* ctx = nullptr;
+  void* workspace = nullptr;  // KernelImpl::workspace bytes of the planned arena
+  int64_t workspaceBytes = 0;
 };
 
 using KernelFn = std::function<void(const KernelIO&)>;
@@ -79,6 +81,10 @@ struct KernelImpl {
   // What `--explain` adds about the prepared kernel (the library's implementation,
   // conversions it makes inside a launch); may be null.
   std::function<std::string(const KernelSig&)> detail = nullptr;
+  // Scratch memory a launch needs (a cuDNN algorithm's workspace), planned in the
+  // arena for the launch alone and passed as KernelIO::workspace; null: none. Asked
+  // before prepare(), which must choose the algorithm this was asked for.
+  std::function<int64_t(const KernelSig&)> workspace = nullptr;
 };
 
 class KernelRegistry {
