@@ -226,6 +226,7 @@ QString HostsDialog::testConnection() {
   }
   m_report->setPlainText(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(host))));
   QString result;
+  std::vector<std::string> found;  // the devices the host's trainer lists
   // The connection runs on a worker; the dialog stays live, and the key question
   // comes back here to be asked.
   QEventLoop loop;
@@ -244,6 +245,7 @@ QString HostsDialog::testConnection() {
       return;
     }
     auto info = probeHost(**session, host);
+    if (info) found = info->devices;
     result =
         info ? tr("Connected to %1; host key known.\n").arg(QString::fromStdString(spec.label())) +
                    QString::fromStdString(info->summary())
@@ -254,6 +256,15 @@ QString HostsDialog::testConnection() {
   loop.exec();
   worker->wait();
   delete worker;
+  // Kept with the host (saved with the list), so the Run toolbar offers its GPUs.
+  // (The list may have changed while the dialog stayed live: found by name.)
+  remotepb::Host* tested = nullptr;
+  for (int i = 0; i < m_hosts.hosts_size(); ++i)
+    if (m_hosts.hosts(i).name() == host.name()) tested = m_hosts.mutable_hosts(i);
+  if (tested && !found.empty()) {
+    tested->clear_devices();
+    for (const std::string& d : found) tested->add_devices(d);
+  }
   m_report->setPlainText(result);
   return result;
 }

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "editor/document.h"
+#include "engine/runtime/devices.h"
 #include "remote/remote.pb.h"
 
 class QLabel;
@@ -115,6 +116,7 @@ class MainWindow : public QMainWindow {
   QMenu* m_recentMenu = nullptr;
   QComboBox* m_device = nullptr;
   remotepb::HostList m_hosts;
+  std::vector<ListedDevice> m_localDevices;  // this computer's GPUs, found at start
   QLabel* m_problemCount = nullptr;
   QTimer m_autosave;
   Prompt m_prompt;

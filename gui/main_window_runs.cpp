@@ -66,14 +66,18 @@ void MainWindow::buildRunActions() {
   // Where runs go: this computer, or a saved host.
   m_device = new QComboBox;
   m_device->setObjectName("deviceSelector");
-  m_device->setToolTip(tr("Where Run trains: this computer, or a host reached over SSH"));
+  m_device->setToolTip(
+      tr("Where Run trains: this computer's CPU or GPUs, or a host reached over SSH (its GPUs "
+         "are listed once Hosts… > Test Connection has found them)"));
   bar->addWidget(m_device);
   connect(m_device, &QComboBox::currentIndexChanged, this, [this] {
-    const int host = m_device->currentData().toInt();
+    const QVariantList target = m_device->currentData().toList();
+    const int host = target.value(0, -1).toInt();
     if (host >= 0 && host < m_hosts.hosts_size())
       m_runs->setRemoteHost(m_hosts.hosts(host));
     else
       m_runs->setRemoteHost(std::nullopt);
+    m_runs->setDevice(target.value(1).toString().toStdString());
   });
   QAction* hosts = make("manageHosts", tr("&Hosts…"), {}, [this] {
     HostsDialog dialog(QString::fromStdString(remote::defaultHostsPath()), this);
@@ -81,6 +85,8 @@ void MainWindow::buildRunActions() {
     reloadHosts();
   });
   bar->addAction(hosts);
+  for (ListedDevice& d : parseDeviceList(listDevices()))
+    if (d.id != "cpu") m_localDevices.push_back(std::move(d));
   reloadHosts();
   m_runs->acceptHostKey = [this](const remote::HostKey& k) {
     return m_prompt(
@@ -174,9 +180,24 @@ void MainWindow::reloadHosts() {
   const QString was = m_device->currentText();
   QSignalBlocker block(m_device);
   m_device->clear();
-  m_device->addItem(tr("This computer"), -1);
-  for (int i = 0; i < m_hosts.hosts_size(); ++i)
-    m_device->addItem(QString::fromStdString(m_hosts.hosts(i).name()), i);
+  // Each item's data: {host index (-1: this computer), device ("": the project's)}.
+  m_device->addItem(tr("This computer"), QVariantList{-1, QString()});
+  for (const ListedDevice& d : m_localDevices)
+    m_device->addItem(tr("This computer — %1 (%2)")
+                          .arg(QString::fromStdString(d.id), QString::fromStdString(d.label)),
+                      QVariantList{-1, QString::fromStdString(d.id)});
+  for (int i = 0; i < m_hosts.hosts_size(); ++i) {
+    const remotepb::Host& h = m_hosts.hosts(i);
+    m_device->addItem(QString::fromStdString(h.name()), QVariantList{i, QString()});
+    std::string lines;
+    for (const std::string& line : h.devices()) lines += line + "\n";
+    for (const ListedDevice& d : parseDeviceList(lines))
+      if (d.id != "cpu")
+        m_device->addItem(tr("%1 — %2 (%3)")
+                              .arg(QString::fromStdString(h.name()), QString::fromStdString(d.id),
+                                   QString::fromStdString(d.label)),
+                          QVariantList{i, QString::fromStdString(d.id)});
+  }
   m_device->setCurrentIndex(std::max(0, m_device->findText(was)));
   block.unblock();
   emit m_device->currentIndexChanged(m_device->currentIndex());

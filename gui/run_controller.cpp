@@ -12,6 +12,7 @@
 #include <set>
 
 #include "editor/document.h"
+#include "engine/runtime/memory_budget.h"
 #include "gui/charts.h"
 #include "gui/remote_target.h"
 #include "remote/hosts.h"
@@ -250,7 +251,9 @@ Status RunController::start(const RunRecord* resumeFrom) {
     m_current = *resumeFrom;
     req.resume = ckpt;
   } else {
-    auto run = createRun(runsDir(), m_doc->toProject(), projectDir);
+    proto::Project project = m_doc->toProject();
+    if (!m_device.empty()) project.mutable_train()->set_device(m_device);
+    auto run = createRun(runsDir(), project, projectDir);
     if (!run) return run.error();
     m_current = std::move(*run);
   }
@@ -341,10 +344,20 @@ void RunController::updateProgress() {
   int64_t eta = rate > 0 ? int64_t(double(total - last->step()) / rate) : -1;
   QString etaText =
       eta < 0 ? QString("…") : QString("%1:%2").arg(eta / 60).arg(eta % 60, 2, 10, QChar('0'));
-  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4")
+  // Memory in use on the run's device, as its last report said.
+  QString memory;
+  for (auto it = m_current->events.rbegin(); it != m_current->events.rend(); ++it)
+    if (it->has_step() && it->step().device_memory_used() > 0) {
+      memory = tr(" · %1 memory %2 of %3")
+                   .arg(QString::fromStdString(rs->device()),
+                        QString::fromStdString(formatBytes(it->step().device_memory_used())),
+                        QString::fromStdString(formatBytes(rs->device_memory_total())));
+      break;
+    }
+  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4%5")
                         .arg(m_current->name, paused() ? tr(" (paused)") : QString())
                         .arg(last->samples_per_sec(), 0, 'f', 0)
-                        .arg(etaText));
+                        .arg(etaText, memory));
 }
 
 void RunController::onEnded(bool ok, const QString& why) {

@@ -55,6 +55,10 @@ class RunController : public QObject {
   bool childProcess() const { return m_child; }
   // Where the next run goes: a saved host, or this computer (nullopt).
   void setRemoteHost(const std::optional<remotepb::Host>& host) { m_remoteHost = host; }
+  // Where runs train on their computer ("cpu", "cuda:0"), over the project's
+  // train.device; empty: the project's.
+  void setDevice(const std::string& device) { m_device = device; }
+  const std::string& device() const { return m_device; }
   const std::optional<remotepb::Host>& remoteHost() const { return m_remoteHost; }
   bool remoteRun() const;  // the active run is on a host
   // Prompts a remote run needs, asked on the GUI thread.
@@ -119,6 +123,7 @@ class RunController : public QObject {
   std::unique_ptr<ChildProcessTarget> m_childProcess;
   std::unique_ptr<RemoteTarget> m_remote;
   std::optional<remotepb::Host> m_remoteHost;
+  std::string m_device;
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;

@@ -25,7 +25,7 @@ const char* kHome = "printf %s \"$HOME\"";
 const char* kProbe =
     "t=\"$1\"; w=\"$2\"; "
     "if command -v \"$t\" >/dev/null 2>&1; then echo \"version=$(\"$t\" --version 2>&1 | head -n "
-    "1)\"; fi; "
+    "1)\"; \"$t\" --list-devices 2>/dev/null | sed 's/^/device=/'; fi; "
     "echo \"cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null)\"; "
     "echo \"mem=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null)\"; "
     "d=\"$w\"; while [ ! -d \"$d\" ] && [ \"$d\" != / ]; do d=$(dirname \"$d\"); done; "
@@ -168,6 +168,8 @@ std::string HostInfo::summary() const {
     << mib(diskFreeBytes) << " free in " << workDir << "\n";
   if (gpus.empty()) s << "no NVIDIA GPUs (nvidia-smi not found or none listed)\n";
   for (const auto& g : gpus) s << "GPU: " << g << "\n";
+  if (!devices.empty()) s << "netloom-train trains on:\n";
+  for (const auto& d : devices) s << "  " << d << "\n";
   if (!problem.empty()) s << problem << "\n";
   return s.str();
 }
@@ -190,6 +192,7 @@ Result<HostInfo> probeHost(SshSession& s, const remotepb::Host& host) {
     if (k == "mem") info.memoryBytes = std::strtoull(v.c_str(), nullptr, 10) * 1024;
     if (k == "disk") info.diskFreeBytes = std::strtoull(v.c_str(), nullptr, 10) * 1024;
     if (k == "gpu") info.gpus.push_back(v);
+    if (k == "device") info.devices.push_back(v);
   }
   if (info.trainerVersion.empty())
     info.problem = installHint(s.host().label(), info.trainer);

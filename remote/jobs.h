@@ -37,10 +37,11 @@ struct HostInfo {
   std::string trainerVersion;  // "netloom-train 0.1.0"; empty: not found
   int cpus = 0;
   uint64_t memoryBytes = 0;
-  std::string workDir;            // absolute
-  uint64_t diskFreeBytes = 0;     // in the work directory (or the nearest folder above it)
-  std::vector<std::string> gpus;  // nvidia-smi's CSV rows: name, memory.total, memory.used
-  std::string problem;            // empty when jobs can run; else what is wrong and what to do
+  std::string workDir;               // absolute
+  uint64_t diskFreeBytes = 0;        // in the work directory (or the nearest folder above it)
+  std::vector<std::string> gpus;     // nvidia-smi's CSV rows: name, memory.total, memory.used
+  std::vector<std::string> devices;  // the trainer's --list-devices lines
+  std::string problem;               // empty when jobs can run; else what is wrong and what to do
   std::string summary() const;
 };
 Result<HostInfo> probeHost(SshSession& s, const remotepb::Host& host);

@@ -53,6 +53,8 @@ const char* kUsage =
     "  --profile           print where the training steps' time went, by op and kernel\n"
     "  --norms             report each parameter's gradient and weight norm in the\n"
     "                      events, every tenth step\n"
+    "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
+    "                      the step as a recorded CUDA Graph (for comparison)\n"
     "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
     "                      layout oneDNN's convolutions prefer (for comparison)\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
@@ -123,6 +125,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       auto bytes = netloom::parseByteSize(s, "--memory-limit");
       if (!bytes) return bytes.error().message;
       a.opts.memoryLimit = *bytes;
+    } else if (k == "--no-cuda-graphs") {
+      a.opts.graphs = false;
     } else if (k == "--devices") {
       if (!value(a.devices)) return "--devices needs a device (cpu, cuda:0)";
       netloom::DeviceId id;
@@ -179,6 +183,9 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("samples_per_sec", Json::number(s.samplesPerSec));
   o.set("wall_seconds", Json::number(s.wallSeconds));
   o.set("compile_ms", Json::number(s.compileMs));
+  o.set("device", Json::string(s.device));
+  o.set("train_seconds", Json::number(s.trainSeconds));
+  o.set("issue_seconds", Json::number(s.issueSeconds));
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));

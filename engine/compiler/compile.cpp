@@ -1,5 +1,6 @@
 #include "engine/compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -64,8 +65,7 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
     std::vector<TensorRef> refs;
     for (ParamStore::Entry* e : weights) values.push_back(ParamStore::read(*e));
     for (size_t k = 0; k < weights.size(); ++k)
-      refs.push_back(
-          TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, DeviceId{}});
+      refs.push_back(TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, DeviceId{}});
     Rng rng(hashCombine(seed, nameHash(n.name)));
     n.op->init(n.attrs, refs, rng);
     for (size_t k = 0; k < weights.size(); ++k) ParamStore::write(*weights[k], values[k].data());
@@ -134,13 +134,17 @@ Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
     planned += total;
     if (Status s = budget.check("initialising them", initCopies); !s) return s;
   }
-  size_t big = 0;  // the largest tensor (the requests after `requested`'s are workspaces)
-  for (size_t k = 1; k < requested.size(); ++k)
-    if (requests[k].bytes > requests[big].bytes) big = k;
+  // The three largest tensors (the requests after `requested`'s are workspaces).
+  std::vector<size_t> order(requested.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  size_t shown = std::min<size_t>(3, order.size());
+  std::partial_sort(order.begin(), order.begin() + shown, order.end(),
+                    [&](size_t a, size_t b) { return requests[a].bytes > requests[b].bytes; });
   std::string what = (opts.batchField.empty() ? "" : opts.batchField + ", ") + "batches of " +
                      std::to_string(opts.batch) + ": the activations (arena";
-  if (!requested.empty())
-    what += "; largest: " + described(g.values[requested[big]], requests[big].bytes);
+  for (size_t k = 0; k < shown; ++k)
+    what += std::string(k == 0 ? "; largest: " : ", ") +
+            described(g.values[requested[order[k]]], requests[order[k]].bytes);
   if (Status s = budget.reserve(what + ")", mem.arenaBytes); !s) return s;
   planned += mem.arenaBytes;
   return {};
@@ -172,6 +176,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   prog->batch = opts.batch;
   prog->training = opts.training;
   prog->device = &store.device();
+  prog->graphs = opts.graphs;
   const DeviceId device = store.device().id();
   Graph& g = prog->graph;
 
@@ -334,6 +339,16 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   }
   // cuBLASLt and cuDNN read fastest from 256-byte boundaries; the CPU's vectors need 64.
   MemoryPlan mem = planMemory(requests, store.device().hostAddressable() ? 64 : 256);
+  std::set<ValueId> bound;  // what bindParams binds: every persistent tensor a node reads
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (persistent(g.values[v].kind) && bound.insert(v).second)
+        prog->persistentBytes += numel(g.values[v].desc.shape) * int64_t(sizeof(float));
+  if (opts.planOnly) {
+    prog->arenaBytes = mem.arenaBytes;
+    prog->naiveBytes = mem.naiveBytes;
+    return prog;
+  }
   std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(opts.budget);
   PlannedBytes planned{*budget};
   if (Status s = planBudget(*prog, store, mem, requests, requested, opts, *budget, planned.bytes);
@@ -345,6 +360,12 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                        ", which this process could not allocate");
   prog->arenaBytes = mem.arenaBytes;
   prog->naiveBytes = mem.naiveBytes;
+  if (!store.device().hostAddressable()) {
+    prog->stepValues = DeviceBuffer(store.device(), sizeof(DeviceStepValues));
+    if (!prog->stepValues.ok())
+      return makeRefusal("the step's values need " + std::to_string(sizeof(DeviceStepValues)) +
+                         " bytes on " + device.toString() + ", which it could not allocate");
+  }
   for (size_t k = 0; k < requested.size(); ++k)
     prog->refs[requested[k]].data = prog->arena.data() + mem.offsets[k];
 

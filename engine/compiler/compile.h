@@ -22,7 +22,7 @@ struct CompileOptions {
   std::string loss;                      // loss node; empty: the model's only loss node
   std::vector<std::string> metrics;      // reported nodes; empty: every loss and metric node
   std::vector<std::string> keep;         // further values to keep readable after a run
-  uint64_t seed = 0;  // initialises parameters the store does not hold yet
+  uint64_t seed = 0;                     // initialises parameters the store does not hold yet
   bool fuse = true;
   // Run convolution regions in oneDNN's blocked layout (the layout pass); off, every
   // activation is plain NCHW.
@@ -35,6 +35,12 @@ struct CompileOptions {
   std::shared_ptr<MemoryBudget> budget;
   // How a refusal names the setting the batch comes from ("train.batch_size 64").
   std::string batchField;
+  // Plan the memory only: no parameter is created, nothing allocated or prepared, and
+  // the program cannot run (its arenaBytes and persistentBytes say what it would take).
+  bool planOnly = false;
+  // On a device the host cannot address: record the step once and replay it (a CUDA
+  // Graph); false issues every launch each step (Program::graphs).
+  bool graphs = true;
 };
 
 // The program runs on the store's device: its arena is allocated there and its

@@ -102,6 +102,15 @@ std::shared_ptr<MemoryBudget> MemoryBudget::forThisProcess(int64_t userLimit,
   return std::make_shared<MemoryBudget>(limit, std::move(text));
 }
 
+std::shared_ptr<MemoryBudget> MemoryBudget::forDevice(Device& device) {
+  constexpr int64_t kLibraryMargin = int64_t(512) << 20;
+  DeviceInfo info = device.info();
+  int64_t limit = info.freeBytes > kLibraryMargin ? info.freeBytes - kLibraryMargin : 0;
+  return std::make_shared<MemoryBudget>(
+      limit, device.id().toString() + " (" + info.name + ") has " + formatBytes(info.freeBytes) +
+                 " free, of which " + formatBytes(kLibraryMargin) + " is kept for its libraries");
+}
+
 MemoryBudget::MemoryBudget(int64_t limitBytes, std::string limitText)
     : m_limit(limitBytes), m_limitText(std::move(limitText)) {}
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/util/status.h"
+#include "kernels/core/device.h"
 
 namespace netloom {
 
@@ -19,6 +20,10 @@ class MemoryBudget {
   // (bytes, when positive; named `userLimitName` in messages).
   static std::shared_ptr<MemoryBudget> forThisProcess(int64_t userLimit = 0,
                                                       const std::string& userLimitName = {});
+
+  // What a device the host cannot address can give a run: its free memory now, less
+  // a margin for what its libraries allocate themselves (handles, their own scratch).
+  static std::shared_ptr<MemoryBudget> forDevice(Device& device);
 
   // `limitText` says in messages where the limit comes from, after "but ":
   // "this machine has 23.4 GiB available".
@@ -36,6 +41,7 @@ class MemoryBudget {
   int64_t planned() const { return m_planned; }
   int64_t limit() const { return m_limit; }
   int64_t remaining() const { return m_limit > m_planned ? m_limit - m_planned : 0; }
+  const std::string& limitText() const { return m_limitText; }
 
  private:
   int64_t m_limit = 0;

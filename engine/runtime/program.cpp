@@ -24,25 +24,64 @@ std::vector<float> Program::read(ValueId v) const {
   return readFloats(*device, refs[v].data, refs[v].numel());
 }
 
+namespace {
+
+void writeStepValues(const Program& p, const StepContext& ctx) {
+  if (!p.stepValues.ok()) return;
+  DeviceStepValues v{ctx.step, ctx.lr, ctx.seed};
+  // From pageable memory: staged before the call returns, so `v` may go.
+  p.device->copyToDevice(p.stepValues.data(), &v, sizeof v);
+}
+
+}  // namespace
+
 void Program::run(const StepContext& ctx) const {
-  run(ctx, 0, steps.size());
+  if (device->hostAddressable() || !graphs) return run(ctx, 0, steps.size());
+  writeStepValues(*this, ctx);
+  if (!replayTried) {
+    replayTried = true;
+    StepContext recorded = ctx;  // host-side decisions (training) hold for every replay
+    auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
+    replay = device->capture(
+        [&] {
+          for (const PlanStep& s : steps) {
+            KernelIO io{s.in.data(), s.out.data(), s.in.size(),      s.out.size(),
+                        &recorded,   s.workspace,  s.workspaceBytes, values};
+            s.fn(io);
+          }
+        },
+        replayNote);
+  }
+  if (replay)
+    replay->launch();
+  else
+    run(ctx, 0, steps.size());
 }
 
 void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
+  writeStepValues(*this, ctx);
+  auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
   for (size_t i = begin; i < end && i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
-    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx, s.workspace,
-                s.workspaceBytes};
+    KernelIO io{s.in.data(), s.out.data(), s.in.size(),      s.out.size(),
+                &ctx,        s.workspace,  s.workspaceBytes, values};
     s.fn(io);
   }
 }
 
 void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) const {
   seconds.resize(steps.size(), 0.0);
+  writeStepValues(*this, ctx);
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
-    KernelIO io{s.in.data(), s.out.data(), s.in.size(), s.out.size(), &ctx, s.workspace,
-                s.workspaceBytes};
+    KernelIO io{s.in.data(),
+                s.out.data(),
+                s.in.size(),
+                s.out.size(),
+                &ctx,
+                s.workspace,
+                s.workspaceBytes,
+                static_cast<const DeviceStepValues*>(stepValues.data())};
     auto t0 = std::chrono::steady_clock::now();
     s.fn(io);
     device->synchronize();  // a launch's time, not the time to queue it
@@ -72,8 +111,17 @@ std::string bytesText(int64_t b) {
 
 std::string Program::explain() const {
   std::ostringstream o;
-  o << (training ? "training" : "evaluation") << " plan, batch " << batch << ", " << steps.size()
-    << " kernel launches\n";
+  o << (training ? "training" : "evaluation") << " plan on " << device->id().toString()
+    << ", batch " << batch << ", " << steps.size() << " kernel launches\n";
+  if (!device->hostAddressable()) {
+    o << "  launch: ";
+    if (!graphs)
+      o << "every kernel issued each step (--no-cuda-graphs)\n";
+    else if (replayTried && !replay)
+      o << "every kernel issued each step; the step could not be recorded: " << replayNote << "\n";
+    else
+      o << "the step recorded once as a CUDA Graph and replayed, one launch per step\n";
+  }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   if (blockedTensors > 0 || packedWeights > 0)
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders

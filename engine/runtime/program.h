@@ -45,6 +45,7 @@ struct Program {
   Arena arena;
   int64_t arenaBytes = 0;
   int64_t naiveBytes = 0;
+  int64_t persistentBytes = 0;  // the parameters, buffers and optimizer state it binds
   int64_t batch = 0;
   bool training = false;
   ValueId loss = kNoValue;
@@ -63,6 +64,15 @@ struct Program {
   // The first optimizer update in `steps` (steps.size() without one): before it the
   // loss and every gradient are complete and no parameter has changed yet.
   size_t updatesBegin = 0;
+
+  // On a device the host cannot address, the whole step is recorded the first time
+  // (a CUDA Graph) and replayed after, with the step's values in `stepValues`;
+  // `graphs` false issues every launch each time instead (for comparison).
+  bool graphs = true;
+  DeviceBuffer stepValues;  // a DeviceStepValues on such a device
+  mutable std::unique_ptr<Replay> replay;
+  mutable std::string replayNote;  // why there is none, once tried
+  mutable bool replayTried = false;
 
   void run(const StepContext& ctx) const;
   void run(const StepContext& ctx, size_t begin, size_t end) const;  // steps [begin, end)

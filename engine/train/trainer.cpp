@@ -100,7 +100,8 @@ struct Totals {
   void add(const Program& p, int64_t n, const float* values) {
     loss += double(values[0]) * double(n);
     for (size_t m = 0; m < p.metrics.size(); ++m)
-      if (p.metrics[m].second != p.loss) metrics[p.metrics[m].first] += double(values[1 + m]) * double(n);
+      if (p.metrics[m].second != p.loss)
+        metrics[p.metrics[m].first] += double(values[1 + m]) * double(n);
     samples += n;
   }
   double meanLoss() const { return samples ? loss / double(samples) : 0; }
@@ -205,6 +206,10 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   cpu::configureThreads(s.threads);
 
   s.budget = MemoryBudget::forThisProcess(opts.memoryLimit, "--memory-limit");
+  // Parameters, optimizer state and arenas live on the device: a GPU's memory is
+  // planned apart from the host's, which keeps the data and the batches.
+  std::shared_ptr<MemoryBudget> programs =
+      s.device->hostAddressable() ? s.budget : MemoryBudget::forDevice(*s.device);
   auto data = loadData(s.project.data(), opts.projectDir, s.seed, s.budget);
   if (!data) return data.error();
   s.data = std::move(*data);
@@ -235,12 +240,13 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
                         : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
 
   s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
+  s.trainOpts.graphs = opts.graphs;
   s.trainOpts.training = true;
   s.trainOpts.optimizer = t.optimizer();
   s.trainOpts.loss = t.loss();
   s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
   s.trainOpts.seed = s.seed;
-  s.trainOpts.budget = s.budget;
+  s.trainOpts.budget = programs;
   s.trainOpts.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
   s.evalOpts = s.trainOpts;
@@ -284,6 +290,46 @@ Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
 
 }  // namespace
 
+namespace {
+
+// The largest batch whose training and evaluation plans, with the parameters and
+// optimizer state, fit in `available` bytes of the device (0 when not even one
+// sample does), found by planning memory at growing batch sizes without allocating.
+Result<int64_t> largestBatchThatFits(const Setup& s, int64_t available) {
+  constexpr int64_t kCeiling = int64_t(1) << 24;
+  auto fits = [&](int64_t batch) -> Result<bool> {
+    ParamStore scratch(*s.device);
+    int64_t need = 0;
+    for (CompileOptions o : {s.trainOpts, s.evalOpts}) {
+      o.batch = batch;
+      o.planOnly = true;
+      auto p = compile(s.project.model(), o, scratch);
+      if (!p) return p.error();
+      need = saturatingAdd(need, (*p)->arenaBytes);
+      if (o.training) need = saturatingAdd(need, (*p)->persistentBytes);
+    }
+    return need <= available;
+  };
+  int64_t lo = 0, hi = 1;  // lo fits (or is 0), hi is being tried
+  while (hi <= kCeiling) {
+    auto f = fits(hi);
+    if (!f) return f.error();
+    if (!*f) break;
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi > kCeiling) return lo;
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    auto f = fits(mid);
+    if (!f) return f.error();
+    (*f ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
 Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts) {
   auto setup = prepare(project, opts);
   if (!setup) return setup.error();
@@ -295,7 +341,25 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
   if (!tp) return tp.error();
   auto ep = eval.get(batch);
   if (!ep) return ep.error();
-  return (*tp)->explain() + "\n" + (*ep)->explain();
+  const MemoryBudget& budget = *setup->trainOpts.budget;
+  int64_t planned = (*tp)->arenaBytes + (*ep)->arenaBytes + (*tp)->persistentBytes;
+  int64_t available = budget.remaining() + planned;
+  auto largest = largestBatchThatFits(*setup, available);
+  if (!largest) return largest.error();
+  std::string fit = "fit on " + setup->device->id().toString() + ": batch " +
+                    std::to_string(batch) + " plans " + formatBytes(planned) +
+                    " (parameters and optimizer state " + formatBytes((*tp)->persistentBytes) +
+                    ", training arena " + formatBytes((*tp)->arenaBytes) + ", evaluation arena " +
+                    formatBytes((*ep)->arenaBytes) + ") of " + formatBytes(available) +
+                    " the run may use (" + budget.limitText() + "); the largest batch that fits: " +
+                    (*largest > 0 ? std::to_string(*largest) : std::string("none")) +
+                    (*largest >= (int64_t(1) << 24) ? " or more" : "") +
+                    (*largest > setup->data.train.size()
+                         ? " (more than the " + std::to_string(setup->data.train.size()) +
+                               " training samples, which bound a batch)"
+                         : std::string()) +
+                    "\n";
+  return (*tp)->explain() + "\n" + (*ep)->explain() + "\n" + fit;
 }
 
 Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,
@@ -436,6 +500,9 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     auto* r = e.mutable_run_started();
     r->set_project_name(s.project.name());
     r->set_device(s.device->id().toString());
+    DeviceInfo info = s.device->info();
+    r->set_device_name(info.name);
+    r->set_device_memory_total(info.totalBytes);
     r->set_threads(s.threads);
     r->set_total_steps(total);
     r->set_epochs(s.epochs);
@@ -487,6 +554,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   };
   std::vector<Issued> issued;
   auto windowStart = std::chrono::steady_clock::now();
+  auto memoryReported = windowStart - std::chrono::seconds(1);
   Totals totals;
   // Reads back the issued steps' scalars and reports each step, in order.
   auto drain = [&]() -> std::string {
@@ -517,6 +585,10 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       st->set_lr(it.lr);
       st->set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
       st->set_seconds(now() - wallStart);
+      if (k + 1 == issued.size() && end - memoryReported >= std::chrono::seconds(1)) {
+        st->set_device_memory_used(device.memoryInUse());
+        memoryReported = end;
+      }
       for (size_t m = 0; m < it.prog->metrics.size(); ++m)
         if (it.prog->metrics[m].second != it.prog->loss)
           (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
@@ -563,6 +635,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       ctx.step += 1;
       pos.step = ctx.step;
       ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
+      auto issueStart = std::chrono::steady_clock::now();
       feeder.bind(**prog, b);
       if (opts.profile) {
         ProfiledProgram& pp = profiles[*prog];
@@ -580,6 +653,8 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       std::vector<ValueId> scalars{(*prog)->loss};
       for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
       ring.record(**prog, scalars);
+      sum.issueSeconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
       bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);
       issued.push_back({*prog, ctx.step, b.size, pos.epoch, ctx.lr, norms});
       pos.batchInEpoch += 1;
@@ -589,14 +664,21 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       bool mustDrain = ring.full() || norms || ending || (stepDue && !lastOfEpoch);
       // On a device that runs apart from the host, the next batch crosses while this
       // step runs; the CPU reports the step first, as it has its results already.
-      if (device.hostAddressable() || ending)
+      const bool apart = !device.hostAddressable();
+      if (!apart || ending)
         if (std::string bad = drain(); !bad.empty()) return fail(bad);
-      have = !ending && loader.next(next);
-      if (have) feeder.stage(next);
+      // A stop asked for while the step was reported ends the run at that step.
+      ending = ending || (opts.stop && opts.stop->load());
+      if (apart) {
+        have = !ending && loader.next(next);
+        if (have) feeder.stage(next);
+      }
       if (mustDrain)
         if (std::string bad = drain(); !bad.empty()) return fail(bad);
-      if (stepDue && !lastOfEpoch)
+      if (stepDue && !lastOfEpoch) {
         if (auto c = checkpoint(); !c) return fail(c.error().message);
+        if (issued.empty()) windowStart = std::chrono::steady_clock::now();  // not a step's time
+      }
       if (ending) {
         // Stopped by request mid-epoch: a checkpoint where it stopped, so the run
         // can be resumed from there (one due at the epoch's end comes below).
@@ -605,6 +687,10 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
         sum.stoppedByRequest = ctx.step < total;
         stopped = true;
         break;
+      }
+      if (!apart) {  // the next step's time starts with its batch
+        windowStart = std::chrono::steady_clock::now();
+        have = loader.next(next);
       }
       std::swap(b, next);
     }
@@ -692,6 +778,8 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   }
   sum.steps = ctx.step;
   sum.samplesPerSec = pos.trainSeconds > 0 ? double(pos.trainSamples) / pos.trainSeconds : 0;
+  sum.trainSeconds = pos.trainSeconds;
+  sum.device = s.device->id().toString();
   sum.wallSeconds = now() - wallStart;
   if (opts.profile) {
     std::vector<ProfiledProgram> all;

@@ -30,6 +30,7 @@ struct TrainOptions {
   bool profile = false;       // time every kernel launch of the training steps
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
+  bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)
   // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched
   // batches); 0: what this machine and process can give. Over it, the run is refused.
@@ -42,6 +43,11 @@ struct TrainSummary {
   int64_t steps = 0;
   double trainLoss = 0, testLoss = 0, testAccuracy = -1;  // -1: the model has no Accuracy node
   double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
+  std::string device;       // where it trained: "cpu", "cuda:0"
+  double trainSeconds = 0;  // in training steps
+  // Of which the host spent issuing them (feeding the batch and launching the step):
+  // on a GPU the host's overhead per step, all of the step on the CPU.
+  double issueSeconds = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
   bool stoppedEarly = false;
   bool stoppedByRequest = false;  // TrainOptions::stop ended it before its last step

@@ -27,6 +27,13 @@ struct DeviceInfo {
   int computeCapability = 0;  // major*10+minor on CUDA; 0 elsewhere
 };
 
+// Work recorded once and launched again as a whole (a CUDA Graph).
+class Replay {
+ public:
+  virtual ~Replay() = default;
+  virtual void launch() = 0;
+};
+
 // Copies and fills are ordered on the device's stream, in the order they are
 // issued, with every kernel launched on it. On a device whose memory the host
 // cannot address they may return before they complete: call synchronize() before
@@ -41,6 +48,9 @@ class Device {
   virtual bool hostAddressable() const = 0;
   // Name and memory, as of now.
   virtual DeviceInfo info() const = 0;
+  // Bytes in use on the device now (on the CPU: this process's resident memory);
+  // cheap enough to ask during a run.
+  virtual int64_t memoryInUse() const = 0;
 
   // Device memory aligned for any kernel (64 bytes at least); null when it cannot
   // be had. Zero bytes gives a valid, distinct pointer.
@@ -64,6 +74,14 @@ class Device {
   // main stream's work issued so far (a buffer is overwritten only once read);
   // finishUploads() waits on the host until the uploads are done (their host memory
   // may then be reused). Where there is one stream these are plain copies.
+  // Records the work `issue` puts on the stream, without running it, as one unit to
+  // launch again and again; null with `why` set where the device cannot (then the
+  // caller issues the work itself).
+  virtual std::unique_ptr<Replay> capture(const std::function<void()>& issue, std::string& why) {
+    why = "the device launches each kernel itself";
+    return nullptr;
+  }
+
   virtual void upload(void* dst, const void* src, int64_t bytes) { copyToDevice(dst, src, bytes); }
   virtual void waitUploads() {}
   virtual void uploadsAfterWork() {}

@@ -42,9 +42,9 @@ std::string layoutName(const TensorDesc& d);  // "nchw", "nChw16c", or the packe
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.
 struct KernelSig {
   const Attrs* attrs = nullptr;
-  Device* device = nullptr;  // where it runs: a backend's kernels take its stream from it
   std::vector<TensorDesc> in;
   std::vector<TensorDesc> out;
+  Device* device = nullptr;  // where it runs: a backend's kernels take its stream from it
 };
 
 // Per-step values the runtime passes to every launch.
@@ -55,6 +55,16 @@ struct StepContext {
   bool training = true;  // Dropout and friends read this
 };
 
+// The per-step values of a StepContext as kernels on a device read them: in device
+// memory, written before each step, so that a launch sequence recorded once (a CUDA
+// Graph) replays with each step's own values. A device kernel reads these, never the
+// host's ctx, for anything that changes from step to step.
+struct DeviceStepValues {
+  int64_t step = 0;
+  double lr = 0.0;
+  uint64_t seed = 0;
+};
+
 struct KernelIO {
   const TensorRef* in = nullptr;
   const TensorRef* out = nullptr;
@@ -62,6 +72,7 @@ struct KernelIO {
   const StepContext* ctx = nullptr;
   void* workspace = nullptr;  // KernelImpl::workspace bytes of the planned arena
   int64_t workspaceBytes = 0;
+  const DeviceStepValues* stepValues = nullptr;  // device memory; null on the CPU
 };
 
 using KernelFn = std::function<void(const KernelIO&)>;

@@ -1,6 +1,7 @@
 #include "kernels/cpu/backend.h"
 
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,13 @@ class CpuDevice final : public Device {
     }
     d.detail = std::to_string(omp_get_num_procs()) + " threads";
     return d;
+  }
+
+  int64_t memoryInUse() const override {
+    std::ifstream in("/proc/self/statm");
+    int64_t pages = 0, resident = 0;
+    in >> pages >> resident;
+    return resident * int64_t(sysconf(_SC_PAGESIZE));
   }
 
   void* allocate(int64_t bytes) override {

@@ -30,7 +30,8 @@ DeviceInfo infoOf(int index) {
   size_t freeBytes = 0, totalBytes = 0;
   int previous = 0;
   cudaGetDevice(&previous);
-  if (cudaSetDevice(index) == cudaSuccess && cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess) {
+  if (cudaSetDevice(index) == cudaSuccess &&
+      cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess) {
     d.freeBytes = int64_t(freeBytes);
     d.totalBytes = int64_t(totalBytes);
   } else {
@@ -41,9 +42,8 @@ DeviceInfo infoOf(int index) {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  d.detail = "compute capability " + std::to_string(prop.major) + "." +
-             std::to_string(prop.minor) + ", driver " + versionText(driver) + ", runtime " +
-             versionText(runtime);
+  d.detail = "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+             ", driver " + versionText(driver) + ", runtime " + versionText(runtime);
   return d;
 }
 
@@ -68,6 +68,19 @@ DeviceProbe probe() {
   return p;
 }
 
+// A step recorded on the stream as a CUDA Graph, instantiated once and launched as
+// one unit: the host issues one call per step instead of one per kernel.
+class GraphReplay final : public Replay {
+ public:
+  GraphReplay(cudaGraphExec_t exec, cudaStream_t stream) : m_exec(exec), m_stream(stream) {}
+  ~GraphReplay() override { cudaGraphExecDestroy(m_exec); }
+  void launch() override { NL_CUDA(cudaGraphLaunch(m_exec, m_stream)); }
+
+ private:
+  cudaGraphExec_t m_exec;
+  cudaStream_t m_stream;
+};
+
 // One GPU: a main stream every kernel and copy of a step is issued on, and a copy
 // stream for uploads, ordered against it by two events.
 class CudaDevice final : public Device {
@@ -87,13 +100,16 @@ class CudaDevice final : public Device {
       return describe(e);
     };
     if (cudaError_t e = cudaSetDevice(m_index); e != cudaSuccess) return fail(e);
-    if (cudaError_t e = cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking); e != cudaSuccess)
+    if (cudaError_t e = cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking);
+        e != cudaSuccess)
       return fail(e);
     if (cudaError_t e = cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking); e != cudaSuccess)
       return fail(e);
-    if (cudaError_t e = cudaEventCreateWithFlags(&m_uploaded, cudaEventDisableTiming); e != cudaSuccess)
+    if (cudaError_t e = cudaEventCreateWithFlags(&m_uploaded, cudaEventDisableTiming);
+        e != cudaSuccess)
       return fail(e);
-    if (cudaError_t e = cudaEventCreateWithFlags(&m_consumed, cudaEventDisableTiming); e != cudaSuccess)
+    if (cudaError_t e = cudaEventCreateWithFlags(&m_consumed, cudaEventDisableTiming);
+        e != cudaSuccess)
       return fail(e);
     return {};
   }
@@ -101,6 +117,15 @@ class CudaDevice final : public Device {
   DeviceId id() const override { return DeviceId{DeviceKind::Cuda, m_index}; }
   bool hostAddressable() const override { return false; }
   DeviceInfo info() const override { return infoOf(m_index); }
+  int64_t memoryInUse() const override {
+    select();
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return int64_t(totalBytes - freeBytes);
+  }
 
   void* allocate(int64_t bytes) override {
     select();
@@ -145,6 +170,39 @@ class CudaDevice final : public Device {
     NL_CUDA(cudaStreamSynchronize(m_stream));
   }
   void* stream() const override { return m_stream; }
+
+  std::unique_ptr<Replay> capture(const std::function<void()>& issue, std::string& why) override {
+    select();
+    if (cudaError_t e = cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal);
+        e != cudaSuccess) {
+      why = describe(e);
+      cudaGetLastError();
+      return nullptr;
+    }
+    std::string issueError;
+    try {
+      issue();
+    } catch (const std::exception& e) {
+      issueError = e.what();  // a launch that cannot be recorded
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(m_stream, &graph);
+    if (!issueError.empty() || ended != cudaSuccess || !graph) {
+      why = !issueError.empty() ? issueError : describe(ended);
+      if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      why = describe(made);
+      cudaGetLastError();
+      return nullptr;
+    }
+    return std::make_unique<GraphReplay>(exec, m_stream);
+  }
 
   void upload(void* dst, const void* src, int64_t bytes) override {
     select();

@@ -27,8 +27,13 @@ __global__ void fillKernel(float v, float* y, int64_t n) {
     y[i] = v;
 }
 
-// Keyed by each element's logical NCHW index, as on the CPU: the same mask.
-__global__ void dropoutKernel(fn::Dropout drop, const float* x, float* y, int64_t n) {
+// Keyed by each element's logical NCHW index, as on the CPU: the same mask. The
+// step's seed and number come from device memory, so a recorded step replays with
+// each step's own mask.
+__global__ void dropoutKernel(const DeviceStepValues* step, uint64_t salt, float p, const float* x,
+                              float* y, int64_t n) {
+  fn::Dropout drop{hashCombine(step->seed, hashCombine(uint64_t(step->step), salt)), p,
+                   1.f / (1.f - p)};
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = drop(x[i], uint64_t(i));
@@ -51,8 +56,8 @@ KernelFn binary(const KernelSig& sig, F f) {
   return [f, s](const KernelIO& io) {
     int64_t n = io.out[0].numel();
     if (n == 0) return;
-    binaryKernel<<<gridFor(n), kBlock, 0, s>>>(f, io.in[0].f32(), io.in[1].f32(),
-                                               io.out[0].f32(), n);
+    binaryKernel<<<gridFor(n), kBlock, 0, s>>>(f, io.in[0].f32(), io.in[1].f32(), io.out[0].f32(),
+                                               n);
     NL_CUDA(cudaGetLastError());
   };
 }
@@ -62,8 +67,8 @@ KernelFn copy(const KernelSig& sig) {
   return [s](const KernelIO& io) {
     if (io.out[0].data == io.in[0].data) return;
     size_t bytes = size_t(io.out[0].numel()) * dtypeSize(io.out[0].dtype);
-    if (bytes) NL_CUDA(cudaMemcpyAsync(io.out[0].data, io.in[0].data, bytes,
-                                       cudaMemcpyDeviceToDevice, s));
+    if (bytes)
+      NL_CUDA(cudaMemcpyAsync(io.out[0].data, io.in[0].data, bytes, cudaMemcpyDeviceToDevice, s));
   };
 }
 
@@ -112,11 +117,10 @@ void registerElementwise(KernelRegistry& r) {
     cudaStream_t st = streamOf(s);
     return [p, salt, passThrough, st](const KernelIO& io) {
       if (!io.ctx->training || p == 0.f) return passThrough(io);
-      fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
-                       1.f / (1.f - p)};
       int64_t n = io.out[0].numel();
       if (n == 0) return;
-      dropoutKernel<<<gridFor(n), kBlock, 0, st>>>(drop, io.in[0].f32(), io.out[0].f32(), n);
+      dropoutKernel<<<gridFor(n), kBlock, 0, st>>>(io.stepValues, salt, p, io.in[0].f32(),
+                                                   io.out[0].f32(), n);
       NL_CUDA(cudaGetLastError());
     };
   });

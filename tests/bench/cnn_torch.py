@@ -32,7 +32,7 @@ import fashion_idx  # noqa: E402
 from mlp_torch import loaded_blas, train_epochs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = ("lenet", "convbn")
+MODELS = ("lenet", "convbn", "resnet")
 
 
 class ProjectError(Exception):
@@ -376,6 +376,7 @@ def parse_args():
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N samples")
     p.add_argument("--test-limit", type=int, default=0, help="use only the first N samples")
     p.add_argument("--seed", type=int, default=None, help="default: the project's")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (TF32 off, as NetLoom)")
     args = p.parse_args()
     if (args.model is None) == (args.project is None):
         p.error("give one of --model and --project")
@@ -404,6 +405,17 @@ def main():
         model, smoothing = build_model(project)
         shape = (-1,) + model_input_shape(project)
         x_train, x_test = x_train.reshape(shape), x_test.reshape(shape)
+        device = torch.device(args.device)
+        sync = None
+        if device.type == "cuda":
+            # Full float32, as NetLoom computes by default; cuDNN picks its fastest kernels.
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cudnn.benchmark = True
+            sync = torch.cuda.synchronize
+        model = model.to(device)
+        x_train, y_train = x_train.to(device), y_train.to(device)
+        x_test, y_test = x_test.to(device), y_test.to(device)
         model.train()
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
         opt = make_optimizer(train, model.parameters())
@@ -418,7 +430,8 @@ def main():
     # A last batch of one sample makes BatchNorm1d raise in training mode: avoid such
     # --train-limit values.
     steps, train_seconds, train_samples, train_loss, test_loss, test_acc = train_epochs(
-        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, epochs, gen)
+        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, epochs, gen,
+        sync)
 
     print(json.dumps({
         "epochs": epochs,
@@ -432,6 +445,7 @@ def main():
         # the running statistics are buffers in both.
         "parameters": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch_version": torch.__version__,
         "blas": loaded_blas(),
     }))

@@ -63,11 +63,12 @@ def evaluate(model, loss_fn, x, y, batch):
     return total_loss / len(x), correct / len(x)
 
 
-def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen):
+def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen, sync=None):
     """Trains as netloom-train does and times it the same way: the per-step time covers
     batch indexing, forward, backward and the optimizer step, not the evaluation. The
-    last short batch of an epoch is kept. Returns steps, timing and the last epoch's
-    train loss, test loss and test accuracy."""
+    last short batch of an epoch is kept. On a GPU `sync` waits for the device before
+    each step's time is read, as netloom-train's time waits for its steps. Returns
+    steps, timing and the last epoch's train loss, test loss and test accuracy."""
     x_train, y_train = train
     x_test, y_test = test
     n = len(x_train)
@@ -85,6 +86,8 @@ def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen):
             loss.backward()
             opt.step()
             sched.step()
+            if sync is not None:
+                sync()
             train_seconds += time.perf_counter() - t0
             train_samples += len(idx)
             steps += 1

@@ -63,9 +63,10 @@ inline bool close(double got, double want, double rtol, double atol) {
   return std::fabs(got - want) <= atol + rtol * std::fabs(want);
 }
 
-// One pass with either the preferred kernels or the reference ones; `forward` gets
-// the op's output.
-inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
+// One pass on `device` with either the preferred kernels or the reference ones;
+// `forward` gets the op's output. Values cross to the device and back by copies.
+inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
+                    netloom::Device& device = netloom::cpuDevice()) {
   using namespace netloom;
   const OpDef* op = OpRegistry::instance().find(c.op);
   QVERIFY2(op, ("no op " + c.op).c_str());
@@ -123,7 +124,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   o.fuse = false;
   o.seed = 3;
   o.referenceKernels = referenceKernels;
-  ParamStore store;
+  ParamStore store(device);
   auto prog = compile(m, o, store);
   QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
   Program& p = **prog;
@@ -140,12 +141,19 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
                                         : rng.uniform(-2.0, 2.0);
     const TensorRef* ref = p.input("f" + std::to_string(k));
     QVERIFY(ref);
+    std::vector<float> floats(v.size());
+    std::vector<int32_t> labels(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
       if (s.fill == Fill::Labels)
-        ref->i32()[i] = int32_t(v[i]);
+        labels[i] = int32_t(v[i]);
       else
-        v[i] = ref->f32()[i] = float(v[i]);  // the reference sees exactly what the kernel sees
+        v[i] = floats[i] = float(v[i]);  // the reference sees exactly what the kernel sees
     }
+    if (s.fill == Fill::Labels)
+      device.copyToDevice(ref->data, labels.data(), int64_t(labels.size() * sizeof(int32_t)));
+    else
+      device.copyToDevice(ref->data, floats.data(), int64_t(floats.size() * sizeof(float)));
+    device.synchronize();
     args.in.push_back(v);
     args.inShapes.push_back(s.shape);
   }
@@ -153,13 +161,16 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   if (!isLoss && !scalarOut) {
     const TensorRef* t = p.input("t");
     QVERIFY(t);
-    for (size_t i = 0; i < target.size(); ++i) target[i] = t->f32()[i] = float(rng.uniform(-1, 1));
+    std::vector<float> floats(target.size());
+    for (size_t i = 0; i < target.size(); ++i) target[i] = floats[i] = float(rng.uniform(-1, 1));
+    writeFloats(device, t->data, floats.data(), int64_t(floats.size()));
   }
   std::vector<std::string> paramNames;
   for (const auto& e : store.entries()) {
     if (e->kind != ValueKind::Param) continue;
     paramNames.push_back(e->name);
-    args.params.push_back(Vec(e->data.begin(), e->data.end()));
+    std::vector<float> values = ParamStore::stored(*e);
+    args.params.push_back(Vec(values.begin(), values.end()));
     args.paramShapes.push_back(e->desc.shape);
   }
 
@@ -173,9 +184,10 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   ValueId out = p.graph.findValue("op");
   QVERIFY(out != kNoValue);
   QCOMPARE(int64_t(want.size()), p.refs[out].numel());
-  forward.assign(p.refs[out].f32(), p.refs[out].f32() + want.size());
+  std::vector<float> y = p.read(out);
+  forward.assign(y.begin(), y.end());
   for (size_t i = 0; i < want.size(); ++i) {
-    double got = p.refs[out].f32()[i];
+    double got = y[i];
     if (!close(got, want[i], 1e-4, 1e-5))
       QFAIL(qPrintable(QString("%1 forward[%2]: got %3, reference %4")
                            .arg(c.op.c_str())
@@ -189,7 +201,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   auto check = [&](const std::string& name, Vec& x) {
     auto it = p.gradients.find(name);
     QVERIFY2(it != p.gradients.end(), ("no gradient for " + name).c_str());
-    const float* g = p.refs[it->second].f32();
+    const std::vector<float> g = p.read(it->second);
     int64_t n = int64_t(x.size());
     int64_t stride = std::max<int64_t>(1, n / 16);  // sample up to ~16 elements per tensor
     for (int64_t i = 0; i < n; i += stride) {

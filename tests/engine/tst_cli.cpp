@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "../common/cli.h"
 #include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
@@ -16,19 +17,8 @@
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  QString out, err;
-};
-
-Outcome runTrain(const QStringList& args) {
-  QProcess p;
-  p.start(NETLOOM_TRAIN_EXE, args);
-  p.waitForFinished(300000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
+using netloom::testing::Outcome;
+using netloom::testing::runTrain;
 
 QString project(const char* name) {
   return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name;

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# GPU throughput at batch 128: LeNet, Conv+BN and ResNet on Fashion-MNIST, trained by
+# netloom-train on cuda:0 with the step replayed as a CUDA Graph and with every kernel
+# launched, and by PyTorch on the same GPU where it can use one. Prints samples/s side
+# by side, NetLoom/PyTorch ratios and NetLoom's host overhead per step (the time the
+# host spends feeding and issuing a step, as a share of the step).
+# A benchmark, not a test: exits 0 whatever the numbers; 2 when there is no GPU or no
+# netloom-train.
+#   tests/bench/bench_gpu.sh [--build DIR] [--epochs N] [--train-limit N] [--models "lenet convbn resnet"]
+set -euo pipefail
+
+usage() {
+  echo "usage: $0 [--build DIR] [--epochs N] [--train-limit N] [--models LIST]" >&2
+  exit 2
+}
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=common.sh
+source "$root/tests/bench/common.sh"
+
+build="$root/build"
+epochs=1
+limit=0
+models="lenet convbn resnet"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) [[ $# -ge 2 ]] || usage; build="$2"; shift 2 ;;
+    --epochs) [[ $# -ge 2 ]] || usage; epochs="$2"; shift 2 ;;
+    --train-limit) [[ $# -ge 2 ]] || usage; limit="$2"; shift 2 ;;
+    --models) [[ $# -ge 2 ]] || usage; models="$2"; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "unknown option '$1'" >&2; usage ;;
+  esac
+done
+bench_whole_numbers "$epochs" "$limit"
+bench_train="$build/engine/netloom-train"
+bench_need_train
+if ! "$bench_train" --list-devices | grep -q '^cuda:0: '; then
+  echo "no GPU for netloom-train:" >&2
+  "$bench_train" --list-devices >&2
+  exit 2
+fi
+"$bench_train" --list-devices
+
+torch_gpu=0
+if "$bench_py" -c 'import torch, numpy, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    2>/dev/null; then
+  torch_gpu=1
+else
+  echo "PyTorch with CUDA is not available to $bench_py: NetLoom's figures only" >&2
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+limit_args=()
+[[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
+batch=128
+
+printf '%-8s %14s %14s %14s %10s %10s\n' model "graph s/s" "launches s/s" "PyTorch s/s" \
+  "NL/PT" "host/step"
+for m in $models; do
+  project="$tmp/fashion-$m.nlproj"
+  cp "$root/projects/fashion-$m.nlproj" "$project"
+  run_nl() {  # $1: summary file, then extra flags
+    local out="$1"
+    shift
+    "$bench_train" "$project" --devices cuda:0 --epochs "$epochs" --batch-size "$batch" \
+      "${limit_args[@]}" --quiet --checkpoint-dir "$tmp/ck" --summary-json "$out" "$@" \
+      > "$tmp/$m.log" 2>&1 || { echo "$m: netloom-train failed:" >&2; cat "$tmp/$m.log" >&2; }
+  }
+  run_nl "$tmp/$m.graph.json"
+  run_nl "$tmp/$m.launch.json" --no-cuda-graphs
+  pt=""
+  if [[ "$torch_gpu" -eq 1 ]]; then
+    "$bench_py" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
+      --batch-size "$batch" --device cuda "${limit_args[@]}" > "$tmp/$m.torch.json" \
+      2> "$tmp/$m.torch.err" || { echo "$m: PyTorch failed:" >&2; cat "$tmp/$m.torch.err" >&2; }
+    pt="$tmp/$m.torch.json"
+  fi
+  "$bench_py" - "$m" "$tmp/$m.graph.json" "$tmp/$m.launch.json" "$pt" <<'PY'
+import json, os, sys
+model, graph, launch, torch_out = sys.argv[1:5]
+def load(path):
+    try:
+        if path.endswith(".json") and os.path.getsize(path) > 0:
+            text = open(path).read().strip().splitlines()[-1]
+            return json.loads(text)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+g, l, t = load(graph), load(launch), load(torch_out) if torch_out else None
+def rate(s):
+    return "%.0f" % s["samples_per_sec"] if s else "failed"
+ratio = "%.2f" % (g["samples_per_sec"] / t["samples_per_sec"]) if g and t and t["samples_per_sec"] else "-"
+host = "-"
+if g and g.get("train_seconds"):
+    host = "%.1f%%" % (100.0 * g["issue_seconds"] / g["train_seconds"])
+print("%-8s %14s %14s %14s %10s %10s" % (model, rate(g), rate(l), rate(t) if torch_out else "no torch", ratio, host))
+PY
+done

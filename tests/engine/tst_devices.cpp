@@ -1,0 +1,236 @@
+// The device seam on the CPU: device names and lists, what a missing GPU says, the
+// CPU device's copies, batches and scalars crossing through the feeder, plans made
+// without allocating, and the fit check that --explain prints.
+#include <QtTest>
+#include <cstring>
+
+#include "../common/cli.h"
+#include "engine/compiler/compile.h"
+#include "engine/io/project_file.h"
+#include "engine/runtime/devices.h"
+#include "engine/runtime/feeder.h"
+#include "engine/train/trainer.h"
+#include "kernels/core/device.h"
+
+using namespace netloom;
+
+namespace {
+
+using netloom::testing::Outcome;
+using netloom::testing::runTrain;
+
+QString projectPath(const char* name) {
+  return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name;
+}
+
+proto::Project load(const char* name) {
+  auto p = loadProject(projectPath(name).toStdString());
+  return p.ok() ? *p : proto::Project{};
+}
+
+// Why this machine has no CUDA device, or empty when it has one.
+std::string noGpuReason() {
+  const Backend* cuda = findBackend(DeviceKind::Cuda);
+  if (!cuda) return "no CUDA backend";
+  DeviceProbe p = cuda->probe();
+  return p.devices.empty() ? p.unavailable : std::string();
+}
+
+}  // namespace
+
+class TestDevices : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void deviceNamesParse_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<bool>("ok");
+    QTest::addColumn<QString>("canonical");
+    QTest::newRow("cpu") << "cpu" << true << "cpu";
+    QTest::newRow("cuda") << "cuda" << true << "cuda:0";
+    QTest::newRow("cuda:3") << "cuda:3" << true << "cuda:3";
+    QTest::newRow("cpu:1") << "cpu:1" << false << "";
+    QTest::newRow("gpu") << "gpu" << false << "";
+    QTest::newRow("cuda:") << "cuda:" << false << "";
+    QTest::newRow("cuda:-1") << "cuda:-1" << false << "";
+    QTest::newRow("cuda:1x") << "cuda:1x" << false << "";
+    QTest::newRow("cuda:99999") << "cuda:99999" << false << "";
+    QTest::newRow("empty") << "" << false << "";
+  }
+  void deviceNamesParse() {
+    QFETCH(QString, text);
+    QFETCH(bool, ok);
+    QFETCH(QString, canonical);
+    DeviceId id;
+    std::string why = parseDeviceId(text.toStdString(), id);
+    QCOMPARE(why.empty(), ok);
+    if (ok) QCOMPARE(QString::fromStdString(id.toString()), canonical);
+    if (!ok) QVERIFY2(why.find('\'' + text.toStdString() + '\'') != std::string::npos, why.c_str());
+  }
+
+  // Every kind of device has a line: the CPU always, a GPU or the reason for none.
+  void listSaysWhyThereIsNoGpu() {
+    std::string list = listDevices();
+    QVERIFY2(list.rfind("cpu: ", 0) == 0, list.c_str());
+    std::string why = noGpuReason();
+    if (why.empty()) {
+      QVERIFY2(list.find("\ncuda:0: ") != std::string::npos, list.c_str());
+    } else {
+      QVERIFY2(list.find("cuda: none (" + why + ")") != std::string::npos, list.c_str());
+#ifdef NETLOOM_WITH_CUDA
+      QVERIFY(why != "built without CUDA");
+#else
+      QCOMPARE(QString::fromStdString(why), QString("built without CUDA"));
+#endif
+    }
+    auto listed = parseDeviceList(list);
+    QVERIFY(!listed.empty());
+    QCOMPARE(QString::fromStdString(listed[0].id), QString("cpu"));
+    for (const ListedDevice& d : listed) QVERIFY(d.label.rfind("none (", 0) != 0);
+  }
+
+  void cliListsDevicesAndRefusesAMissingGpu() {
+    Outcome list = runTrain({"--list-devices"});
+    QCOMPARE(list.code, 0);
+    QVERIFY2(list.out.startsWith("cpu: "), qPrintable(list.out));
+    std::string why = noGpuReason();
+    if (!why.empty()) {
+      Outcome run = runTrain({projectPath("spirals.nlproj"), "--devices", "cuda:0", "--quiet"});
+      QCOMPARE(run.code, 2);
+      QVERIFY2(run.err.contains(QString::fromStdString("cuda:0 is not available: " + why)),
+               qPrintable(run.err));
+      // The project's own train.device says the same under its name.
+      auto p = load("spirals.nlproj");
+      p.mutable_train()->set_device("cuda:0");
+      TrainOptions o;
+      o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+      auto r = runTraining(p, o, [](const proto::TrainEvent&) {});
+      QVERIFY(!r.ok());
+      QCOMPARE(r.error().kind, ErrorKind::Refused);
+      QVERIFY2(r.error().message.find("train.device: cuda:0 is not available: " + why) !=
+                   std::string::npos,
+               r.error().message.c_str());
+    }
+    Outcome bad = runTrain({projectPath("spirals.nlproj"), "--devices", "tpu:0"});
+    QCOMPARE(bad.code, 2);
+    QVERIFY2(bad.err.contains("unknown device 'tpu:0'"), qPrintable(bad.err));
+    // A GPU index past the last one names how many there are.
+    Outcome far = runTrain({projectPath("spirals.nlproj"), "--devices", "cuda:97", "--quiet"});
+    QCOMPARE(far.code, 2);
+    QVERIFY2(far.err.contains("cuda:97 is not available"), qPrintable(far.err));
+  }
+
+  void cpuDeviceCopiesAndFills() {
+    Device& cpu = cpuDevice();
+    QVERIFY(cpu.hostAddressable());
+    QCOMPARE(cpu.id(), DeviceId{});
+    DeviceInfo info = cpu.info();
+    QVERIFY(!info.name.empty());
+    QVERIFY(info.totalBytes > 0 && info.freeBytes > 0 && info.freeBytes <= info.totalBytes);
+    QVERIFY(cpu.memoryInUse() > 0);
+    DeviceBuffer a(cpu, 1000), b(cpu, 1000);
+    QVERIFY(a.ok() && b.ok());
+    QCOMPARE(reinterpret_cast<uintptr_t>(a.data()) % 64, uintptr_t(0));
+    cpu.fill(a.data(), 0x3f, 1000);
+    cpu.copyWithin(b.data(), a.data(), 1000);
+    std::vector<uint8_t> host(1000);
+    cpu.copyToHost(host.data(), b.data(), 1000);
+    QVERIFY(std::all_of(host.begin(), host.end(), [](uint8_t v) { return v == 0x3f; }));
+    std::vector<float> values{1.5f, -2.f, 3.25f};
+    writeFloats(cpu, a.data(), values.data(), 3);
+    QCOMPARE(readFloats(cpu, a.data(), 3), values);
+    DeviceBuffer moved = std::move(a);
+    QVERIFY(moved.ok() && !a.ok());
+    QCOMPARE(moved.bytes(), int64_t(1000));
+    std::string why;
+    QVERIFY(!cpu.capture([] {}, why));
+    QVERIFY(!why.empty());
+  }
+
+  // The feeder and the scalar ring on the CPU: batches land in the inputs, and each
+  // step's scalars are read as it is recorded.
+  void feederAndRingOnTheCpu() {
+    auto p = load("spirals.nlproj");
+    CompileOptions o;
+    o.batch = 4;
+    ParamStore store;
+    auto prog = compile(p.model(), o, store);
+    QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+    Program& pr = **prog;
+    Batch b;
+    b.size = 4;
+    b.x = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    b.labels = {0, 1, 1, 0};
+    b.labelFloats = {0, 1, 1, 0};
+    BatchFeeder feeder(store.device());
+    feeder.stage(b);
+    feeder.bind(pr, b);
+    QCOMPARE(readFloats(store.device(), pr.input("x")->data, 8), b.x);
+    QCOMPARE(std::memcmp(pr.input("label")->data, b.labels.data(), 16), 0);
+    ScalarRing ring(store.device(), 1, 16);
+    StepContext ctx;
+    ctx.step = 1;
+    ctx.lr = 0.01;
+    pr.run(ctx);
+    ring.record(pr, {pr.loss});
+    QVERIFY(ring.full());  // one step at a time where the host reads the device directly
+    std::vector<float> got = ring.drain();
+    QCOMPARE(got.size(), size_t(1));
+    QCOMPARE(got[0], pr.scalar(pr.loss));
+    QCOMPARE(ring.pending(), int64_t(0));
+  }
+
+  // A plan made without allocating plans what the real one allocates.
+  void planOnlyMatchesTheRealPlan() {
+    auto p = load("fashion-lenet.nlproj");
+    for (int64_t batch : {1, 7, 64}) {
+      CompileOptions o;
+      o.batch = batch;
+      o.optimizer = p.train().optimizer();
+      ParamStore real, scratch;
+      auto full = compile(p.model(), o, real);
+      QVERIFY2(full.ok(), full.ok() ? "" : full.error().message.c_str());
+      o.planOnly = true;
+      auto planned = compile(p.model(), o, scratch);
+      QVERIFY2(planned.ok(), planned.ok() ? "" : planned.error().message.c_str());
+      QCOMPARE((*planned)->arenaBytes, (*full)->arenaBytes);
+      QVERIFY(scratch.entries().empty());
+      int64_t stored = 0;
+      for (const auto& e : real.entries()) stored += e->numel() * 4;
+      QCOMPARE((*planned)->persistentBytes, stored);
+      QCOMPARE((*full)->persistentBytes, stored);
+    }
+  }
+
+  // --explain gives the largest batch that fits; a run at that batch is planned, one
+  // sample more is refused naming the three largest tensors.
+  void explainGivesTheLargestBatchThatFits() {
+    auto p = load("fashion-mlp.nlproj");
+    p.mutable_data()->set_train_limit(20000);
+    p.mutable_data()->set_test_limit(500);
+    TrainOptions o;
+    o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+    o.memoryLimit = int64_t(112) << 20;
+    auto text = explainTraining(p, o);
+    QVERIFY2(text.ok(), text.ok() ? "" : text.error().message.c_str());
+    const std::string key = "the largest batch that fits: ";
+    auto at = text->find(key);
+    QVERIFY2(at != std::string::npos, text->c_str());
+    int64_t largest = std::stoll(text->substr(at + key.size()));
+    QVERIFY2(largest > 1 && largest < 20000, text->c_str());  // below the set: no clamping
+    QVERIFY(text->find("fit on cpu: batch ") != std::string::npos);
+    o.batchSize = int(largest);
+    QVERIFY2(explainTraining(p, o).ok(), "the largest batch said to fit does not");
+    o.batchSize = int(largest + 1);
+    auto refused = explainTraining(p, o);
+    QVERIFY(!refused.ok());
+    QCOMPARE(refused.error().kind, ErrorKind::Refused);
+    const std::string& m = refused.error().message;
+    auto largestAt = m.find("largest: ");
+    QVERIFY2(largestAt != std::string::npos, m.c_str());
+    QVERIFY2(std::count(m.begin() + long(largestAt), m.end(), '\'') >= 6, m.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDevices)
+#include "tst_devices.moc"

@@ -1,0 +1,225 @@
+// The GPU against the CPU: every op's forward pass and gradients, Dropout's masks,
+// LeNet's accuracy floor, checkpoints that move between devices, and the recorded
+// step (CUDA Graph) against launching each kernel. Each test skips, saying why, on a
+// machine without a usable GPU.
+#include <QtTest>
+#include <filesystem>
+
+#include "engine/io/project_file.h"
+#include "engine/io/safetensors.h"
+#include "engine/runtime/devices.h"
+#include "engine/train/trainer.h"
+#include "op_cases.h"
+
+using namespace netloom;
+using harness::Vec;
+
+namespace {
+
+// The first GPU, or null with `why` saying why there is none.
+Device* gpu(std::string& why) {
+  return openDevice(DeviceId{DeviceKind::Cuda, 0}, why);
+}
+
+#define NEED_GPU()           \
+  std::string why_;          \
+  Device* cuda_ = gpu(why_); \
+  if (!cuda_) QSKIP(("no GPU to test on: " + why_).c_str())
+
+proto::Project load(const char* name) {
+  auto p = loadProject(std::string(NETLOOM_SOURCE_DIR) + "/projects/" + name);
+  return p.ok() ? *p : proto::Project{};
+}
+
+bool haveFashion() {
+  return std::filesystem::exists(std::string(NETLOOM_FASHION_DIR) + "/train-images-idx3-ubyte.gz");
+}
+
+struct Run {
+  Result<TrainSummary> result = makeError("not run");
+  std::vector<double> losses;
+};
+
+Run train(proto::Project p, const std::string& device, TrainOptions o) {
+  Run r;
+  p.mutable_train()->set_device(device);
+  o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+  r.result = runTraining(p, o, [&](const proto::TrainEvent& e) {
+    if (e.has_step()) r.losses.push_back(e.step().loss());
+  });
+  return r;
+}
+
+std::map<std::string, std::vector<float>> weightsOf(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  auto tensors = readSafetensors(path);
+  if (!tensors) return out;
+  for (const NamedTensor& t : *tensors) {
+    std::vector<float> v(t.data.size() / sizeof(float));
+    std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+// The largest |a - b| / (1 + |b|) over every weight, or infinity when they differ in
+// what they hold.
+double weightDistance(const std::string& a, const std::string& b) {
+  auto wa = weightsOf(a), wb = weightsOf(b);
+  if (wa.empty() || wa.size() != wb.size()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, va] : wa) {
+    auto it = wb.find(name);
+    if (it == wb.end() || it->second.size() != va.size()) return INFINITY;
+    for (size_t i = 0; i < va.size(); ++i)
+      worst = std::max(worst, std::fabs(double(va[i]) - it->second[i]) /
+                                  (1.0 + std::fabs(double(it->second[i]))));
+  }
+  return worst;
+}
+
+}  // namespace
+
+class TestGpu : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { qInfo("%s", listDevices().c_str()); }
+
+  // The op harness on the GPU: each case's forward pass against the double reference
+  // and its gradients against finite differences, then against the CPU's results.
+  void opsMatchTheCpu_data() {
+    QTest::addColumn<int>("index");
+    auto cases = harness::allCases();
+    for (size_t i = 0; i < cases.size(); ++i) QTest::newRow(cases[i].first.c_str()) << int(i);
+  }
+  void opsMatchTheCpu() {
+    NEED_GPU();
+    QFETCH(int, index);
+    const harness::OpCase& c = harness::allCases()[index].second;
+    Vec onCpu, onGpu;
+    harness::runOnce(c, false, onCpu);
+    if (QTest::currentTestFailed()) return;
+    harness::runOnce(c, false, onGpu, *cuda_);
+    if (QTest::currentTestFailed()) return;
+    QCOMPARE(onGpu.size(), onCpu.size());
+    for (size_t i = 0; i < onCpu.size(); ++i)
+      if (!harness::close(onGpu[i], onCpu[i], 1e-4, 1e-5))
+        QFAIL(qPrintable(QString("%1[%2]: cuda %3, cpu %4")
+                             .arg(c.op.c_str())
+                             .arg(i)
+                             .arg(onGpu[i], 0, 'g', 9)
+                             .arg(onCpu[i], 0, 'g', 9)));
+  }
+
+  // Dropout draws from the same counter-based stream on both devices: the same mask.
+  void dropoutMasksAgree() {
+    NEED_GPU();
+    auto mask = [](Device& device) {
+      proto::ModelDef m;
+      auto* in = m.add_nodes();
+      in->set_name("x");
+      in->set_op("Input");
+      (*in->mutable_attrs())["shape"] = attrToProto(Shape{3, 17, 5});
+      auto* d = m.add_nodes();
+      d->set_name("drop");
+      d->set_op("Dropout");
+      d->add_inputs("x");
+      (*d->mutable_attrs())["p"] = attrToProto(0.3);
+      auto* l = m.add_nodes();
+      l->set_name("loss");
+      l->set_op("MSELoss");
+      l->add_inputs("drop");
+      l->add_inputs("drop");
+      CompileOptions o;
+      o.batch = 4;
+      o.training = false;
+      o.keep = {"drop"};
+      ParamStore store(device);
+      auto p = compile(m, o, store);
+      if (!p) return std::vector<float>{};
+      std::vector<float> x(size_t(4 * 3 * 17 * 5), 1.f);
+      writeFloats(device, (*p)->input("x")->data, x.data(), int64_t(x.size()));
+      StepContext ctx;
+      ctx.training = true;
+      ctx.step = 7;
+      ctx.seed = 11;
+      (*p)->run(ctx, 0, (*p)->steps.size());
+      return (*p)->read((*p)->graph.findValue("drop"));
+    };
+    std::vector<float> cpu = mask(cpuDevice()), cuda = mask(*cuda_);
+    QVERIFY(!cpu.empty());
+    QCOMPARE(cuda, cpu);
+  }
+
+  void lenetReachesTheCpuFloor() {
+    NEED_GPU();
+    if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
+    TrainOptions o;
+    o.epochs = 1;
+    o.trainLimit = 10000;
+    Run r = train(load("fashion-lenet.nlproj"), "cuda:0", o);
+    QVERIFY2(r.result.ok(), r.result.ok() ? "" : r.result.error().message.c_str());
+    QVERIFY2(r.result->testAccuracy >= 0.80, qPrintable(QString::number(r.result->testAccuracy)));
+  }
+
+  // Ten steps on one device, ten more from its checkpoint on the other, against all
+  // twenty on the CPU.
+  void checkpointsCrossDevices_data() {
+    QTest::addColumn<QString>("first");
+    QTest::addColumn<QString>("then");
+    QTest::newRow("gpu then cpu") << "cuda:0"
+                                  << "cpu";
+    QTest::newRow("cpu then gpu") << "cpu"
+                                  << "cuda:0";
+  }
+  void checkpointsCrossDevices() {
+    NEED_GPU();
+    QFETCH(QString, first);
+    QFETCH(QString, then);
+    QTemporaryDir dir;
+    proto::Project p = load("spirals.nlproj");
+    p.mutable_train()->mutable_checkpoint()->set_every_steps(10);
+    TrainOptions o;
+    o.maxSteps = 20;
+    o.saveWeights = dir.filePath("all-cpu.safetensors").toStdString();
+    o.checkpointDir = dir.filePath("cpu").toStdString();
+    Run all = train(p, "cpu", o);
+    QVERIFY2(all.result.ok(), all.result.ok() ? "" : all.result.error().message.c_str());
+
+    TrainOptions a;
+    a.maxSteps = 10;
+    a.checkpointDir = dir.filePath("mixed").toStdString();
+    Run firstHalf = train(p, first.toStdString(), a);
+    QVERIFY2(firstHalf.result.ok(),
+             firstHalf.result.ok() ? "" : firstHalf.result.error().message.c_str());
+    TrainOptions b;
+    b.maxSteps = 20;
+    b.resume = a.checkpointDir;
+    b.checkpointDir = a.checkpointDir;
+    b.saveWeights = dir.filePath("mixed.safetensors").toStdString();
+    Run secondHalf = train(p, then.toStdString(), b);
+    QVERIFY2(secondHalf.result.ok(),
+             secondHalf.result.ok() ? "" : secondHalf.result.error().message.c_str());
+    double d = weightDistance(b.saveWeights, o.saveWeights);
+    qInfo("largest relative weight difference after 20 steps: %.3g", d);
+    QVERIFY2(d < 1e-4, qPrintable(QString::number(d)));
+  }
+
+  // The recorded step replays exactly what launching each kernel computes.
+  void recordedStepMatchesLaunches() {
+    NEED_GPU();
+    TrainOptions o;
+    o.maxSteps = 30;
+    Run graphs = train(load("spirals.nlproj"), "cuda:0", o);
+    o.graphs = false;
+    Run launches = train(load("spirals.nlproj"), "cuda:0", o);
+    QVERIFY2(graphs.result.ok(), graphs.result.ok() ? "" : graphs.result.error().message.c_str());
+    QVERIFY2(launches.result.ok(),
+             launches.result.ok() ? "" : launches.result.error().message.c_str());
+    QCOMPARE(graphs.losses, launches.losses);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGpu)
+#include "tst_gpu.moc"
