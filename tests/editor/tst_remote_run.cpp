@@ -21,6 +21,7 @@
 #include "gui/main_window.h"
 #include "gui/remote_target.h"
 #include "gui/run_controller.h"
+#include "kernels/core/device.h"
 #include "remote/hosts.h"
 #include "remote/jobs.h"
 
@@ -141,6 +142,9 @@ class TestRemoteRun : public QObject {
     QVERIFY2(report.contains("CPUs") &&
                  report.contains(QString::fromStdString(remote::trainerVersionLine())),
              qPrintable(report));
+    // What the host's netloom-train trains on is kept with the host.
+    QVERIFY(d.hosts().hosts(0).devices_size() > 0);
+    QVERIFY(QString::fromStdString(d.hosts().hosts(0).devices(0)).startsWith("cpu: "));
     asked.clear();
     d.findChild<QLineEdit*>("hostTrainer")->setText(m_dir.filePath("nowhere/netloom-train"));
     report = d.testConnection();
@@ -150,6 +154,55 @@ class TestRemoteRun : public QObject {
     HostsDialog again(path);
     QCOMPARE(again.hosts().hosts_size(), 1);
     QCOMPARE(again.findChild<QLineEdit*>("hostName")->text(), QString("loop2"));
+  }
+
+  // The selector offers each GPU a host listed; the choice becomes the run's device,
+  // which a local run trains on (or, with no GPU here, fails naming).
+  void deviceSelectorOffersGpus() {
+    remotepb::HostList list;
+    remotepb::Host* h = list.add_hosts();
+    *h = loop();
+    h->add_devices("cpu: Some CPU — 1.0 GiB (1.0 GiB free), 2 threads");
+    h->add_devices("cuda:1: NVIDIA Test — 80.0 GiB (79.0 GiB free), compute capability 9.0");
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+    {
+      MainWindow w;
+      auto* combo = w.findChild<QComboBox*>("deviceSelector");
+      QVERIFY(combo);
+      int gpu = combo->findText("loop — cuda:1", Qt::MatchStartsWith);
+      QVERIFY(gpu > 0);
+      QVERIFY(combo->itemText(gpu).contains("NVIDIA Test"));
+      combo->setCurrentIndex(gpu);
+      QVERIFY(w.runs()->remoteHost().has_value());
+      QCOMPARE(w.runs()->device(), std::string("cuda:1"));
+      combo->setCurrentIndex(combo->findText("loop"));
+      QVERIFY(w.runs()->remoteHost().has_value());
+      QCOMPARE(w.runs()->device(), std::string());
+      combo->setCurrentIndex(0);
+      QVERIFY(!w.runs()->remoteHost().has_value());
+
+      QVERIFY(w.openFile(spirals("device", 1)));
+      std::string why;
+      const bool haveGpu = openDevice(DeviceId{DeviceKind::Cuda, 0}, why) != nullptr;
+      w.runs()->setDevice("cuda:0");
+      QSignalSpy ended(w.runs(), &RunController::runEnded);
+      w.action("run")->trigger();
+      QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
+      QCOMPARE(ended.count(), 1);
+      const RunRecord* r = w.runs()->current();
+      QVERIFY(r);
+      QCOMPARE(r->project.train().device(), std::string("cuda:0"));
+      if (haveGpu) {
+        QVERIFY(ended[0][0].toBool());
+        QCOMPARE(r->started()->device(), std::string("cuda:0"));
+      } else {
+        QVERIFY(!ended[0][0].toBool());
+        QVERIFY2(r->failed() && r->failed()->message().find(why) != std::string::npos,
+                 r->failed() ? r->failed()->message().c_str() : "no Failed event");
+      }
+    }
+    list.mutable_hosts(0)->clear_devices();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
   }
 
   void runOnAHostFillsTheCharts() {

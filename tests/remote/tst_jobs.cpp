@@ -14,6 +14,7 @@
 
 #include "../common/wait.h"
 #include "engine/io/project_file.h"
+#include "kernels/core/device.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 #include "remote/sha256.h"
@@ -155,6 +156,10 @@ class TestJobs : public QObject {
     QVERIFY(info->memoryBytes > (64u << 20));
     QVERIFY(info->diskFreeBytes > 0);
     QVERIFY(QString::fromStdString(info->summary()).contains("CPUs"));
+    // The devices the host's netloom-train can train on, as it lists them.
+    QVERIFY(!info->devices.empty());
+    QVERIFY2(info->devices[0].rfind("cpu: ", 0) == 0, info->devices[0].c_str());
+    QVERIFY(QString::fromStdString(info->summary()).contains("netloom-train trains on:"));
     // No netloom-train: the report says what to run.
     remotepb::Host none = host();
     none.set_trainer(m_dir.filePath("nowhere/netloom-train").toStdString());
@@ -173,6 +178,31 @@ class TestJobs : public QObject {
     QVERIFY(!job.ok());
     QVERIFY2(job.error().message.find("\"netloom-train 0.0.1\"") != std::string::npos,
              job.error().message.c_str());
+  }
+
+  // A job's device reaches the host's netloom-train as --devices: it trains there, or
+  // (with no GPU there) fails saying why.
+  void devicesReachTheHost() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    auto s = session();
+    QVERIFY(s);
+    std::string why;
+    const bool gpu = openDevice(DeviceId{DeviceKind::Cuda, 0}, why) != nullptr;
+    auto job = submitJob(*s, host(), spirals(1), options({"--devices", "cuda:0"}));
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    QVERIFY(std::find(job->args().begin(), job->args().end(), "cuda:0") != job->args().end());
+    FollowEnd end;
+    follow(*job, 0, &end);
+    if (gpu) {
+      QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
+      return;
+    }
+    QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
+    QFile log(QString::fromStdString(job->dir() + "/train.log"));
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    QByteArray text = log.readAll();
+    QVERIFY2(text.contains(QByteArray::fromStdString("--devices cuda:0 is not available: ")),
+             text.constData());
   }
 
   void followsToFinishedByteForByte() {
