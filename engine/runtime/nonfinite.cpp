@@ -8,13 +8,6 @@ namespace netloom {
 
 namespace {
 
-double sumSquares(const float* x, int64_t n) {
-  double total = 0;
-#pragma omp simd reduction(+ : total)
-  for (int64_t i = 0; i < n; ++i) total += double(x[i]) * double(x[i]);
-  return total;
-}
-
 // A float tensor's values where the host can read them: in place on the CPU,
 // else copied into `copy`.
 const float* onHost(Device& device, const TensorRef& t, std::vector<float>& copy) {
@@ -51,15 +44,13 @@ std::string kindOf(const Graph& g, ValueId v) {
 }  // namespace
 
 double updateGradientSquares(const Program& p) {
-  double total = 0;
+  std::vector<TensorRef> grads;
   for (size_t i = p.updatesBegin; i < p.steps.size(); ++i) {
     const Node& n = p.graph.nodes[p.steps[i].node];
     if (n.op->role != OpRole::Optimizer || p.steps[i].in.size() < 2) continue;
-    const TensorRef& grad = p.steps[i].in[1];  // (param, grad, state...)
-    std::vector<float> copy;
-    total += sumSquares(onHost(*p.device, grad, copy), grad.numel());
+    grads.push_back(p.steps[i].in[1]);  // (param, grad, state...)
   }
-  return total;
+  return p.device->sumOfSquares(grads);
 }
 
 std::string NonFiniteTensor::describe() const {

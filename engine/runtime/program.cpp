@@ -1,5 +1,6 @@
 #include "engine/runtime/program.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -35,27 +36,29 @@ void writeStepValues(const Program& p, const StepContext& ctx) {
 
 }  // namespace
 
-void Program::run(const StepContext& ctx) const {
-  if (device->hostAddressable() || !graphs) return run(ctx, 0, steps.size());
+void Program::runRecorded(const StepContext& ctx, size_t begin, size_t end) const {
+  end = std::min(end, steps.size());
+  if (device->hostAddressable() || !graphs || begin >= end) return run(ctx, begin, end);
   writeStepValues(*this, ctx);
-  if (!replayTried) {
-    replayTried = true;
-    StepContext recorded = ctx;  // host-side decisions (training) hold for every replay
+  auto [it, fresh] = recorded.try_emplace({begin, end});
+  if (fresh) {
+    StepContext fixed = ctx;  // host-side decisions (training) hold for every replay
     auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
-    replay = device->capture(
+    it->second.replay = device->capture(
         [&] {
-          for (const PlanStep& s : steps) {
+          for (size_t i = begin; i < end; ++i) {
+            const PlanStep& s = steps[i];
             KernelIO io{s.in.data(), s.out.data(), s.in.size(),      s.out.size(),
-                        &recorded,   s.workspace,  s.workspaceBytes, values};
+                        &fixed,      s.workspace,  s.workspaceBytes, values};
             s.fn(io);
           }
         },
-        replayNote);
+        it->second.why);
   }
-  if (replay)
-    replay->launch();
+  if (it->second.replay)
+    it->second.replay->launch();
   else
-    run(ctx, 0, steps.size());
+    run(ctx, begin, end);
 }
 
 void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
@@ -115,12 +118,16 @@ std::string Program::explain() const {
     << ", batch " << batch << ", " << steps.size() << " kernel launches\n";
   if (!device->hostAddressable()) {
     o << "  launch: ";
+    std::string failed;
+    for (const auto& [range, r] : recorded)
+      if (!r.replay) failed = r.why;
     if (!graphs)
       o << "every kernel issued each step (--no-cuda-graphs)\n";
-    else if (replayTried && !replay)
-      o << "every kernel issued each step; the step could not be recorded: " << replayNote << "\n";
+    else if (!failed.empty())
+      o << "every kernel issued each step; the step could not be recorded: " << failed << "\n";
     else
-      o << "the step recorded once as a CUDA Graph and replayed, one launch per step\n";
+      o << "the step recorded once as a CUDA Graph and replayed (one launch per step, two "
+           "where the step is checked for non-finite values between its halves)\n";
   }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   if (blockedTensors > 0 || packedWeights > 0)

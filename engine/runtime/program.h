@@ -65,17 +65,23 @@ struct Program {
   // loss and every gradient are complete and no parameter has changed yet.
   size_t updatesBegin = 0;
 
-  // On a device the host cannot address, the whole step is recorded the first time
-  // (a CUDA Graph) and replayed after, with the step's values in `stepValues`;
-  // `graphs` false issues every launch each time instead (for comparison).
+  // On a device the host cannot address, a step (or the two halves of one that is
+  // checked between them) is recorded the first time it runs (a CUDA Graph) and
+  // replayed after, with the step's values in `stepValues`; `graphs` false issues
+  // every launch each time instead (for comparison).
   bool graphs = true;
   DeviceBuffer stepValues;  // a DeviceStepValues on such a device
-  mutable std::unique_ptr<Replay> replay;
-  mutable std::string replayNote;  // why there is none, once tried
-  mutable bool replayTried = false;
+  struct Recorded {
+    std::unique_ptr<Replay> replay;  // null when the range could not be recorded
+    std::string why;                 // then, why
+  };
+  mutable std::map<std::pair<size_t, size_t>, Recorded> recorded;  // by [begin, end)
 
-  void run(const StepContext& ctx) const;
-  void run(const StepContext& ctx, size_t begin, size_t end) const;  // steps [begin, end)
+  void run(const StepContext& ctx) const { runRecorded(ctx, 0, steps.size()); }
+  // Steps [begin, end), each launched (a replay of single launches, a partial run).
+  void run(const StepContext& ctx, size_t begin, size_t end) const;
+  // Steps [begin, end), recorded on first use where the device can replay them.
+  void runRecorded(const StepContext& ctx, size_t begin, size_t end) const;
   // As run(), adding each launch's wall time to `seconds` (one slot per step).
   void runProfiled(const StepContext& ctx, std::vector<double>& seconds) const;
   // A value as the host reads it: read where the host addresses the device's memory,

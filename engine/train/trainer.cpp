@@ -643,10 +643,10 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
         (*prog)->runProfiled(ctx, pp.seconds);
         pp.runs += 1;
       } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0) {
-        (*prog)->run(ctx, 0, (*prog)->updatesBegin);
+        (*prog)->runRecorded(ctx, 0, (*prog)->updatesBegin);
         if (std::string bad = nonFiniteStep(**prog, ctx, b, pos.epoch); !bad.empty())
           return fail(bad);
-        (*prog)->run(ctx, (*prog)->updatesBegin, (*prog)->steps.size());
+        (*prog)->runRecorded(ctx, (*prog)->updatesBegin, (*prog)->steps.size());
       } else {
         (*prog)->run(ctx);
       }

@@ -68,6 +68,11 @@ class Device {
   // The native stream every kernel launches on (a cudaStream_t); null on the CPU.
   virtual void* stream() const { return nullptr; }
 
+  // Σ x² in double over float tensors in this device's memory, after the work issued
+  // so far (a NaN or infinity anywhere makes it non-finite): the check between a
+  // step's gradients and its updates, without copying the gradients to the host.
+  virtual double sumOfSquares(const std::vector<TensorRef>& tensors) = 0;
+
   // Uploads on a second stream, so that the next batch's copy overlaps the step
   // running on the first. waitUploads() orders later work on the main stream after
   // every upload issued so far; uploadsAfterWork() orders later uploads after the

@@ -81,6 +81,17 @@ class CpuDevice final : public Device {
   }
   void synchronize() override {}
 
+  double sumOfSquares(const std::vector<TensorRef>& tensors) override {
+    double total = 0;
+    for (const TensorRef& t : tensors) {
+      const float* x = t.f32();
+      const int64_t n = t.numel();
+#pragma omp simd reduction(+ : total)
+      for (int64_t i = 0; i < n; ++i) total += double(x[i]) * double(x[i]);
+    }
+    return total;
+  }
+
  private:
   static void copy(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0 && dst != src) std::memcpy(dst, src, size_t(bytes));

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/core/device.h"
 #include "kernels/core/kernel.h"
@@ -35,5 +36,10 @@ inline cudaStream_t streamOf(const KernelSig& sig) {
 std::string describe(cudaError_t e);
 
 void registerKernels(KernelRegistry& r);
+
+// Σ x² in double over `tensors` on `stream`, through a device scratch double and a
+// pinned host one; waits for the stream.
+double sumOfSquares(const std::vector<TensorRef>& tensors, cudaStream_t stream, double* deviceTotal,
+                    double* hostTotal);
 
 }  // namespace netloom::cuda

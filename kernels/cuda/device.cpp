@@ -92,6 +92,8 @@ class CudaDevice final : public Device {
     if (m_copy) cudaStreamDestroy(m_copy);
     if (m_uploaded) cudaEventDestroy(m_uploaded);
     if (m_consumed) cudaEventDestroy(m_consumed);
+    if (m_deviceTotal) cudaFree(m_deviceTotal);
+    if (m_hostTotal) cudaFreeHost(m_hostTotal);
   }
 
   std::string init() {
@@ -109,6 +111,12 @@ class CudaDevice final : public Device {
         e != cudaSuccess)
       return fail(e);
     if (cudaError_t e = cudaEventCreateWithFlags(&m_consumed, cudaEventDisableTiming);
+        e != cudaSuccess)
+      return fail(e);
+    if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&m_deviceTotal), sizeof(double));
+        e != cudaSuccess)
+      return fail(e);
+    if (cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&m_hostTotal), sizeof(double));
         e != cudaSuccess)
       return fail(e);
     return {};
@@ -171,6 +179,11 @@ class CudaDevice final : public Device {
   }
   void* stream() const override { return m_stream; }
 
+  double sumOfSquares(const std::vector<TensorRef>& tensors) override {
+    select();
+    return cuda::sumOfSquares(tensors, m_stream, m_deviceTotal, m_hostTotal);
+  }
+
   std::unique_ptr<Replay> capture(const std::function<void()>& issue, std::string& why) override {
     select();
     if (cudaError_t e = cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal);
@@ -229,6 +242,8 @@ class CudaDevice final : public Device {
   int m_index;
   cudaStream_t m_stream = nullptr, m_copy = nullptr;
   cudaEvent_t m_uploaded = nullptr, m_consumed = nullptr;
+  double* m_deviceTotal = nullptr;  // sumOfSquares' scratch
+  double* m_hostTotal = nullptr;    // pinned
 };
 
 }  // namespace
