@@ -2,7 +2,8 @@
 // semantics: PyTorch's padding and count_include_pad for pooling (a ceil_mode window
 // cuDNN cannot express is declined), NaN propagated by max pooling; BatchNorm keeping
 // the batch's biased variance as its output and updating the running statistics with
-// PyTorch's momentum and the unbiased variance; softmax subtracting the maximum.
+// PyTorch's momentum and the unbiased variance (by our own kernel, as the CPU does it,
+// so a channel of one element is handled alike); softmax subtracting the maximum.
 #include <memory>
 
 #include "kernels/cuda/launch.h"
@@ -187,9 +188,9 @@ KernelFn batchNorm(const KernelSig& s) {
       float* invStd = reinterpret_cast<float*>(ws + p.invStdOffset);
       NL_CUDNN(cudnnBatchNormalizationForwardTraining(
           c->handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, c->x, io.in[0].data, c->x,
-          io.out[0].data, c->param, scale, shift, p.momentum, io.in[rm].data, io.in[rv].data, p.eps,
-          mean, invStd));
+          io.out[0].data, c->param, scale, shift, 0.0, nullptr, nullptr, p.eps, mean, invStd));
       invStdToVariance(invStd, var, p.c, p.eps, st);
+      updateRunning(p, io.in[rm].f32(), io.in[rv].f32(), mean, var, st);
     } else {
       NL_CUDNN(cudnnBatchNormalizationForwardInference(
           c->handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, c->x, io.in[0].data, c->x,

@@ -67,5 +67,8 @@ void copyRegion(const float* src, float* dst, int64_t planes, const RegionCopy& 
 void invStdToVariance(const float* invStd, float* var, int64_t c, double eps, cudaStream_t s);
 void varianceToInvStd(const float* var, float* invStd, int64_t c, double eps, cudaStream_t s);
 void fillFloats(float* dst, float value, int64_t n, cudaStream_t s);
+// BatchNorm's running statistics from the batch's mean and biased variance.
+void updateRunning(const BatchNormPlan& p, float* runningMean, float* runningVar, const float* mean,
+                   const float* var, cudaStream_t s);
 
 }  // namespace netloom::cuda

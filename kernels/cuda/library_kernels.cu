@@ -30,6 +30,16 @@ __global__ void fillFloatsKernel(float v, float* y, int64_t n) {
     y[i] = v;
 }
 
+__global__ void updateRunningKernel(fn::RunningAverage meanAverage, fn::RunningAverage varAverage,
+                                    float* rm, float* rv, const float* mean, const float* var,
+                                    int64_t c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < c;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    rm[i] = meanAverage(rm[i], mean[i]);
+    rv[i] = varAverage(rv[i], var[i]);
+  }
+}
+
 template <class F>
 void map(F f, const float* x, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
@@ -52,6 +62,14 @@ void invStdToVariance(const float* invStd, float* var, int64_t c, double eps, cu
 
 void varianceToInvStd(const float* var, float* invStd, int64_t c, double eps, cudaStream_t s) {
   map(VarianceToInvStd{eps}, var, invStd, c, s);
+}
+
+void updateRunning(const BatchNormPlan& p, float* runningMean, float* runningVar, const float* mean,
+                   const float* var, cudaStream_t s) {
+  if (p.c == 0) return;
+  updateRunningKernel<<<gridFor(p.c), kBlock, 0, s>>>(p.runningMean(), p.runningVariance(),
+                                                      runningMean, runningVar, mean, var, p.c);
+  NL_CUDA(cudaGetLastError());
 }
 
 void fillFloats(float* dst, float value, int64_t n, cudaStream_t s) {

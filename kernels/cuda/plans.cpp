@@ -183,9 +183,6 @@ std::string batchNormPlan(const Attrs& attrs, const Shape& x, bool affine, bool 
       p.workspaceBytes += perChannel;
     }
   }
-  if (!grad && p.n * p.s == 1)
-    return "one element per channel: cuDNN's running variance would divide by N·S - 1 = 0, "
-           "where the CPU keeps the biased variance";
   if (std::string e = fitsCudnn(x, "the input"); !e.empty()) return e;
   return {};
 }

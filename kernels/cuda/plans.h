@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/core/attrs.h"
+#include "kernels/core/functors.h"
 #include "kernels/core/hd.h"
 #include "kernels/core/tensor.h"
 
@@ -142,6 +143,12 @@ struct BatchNormPlan {
   int64_t n = 0, c = 0, s = 1;
   bool affine = true;
   double eps = 1e-5, momentum = 0.1;
+  // The running statistics are updated by fn::RunningAverage, as on the CPU, not by
+  // cuDNN: the variance enters unbiased, or biased where a channel has one element.
+  fn::RunningAverage runningMean() const { return {momentum, 1.0}; }
+  fn::RunningAverage runningVariance() const {
+    return {momentum, n * s > 1 ? double(n * s) / double(n * s - 1) : 1.0};
+  }
   // Per-channel pieces of the workspace: the inverse standard deviation cuDNN works
   // with, and the unit scale and zero shift a non-affine BatchNorm passes it.
   int64_t invStdOffset = 0, onesOffset = -1, zerosOffset = -1, workspaceBytes = 0;

@@ -28,26 +28,35 @@ Floats randomFloats(int64_t n, uint32_t seed) {
   return v;
 }
 
-// Runs the CPU's reference kernel (the last of its list) of `op` on host tensors.
-Floats cpuReference(const std::string& op, const Attrs& attrs, const std::vector<Shape>& shapes,
-                    std::vector<Floats> inputs, const Shape& outShape) {
+// Runs the CPU's reference kernel (the last of its list) of `op` on host tensors, which
+// it may update in place; returns its outputs.
+std::vector<Floats> cpuKernel(const std::string& op, const Attrs& attrs,
+                              const std::vector<Shape>& shapes, std::vector<Floats>& inputs,
+                              const std::vector<Shape>& outShapes) {
   KernelSig sig;
   sig.attrs = &attrs;
   sig.device = &cpuDevice();
   for (const Shape& s : shapes) sig.in.push_back(TensorDesc{s, DType::F32, {}});
-  sig.out.push_back(TensorDesc{outShape, DType::F32, {}});
+  for (const Shape& s : outShapes) sig.out.push_back(TensorDesc{s, DType::F32, {}});
   const auto* list = KernelRegistry::instance().list(op, DeviceKind::Cpu);
   if (!list) qFatal("no CPU kernel for %s", op.c_str());
   KernelFn fn = list->back().prepare(sig);
-  Floats out(size_t(numel(outShape)));
-  std::vector<TensorRef> in;
+  std::vector<Floats> outs;
+  std::vector<TensorRef> in, out;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(TensorRef{inputs[i].data(), shapes[i], DType::F32, {}});
-  TensorRef o{out.data(), outShape, DType::F32, {}};
+  for (const Shape& s : outShapes) outs.emplace_back(static_cast<size_t>(numel(s)));
+  for (size_t i = 0; i < outs.size(); ++i)
+    out.push_back(TensorRef{outs[i].data(), outShapes[i], DType::F32, {}});
   StepContext ctx;
-  KernelIO io{in.data(), &o, in.size(), 1, &ctx};
+  KernelIO io{in.data(), out.data(), in.size(), out.size(), &ctx};
   fn(io);
-  return out;
+  return outs;
+}
+
+Floats cpuReference(const std::string& op, const Attrs& attrs, const std::vector<Shape>& shapes,
+                    std::vector<Floats> inputs, const Shape& outShape) {
+  return cpuKernel(op, attrs, shapes, inputs, {outShape})[0];
 }
 
 void expectClose(const Floats& got, const Floats& want, const char* what) {
@@ -446,9 +455,38 @@ class TestCudaPlans : public QObject {
     batchNormPlan(a, {8, 100}, false, true, p);
     QCOMPARE(p.zerosOffset, -1);  // the backward takes no shift
     QCOMPARE(p.workspaceBytes, 1024);
-    std::string why = batchNormPlan(a, {1, 4}, true, false, p);
-    QVERIFY2(why.find("N·S - 1") != std::string::npos, why.c_str());
-    QCOMPARE(QString::fromStdString(batchNormPlan(a, {1, 4}, true, true, p)), QString());
+  }
+
+  // The running statistics the CUDA kernel updates from cuDNN's batch mean and the
+  // variance recovered from its inverse standard deviation, against the CPU's.
+  void batchNormRunningStatisticsMatchCpu_data() {
+    QTest::addColumn<QString>("shape");
+    QTest::newRow("N×C×H×W") << "8,3,5,5";
+    QTest::newRow("N×C") << "6,4";
+    QTest::newRow("one element per channel") << "1,4";
+  }
+  void batchNormRunningStatisticsMatchCpu() {
+    QFETCH(QString, shape);
+    Shape x;
+    for (const QString& d : shape.split(',')) x.push_back(d.toLongLong());
+    Attrs a;
+    a.set("eps", 1e-5);
+    a.set("momentum", 0.1);
+    BatchNormPlan p;
+    QCOMPARE(QString::fromStdString(batchNormPlan(a, x, false, false, p)), QString());
+    Shape ch{x[1]};
+    Floats rm0 = randomFloats(x[1], 30), rv0 = randomFloats(x[1], 31);
+    for (float& v : rv0) v = std::fabs(v) + 0.5f;
+    std::vector<Floats> in{randomFloats(numel(x), 32), rm0, rv0};
+    std::vector<Floats> out = cpuKernel("BatchNorm", a, {x, ch, ch}, in, {x, ch, ch});
+    const Floats &mean = out[1], &var = out[2];
+    for (int64_t c = 0; c < x[1]; ++c) {
+      float invStd = VarianceToInvStd{p.eps}(var[size_t(c)]);
+      float recovered = InvStdToVariance{p.eps}(invStd);
+      QVERIFY(std::fabs(recovered - var[size_t(c)]) <= 1e-6f * (var[size_t(c)] + 1e-5f) * 4);
+      QCOMPARE(p.runningMean()(rm0[size_t(c)], mean[size_t(c)]), in[1][size_t(c)]);
+      QCOMPARE(p.runningVariance()(rv0[size_t(c)], var[size_t(c)]), in[2][size_t(c)]);
+    }
   }
 
   void batchNormStatisticsConvert() {
