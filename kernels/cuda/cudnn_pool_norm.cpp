@@ -117,6 +117,12 @@ KernelImpl poolKernel(const char* name, bool average, bool backward) {
       if (!poolPlan(*s.attrs, s.in[1].shape, false, p).empty()) return 0;
       return alignLibrary(p.n * p.c * p.oh * p.ow * int64_t(sizeof(float)));
     };
+  k.detail = [average, backward](const KernelSig&) -> std::string {
+    std::string d =
+        average ? "cuDNN average pooling" : "cuDNN deterministic max pooling, NaN propagated";
+    if (backward && !average) d += "; the forward runs again into the workspace";
+    return d;
+  };
   return k;
 }
 
@@ -223,6 +229,10 @@ KernelImpl batchNormKernel(const char* name, bool grad) {
   KernelImpl k{name, [grad](const KernelSig& s) { return declineBatchNorm(s, grad); },
                [grad](const KernelSig& s) { return grad ? batchNormGrad(s) : batchNorm(s); }};
   k.workspace = [grad](const KernelSig& s) { return batchNormWorkspace(s, grad); };
+  k.detail = [grad](const KernelSig&) -> std::string {
+    return grad ? "cuDNN spatial batch normalisation backward from the saved mean and variance"
+                : "cuDNN spatial batch normalisation; running statistics updated as on the CPU";
+  };
   return k;
 }
 
@@ -255,7 +265,9 @@ KernelImpl softmaxKernel(const char* name, bool grad) {
                                       io.out[0].data));
     };
   };
-  return KernelImpl{name, decline, prepare};
+  KernelImpl k{name, decline, prepare};
+  k.detail = [](const KernelSig&) { return std::string("cuDNN accurate softmax, channel mode"); };
+  return k;
 }
 
 }  // namespace
