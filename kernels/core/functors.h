@@ -82,4 +82,14 @@ struct Dropout {
   }
 };
 
+// BatchNorm's running statistics as PyTorch keeps them: running = (1 - momentum)·running
+// + momentum·batch·scale, in double; scale is 1 for the mean and N/(N - 1) for the
+// variance, which enters unbiased.
+struct RunningAverage {
+  double momentum, scale;
+  NL_HD float operator()(float running, float batch) const {
+    return float((1 - momentum) * running + momentum * batch * scale);
+  }
+};
+
 }  // namespace netloom::fn

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/core/functors.h"
 #include "kernels/cpu/pool_norm.h"
 
 namespace netloom::cpu {
@@ -138,9 +139,10 @@ inline void finishGradient(int64_t lo, int64_t hi, const double* sdy, const doub
 void updateRunning(float* rm, float* rv, const float* mean, const float* var, const BnDims& d,
                    double momentum) {
   double unbias = d.count() > 1 ? double(d.count()) / double(d.count() - 1) : 1.0;
+  fn::RunningAverage meanAverage{momentum, 1.0}, varAverage{momentum, unbias};
   for (int64_t c = 0; c < d.c; ++c) {
-    rm[c] = float((1 - momentum) * rm[c] + momentum * mean[c]);
-    rv[c] = float((1 - momentum) * rv[c] + momentum * var[c] * unbias);
+    rm[c] = meanAverage(rm[c], mean[c]);
+    rv[c] = varAverage(rv[c], var[c]);
   }
 }
 

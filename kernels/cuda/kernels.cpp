@@ -6,6 +6,9 @@ namespace netloom::cuda {
 
 void registerKernels(KernelRegistry& r) {
   registerElementwise(r);
+  registerGemm(r);
+  registerConv(r);
+  registerPoolNorm(r);
 }
 
 }  // namespace netloom::cuda

@@ -24,5 +24,8 @@ inline KernelImpl plainKernel(std::string name, std::function<KernelFn(const Ker
 }
 
 void registerElementwise(KernelRegistry& r);
+void registerGemm(KernelRegistry& r);      // cuBLASLt: Linear, MatMul
+void registerConv(KernelRegistry& r);      // cuDNN: Conv2d, ConvTranspose2d and gradients
+void registerPoolNorm(KernelRegistry& r);  // cuDNN: pooling, BatchNorm, Softmax
 
 }  // namespace netloom::cuda

@@ -1,0 +1,289 @@
+// Convolutions on cuDNN 9: Conv2d, ConvTranspose2d and their input and weight
+// gradients, each one cuDNN call (forward, backward-data or backward-filter) with the
+// roles plans.h assigns, plus cudnnAddTensor for a forward op's bias. FMA math only
+// (no TF32), as on the CPU. The algorithm is chosen at plan time from cuDNN's
+// heuristics (deterministic ones first for the backward passes, whose CPU kernels
+// are deterministic) and cached per configuration and device, so the workspace the
+// plan reserves and the algorithm a launch runs are the same.
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/library.h"
+
+namespace netloom::cuda {
+namespace {
+
+struct AlgoChoice {
+  int algo = 0;
+  int64_t bytes = 0;
+  bool deterministic = false;
+};
+
+// The descriptors of one op's call, and its algorithm.
+struct CudnnConv {
+  ConvPlan plan;
+  cudnnHandle_t handle = nullptr;
+  CudnnTensor x, y, out, bias;  // out: the op's whole output, which the bias is added to
+  CudnnFilter w;
+  CudnnConvolution conv;
+  AlgoChoice choice;
+
+  int64_t workspaceBytes() const { return alignLibrary(choice.bytes) + plan.stagedBytes(); }
+};
+
+template <class Perf>
+AlgoCandidate candidateOf(const Perf& p) {
+  AlgoCandidate c;
+  c.algo = int(p.algo);
+  c.available = p.status == CUDNN_STATUS_SUCCESS;
+  c.deterministic = p.determinism == CUDNN_DETERMINISTIC;
+  c.tensorOps =
+      p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  c.workspace = int64_t(p.memory);
+  return c;
+}
+
+// One call's heuristics, best first, each available algorithm with the workspace
+// cuDNN states for it: maxCount(&n), propose(n, &got, perf), bytes(algo, &size).
+template <class Perf, class MaxCount, class Propose, class Bytes>
+void collect(std::vector<AlgoCandidate>& out, const char* heuristic, MaxCount maxCount,
+             Propose propose, Bytes bytes) {
+  int max = 0, got = 0;
+  check(maxCount(&max), heuristic);
+  std::vector<Perf> perf(size_t(std::max(max, 1)));
+  check(propose(max, &got, perf.data()), heuristic);
+  for (int i = 0; i < got; ++i) {
+    AlgoCandidate a = candidateOf(perf[size_t(i)]);
+    size_t size = 0;
+    if (a.available && bytes(perf[size_t(i)].algo, &size) == CUDNN_STATUS_SUCCESS)
+      a.workspace = int64_t(size);
+    else
+      a.available = false;
+    out.push_back(a);
+  }
+}
+
+std::vector<AlgoCandidate> candidates(const CudnnConv& c) {
+  std::vector<AlgoCandidate> out;
+  cudnnHandle_t h = c.handle;
+  switch (c.plan.call) {
+    case ConvCall::Forward:
+      collect<cudnnConvolutionFwdAlgoPerf_t>(
+          out, "cudnnGetConvolutionForwardAlgorithm_v7",
+          [&](int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); },
+          [&](int n, int* got, auto* perf) {
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, c.x, c.w, c.conv, c.y, n, got, perf);
+          },
+          [&](auto algo, size_t* size) {
+            return cudnnGetConvolutionForwardWorkspaceSize(h, c.x, c.w, c.conv, c.y, algo, size);
+          });
+      break;
+    case ConvCall::BackwardData:
+      collect<cudnnConvolutionBwdDataAlgoPerf_t>(
+          out, "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+          [&](int* n) { return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n); },
+          [&](int n, int* got, auto* perf) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w, c.y, c.conv, c.x, n, got,
+                                                               perf);
+          },
+          [&](auto algo, size_t* size) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w, c.y, c.conv, c.x, algo,
+                                                                size);
+          });
+      break;
+    case ConvCall::BackwardFilter:
+      collect<cudnnConvolutionBwdFilterAlgoPerf_t>(
+          out, "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+          [&](int* n) { return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n); },
+          [&](int n, int* got, auto* perf) {
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x, c.y, c.conv, c.w, n, got,
+                                                                 perf);
+          },
+          [&](auto algo, size_t* size) {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x, c.y, c.conv, c.w, algo,
+                                                                  size);
+          });
+      break;
+  }
+  return out;
+}
+
+const char* callName(ConvCall call) {
+  switch (call) {
+    case ConvCall::Forward: return "forward";
+    case ConvCall::BackwardData: return "backward-data";
+    case ConvCall::BackwardFilter: return "backward-filter";
+  }
+  return "";
+}
+
+// Asked once per configuration and device: the heuristics' answer must not change
+// between workspace() and prepare().
+AlgoChoice choose(const CudnnConv& c, int device) {
+  static std::mutex mutex;
+  static std::map<std::string, AlgoChoice> cache;
+  std::string key = std::to_string(device) + ":" + c.plan.key();
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::vector<AlgoCandidate> all = candidates(c);
+  int i = chooseAlgorithm(all, c.plan.call != ConvCall::Forward, kConvWorkspaceCap);
+  if (i < 0)
+    throw CudaError(std::string("cuDNN proposes no ") + callName(c.plan.call) +
+                    " algorithm without TF32 and within " +
+                    std::to_string(kConvWorkspaceCap >> 20) + " MiB of workspace");
+  AlgoChoice choice{all[size_t(i)].algo, all[size_t(i)].workspace, all[size_t(i)].deterministic};
+  cache[key] = choice;
+  return choice;
+}
+
+std::string planOf(const KernelSig& s, bool transposed, ConvPass pass, ConvPlan& plan) {
+  std::vector<Shape> in;
+  for (const TensorDesc& t : s.in) in.push_back(t.shape);
+  return convPlan(*s.attrs, in, transposed, pass, plan);
+}
+
+std::shared_ptr<CudnnConv> build(const KernelSig& s, bool transposed, ConvPass pass) {
+  auto c = std::make_shared<CudnnConv>();
+  if (std::string e = planOf(s, transposed, pass, c->plan); !e.empty()) throw CudaError(e);
+  const ConvPlan& p = c->plan;
+  c->handle = cudnnFor(s);
+  setTensor4d(c->x, p.n, p.ci, p.stagedH, p.stagedW);
+  setTensor4d(c->y, p.n, p.co, p.oh, p.ow);
+  NL_CUDNN(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(p.co),
+                                      int(p.ci / p.groups), int(p.kh), int(p.kw)));
+  NL_CUDNN(cudnnSetConvolution2dDescriptor(c->conv, int(p.padH), int(p.padW), int(p.strideH),
+                                           int(p.strideW), int(p.dilationH), int(p.dilationW),
+                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  NL_CUDNN(cudnnSetConvolutionGroupCount(c->conv, int(p.groups)));
+  NL_CUDNN(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  NL_CUDNN(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &on, &oc, &oh, &ow));
+  if (on != p.n || oc != p.co || oh != p.oh || ow != p.ow)
+    throw CudaError("cuDNN sizes the convolution output " + std::to_string(oh) + "×" +
+                    std::to_string(ow) + ", the op " + std::to_string(p.oh) + "×" +
+                    std::to_string(p.ow));
+  if (p.bias >= 0) {
+    const Shape& y = s.out[0].shape;
+    setTensor4d(c->out, y[0], y[1], y[2], y[3]);
+    setTensor4d(c->bias, 1, y[1], 1, 1);
+  }
+  c->choice = choose(*c, deviceIndexOf(s));
+  return c;
+}
+
+std::string decline(const KernelSig& s, bool transposed, ConvPass pass) {
+  for (const TensorDesc& t : s.in)
+    if (t.dtype != DType::F32) return "cuDNN convolutions here take float32 only";
+  ConvPlan plan;
+  if (std::string e = planOf(s, transposed, pass, plan); !e.empty()) return e;
+  try {
+    build(s, transposed, pass);
+  } catch (const CudaError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+int64_t workspace(const KernelSig& s, bool transposed, ConvPass pass) {
+  try {
+    return build(s, transposed, pass)->workspaceBytes();
+  } catch (const CudaError&) {
+    return 0;  // prepare() fails with the reason, naming the node
+  }
+}
+
+KernelFn prepare(const KernelSig& s, bool transposed, ConvPass pass) {
+  std::shared_ptr<CudnnConv> c = build(s, transposed, pass);
+  cudaStream_t st = streamOf(s);
+  return [c, st](const KernelIO& io) {
+    const ConvPlan& p = c->plan;
+    if (io.workspaceBytes < c->workspaceBytes())
+      throw CudaError("the cuDNN convolution needs " + std::to_string(c->workspaceBytes()) +
+                      " bytes of workspace, the plan reserved " +
+                      std::to_string(io.workspaceBytes));
+    NL_CUDNN(cudnnSetStream(c->handle, st));
+    auto at = [&](int slot) { return slot == kOpOutput ? io.out[0].data : io.in[slot].data; };
+    char* ws = static_cast<char*>(io.workspace);
+    size_t algoBytes = size_t(c->choice.bytes);
+    float* stage =
+        p.staged() ? reinterpret_cast<float*>(ws + alignLibrary(c->choice.bytes)) : nullptr;
+    int64_t planes = p.n * p.ci;
+    // The input side as cuDNN reads it: the tensor, or its staged copy.
+    auto readInput = [&]() -> const void* {
+      const float* x = static_cast<const float*>(at(p.x));
+      if (!stage) return x;
+      copyRegion(x, stage, planes, p.stageIn(), st);
+      return stage;
+    };
+    const auto algo = c->choice.algo;
+    float one = 1.f, zero = 0.f;
+    switch (p.call) {
+      case ConvCall::Forward:
+        NL_CUDNN(cudnnConvolutionForward(c->handle, &one, c->x, readInput(), c->w, at(p.w), c->conv,
+                                         cudnnConvolutionFwdAlgo_t(algo), ws, algoBytes, &zero,
+                                         c->y, at(p.y)));
+        break;
+      case ConvCall::BackwardData: {
+        void* dx = stage ? static_cast<void*>(stage) : at(p.x);
+        NL_CUDNN(cudnnConvolutionBackwardData(c->handle, &one, c->w, at(p.w), c->y, at(p.y),
+                                              c->conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
+                                              algoBytes, &zero, c->x, dx));
+        if (stage) copyRegion(stage, static_cast<float*>(at(p.x)), planes, p.stageOut(), st);
+        break;
+      }
+      case ConvCall::BackwardFilter:
+        NL_CUDNN(cudnnConvolutionBackwardFilter(c->handle, &one, c->x, readInput(), c->y, at(p.y),
+                                                c->conv, cudnnConvolutionBwdFilterAlgo_t(algo), ws,
+                                                algoBytes, &zero, c->w, at(p.w)));
+        break;
+    }
+    if (p.bias >= 0)
+      NL_CUDNN(cudnnAddTensor(c->handle, &one, c->bias, io.in[p.bias].data, &one, c->out,
+                              io.out[0].data));
+  };
+}
+
+std::string describe(const KernelSig& s, bool transposed, ConvPass pass) {
+  std::shared_ptr<CudnnConv> c = build(s, transposed, pass);
+  const ConvPlan& p = c->plan;
+  std::string d = std::string("cuDNN ") + callName(p.call) + " algorithm " +
+                  std::to_string(c->choice.algo) +
+                  (c->choice.deterministic ? " (deterministic)" : " (not deterministic)") +
+                  ", FMA math (no TF32), workspace " + std::to_string(c->choice.bytes) + " bytes";
+  if (p.staged())
+    d += "; uneven padding staged as a " + std::to_string(p.stagedH) + "×" +
+         std::to_string(p.stagedW) + " input";
+  return d;
+}
+
+}  // namespace
+
+void registerConv(KernelRegistry& r) {
+  struct Entry {
+    const char* op;
+    bool transposed;
+    ConvPass pass;
+    const char* name;
+  };
+  const Entry entries[] = {
+      {"Conv2d", false, ConvPass::Forward, "cudnn.conv_fwd"},
+      {"Conv2dGradInput", false, ConvPass::GradInput, "cudnn.conv_bwd_data"},
+      {"Conv2dGradWeight", false, ConvPass::GradWeight, "cudnn.conv_bwd_filter"},
+      {"ConvTranspose2d", true, ConvPass::Forward, "cudnn.deconv_fwd"},
+      {"ConvTranspose2dGradInput", true, ConvPass::GradInput, "cudnn.deconv_bwd_data"},
+      {"ConvTranspose2dGradWeight", true, ConvPass::GradWeight, "cudnn.deconv_bwd_filter"},
+  };
+  for (const Entry& e : entries) {
+    bool t = e.transposed;
+    ConvPass p = e.pass;
+    KernelImpl k{e.name, [t, p](const KernelSig& s) { return decline(s, t, p); },
+                 [t, p](const KernelSig& s) { return prepare(s, t, p); }};
+    k.workspace = [t, p](const KernelSig& s) { return workspace(s, t, p); };
+    k.detail = [t, p](const KernelSig& s) { return describe(s, t, p); };
+    r.add(e.op, DeviceKind::Cuda, std::move(k));
+  }
+}
+
+}  // namespace netloom::cuda
