@@ -159,7 +159,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward) {
   for (const auto& e : store.entries()) {
     if (e->kind != ValueKind::Param) continue;
     paramNames.push_back(e->name);
-    args.params.push_back(Vec(e->data.begin(), e->data.end()));
+    args.params.push_back(Vec(e->data(), e->data() + e->numel()));
     args.paramShapes.push_back(e->desc.shape);
   }
 
