@@ -6,6 +6,11 @@ namespace netloom::cuda {
 
 void registerKernels(KernelRegistry& r) {
   registerElementwise(r);
+  registerLosses(r);
+  registerReductions(r);
+  registerShape(r);
+  registerLayerNorm(r);
+  registerOptimizers(r);
 }
 
 }  // namespace netloom::cuda

@@ -24,5 +24,10 @@ inline KernelImpl plainKernel(std::string name, std::function<KernelFn(const Ker
 }
 
 void registerElementwise(KernelRegistry& r);
+void registerLosses(KernelRegistry& r);
+void registerReductions(KernelRegistry& r);
+void registerShape(KernelRegistry& r);
+void registerLayerNorm(KernelRegistry& r);
+void registerOptimizers(KernelRegistry& r);
 
 }  // namespace netloom::cuda
