@@ -186,6 +186,26 @@ KernelFn topK(const KernelSig& s, int64_t k) {
   };
 }
 
+KernelFn mse(const KernelSig& s) {
+  return elementLoss(s, fn::SquaredError{});
+}
+KernelFn mseGrad(const KernelSig& s) {
+  return lossGrad(s, MakeMseGrad{float(numel(s.in[1].shape))});
+}
+KernelFn bce(const KernelSig& s) {
+  return elementLoss(s, fn::BceTerm{s.attrs->b("from_logits")});
+}
+KernelFn bceGrad(const KernelSig& s) {
+  return lossGrad(s, MakeBceGrad{float(numel(s.in[1].shape)), s.attrs->b("from_logits"),
+                                 s.attrs->b("wrt_target")});
+}
+KernelFn accuracy(const KernelSig& s) {
+  return topK(s, 1);
+}
+KernelFn topKAccuracy(const KernelSig& s) {
+  return topK(s, s.attrs->i("k"));
+}
+
 // One double per row of the first input (at least one): the per-row values.
 int64_t perRowBytes(const KernelSig& s) {
   return std::max<int64_t>(1, LossRows(s.in[0].shape).rows) * int64_t(sizeof(double));
@@ -194,37 +214,20 @@ int64_t perRowBytes(const KernelSig& s) {
 }  // namespace
 
 void registerLosses(KernelRegistry& r) {
-  auto add = [&](const char* op, const char* name, std::function<KernelFn(const KernelSig&)> make,
+  auto add = [&](const char* op, const char* name, KernelFn (*make)(const KernelSig&),
                  bool perRow) {
-    KernelImpl k = plainKernel(name, std::move(make));
+    KernelImpl k = plainKernel(name, make);
     if (perRow) k.workspace = perRowBytes;
     r.add(op, DeviceKind::Cuda, std::move(k));
   };
   add("SoftmaxCrossEntropy", "cuda.softmax_cross_entropy", crossEntropy, true);
   add("SoftmaxCrossEntropyGrad", "cuda.softmax_cross_entropy_grad", crossEntropyGrad, false);
-  add(
-      "MSELoss", "cuda.mse", [](const KernelSig& s) { return elementLoss(s, fn::SquaredError{}); },
-      true);
-  add(
-      "MSELossGrad", "cuda.mse_grad",
-      [](const KernelSig& s) { return lossGrad(s, MakeMseGrad{float(numel(s.in[1].shape))}); },
-      false);
-  add(
-      "BCELoss", "cuda.bce",
-      [](const KernelSig& s) { return elementLoss(s, fn::BceTerm{s.attrs->b("from_logits")}); },
-      true);
-  add(
-      "BCELossGrad", "cuda.bce_grad",
-      [](const KernelSig& s) {
-        return lossGrad(s, MakeBceGrad{float(numel(s.in[1].shape)), s.attrs->b("from_logits"),
-                                       s.attrs->b("wrt_target")});
-      },
-      false);
-  add(
-      "Accuracy", "cuda.accuracy", [](const KernelSig& s) { return topK(s, 1); }, true);
-  add(
-      "TopKAccuracy", "cuda.top_k_accuracy",
-      [](const KernelSig& s) { return topK(s, s.attrs->i("k")); }, true);
+  add("MSELoss", "cuda.mse", mse, true);
+  add("MSELossGrad", "cuda.mse_grad", mseGrad, false);
+  add("BCELoss", "cuda.bce", bce, true);
+  add("BCELossGrad", "cuda.bce_grad", bceGrad, false);
+  add("Accuracy", "cuda.accuracy", accuracy, true);
+  add("TopKAccuracy", "cuda.top_k_accuracy", topKAccuracy, true);
 }
 
 }  // namespace netloom::cuda

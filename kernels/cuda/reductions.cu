@@ -51,9 +51,14 @@ struct ChannelDims {
   int64_t workspace() const { return planeBytes() + columnSums(n, c).partialBytes(); }
 };
 
+// ReduceRows: x as rows × n, n its last dimension, summed over the rows.
+ColumnSums reduceRowsPlan(const KernelSig& s) {
+  int64_t n = s.in[0].shape.back();
+  return columnSums(numel(s.in[0].shape) / std::max<int64_t>(1, n), n);
+}
+
 KernelFn reduceRows(const KernelSig& s) {
-  int64_t n = s.in[0].shape.back(), rows = numel(s.in[0].shape) / std::max<int64_t>(1, n);
-  ColumnSums plan = columnSums(rows, n);
+  ColumnSums plan = reduceRowsPlan(s);
   cudaStream_t st = streamOf(s);
   return [plan, st](const KernelIO& io) {
     sumColumns(plan, MatrixTerm<float>{io.in[0].f32(), plan.cols},
@@ -130,10 +135,8 @@ void registerReductions(KernelRegistry& r) {
     k.workspace = std::move(workspace);
     r.add(op, DeviceKind::Cuda, std::move(k));
   };
-  add("ReduceRows", "cuda.reduce_rows", reduceRows, [](const KernelSig& s) {
-    int64_t n = s.in[0].shape.back();
-    return columnSums(numel(s.in[0].shape) / std::max<int64_t>(1, n), n).partialBytes();
-  });
+  add("ReduceRows", "cuda.reduce_rows", reduceRows,
+      [](const KernelSig& s) { return reduceRowsPlan(s).partialBytes(); });
   add("ReduceChannels", "cuda.reduce_channels", reduceChannels,
       [](const KernelSig& s) { return ChannelDims(s.in[0].shape).workspace(); });
   add("SumSquares", "cuda.sum_squares", sumSquares, [](const KernelSig& s) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/core/functors.h"
+#include "kernels/core/kernel.h"
 #include "kernels/cuda/grids.h"
 
 using namespace netloom;
@@ -275,6 +276,62 @@ class TestFunctors : public QObject {
     QCOMPARE(cuda::copyUnit({256, 6}), 2);
     QCOMPARE(cuda::copyUnit({257, 64}), 1);
     QCOMPARE(cuda::copyUnit({0}), 16);
+  }
+
+  // The CUDA list of each op with a kernel of the backend's own takes a plain float
+  // signature, and asks for the scratch its reductions need. Only the registry is
+  // read: this needs no GPU.
+  void cudaKernelsRegistered() {
+#ifndef NETLOOM_WITH_CUDA
+    QSKIP("built without CUDA");
+#else
+    struct Case {
+      const char* op;
+      std::vector<Shape> in;
+      int64_t workspace;  // bytes
+    };
+    const Shape x = {4, 3, 5, 7}, logits = {128, 10};
+    const Case cases[] = {
+        {"SoftmaxCrossEntropy", {logits, {128}}, 128 * 8},
+        {"SoftmaxCrossEntropyGrad", {{}, logits, {128}}, 0},
+        {"MSELoss", {x, x}, 4 * 8},
+        {"MSELossGrad", {{}, x, x}, 0},
+        {"BCELoss", {x, x}, 4 * 8},
+        {"BCELossGrad", {{}, x, x}, 0},
+        {"Accuracy", {logits, {128}}, 128 * 8},
+        {"TopKAccuracy", {logits, {128}}, 128 * 8},
+        {"ReduceRows", {{100000, 3}}, cuda::columnSums(100000, 3).partialBytes()},
+        {"ReduceChannels", {x}, 4 * 3 * 8},
+        {"ReduceChannels", {{4, 3}}, 0},
+        {"SumSquares", {{10000}}, 3 * 8},
+        {"SumSquares", {{0}}, 8},
+        {"Concat", {x, x}, 0},
+        {"Slice", {x}, 0},
+        {"Upsample", {x}, 0},
+        {"UpsampleGrad", {{4, 3, 10, 14}, x}, 0},
+        {"GlobalAvgPool2d", {x}, 0},
+        {"GlobalAvgPool2dGrad", {{4, 3}, x}, 0},
+        {"LayerNorm", {x}, 0},
+        // x as 60 rows of 7: each row's invstd (240 bytes, a multiple of 16), and one
+        // chunk of column sums, so no partial table.
+        {"LayerNormGrad", {x, x, {60}, {60}}, 240},
+        {"SgdUpdate", {x, x, x}, 0},
+        {"AdamUpdate", {x, x, x, x}, 0},
+    };
+    Attrs attrs;
+    for (const Case& c : cases) {
+      const auto* list = KernelRegistry::instance().list(c.op, DeviceKind::Cuda);
+      QVERIFY2(list && !list->empty(), c.op);
+      KernelSig sig{&attrs, nullptr, {}, {}};
+      for (const Shape& s : c.in) sig.in.push_back(TensorDesc{s, DType::F32, {DeviceKind::Cuda}});
+      const KernelImpl& k = list->back();
+      QVERIFY2(k.decline(sig).empty(), c.op);
+      int64_t bytes = k.workspace ? k.workspace(sig) : 0;
+      QVERIFY2(bytes == c.workspace,
+               qPrintable(
+                   QString("%1 asks for %2 bytes, want %3").arg(c.op).arg(bytes).arg(c.workspace)));
+    }
+#endif
   }
 };
 
