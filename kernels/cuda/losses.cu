@@ -129,7 +129,7 @@ KernelFn lossGrad(const KernelSig& s, Make make) {
     if (n == 0) return;
     lossGradKernel<<<gridFor(n), kBlock, 0, st>>>(make, io.in[0].f32(), io.in[1].f32(),
                                                   io.in[2].f32(), io.out[0].f32(), n);
-    NL_CUDA(cudaGetLastError());
+    NL_CHECK_LAUNCH(lossGradKernel);
   };
 }
 

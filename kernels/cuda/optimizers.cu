@@ -4,6 +4,7 @@
 #include "kernels/core/functors.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/reduce.cuh"
 
 namespace netloom::cuda {
 namespace {
@@ -36,7 +37,7 @@ KernelFn sgd(const KernelSig& s) {
     fn::SgdStep step{float(io.ctx->lr), mu, wd, nesterov};
     float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
     sgdKernel<<<gridFor(n), kBlock, 0, st>>>(step, io.in[0].f32(), io.in[1].f32(), buf, n);
-    NL_CUDA(cudaGetLastError());
+    NL_CHECK_LAUNCH(sgdKernel);
   };
 }
 
@@ -52,7 +53,7 @@ KernelFn adam(const KernelSig& s) {
     fn::AdamStep step = fn::AdamStep::make(b1, b2, eps, wd, decoupled, io.ctx->lr, io.ctx->step);
     adamKernel<<<gridFor(n), kBlock, 0, st>>>(step, io.in[0].f32(), io.in[1].f32(), io.in[2].f32(),
                                               io.in[3].f32(), n);
-    NL_CUDA(cudaGetLastError());
+    NL_CHECK_LAUNCH(adamKernel);
   };
 }
 

@@ -11,6 +11,10 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/grids.h"
 
+// Checks the launch just issued on this thread. A launch returns no status, so the
+// error names the kernel instead of cudaGetLastError.
+#define NL_CHECK_LAUNCH(kernel) ::netloom::cuda::check(cudaGetLastError(), "launch of " #kernel)
+
 namespace netloom::cuda {
 
 struct SumOp {
@@ -92,7 +96,7 @@ void sumRows(int64_t rows, int64_t cols, Term term, Out out, cudaStream_t s) {
     rowSumKernel<32><<<rowGrid(rows, 32), kBlock, 0, s>>>(rows, cols, term, out);
   else
     rowSumKernel<kBlock><<<rowGrid(rows, kBlock), kBlock, 0, s>>>(rows, cols, term, out);
-  NL_CUDA(cudaGetLastError());
+  NL_CHECK_LAUNCH(rowSumKernel);
 }
 
 // Launches a per-row kernel template (kernel<kThreads>) with a warp per row, or a
@@ -105,7 +109,7 @@ void sumRows(int64_t rows, int64_t cols, Term term, Out out, cudaStream_t s) {
     else                                                                                         \
       kernel<::netloom::cuda::kBlock><<<::netloom::cuda::rowGrid(rows, ::netloom::cuda::kBlock), \
                                         ::netloom::cuda::kBlock, 0, stream>>>(__VA_ARGS__);      \
-    NL_CUDA(cudaGetLastError());                                                                 \
+    NL_CHECK_LAUNCH(kernel);                                                                     \
   } while (0)
 
 // Block (tile, chunk) of a ColumnSums plan: its 32 columns over its rows, 8 lanes
@@ -146,10 +150,10 @@ void sumColumns(const ColumnSums& plan, Term term, double* partial, Out out, cud
   if (plan.cols == 0) return;
   dim3 grid(unsigned(plan.tiles), unsigned(plan.chunks));
   columnSumKernel<<<grid, kBlock, 0, s>>>(plan, term, partial, out);
-  NL_CUDA(cudaGetLastError());
+  NL_CHECK_LAUNCH(columnSumKernel);
   if (plan.chunks == 1) return;
   columnFinishKernel<<<gridFor(plan.cols), kBlock, 0, s>>>(plan, partial, out);
-  NL_CUDA(cudaGetLastError());
+  NL_CHECK_LAUNCH(columnFinishKernel);
 }
 
 // *out = float(Σ values / divisor), the values added in a fixed order by one block:

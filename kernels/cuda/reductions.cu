@@ -93,7 +93,7 @@ KernelFn sumSquares(const KernelSig& s) {
     if (chunks > 0) {
       squaresKernel<<<gridFor(chunks * kBlock), kBlock, 0, st>>>(io.in[0].f32(), n, chunks,
                                                                  partial);
-      NL_CUDA(cudaGetLastError());
+      NL_CHECK_LAUNCH(squaresKernel);
     }
     launchMean(partial, chunks, 1.0, io.out[0].f32(), st);
   };
@@ -117,7 +117,7 @@ KernelFn globalAvgPoolGrad(const KernelSig& s) {
     int64_t n = io.out[0].numel();
     if (n == 0) return;
     spreadKernel<<<gridFor(n), kBlock, 0, st>>>(io.in[0].f32(), io.out[0].f32(), n, area);
-    NL_CUDA(cudaGetLastError());
+    NL_CHECK_LAUNCH(spreadKernel);
   };
 }
 
@@ -125,7 +125,7 @@ KernelFn globalAvgPoolGrad(const KernelSig& s) {
 
 void launchMean(const double* values, int64_t count, double divisor, float* out, cudaStream_t s) {
   meanKernel<<<1, kBlock, 0, s>>>(values, count, divisor, out);
-  NL_CUDA(cudaGetLastError());
+  NL_CHECK_LAUNCH(meanKernel);
 }
 
 void registerReductions(KernelRegistry& r) {

@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/grids.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/reduce.cuh"
 
 namespace netloom::cuda {
 namespace {
@@ -29,7 +30,7 @@ void copyBlocksAs(const void* src, int64_t srcPitch, void* dst, int64_t dstPitch
   copyBlocksKernel<<<gridFor(n), kBlock, 0, s>>>(static_cast<const U*>(src), srcPitch / u,
                                                  static_cast<U*>(dst), dstPitch / u, rows,
                                                  width / u);
-  NL_CUDA(cudaGetLastError());
+  NL_CHECK_LAUNCH(copyBlocksKernel);
 }
 
 // `rows` blocks of `width` bytes, one every srcPitch bytes from src, to one every
@@ -128,14 +129,14 @@ __global__ void upsampleGradKernel(const float* dy, float* dx, int64_t n, Upsamp
 // `kernel` over the n elements of output 0, reading input 0; input `xIndex` has the
 // forward input's shape.
 template <class K>
-KernelFn resample(const KernelSig& s, int xIndex, K kernel) {
+KernelFn resample(const KernelSig& s, int xIndex, K kernel, const char* launch) {
   UpsampleDims d(s, xIndex);
   cudaStream_t st = streamOf(s);
-  return [d, kernel, st](const KernelIO& io) {
+  return [d, kernel, launch, st](const KernelIO& io) {
     int64_t n = io.out[0].numel();
     if (n == 0) return;
     kernel<<<gridFor(n), kBlock, 0, st>>>(io.in[0].f32(), io.out[0].f32(), n, d);
-    NL_CUDA(cudaGetLastError());
+    check(cudaGetLastError(), launch);
   };
 }
 
@@ -145,11 +146,12 @@ void registerShape(KernelRegistry& r) {
   r.add("Concat", DeviceKind::Cuda, plainKernel("cuda.concat", concat));
   r.add("Slice", DeviceKind::Cuda, plainKernel("cuda.slice", slice));
   r.add("Upsample", DeviceKind::Cuda, plainKernel("cuda.upsample_nearest", [](const KernelSig& s) {
-          return resample(s, 0, upsampleKernel);
+          return resample(s, 0, upsampleKernel, "launch of upsampleKernel");
         }));
   r.add("UpsampleGrad", DeviceKind::Cuda,
-        plainKernel("cuda.upsample_nearest_grad",
-                    [](const KernelSig& s) { return resample(s, 1, upsampleGradKernel); }));
+        plainKernel("cuda.upsample_nearest_grad", [](const KernelSig& s) {
+          return resample(s, 1, upsampleGradKernel, "launch of upsampleGradKernel");
+        }));
 }
 
 }  // namespace netloom::cuda
