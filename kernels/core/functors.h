@@ -92,4 +92,155 @@ struct RunningAverage {
   }
 };
 
+// Comparisons as std::max and std::isnan make them, written for both compilers:
+// std::max(a, b) is `a < b ? b : a`, so a NaN first argument is kept (fmax would drop
+// it), and NaN is the one value unequal to itself.
+template <class T>
+NL_HD inline T maxOf(T a, T b) {
+  return a < b ? b : a;
+}
+NL_HD inline bool isNan(float x) {
+  return x != x;
+}
+
+// Losses ----------------------------------------------------------------------------
+// Each loss is a sum over elements (or rows) taken in double, then divided once; the
+// per-element terms and gradients are below.
+
+// (p - t)²: the float difference squared in double, as MSELoss sums it.
+struct SquaredError {
+  NL_HD double operator()(float p, float t) const { return double(p - t) * (p - t); }
+};
+struct MseGrad {  // d/dp of the mean; scale = 2·dloss / n
+  float scale;
+  NL_HD float operator()(float p, float t) const { return scale * (p - t); }
+};
+
+// Binary cross-entropy of one element in double: on logits through a stable
+// log-sigmoid (BCEWithLogitsLoss), on probabilities with each log clamped at -100 as
+// PyTorch's BCELoss does, so a saturated probability stays finite.
+struct BceTerm {
+  bool logits;
+  NL_HD double operator()(float x, float t) const {
+    double xd = x;
+    if (logits) return maxOf(xd, 0.0) - xd * t + log1p(exp(-fabs(xd)));
+    double lp = maxOf(log(xd), -100.0), l1p = maxOf(log1p(-xd), -100.0);
+    return -(t * lp + (1.0 - t) * l1p);
+  }
+};
+// d/dx (or, wrtTarget, d/dt) of the mean; scale = dloss / n. By the target it is
+// -logit(p): -x on logits, log(1 - p) - log(p) clamped as the loss is. By the
+// probability the denominator p·(1 - p) is kept above 1e-12, as PyTorch does.
+struct BceGrad {
+  float scale;
+  bool logits, wrtTarget;
+  NL_HD float operator()(float x, float t) const {
+    if (wrtTarget)
+      return logits
+                 ? -scale * x
+                 : scale * float(maxOf(log1p(-double(x)), -100.0) - maxOf(log(double(x)), -100.0));
+    if (logits) return scale * (1.f / (1.f + expf(-x)) - t);
+    float denom = maxOf(x * (1.f - x), 1e-12f);
+    return scale * (x - t) / denom;
+  }
+};
+
+// d/dlogits of the mean softmax cross-entropy for one class: e·inv is its softmax
+// probability, the target puts ε/C on every class and 1 - ε more on the label.
+// `hit` is computed as (1 - ε + ε/C) - ε/C, not 1 - ε, so that both backends round
+// it the same way the original formula did.
+struct XentGrad {
+  float off, hit, scale;  // scale = dloss / batch
+  NL_HD static XentGrad make(float eps, int64_t classes, float scale) {
+    float off = eps / float(classes), on = 1.f - eps + off;
+    return {off, on - off, scale};
+  }
+  NL_HD float operator()(float e, float inv, bool label) const {
+    float d = (e * inv - off) * scale;
+    return label ? d - hit * scale : d;
+  }
+};
+
+// Whether the score x of class j ranks above the label's score (class `at`) in a
+// top-k count: higher, or equal at a lower index (argmax's tie rule). NaN ranks
+// above every number, as in PyTorch's argmax and topk.
+struct RanksAbove {
+  float label;
+  int64_t at;
+  NL_HD bool operator()(float x, int64_t j) const {
+    bool nan = isNan(x), labelNan = isNan(label);
+    bool above = labelNan ? false : nan || x > label;
+    bool tie = labelNan ? nan : x == label;
+    return above || (tie && j < at);
+  }
+};
+
+// LayerNorm ---------------------------------------------------------------------------
+// One row's statistics are reduced in double; these are its per-element steps, in float.
+struct LayerNormApply {
+  float mean, invstd;
+  NL_HD float operator()(float x) const { return (x - mean) * invstd; }
+  NL_HD float operator()(float x, float w, float b) const { return (x - mean) * invstd * w + b; }
+};
+// dx = invstd·(g - mean(g) - x̂·mean(g·x̂)) with g = dy·w; mg and mgx are the two means.
+struct LayerNormGradApply {
+  float mean, invstd, mg, mgx;
+  NL_HD float operator()(float dy, float x, float w) const {
+    return invstd * (dy * w - mg - (x - mean) * invstd * mgx);
+  }
+};
+
+// Optimizers --------------------------------------------------------------------------
+// PyTorch's update rules (torch.optim), one element of a parameter at a time, in
+// place: a run can be compared step by step with PyTorch on either backend.
+
+// SGD: L2 decay added to the gradient; momentum buf = μ·buf + d; Nesterov steps by
+// d + μ·buf instead of buf.
+struct SgdStep {
+  float lr, momentum, weightDecay;
+  bool nesterov;
+  NL_HD void operator()(float& p, float g) const {  // without a momentum buffer
+    float d = g + weightDecay * p;
+    p -= lr * d;
+  }
+  NL_HD void operator()(float& p, float g, float& buf) const {
+    float d = g + weightDecay * p;
+    buf = momentum * buf + d;
+    d = nesterov ? d + momentum * buf : buf;
+    p -= lr * d;
+  }
+};
+
+// Adam with bias correction; weight decay joins the gradient (Adam) or shrinks the
+// weights directly (AdamW, `decoupled`). make() folds the step's constants on the
+// host, in the precisions PyTorch's formulas use.
+struct AdamStep {
+  float beta1, beta2, eps;
+  float l2;        // weight decay added to the gradient (Adam), else 0
+  float keep;      // the weights' factor: 1 - lr·wd (AdamW), else 1
+  float stepSize;  // lr / (1 - β1^t)
+  float bc2Sqrt;   // √(1 - β2^t)
+  static AdamStep make(float beta1, float beta2, float eps, float weightDecay, bool decoupled,
+                       double lr, int64_t step) {
+    float lrf = float(lr);
+    double t = double(step);
+    float bc1 = float(1.0 - std::pow(double(beta1), t));
+    float bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), t)));
+    return {beta1,
+            beta2,
+            eps,
+            decoupled ? 0.f : weightDecay,
+            decoupled ? 1.f - lrf * weightDecay : 1.f,
+            lrf / bc1,
+            bc2Sqrt};
+  }
+  NL_HD void operator()(float& p, float g, float& m, float& v) const {
+    float gi = g + l2 * p;
+    m = beta1 * m + (1.f - beta1) * gi;
+    v = beta2 * v + (1.f - beta2) * gi * gi;
+    float denom = sqrtf(v) / bc2Sqrt + eps;
+    p = p * keep - stepSize * m / denom;
+  }
+};
+
 }  // namespace netloom::fn

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/core/functors.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
@@ -134,7 +135,7 @@ KernelFn softmaxCrossEntropyGrad(const KernelSig& s) {
     const float* x = io.in[1].f32();
     const int32_t* label = io.in[2].i32();
     float* dx = io.out[0].f32();
-    float off = eps / float(c), on = 1.f - eps + off;
+    fn::XentGrad grad = fn::XentGrad::make(eps, c, scale);
     parallelFor(b, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const float* xr = x + i * c;
@@ -144,8 +145,7 @@ KernelFn softmaxCrossEntropyGrad(const KernelSig& s) {
         float sum = 0.f;
         for (int64_t j = 0; j < c; ++j) sum += (dr[j] = std::exp(xr[j] - m));
         float inv = 1.f / sum;
-        for (int64_t j = 0; j < c; ++j) dr[j] = (dr[j] * inv - off) * scale;
-        if (label[i] >= 0 && label[i] < c) dr[label[i]] -= (on - off) * scale;
+        for (int64_t j = 0; j < c; ++j) dr[j] = grad(dr[j], inv, j == label[i]);
       }
     });
   };
@@ -162,8 +162,7 @@ KernelFn mse(const KernelSig& s) {
     parallelFor(rows, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         double sum = 0;
-        for (int64_t j = r * per; j < (r + 1) * per; ++j)
-          sum += double(p[j] - t[j]) * (p[j] - t[j]);
+        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += fn::SquaredError{}(p[j], t[j]);
         out[r] = sum;
       }
     });
@@ -174,23 +173,15 @@ KernelFn mse(const KernelSig& s) {
 KernelFn mseGrad(const KernelSig& s) {
   int64_t n = numel(s.in[1].shape);
   return [n](const KernelIO& io) {
-    float scale = 2.f * io.in[0].f32()[0] / float(n);
+    fn::MseGrad grad{2.f * io.in[0].f32()[0] / float(n)};
     const float* p = io.in[1].f32();
     const float* t = io.in[2].f32();
     float* d = io.out[0].f32();
     parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) d[i] = scale * (p[i] - t[i]);
+      for (int64_t i = lo; i < hi; ++i) d[i] = grad(p[i], t[i]);
     });
   };
-}
-
-inline double bceTerm(float x, float t, bool logits) {
-  if (logits)
-    return std::max(double(x), 0.0) - double(x) * t + std::log1p(std::exp(-std::fabs(double(x))));
-  // PyTorch clamps each log at -100 so a saturated probability stays finite.
-  double lp = std::max(std::log(double(x)), -100.0), l1p = std::max(std::log1p(-double(x)), -100.0);
-  return -(t * lp + (1.0 - t) * l1p);
 }
 
 KernelFn bce(const KernelSig& s) {
@@ -198,14 +189,15 @@ KernelFn bce(const KernelSig& s) {
   int64_t per = n / rows;
   bool logits = s.attrs->b("from_logits");
   RowMean acc(rows);
-  return [n, rows, per, logits, acc](const KernelIO& io) {
+  fn::BceTerm term{logits};
+  return [n, rows, per, term, acc](const KernelIO& io) {
     const float* x = io.in[0].f32();
     const float* t = io.in[1].f32();
     double* out = acc.rows();
     parallelFor(rows, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         double sum = 0;
-        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += bceTerm(x[j], t[j], logits);
+        for (int64_t j = r * per; j < (r + 1) * per; ++j) sum += term(x[j], t[j]);
         out[r] = sum;
       }
     });
@@ -217,23 +209,12 @@ KernelFn bceGrad(const KernelSig& s) {
   int64_t n = numel(s.in[1].shape);
   bool logits = s.attrs->b("from_logits"), wrtTarget = s.attrs->b("wrt_target");
   return [n, logits, wrtTarget](const KernelIO& io) {
-    float scale = io.in[0].f32()[0] / float(n);
+    fn::BceGrad grad{io.in[0].f32()[0] / float(n), logits, wrtTarget};
     const float* x = io.in[1].f32();
     const float* t = io.in[2].f32();
     float* d = io.out[0].f32();
     parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        if (wrtTarget) {  // d/dt = -logit(p) = -x for logits
-          d[i] = logits ? -scale * x[i]
-                        : scale * float(std::max(std::log1p(-double(x[i])), -100.0) -
-                                        std::max(std::log(double(x[i])), -100.0));
-        } else if (logits) {
-          d[i] = scale * (1.f / (1.f + std::exp(-x[i])) - t[i]);
-        } else {
-          float denom = std::max(x[i] * (1.f - x[i]), 1e-12f);
-          d[i] = scale * (x[i] - t[i]) / denom;
-        }
-      }
+      for (int64_t i = lo; i < hi; ++i) d[i] = grad(x[i], t[i]);
     });
   };
 }
@@ -249,16 +230,9 @@ KernelFn topK(const KernelSig& s, int64_t k) {
       int32_t l = label[i];
       if (l < 0 || l >= c) continue;
       const float* xr = x + i * c;
-      // Ties go to the lower index, as argmax does: count scores that beat the label's.
-      // NaN ranks above every number, as in PyTorch's argmax and topk.
+      fn::RanksAbove above{xr[l], l};
       int64_t better = 0;
-      bool labelNan = std::isnan(xr[l]);
-      for (int64_t j = 0; j < c; ++j) {
-        bool nan = std::isnan(xr[j]);
-        bool above = labelNan ? false : nan || xr[j] > xr[l];
-        bool tie = labelNan ? nan : xr[j] == xr[l];
-        better += above || (tie && j < l);
-      }
+      for (int64_t j = 0; j < c; ++j) better += above(xr[j], j);
       hits += better < k;
     }
     io.out[0].f32()[0] = float(double(hits) / double(b));

@@ -405,13 +405,13 @@ KernelFn layerNormReference(const KernelSig& s) {
         for (int64_t j = 0; j < d.cols; ++j) sq += (xr[j] - mu) * (xr[j] - mu);
         double v = sq / double(d.cols);
         mean[r] = float(mu), var[r] = float(v);
-        float m = float(mu), invstd = float(1.0 / std::sqrt(v + eps));
+        fn::LayerNormApply norm{float(mu), float(1.0 / std::sqrt(v + eps))};
         if (affine) {
 #pragma omp simd
-          for (int64_t j = 0; j < d.cols; ++j) yr[j] = (xr[j] - m) * invstd * w[j] + b[j];
+          for (int64_t j = 0; j < d.cols; ++j) yr[j] = norm(xr[j], w[j], b[j]);
         } else {
 #pragma omp simd
-          for (int64_t j = 0; j < d.cols; ++j) yr[j] = (xr[j] - m) * invstd;
+          for (int64_t j = 0; j < d.cols; ++j) yr[j] = norm(xr[j]);
         }
       }
     });
@@ -442,10 +442,9 @@ KernelFn layerNormGradReference(const KernelSig& s) {
           float g = dyr[j] * (w ? w[j] : 1.f);
           sg += g, sgx += g * (xr[j] - m) * is;
         }
-        float mg = float(sg / double(d.cols)), mgx = float(sgx / double(d.cols));
+        fn::LayerNormGradApply grad{m, is, float(sg / double(d.cols)), float(sgx / double(d.cols))};
 #pragma omp simd
-        for (int64_t j = 0; j < d.cols; ++j)
-          dxr[j] = is * (dyr[j] * (w ? w[j] : 1.f) - mg - (xr[j] - m) * is * mgx);
+        for (int64_t j = 0; j < d.cols; ++j) dxr[j] = grad(dyr[j], xr[j], w ? w[j] : 1.f);
       }
     });
     double *sw = sums->data(), *sb = sw + d.cols;

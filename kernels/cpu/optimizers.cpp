@@ -1,9 +1,9 @@
 // Optimizer updates on the CPU, in place, following PyTorch's formulas exactly so a
 // run can be compared step by step with torch.optim.
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
+#include "kernels/core/functors.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
@@ -58,16 +58,14 @@ void registerOptimizers(KernelRegistry& r) {
             float* p = io.in[0].f32();
             const float* g = io.in[1].f32();
             float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
-            float lr = float(io.ctx->lr);
+            fn::SgdStep step{float(io.ctx->lr), mu, wd, nesterov};
             parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+              if (buf) {
 #pragma omp simd
-              for (int64_t i = lo; i < hi; ++i) {
-                float d = g[i] + wd * p[i];
-                if (buf) {
-                  buf[i] = mu * buf[i] + d;
-                  d = nesterov ? d + mu * buf[i] : buf[i];
-                }
-                p[i] -= lr * d;
+                for (int64_t i = lo; i < hi; ++i) step(p[i], g[i], buf[i]);
+              } else {
+#pragma omp simd
+                for (int64_t i = lo; i < hi; ++i) step(p[i], g[i]);
               }
             });
           };
@@ -81,22 +79,11 @@ void registerOptimizers(KernelRegistry& r) {
             const float* g = io.in[1].f32();
             float* m = io.in[2].f32();
             float* v = io.in[3].f32();
-            float lr = float(io.ctx->lr);
-            double t = double(io.ctx->step);
-            float bc1 = float(1.0 - std::pow(double(b1), t));
-            float bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
-            float stepSize = lr / bc1;
-            float keep = decoupled ? 1.f - lr * wd : 1.f;
-            float l2 = decoupled ? 0.f : wd;
+            fn::AdamStep step =
+                fn::AdamStep::make(b1, b2, eps, wd, decoupled, io.ctx->lr, io.ctx->step);
             parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
-              for (int64_t i = lo; i < hi; ++i) {
-                float gi = g[i] + l2 * p[i];
-                m[i] = b1 * m[i] + (1.f - b1) * gi;
-                v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-                float denom = std::sqrt(v[i]) / bc2Sqrt + eps;
-                p[i] = p[i] * keep - stepSize * m[i] / denom;
-              }
+              for (int64_t i = lo; i < hi; ++i) step(p[i], g[i], m[i], v[i]);
             });
           };
         }));

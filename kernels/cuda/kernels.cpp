@@ -9,6 +9,11 @@ void registerKernels(KernelRegistry& r) {
   registerGemm(r);
   registerConv(r);
   registerPoolNorm(r);
+  registerLosses(r);
+  registerReductions(r);
+  registerShape(r);
+  registerLayerNorm(r);
+  registerOptimizers(r);
 }
 
 }  // namespace netloom::cuda

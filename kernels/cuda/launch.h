@@ -27,5 +27,10 @@ void registerElementwise(KernelRegistry& r);
 void registerGemm(KernelRegistry& r);      // cuBLASLt: Linear, MatMul
 void registerConv(KernelRegistry& r);      // cuDNN: Conv2d, ConvTranspose2d and gradients
 void registerPoolNorm(KernelRegistry& r);  // cuDNN: pooling, BatchNorm, Softmax
+void registerLosses(KernelRegistry& r);
+void registerReductions(KernelRegistry& r);
+void registerShape(KernelRegistry& r);
+void registerLayerNorm(KernelRegistry& r);
+void registerOptimizers(KernelRegistry& r);
 
 }  // namespace netloom::cuda

@@ -1,0 +1,339 @@
+// The element math both backends run (kernels/core/functors.h) against plain double
+// references, NaN and infinity included, and the launch geometry of the CUDA
+// backend's own reductions and copies (kernels/cuda/grids.h), which is plain C++:
+// what a machine without a GPU can check of the CUDA kernels.
+#include <QtTest>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/core/functors.h"
+#include "kernels/core/kernel.h"
+#include "kernels/cuda/grids.h"
+
+using namespace netloom;
+
+namespace {
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Float `got` within float rounding of the double `want` (relative, with an absolute
+// floor for values near zero); NaN only matches NaN.
+bool near(double got, double want, double tol = 2e-6) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+#define CHECK_NEAR(got, want)                                                \
+  QVERIFY2(near((got), (want)), qPrintable(QString("%1 = %2, want %3")       \
+                                               .arg(#got)                    \
+                                               .arg(double(got), 0, 'g', 10) \
+                                               .arg(double(want), 0, 'g', 10)))
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+}  // namespace
+
+class TestFunctors : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // std::max's rule: a NaN first argument is kept, a NaN second one dropped.
+  void maxOfKeepsStdMaxNanRule() {
+    QVERIFY(std::isnan(fn::maxOf(kNan, 1.f)));
+    QCOMPARE(fn::maxOf(1.f, kNan), 1.f);
+    QCOMPARE(fn::maxOf(-100.0, double(-kInf)), -100.0);
+    QVERIFY(fn::isNan(kNan));
+    QVERIFY(!fn::isNan(kInf));
+  }
+
+  void sgdMatchesPyTorchRule() {
+    struct Case {
+      float p, g, buf, lr, mu, wd;
+      bool nesterov;
+    };
+    const Case cases[] = {{0.5f, 0.25f, 0.f, 0.1f, 0.f, 0.f, false},
+                          {-1.25f, 0.75f, 0.3f, 0.05f, 0.9f, 5e-4f, false},
+                          {2.f, -0.125f, -0.4f, 0.01f, 0.9f, 1e-2f, true}};
+    for (const Case& c : cases) {
+      fn::SgdStep step{c.lr, c.mu, c.wd, c.nesterov};
+      float p = c.p, buf = c.buf;
+      step(p, c.g, buf);
+      double d = double(c.g) + double(c.wd) * c.p;
+      double b = double(c.mu) * c.buf + d;
+      double want = c.p - double(c.lr) * (c.nesterov ? d + double(c.mu) * b : b);
+      CHECK_NEAR(buf, b);
+      CHECK_NEAR(p, want);
+      float plain = c.p;
+      step(plain, c.g);
+      CHECK_NEAR(plain, c.p - double(c.lr) * d);
+    }
+    // A non-finite gradient reaches the weight (the step's check then stops the run).
+    fn::SgdStep step{0.1f, 0.9f, 0.f, false};
+    float p = 1.f, buf = 0.f;
+    step(p, kInf, buf);
+    QCOMPARE(p, -kInf);
+    p = 1.f, buf = 0.f;
+    step(p, kNan, buf);
+    QVERIFY(std::isnan(p) && std::isnan(buf));
+  }
+
+  void adamMatchesPyTorchRule_data() {
+    QTest::addColumn<bool>("decoupled");
+    QTest::addColumn<float>("weightDecay");
+    QTest::newRow("adam") << false << 0.f;
+    QTest::newRow("adam+l2") << false << 1e-2f;
+    QTest::newRow("adamw") << true << 1e-2f;
+  }
+  void adamMatchesPyTorchRule() {
+    QFETCH(bool, decoupled);
+    QFETCH(float, weightDecay);
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const double lr = 1e-3;
+    float p = 0.75f, m = 0.f, v = 0.f;
+    double pd = p, md = 0, vd = 0;
+    const float grads[] = {0.5f, -0.25f, 1e-3f, 3.f};
+    for (int t = 1; t <= 4; ++t) {
+      float g = grads[t - 1];
+      fn::AdamStep step = fn::AdamStep::make(b1, b2, eps, weightDecay, decoupled, lr, t);
+      step(p, g, m, v);
+      // torch.optim.Adam / AdamW, in double.
+      double gd = g + (decoupled ? 0.0 : double(weightDecay) * pd);
+      if (decoupled) pd *= 1.0 - lr * weightDecay;
+      md = double(b1) * md + (1.0 - double(b1)) * gd;
+      vd = double(b2) * vd + (1.0 - double(b2)) * gd * gd;
+      double mhat = md / (1.0 - std::pow(double(b1), t));
+      double vhat = vd / (1.0 - std::pow(double(b2), t));
+      pd -= lr * mhat / (std::sqrt(vhat) + double(eps));
+      CHECK_NEAR(m, md);
+      CHECK_NEAR(v, vd);
+      CHECK_NEAR(p, pd);
+    }
+  }
+
+  void adamStepConstants() {
+    fn::AdamStep s = fn::AdamStep::make(0.9f, 0.999f, 1e-8f, 0.1f, true, 0.01, 2);
+    QCOMPARE(s.l2, 0.f);
+    QCOMPARE(s.keep, 1.f - 0.01f * 0.1f);
+    CHECK_NEAR(s.stepSize, 0.01 / (1.0 - 0.81));
+    CHECK_NEAR(s.bc2Sqrt, std::sqrt(1.0 - std::pow(0.999, 2)));
+    fn::AdamStep a = fn::AdamStep::make(0.9f, 0.999f, 1e-8f, 0.1f, false, 0.01, 2);
+    QCOMPARE(a.l2, 0.1f);
+    QCOMPARE(a.keep, 1.f);
+    // A NaN gradient poisons both moments and the weight.
+    float p = 1.f, m = 0.f, v = 0.f;
+    a(p, kNan, m, v);
+    QVERIFY(std::isnan(p) && std::isnan(m) && std::isnan(v));
+  }
+
+  void mse() {
+    const float ps[] = {0.5f, -2.f, 1e-3f, 3.f}, ts[] = {0.25f, 1.f, 0.f, 3.f};
+    for (int i = 0; i < 4; ++i) {
+      double d = double(ps[i] - ts[i]);
+      CHECK_NEAR(fn::SquaredError{}(ps[i], ts[i]), d * d);
+      CHECK_NEAR(fn::MseGrad{0.5f}(ps[i], ts[i]), 0.5 * d);
+    }
+    QVERIFY(std::isnan(fn::SquaredError{}(kNan, 1.f)));
+    QCOMPARE(fn::SquaredError{}(kInf, 1.f), std::numeric_limits<double>::infinity());
+    QCOMPARE(fn::MseGrad{1.f}(kInf, 0.f), kInf);
+  }
+
+  void bceOnLogitsIsStable() {
+    const float xs[] = {-100.f, -3.f, -0.5f, 0.f, 0.75f, 4.f, 100.f}, ts[] = {0.f, 1.f, 0.25f};
+    for (float x : xs)
+      for (float t : ts) {
+        // -(t·log σ(x) + (1 - t)·log(1 - σ(x))), by log σ(x) = -log(1 + e^-x).
+        double want =
+            t * std::log1p(std::exp(-double(x))) + (1 - t) * std::log1p(std::exp(double(x)));
+        CHECK_NEAR(fn::BceTerm{true}(x, t), want);
+        CHECK_NEAR((fn::BceGrad{2.f, true, false}(x, t)), 2.0 * (sigmoid(x) - t));
+        CHECK_NEAR((fn::BceGrad{2.f, true, true}(x, t)), -2.0 * x);
+      }
+    QVERIFY(std::isnan(fn::BceTerm{true}(kNan, 1.f)));
+    QVERIFY(std::isnan(fn::BceGrad{1.f, true, false}(kNan, 1.f)));
+  }
+
+  void bceOnProbabilitiesClampsLikePyTorch() {
+    const float ps[] = {0.01f, 0.25f, 0.5f, 0.9f}, ts[] = {0.f, 1.f, 0.5f};
+    for (float p : ps)
+      for (float t : ts) {
+        double want = -(t * std::log(double(p)) + (1 - t) * std::log1p(-double(p)));
+        CHECK_NEAR(fn::BceTerm{false}(p, t), want);
+        CHECK_NEAR((fn::BceGrad{1.f, false, false}(p, t)), (p - t) / (double(p) * (1 - p)));
+        CHECK_NEAR((fn::BceGrad{1.f, false, true}(p, t)),
+                   std::log1p(-double(p)) - std::log(double(p)));
+      }
+    // Saturated probabilities: each log is clamped at -100, the denominator at 1e-12.
+    QCOMPARE(fn::BceTerm{false}(0.f, 1.f), 100.0);
+    QCOMPARE(fn::BceTerm{false}(1.f, 0.f), 100.0);
+    QCOMPARE(fn::BceTerm{false}(0.f, 0.f), 0.0);
+    CHECK_NEAR((fn::BceGrad{1.f, false, false}(1.f, 0.f)), 1e12);
+    QCOMPARE((fn::BceGrad{1.f, false, true}(0.f, 0.f)), 100.f);
+    // NaN stays NaN through the clamps (maxOf keeps it, as std::max does).
+    QVERIFY(std::isnan(fn::BceTerm{false}(kNan, 1.f)));
+    QVERIFY(std::isnan(fn::BceGrad{1.f, false, false}(kNan, 1.f)));
+    QVERIFY(std::isnan(fn::BceGrad{1.f, false, true}(kNan, 1.f)));
+  }
+
+  // One row through the CPU kernel's steps (float softmax, then the functor) against
+  // the double gradient softmax - ((1 - ε)·onehot + ε/C), scaled.
+  void crossEntropyGradient() {
+    const std::vector<float> x = {0.5f, -1.f, 2.f, 0.f, 1.25f};
+    const int64_t c = int64_t(x.size());
+    for (float eps : {0.f, 0.1f})
+      for (int label : {0, 2, 4, 7}) {  // 7: outside the classes, no target mass
+        float scale = 0.25f;
+        fn::XentGrad grad = fn::XentGrad::make(eps, c, scale);
+        float m = *std::max_element(x.begin(), x.end()), sum = 0.f;
+        std::vector<float> e(x.size());
+        for (size_t j = 0; j < x.size(); ++j) sum += (e[j] = std::exp(x[j] - m));
+        double sd = 0;
+        for (float v : x) sd += std::exp(double(v));
+        for (int64_t j = 0; j < c; ++j) {
+          double target = eps / double(c) + (j == label ? 1.0 - eps : 0.0);
+          double want = (std::exp(double(x[size_t(j)])) / sd - target) * scale;
+          CHECK_NEAR(grad(e[size_t(j)], 1.f / sum, j == label), want);
+        }
+      }
+    // The label's extra mass is rounded as (1 - ε + ε/C) - ε/C was.
+    float eps = 0.3f, off = eps / 7.f, on = 1.f - eps + off;
+    QCOMPARE(fn::XentGrad::make(eps, 7, 1.f).hit, on - off);
+    QVERIFY(std::isnan(fn::XentGrad::make(0.f, 3, 1.f)(1.f, kNan, true)));
+  }
+
+  // argmax's tie rule and PyTorch's NaN ranking, as the top-k count sees them.
+  void ranksAbove() {
+    fn::RanksAbove label{1.f, 2};
+    QVERIFY(label(2.f, 5));    // higher
+    QVERIFY(!label(0.5f, 0));  // lower
+    QVERIFY(label(1.f, 1));    // tie at a lower index
+    QVERIFY(!label(1.f, 3));   // tie at a higher index
+    QVERIFY(!label(1.f, 2));   // itself
+    QVERIFY(label(kNan, 4));   // NaN above every number
+    QVERIFY(!label(-kInf, 0));
+    QVERIFY(label(kInf, 4));
+    fn::RanksAbove nanLabel{kNan, 2};
+    QVERIFY(!nanLabel(kInf, 0));  // a NaN label ranks above every number...
+    QVERIFY(nanLabel(kNan, 1));   // ...and below a NaN at a lower index
+    QVERIFY(!nanLabel(kNan, 3));
+  }
+
+  void layerNorm() {
+    const float xs[] = {-2.f, 0.f, 0.5f, 3.f};
+    fn::LayerNormApply norm{0.25f, 2.f};
+    fn::LayerNormGradApply grad{0.25f, 2.f, 0.1f, -0.3f};
+    for (float x : xs) {
+      double xhat = (double(x) - 0.25) * 2.0;
+      CHECK_NEAR(norm(x), xhat);
+      CHECK_NEAR(norm(x, 1.5f, -0.5f), xhat * 1.5 - 0.5);
+      CHECK_NEAR(grad(0.7f, x, 1.5f), 2.0 * (0.7 * 1.5 - 0.1 - xhat * -0.3));
+    }
+    QVERIFY(std::isnan(norm(kNan)));
+    QVERIFY(std::isinf(norm(kInf, 1.f, 0.f)));
+  }
+
+  // Every row in exactly one chunk, no chunk empty, and scratch only with chunks.
+  void columnSumPlans_data() {
+    QTest::addColumn<qint64>("rows");
+    QTest::addColumn<qint64>("cols");
+    QTest::newRow("bias of a small layer") << qint64(128) << qint64(10);
+    QTest::newRow("one row") << qint64(1) << qint64(4096);
+    QTest::newRow("no rows") << qint64(0) << qint64(8);
+    QTest::newRow("tall") << qint64(100003) << qint64(3);
+    QTest::newRow("wide") << qint64(4096) << qint64(1 << 20);
+    QTest::newRow("very tall") << qint64(1LL << 33) << qint64(1);
+  }
+  void columnSumPlans() {
+    QFETCH(qint64, rows);
+    QFETCH(qint64, cols);
+    cuda::ColumnSums p = cuda::columnSums(rows, cols);
+    QCOMPARE(p.tiles * cuda::kColumnTile >= cols, true);
+    QVERIFY((p.tiles - 1) * cuda::kColumnTile < std::max<int64_t>(cols, 1));
+    QVERIFY(p.chunks >= 1 && p.chunks <= 65535);
+    QVERIFY(p.chunks * p.rowsPerChunk >= rows);
+    if (rows > 0) QVERIFY((p.chunks - 1) * p.rowsPerChunk < rows);  // the last chunk has rows
+    QCOMPARE(p.partialBytes(), p.chunks > 1 ? p.chunks * cols * 8 : 0);
+  }
+
+  void rowTeamsAndChunks() {
+    QCOMPARE(cuda::rowThreads(10), 32);
+    QCOMPARE(cuda::rowThreads(cuda::kLongRow), cuda::kBlock);
+    QCOMPARE(cuda::rowGrid(0, 32), 1u);
+    QCOMPARE(cuda::rowGrid(9, 32), 2u);  // 8 warps a block
+    QCOMPARE(cuda::rowGrid(9, cuda::kBlock), 9u);
+    QCOMPARE(cuda::squaresChunks(0), int64_t(0));
+    QCOMPARE(cuda::squaresChunks(4097), int64_t(2));
+  }
+
+  void copyUnits() {
+    QCOMPARE(cuda::copyUnit({256, 64, 48}), 16);
+    QCOMPARE(cuda::copyUnit({256, 64, 40}), 8);
+    QCOMPARE(cuda::copyUnit({256, 12}), 4);
+    QCOMPARE(cuda::copyUnit({256, 6}), 2);
+    QCOMPARE(cuda::copyUnit({257, 64}), 1);
+    QCOMPARE(cuda::copyUnit({0}), 16);
+  }
+
+  // The CUDA list of each op with a kernel of the backend's own takes a plain float
+  // signature, and asks for the scratch its reductions need. Only the registry is
+  // read: this needs no GPU.
+  void cudaKernelsRegistered() {
+#ifndef NETLOOM_WITH_CUDA
+    QSKIP("built without CUDA");
+#else
+    struct Case {
+      const char* op;
+      std::vector<Shape> in;
+      int64_t workspace;  // bytes
+    };
+    const Shape x = {4, 3, 5, 7}, logits = {128, 10};
+    const Case cases[] = {
+        {"SoftmaxCrossEntropy", {logits, {128}}, 128 * 8},
+        {"SoftmaxCrossEntropyGrad", {{}, logits, {128}}, 0},
+        {"MSELoss", {x, x}, 4 * 8},
+        {"MSELossGrad", {{}, x, x}, 0},
+        {"BCELoss", {x, x}, 4 * 8},
+        {"BCELossGrad", {{}, x, x}, 0},
+        {"Accuracy", {logits, {128}}, 128 * 8},
+        {"TopKAccuracy", {logits, {128}}, 128 * 8},
+        {"ReduceRows", {{100000, 3}}, cuda::columnSums(100000, 3).partialBytes()},
+        {"ReduceChannels", {x}, 4 * 3 * 8},
+        {"ReduceChannels", {{4, 3}}, 0},
+        {"SumSquares", {{10000}}, 3 * 8},
+        {"SumSquares", {{0}}, 8},
+        {"Concat", {x, x}, 0},
+        {"Slice", {x}, 0},
+        {"Upsample", {x}, 0},
+        {"UpsampleGrad", {{4, 3, 10, 14}, x}, 0},
+        {"GlobalAvgPool2d", {x}, 0},
+        {"GlobalAvgPool2dGrad", {{4, 3}, x}, 0},
+        {"LayerNorm", {x}, 0},
+        // x as 60 rows of 7: each row's invstd (240 bytes, a multiple of 16), and one
+        // chunk of column sums, so no partial table.
+        {"LayerNormGrad", {x, x, {60}, {60}}, 240},
+        {"SgdUpdate", {x, x, x}, 0},
+        {"AdamUpdate", {x, x, x, x}, 0},
+    };
+    Attrs attrs;
+    for (const Case& c : cases) {
+      const auto* list = KernelRegistry::instance().list(c.op, DeviceKind::Cuda);
+      QVERIFY2(list && !list->empty(), c.op);
+      KernelSig sig{&attrs, nullptr, {}, {}};
+      for (const Shape& s : c.in) sig.in.push_back(TensorDesc{s, DType::F32, {DeviceKind::Cuda}});
+      const KernelImpl& k = list->back();
+      QVERIFY2(k.decline(sig).empty(), c.op);
+      int64_t bytes = k.workspace ? k.workspace(sig) : 0;
+      QVERIFY2(bytes == c.workspace,
+               qPrintable(
+                   QString("%1 asks for %2 bytes, want %3").arg(c.op).arg(bytes).arg(c.workspace)));
+    }
+#endif
+  }
+};
+
+QTEST_APPLESS_MAIN(TestFunctors)
+#include "tst_functors.moc"
