@@ -220,12 +220,14 @@ struct AdamStep {
   float keep;      // the weights' factor: 1 - lr·wd (AdamW), else 1
   float stepSize;  // lr / (1 - β1^t)
   float bc2Sqrt;   // √(1 - β2^t)
-  static AdamStep make(float beta1, float beta2, float eps, float weightDecay, bool decoupled,
-                       double lr, int64_t step) {
+  // On the host, or on the device from the step's values in device memory (a
+  // recorded step replays with each step's own lr and t).
+  NL_HD static AdamStep make(float beta1, float beta2, float eps, float weightDecay, bool decoupled,
+                             double lr, int64_t step) {
     float lrf = float(lr);
     double t = double(step);
-    float bc1 = float(1.0 - std::pow(double(beta1), t));
-    float bc2Sqrt = float(std::sqrt(1.0 - std::pow(double(beta2), t)));
+    float bc1 = float(1.0 - pow(double(beta1), t));
+    float bc2Sqrt = float(sqrt(1.0 - pow(double(beta2), t)));
     return {beta1,
             beta2,
             eps,

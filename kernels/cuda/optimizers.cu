@@ -9,7 +9,11 @@
 namespace netloom::cuda {
 namespace {
 
-__global__ void sgdKernel(fn::SgdStep step, float* p, const float* g, float* buf, int64_t n) {
+// The learning rate and step come from device memory, written before each step, so
+// that a recorded step (a CUDA Graph) replays with each step's own values.
+__global__ void sgdKernel(const DeviceStepValues* values, float momentum, float weightDecay,
+                          bool nesterov, float* p, const float* g, float* buf, int64_t n) {
+  const fn::SgdStep step{float(values->lr), momentum, weightDecay, nesterov};
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     if (buf)
@@ -19,8 +23,19 @@ __global__ void sgdKernel(fn::SgdStep step, float* p, const float* g, float* buf
   }
 }
 
-__global__ void adamKernel(fn::AdamStep step, float* p, const float* g, float* m, float* v,
-                           int64_t n) {
+struct AdamSettings {
+  float beta1, beta2, eps, weightDecay;
+  bool decoupled;
+};
+
+__global__ void adamKernel(const DeviceStepValues* values, AdamSettings a, float* p, const float* g,
+                           float* m, float* v, int64_t n) {
+  __shared__ fn::AdamStep shared;  // the step's constants, folded once per block
+  if (threadIdx.x == 0)
+    shared = fn::AdamStep::make(a.beta1, a.beta2, a.eps, a.weightDecay, a.decoupled, values->lr,
+                                values->step);
+  __syncthreads();
+  const fn::AdamStep step = shared;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     step(p[i], g[i], m[i], v[i]);
@@ -34,9 +49,9 @@ KernelFn sgd(const KernelSig& s) {
   return [mu, wd, nesterov, st](const KernelIO& io) {
     int64_t n = io.in[0].numel();
     if (n == 0) return;
-    fn::SgdStep step{float(io.ctx->lr), mu, wd, nesterov};
     float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
-    sgdKernel<<<gridFor(n), kBlock, 0, st>>>(step, io.in[0].f32(), io.in[1].f32(), buf, n);
+    sgdKernel<<<gridFor(n), kBlock, 0, st>>>(io.stepValues, mu, wd, nesterov, io.in[0].f32(),
+                                             io.in[1].f32(), buf, n);
     NL_CHECK_LAUNCH(sgdKernel);
   };
 }
@@ -50,9 +65,9 @@ KernelFn adam(const KernelSig& s) {
   return [b1, b2, eps, wd, decoupled, st](const KernelIO& io) {
     int64_t n = io.in[0].numel();
     if (n == 0) return;
-    fn::AdamStep step = fn::AdamStep::make(b1, b2, eps, wd, decoupled, io.ctx->lr, io.ctx->step);
-    adamKernel<<<gridFor(n), kBlock, 0, st>>>(step, io.in[0].f32(), io.in[1].f32(), io.in[2].f32(),
-                                              io.in[3].f32(), n);
+    adamKernel<<<gridFor(n), kBlock, 0, st>>>(
+        io.stepValues, AdamSettings{b1, b2, eps, wd, decoupled}, io.in[0].f32(), io.in[1].f32(),
+        io.in[2].f32(), io.in[3].f32(), n);
     NL_CHECK_LAUNCH(adamKernel);
   };
 }

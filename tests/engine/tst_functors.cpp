@@ -322,7 +322,7 @@ class TestFunctors : public QObject {
     for (const Case& c : cases) {
       const auto* list = KernelRegistry::instance().list(c.op, DeviceKind::Cuda);
       QVERIFY2(list && !list->empty(), c.op);
-      KernelSig sig{&attrs, nullptr, {}, {}};
+      KernelSig sig{&attrs, {}, {}, nullptr};
       for (const Shape& s : c.in) sig.in.push_back(TensorDesc{s, DType::F32, {DeviceKind::Cuda}});
       const KernelImpl& k = list->back();
       QVERIFY2(k.decline(sig).empty(), c.op);

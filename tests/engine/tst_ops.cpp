@@ -25,7 +25,7 @@ void eachKernel(const std::string& op, const netloom::Attrs& given,
   using namespace netloom;
   auto attrs = resolveAttrs(*OpRegistry::instance().find(op), given);
   QVERIFY2(attrs.ok(), attrs.ok() ? "" : attrs.error().message.c_str());
-  KernelSig sig{&*attrs, &cpuDevice(), in, {out}};
+  KernelSig sig{&*attrs, in, {out}, &cpuDevice()};
   bool blocked = false;
   for (const TensorDesc& d : in) blocked = blocked || d.layout != Layout::Plain;
   int ran = 0;
