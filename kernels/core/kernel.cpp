@@ -4,7 +4,6 @@
 
 #include "kernels/core/device.h"
 
-
 namespace netloom {
 
 std::string layoutName(const TensorDesc& d) {
@@ -50,6 +49,13 @@ KernelRegistry& KernelRegistry::instance() {
 
 void KernelRegistry::add(const std::string& op, DeviceKind device, KernelImpl impl) {
   m_lists[{op, device}].push_back(std::move(impl));
+}
+
+std::vector<std::string> KernelRegistry::ops(DeviceKind device) const {
+  std::vector<std::string> out;
+  for (const auto& [key, list] : m_lists)
+    if (key.second == device && !list.empty()) out.push_back(key.first);
+  return out;
 }
 
 const std::vector<KernelImpl>* KernelRegistry::list(const std::string& op,

@@ -105,6 +105,8 @@ class KernelRegistry {
 
   void add(const std::string& op, DeviceKind device, KernelImpl impl);
   const std::vector<KernelImpl>* list(const std::string& op, DeviceKind device) const;
+  // The ops with kernels on `device`.
+  std::vector<std::string> ops(DeviceKind device) const;
 
  private:
   std::map<std::pair<std::string, DeviceKind>, std::vector<KernelImpl>> m_lists;

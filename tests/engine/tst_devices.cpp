@@ -11,6 +11,7 @@
 #include "engine/runtime/feeder.h"
 #include "engine/train/trainer.h"
 #include "kernels/core/device.h"
+#include "kernels/core/kernel.h"
 
 using namespace netloom;
 
@@ -118,6 +119,21 @@ class TestDevices : public QObject {
     Outcome far = runTrain({projectPath("spirals.nlproj"), "--devices", "cuda:97", "--quiet"});
     QCOMPARE(far.code, 2);
     QVERIFY2(far.err.contains("cuda:97 is not available"), qPrintable(far.err));
+  }
+
+  // Every op the CPU runs has a CUDA kernel: nothing falls back to the CPU. (Reorder
+  // converts to and from the CPU's blocked layouts, which plans on a GPU never use.)
+  void everyOpHasACudaKernel() {
+#ifndef NETLOOM_WITH_CUDA
+    QSKIP("built without CUDA");
+#else
+    const KernelRegistry& r = KernelRegistry::instance();
+    for (const std::string& op : r.ops(DeviceKind::Cpu)) {
+      if (op == "Reorder") continue;
+      const auto* cuda = r.list(op, DeviceKind::Cuda);
+      QVERIFY2(cuda && !cuda->empty(), ("no CUDA kernel for " + op).c_str());
+    }
+#endif
   }
 
   void cpuDeviceCopiesAndFills() {
