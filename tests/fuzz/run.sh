@@ -17,7 +17,7 @@ launcher=""
 command -v ccache >/dev/null 2>&1 && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DNETLOOM_FUZZ=ON -DNETLOOM_BUILD_TESTS=OFF -DNETLOOM_BUILD_IDE=OFF $launcher >/dev/null
+  -DNETLOOM_FUZZ=ON -DNETLOOM_BUILD_TESTS=OFF -DNETLOOM_BUILD_IDE=OFF -DNETLOOM_CUDA=OFF $launcher >/dev/null
 targets="fuzz_seeds"
 for h in $harnesses; do targets="$targets fuzz_$h"; done
 # shellcheck disable=SC2086
