@@ -177,7 +177,11 @@ KernelFn batchNormReference(const KernelSig& s) {
   auto scratch = std::make_shared<BnScratch>(d.c);
   return [d, ports, eps, momentum, scratch](const KernelIO& io) {
     bool training = !io.ctx || io.ctx->training;
-    auto [x, w, b, rm, rv, y, bm, bv] = BnTensors(io, ports);
+    // Named pointers, not a structured binding: lambdas below capture them, which
+    // clang before 16 refuses for bindings.
+    const BnTensors t(io, ports);
+    const float *x = t.x, *w = t.w, *b = t.b;
+    float *rm = t.rm, *rv = t.rv, *y = t.y, *bm = t.bm, *bv = t.bv;
     double *s1 = scratch->a.data(), *s2 = scratch->b.data();
     float *scale = scratch->p.data(), *shift = scratch->q.data(), *k = scratch->r.data();
     parallelFor(d.c, grainFor(d.count()), [&](int64_t lo, int64_t hi) {
@@ -316,7 +320,11 @@ KernelFn batchNormBlocked(const KernelSig& s) {
   auto scratch = std::make_shared<BnScratch>(d.c, d.n);
   return [d, ports, eps, momentum, scratch](const KernelIO& io) {
     bool training = !io.ctx || io.ctx->training;
-    auto [x, w, b, rm, rv, y, bm, bv] = BnTensors(io, ports);
+    // Named pointers, not a structured binding: lambdas below capture them, which
+    // clang before 16 refuses for bindings.
+    const BnTensors t(io, ports);
+    const float *x = t.x, *w = t.w, *b = t.b;
+    float *rm = t.rm, *rv = t.rv, *y = t.y, *bm = t.bm, *bv = t.bv;
     float *scale = scratch->p.data(), *shift = scratch->q.data(), *k = scratch->r.data();
     if (training) {
       for (int64_t c = 0; c < d.c; ++c) k[c] = x[(c / 16) * d.s * 16 + c % 16];
