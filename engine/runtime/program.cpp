@@ -27,11 +27,12 @@ std::vector<float> Program::read(ValueId v) const {
 
 namespace {
 
+static_assert(sizeof(DeviceStepValues) <= 64, "written by Device::writeValues");
+
 void writeStepValues(const Program& p, const StepContext& ctx) {
   if (!p.stepValues.ok()) return;
   DeviceStepValues v{ctx.step, ctx.lr, ctx.seed};
-  // From pageable memory: staged before the call returns, so `v` may go.
-  p.device->copyToDevice(p.stepValues.data(), &v, sizeof v);
+  p.device->writeValues(p.stepValues.data(), &v, sizeof v);
 }
 
 }  // namespace
@@ -39,12 +40,14 @@ void writeStepValues(const Program& p, const StepContext& ctx) {
 void Program::runRecorded(const StepContext& ctx, size_t begin, size_t end) const {
   end = std::min(end, steps.size());
   if (device->hostAddressable() || !graphs || begin >= end) return run(ctx, begin, end);
-  writeStepValues(*this, ctx);
-  auto [it, fresh] = recorded.try_emplace({begin, end});
-  if (fresh) {
-    StepContext fixed = ctx;  // host-side decisions (training) hold for every replay
+  Recorded& r = recorded[{begin, end, ctx.training}];
+  if (!r.replay && r.runs == 1 && r.why.empty()) {
+    // Recorded on its second run: the first has done what libraries do only once
+    // (module loading, their own allocations), which a recording may not hold.
+    writeStepValues(*this, ctx);
+    StepContext fixed = ctx;
     auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
-    it->second.replay = device->capture(
+    r.replay = device->capture(
         [&] {
           for (size_t i = begin; i < end; ++i) {
             const PlanStep& s = steps[i];
@@ -53,12 +56,23 @@ void Program::runRecorded(const StepContext& ctx, size_t begin, size_t end) cons
             s.fn(io);
           }
         },
-        it->second.why);
+        r.why);
+    if (!r.replay && r.why.empty()) r.why = "the device recorded nothing";
   }
-  if (it->second.replay)
-    it->second.replay->launch();
-  else
-    run(ctx, begin, end);
+  r.runs += 1;
+  if (!r.replay) return run(ctx, begin, end);
+  writeStepValues(*this, ctx);
+  r.replay->launch();
+}
+
+std::vector<std::string> Program::takeRecordingProblems() const {
+  std::vector<std::string> out;
+  for (auto& [range, r] : recorded)
+    if (!r.why.empty() && !r.reported) {
+      r.reported = true;
+      out.push_back(r.why);
+    }
+  return out;
 }
 
 void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
@@ -126,8 +140,9 @@ std::string Program::explain() const {
     else if (!failed.empty())
       o << "every kernel issued each step; the step could not be recorded: " << failed << "\n";
     else
-      o << "the step recorded once as a CUDA Graph and replayed (one launch per step, two "
-           "where the step is checked for non-finite values between its halves)\n";
+      o << "each step issued launch by launch once, then recorded as a CUDA Graph and "
+           "replayed (one launch per step, two where the step is checked for non-finite "
+           "values between its halves)\n";
   }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   if (blockedTensors > 0 || packedWeights > 0)

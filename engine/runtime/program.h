@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/graph/graph.h"
@@ -65,17 +66,22 @@ struct Program {
   // loss and every gradient are complete and no parameter has changed yet.
   size_t updatesBegin = 0;
 
-  // On a device the host cannot address, a step (or the two halves of one that is
-  // checked between them) is recorded the first time it runs (a CUDA Graph) and
-  // replayed after, with the step's values in `stepValues`; `graphs` false issues
-  // every launch each time instead (for comparison).
+  // On a device the host cannot address, a step (or each half of one checked between
+  // its halves) runs launch by launch the first time, is recorded the second (a CUDA
+  // Graph) and replayed from then on, with the step's values in `stepValues`;
+  // `graphs` false issues every launch each time instead (for comparison).
   bool graphs = true;
   DeviceBuffer stepValues;  // a DeviceStepValues on such a device
   struct Recorded {
-    std::unique_ptr<Replay> replay;  // null when the range could not be recorded
-    std::string why;                 // then, why
+    int runs = 0;
+    std::unique_ptr<Replay> replay;  // once recorded
+    std::string why;                 // why it could not be, if so
+    bool reported = false;
   };
-  mutable std::map<std::pair<size_t, size_t>, Recorded> recorded;  // by [begin, end)
+  // By [begin, end) and ctx.training, a decision each launch makes on the host.
+  mutable std::map<std::tuple<size_t, size_t, bool>, Recorded> recorded;
+  // Why a range could not be recorded, each reason once (the trainer logs them).
+  std::vector<std::string> takeRecordingProblems() const;
 
   void run(const StepContext& ctx) const { runRecorded(ctx, 0, steps.size()); }
   // Steps [begin, end), each launched (a replay of single launches, a partial run).

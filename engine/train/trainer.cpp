@@ -304,6 +304,9 @@ Result<int64_t> largestBatchThatFits(const Setup& s, int64_t available) {
       o.batch = batch;
       o.planOnly = true;
       auto p = compile(s.project.model(), o, scratch);
+      // Past some batch a kernel may decline (a library's size limit): that batch does
+      // not fit either. At batch 1 the error is the model's, and said.
+      if (!p && batch > 1) return false;
       if (!p) return p.error();
       need = saturatingAdd(need, (*p)->arenaBytes);
       if (o.training) need = saturatingAdd(need, (*p)->persistentBytes);
@@ -653,6 +656,10 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       std::vector<ValueId> scalars{(*prog)->loss};
       for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
       ring.record(**prog, scalars);
+      for (const std::string& why : (*prog)->takeRecordingProblems())
+        log(proto::Log::WARNING, device.id().toString() +
+                                     ": the step could not be recorded as a CUDA Graph (" + why +
+                                     "); each kernel is launched every step instead");
       sum.issueSeconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
       bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);

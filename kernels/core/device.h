@@ -35,9 +35,10 @@ class Replay {
 };
 
 // Copies and fills are ordered on the device's stream, in the order they are
-// issued, with every kernel launched on it. On a device whose memory the host
-// cannot address they may return before they complete: call synchronize() before
-// reading what copyToHost wrote, or before reusing the host memory a copy reads.
+// issued, with every kernel launched on it. One thread at a time issues work to a
+// device (the run's): its stream and library handles are not shared between threads. On a device
+// whose memory the host cannot address they may return before they complete: call synchronize()
+// before reading what copyToHost wrote, or before reusing the host memory a copy reads.
 class Device {
  public:
   virtual ~Device() = default;
@@ -64,6 +65,9 @@ class Device {
   virtual void copyToHost(void* dst, const void* src, int64_t bytes) = 0;
   virtual void copyWithin(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+  // A few bytes (at most 64) to device memory, ordered like a copy; `src` may be
+  // reused as soon as this returns, and the host does not wait.
+  virtual void writeValues(void* dst, const void* src, int bytes) { copyToDevice(dst, src, bytes); }
   virtual void synchronize() = 0;
   // The native stream every kernel launches on (a cudaStream_t); null on the CPU.
   virtual void* stream() const { return nullptr; }

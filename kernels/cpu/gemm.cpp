@@ -16,10 +16,15 @@ struct GemmDims {
   bool ta, tb;
 };
 
+// Every dimension but the last (a zero-wide last dimension still has its rows).
+int64_t rowsOf(const Shape& s) {
+  return numel(Shape(s.begin(), s.end() - 1));
+}
+
 // A viewed as rows × last dimension; likewise B.
 GemmDims matmulDims(const Shape& a, const Shape& b, bool ta, bool tb) {
-  int64_t aCols = a.back(), aRows = numel(a) / aCols;
-  int64_t bCols = b.back(), bRows = numel(b) / bCols;
+  int64_t aCols = a.back(), aRows = rowsOf(a);
+  int64_t bCols = b.back(), bRows = rowsOf(b);
   return {ta ? aCols : aRows, tb ? bRows : bCols, ta ? aRows : aCols, aCols, bCols, ta, tb};
 }
 

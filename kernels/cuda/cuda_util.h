@@ -37,6 +37,11 @@ std::string describe(cudaError_t e);
 
 void registerKernels(KernelRegistry& r);
 
+// Writes up to 64 bytes of `src` to `dst` on `stream` as a one-thread kernel's
+// argument: copied when the launch is issued, so `src` may go at once, and the host
+// never waits (as a copy from pageable memory may make it).
+void writeValues(void* dst, const void* src, int bytes, cudaStream_t stream);
+
 // Σ x² in double over `tensors` on `stream`, through a device scratch double and a
 // pinned host one; waits for the stream.
 double sumOfSquares(const std::vector<TensorRef>& tensors, cudaStream_t stream, double* deviceTotal,

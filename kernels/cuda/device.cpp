@@ -72,13 +72,18 @@ DeviceProbe probe() {
 // one unit: the host issues one call per step instead of one per kernel.
 class GraphReplay final : public Replay {
  public:
-  GraphReplay(cudaGraphExec_t exec, cudaStream_t stream) : m_exec(exec), m_stream(stream) {}
+  GraphReplay(cudaGraphExec_t exec, cudaStream_t stream, int device)
+      : m_exec(exec), m_stream(stream), m_device(device) {}
   ~GraphReplay() override { cudaGraphExecDestroy(m_exec); }
-  void launch() override { NL_CUDA(cudaGraphLaunch(m_exec, m_stream)); }
+  void launch() override {
+    NL_CUDA(cudaSetDevice(m_device));
+    NL_CUDA(cudaGraphLaunch(m_exec, m_stream));
+  }
 
  private:
   cudaGraphExec_t m_exec;
   cudaStream_t m_stream;
+  int m_device;
 };
 
 // One GPU: a main stream every kernel and copy of a step is issued on, and a copy
@@ -144,9 +149,12 @@ class CudaDevice final : public Device {
     }
     return p;
   }
+  // Never throws: called from destructors, which may run while an earlier CUDA error
+  // unwinds the run (whose Failed event then says what went wrong).
   void release(void* p) override {
-    select();
+    cudaSetDevice(m_index);
     cudaFree(p);
+    cudaGetLastError();
   }
   void* allocateHost(int64_t bytes) override {
     select();
@@ -157,7 +165,10 @@ class CudaDevice final : public Device {
     }
     return p;
   }
-  void releaseHost(void* p) override { cudaFreeHost(p); }
+  void releaseHost(void* p) override {
+    cudaFreeHost(p);
+    cudaGetLastError();
+  }
 
   void copyToDevice(void* dst, const void* src, int64_t bytes) override {
     copy(dst, src, bytes, cudaMemcpyHostToDevice, m_stream);
@@ -214,7 +225,7 @@ class CudaDevice final : public Device {
       cudaGetLastError();
       return nullptr;
     }
-    return std::make_unique<GraphReplay>(exec, m_stream);
+    return std::make_unique<GraphReplay>(exec, m_stream, m_index);
   }
 
   void upload(void* dst, const void* src, int64_t bytes) override {
@@ -223,8 +234,18 @@ class CudaDevice final : public Device {
     copy(dst, src, bytes, cudaMemcpyHostToDevice, m_copy);
     NL_CUDA(cudaEventRecord(m_uploaded, m_copy));
   }
-  void waitUploads() override { NL_CUDA(cudaStreamWaitEvent(m_stream, m_uploaded, 0)); }
-  void uploadsAfterWork() override { NL_CUDA(cudaEventRecord(m_consumed, m_stream)); }
+  void waitUploads() override {
+    select();
+    NL_CUDA(cudaStreamWaitEvent(m_stream, m_uploaded, 0));
+  }
+  void uploadsAfterWork() override {
+    select();
+    NL_CUDA(cudaEventRecord(m_consumed, m_stream));
+  }
+  void writeValues(void* dst, const void* src, int bytes) override {
+    select();
+    cuda::writeValues(dst, src, bytes, m_stream);
+  }
   void finishUploads() override {
     select();
     NL_CUDA(cudaStreamSynchronize(m_copy));

@@ -6,9 +6,17 @@
 
 namespace netloom::cuda {
 
+namespace {
+// Every dimension but the last: the rows of a tensor viewed as a matrix (a zero-wide
+// last dimension still has its rows).
+int64_t rowsOf(const Shape& s) {
+  return numel(Shape(s.begin(), s.end() - 1));
+}
+}  // namespace
+
 GemmPlan matmulPlan(const Shape& a, const Shape& b, bool transA, bool transB) {
-  int64_t aCols = a.back(), aRows = numel(a) / aCols;
-  int64_t bCols = b.back(), bRows = numel(b) / bCols;
+  int64_t aCols = a.back(), aRows = rowsOf(a);
+  int64_t bCols = b.back(), bRows = rowsOf(b);
   int64_t m = transA ? aCols : aRows, n = transB ? bRows : bCols, k = transA ? aRows : aCols;
   GemmPlan p;
   // A row-major r × c matrix is a column-major c × r one with the same leading dimension.

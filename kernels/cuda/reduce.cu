@@ -1,5 +1,7 @@
-// Reductions the engine asks of the device itself (not kernels of ops): Σ x² over a
-// step's gradients for the check before its updates.
+// What the engine asks of the device itself (not kernels of ops): Σ x² over a step's
+// gradients for the check before its updates, and a step's values written ahead.
+#include <cstring>
+
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 
@@ -24,7 +26,24 @@ __global__ void squaresKernel(const float* x, int64_t n, double* total) {
   }
 }
 
+struct Bytes64 {
+  unsigned char b[64];
+};
+
+__global__ void writeValuesKernel(Bytes64 v, unsigned char* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = v.b[i];
+}
+
 }  // namespace
+
+void writeValues(void* dst, const void* src, int bytes, cudaStream_t stream) {
+  if (bytes <= 0) return;
+  if (bytes > int(sizeof(Bytes64))) throw CudaError("writeValues: more than 64 bytes");
+  Bytes64 v{};
+  std::memcpy(v.b, src, size_t(bytes));
+  writeValuesKernel<<<1, 1, 0, stream>>>(v, static_cast<unsigned char*>(dst), bytes);
+  NL_CUDA(cudaGetLastError());
+}
 
 double sumOfSquares(const std::vector<TensorRef>& tensors, cudaStream_t stream, double* deviceTotal,
                     double* hostTotal) {
