@@ -296,7 +296,8 @@ namespace {
 // optimizer state, fit in `available` bytes of the device (0 when not even one
 // sample does), found by planning memory at growing batch sizes without allocating.
 Result<int64_t> largestBatchThatFits(const Setup& s, int64_t available) {
-  constexpr int64_t kCeiling = int64_t(1) << 24;
+  // A batch is never larger than the training set, so the search ends there.
+  const int64_t kCeiling = std::max<int64_t>(1, s.data.train.size());
   auto fits = [&](int64_t batch) -> Result<bool> {
     ParamStore scratch(*s.device);
     int64_t need = 0;
@@ -314,14 +315,15 @@ Result<int64_t> largestBatchThatFits(const Setup& s, int64_t available) {
     return need <= available;
   };
   int64_t lo = 0, hi = 1;  // lo fits (or is 0), hi is being tried
-  while (hi <= kCeiling) {
+  while (lo < kCeiling) {
+    hi = std::min(hi, kCeiling);
     auto f = fits(hi);
     if (!f) return f.error();
     if (!*f) break;
     lo = hi;
     hi *= 2;
   }
-  if (hi > kCeiling) return lo;
+  if (lo == kCeiling) return lo;
   while (hi - lo > 1) {
     int64_t mid = lo + (hi - lo) / 2;
     auto f = fits(mid);
@@ -356,10 +358,8 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
                     formatBytes((*ep)->arenaBytes) + ") of " + formatBytes(available) +
                     " the run may use (" + budget.limitText() + "); the largest batch that fits: " +
                     (*largest > 0 ? std::to_string(*largest) : std::string("none")) +
-                    (*largest >= (int64_t(1) << 24) ? " or more" : "") +
-                    (*largest > setup->data.train.size()
-                         ? " (more than the " + std::to_string(setup->data.train.size()) +
-                               " training samples, which bound a batch)"
+                    (*largest > 0 && *largest >= setup->data.train.size()
+                         ? " (all the training samples; a batch is never larger)"
                          : std::string()) +
                     "\n";
   return (*tp)->explain() + "\n" + (*ep)->explain() + "\n" + fit;

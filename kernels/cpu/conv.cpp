@@ -270,8 +270,11 @@ Pd preferStored(const dnnl::memory::desc& stored, const dnnl::memory::desc& any,
   return make(any);
 }
 
+// `run`: the primitive will run, so its scratchpad is allocated; a primitive built
+// only to ask oneDNN something (whether it takes a configuration, which weight
+// layout it reads) needs none, which at large batches is gigabytes.
 template <class P>
-std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
+std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
   const Window2d& w = k.w;
@@ -350,16 +353,17 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass) {
     bind(DNNL_ARG_SRC, 1, src);
     bindWeights(DNNL_ARG_DIFF_WEIGHTS, -1, pd.diff_weights_desc(), true);
   }
-  if (scratch.get_size() > 0) {
+  if (run && scratch.get_size() > 0) {
     st->scratchpad = dnnl::memory(scratch, eng);
     st->args[DNNL_ARG_SCRATCHPAD] = st->scratchpad;
   }
   return st;
 }
 
-std::shared_ptr<DnnlConv> buildDnnl(const KernelSig& s, bool transposed, Pass pass) {
+std::shared_ptr<DnnlConv> buildDnnl(const KernelSig& s, bool transposed, Pass pass,
+                                    bool run = false) {
   ConvConfig k = configOf(s, transposed, pass);
-  return transposed ? buildPrims<DeconvPrims>(k, pass) : buildPrims<ConvPrims>(k, pass);
+  return transposed ? buildPrims<DeconvPrims>(k, pass, run) : buildPrims<ConvPrims>(k, pass, run);
 }
 
 std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass) {
@@ -376,7 +380,7 @@ std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass) {
 }
 
 KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass) {
-  std::shared_ptr<DnnlConv> st = buildDnnl(s, transposed, pass);
+  std::shared_ptr<DnnlConv> st = buildDnnl(s, transposed, pass, true);
   return [st](const KernelIO& io) {
     for (auto& [slot, m] : st->slots)
       m.set_data_handle(slot < 0 ? io.out[0].data : io.in[slot].data);
