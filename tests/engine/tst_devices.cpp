@@ -196,6 +196,30 @@ class TestDevices : public QObject {
     QCOMPARE(ring.pending(), int64_t(0));
   }
 
+  // The run says where it trains, and how much memory is in use there as it goes.
+  void runReportsItsDeviceAndMemory() {
+    auto p = load("spirals.nlproj");
+    TrainOptions o;
+    o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+    o.maxSteps = 5;
+    std::vector<proto::TrainEvent> events;
+    auto r = runTraining(p, o, [&](const proto::TrainEvent& e) { events.push_back(e); });
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    QVERIFY(events.front().has_run_started());
+    const proto::RunStarted& rs = events.front().run_started();
+    QCOMPARE(rs.device(), std::string("cpu"));
+    QVERIFY(!rs.device_name().empty());
+    QVERIFY(rs.device_memory_total() > 0);
+    QCOMPARE(r->device, std::string("cpu"));
+    QVERIFY(r->issueSeconds > 0 && r->issueSeconds <= r->trainSeconds);
+    const proto::Step* first = nullptr;
+    for (const auto& e : events)
+      if (e.has_step() && !first) first = &e.step();
+    QVERIFY(first);
+    QVERIFY(first->device_memory_used() > 0);  // the first step reports, then once a second
+    QVERIFY(first->device_memory_used() < rs.device_memory_total());
+  }
+
   // A plan made without allocating plans what the real one allocates.
   void planOnlyMatchesTheRealPlan() {
     auto p = load("fashion-lenet.nlproj");
