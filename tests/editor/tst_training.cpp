@@ -174,6 +174,10 @@ class TestTraining : public QObject {
     if (child) trigger(w, "childProcess");
     trigger(w, "run");
     QVERIFY(waitForSteps(w, 60));
+    // The status bar shows the memory in use on the run's device, as the run reports it.
+    w.runs()->poll();
+    QVERIFY2(w.runs()->status()->text().contains(" · cpu memory "),
+             qPrintable(w.runs()->status()->text()));
     auto* inProcess = qobject_cast<InProcessTarget*>(w.runs()->target());
     QCOMPARE(inProcess == nullptr, child);
     std::optional<QSignalSpy> parked;
