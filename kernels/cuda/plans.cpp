@@ -192,6 +192,11 @@ std::string batchNormPlan(const Attrs& attrs, const Shape& x, bool affine, bool 
     }
   }
   if (std::string e = fitsCudnn(x, "the input"); !e.empty()) return e;
+  // cuDNN's spatial batch norm is not trusted past 65,535 samples in inference (its
+  // grid limits; PyTorch leaves it there too), and this kernel serves both modes.
+  if (p.n > kMaxBatchNormSamples)
+    return "cuDNN's batch norm takes at most " + std::to_string(kMaxBatchNormSamples) +
+           " samples in evaluation, the batch has " + std::to_string(p.n);
   return {};
 }
 

@@ -139,6 +139,9 @@ std::string poolPlan(const Attrs& attrs, const Shape& x, bool average, PoolPlan&
 
 // x viewed as N × C × S × 1, which cuDNN's spatial mode normalises per channel over
 // N·S: the same statistics for N × C, N × C × L and N × C × H × W.
+// The largest batch cuDNN's batch norm is given (see batchNormPlan).
+constexpr int64_t kMaxBatchNormSamples = 65535;
+
 struct BatchNormPlan {
   int64_t n = 0, c = 0, s = 1;
   bool affine = true;

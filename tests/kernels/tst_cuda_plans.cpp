@@ -455,6 +455,10 @@ class TestCudaPlans : public QObject {
     batchNormPlan(a, {8, 100}, false, true, p);
     QCOMPARE(p.zerosOffset, -1);  // the backward takes no shift
     QCOMPARE(p.workspaceBytes, 1024);
+    // Past cuDNN's batch limit the kernel declines, saying so, rather than run.
+    QCOMPARE(QString::fromStdString(batchNormPlan(a, {65535, 4}, true, false, p)), QString());
+    QString past = QString::fromStdString(batchNormPlan(a, {65536, 4}, true, false, p));
+    QVERIFY2(past.contains("at most 65535 samples"), qPrintable(past));
   }
 
   // The running statistics the CUDA kernel updates from cuDNN's batch mean and the
