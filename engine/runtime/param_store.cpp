@@ -62,26 +62,36 @@ void ParamStore::setStored(Entry& e, const std::vector<float>& values) {
   writeFloats(*e.buffer.device(), e.data(), values.data(), e.numel());
 }
 
-// Packed layouts are a host backend's (oneDNN's): a store on another device keeps
-// every tensor plain, and its values cross by plain copies.
+// A packed tensor converts on the host: in place where the host addresses the
+// device's memory, else through a host copy of the stored values.
 std::vector<float> ParamStore::read(const Entry& e) {
   if (e.desc.layout == Layout::Plain) return stored(e);
   std::vector<float> out(size_t(e.numel()));
-  bool ok = convertLayout(e.desc, e.data(), plainOf(e.desc), out.data());
+  std::vector<float> copy;
+  const float* from = e.data();
+  if (!e.buffer.device()->hostAddressable()) from = (copy = stored(e)).data();
+  bool ok = convertLayout(e.desc, from, plainOf(e.desc), out.data());
   assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
   (void)ok;
   return out;
 }
 
 void ParamStore::write(Entry& e, const float* values) {
-  if (!e.buffer.device()->hostAddressable()) {
-    assert(e.desc.layout == Layout::Plain);
+  if (e.buffer.device()->hostAddressable()) {
+    bool ok = convertLayout(plainOf(e.desc), values, e.desc, e.data());
+    assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
+    (void)ok;
+    return;
+  }
+  if (e.desc.layout == Layout::Plain) {
     writeFloats(*e.buffer.device(), e.data(), values, e.numel());
     return;
   }
-  bool ok = convertLayout(plainOf(e.desc), values, e.desc, e.data());
+  std::vector<float> packed(size_t(e.numel()));
+  bool ok = convertLayout(plainOf(e.desc), values, e.desc, packed.data());
   assert(ok && "the compiler packs only into layouts its Reorder kernel converts");
   (void)ok;
+  setStored(e, packed);
 }
 
 NamedTensor ParamStore::toNamed(const Entry& e) {

@@ -195,7 +195,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
     if (std::string bad = parseDeviceId(t.device(), id); !bad.empty())
       return makeError("train.device: " + bad);
   std::string unavailable;
-  s.device = openDevice(id, unavailable);
+  s.device = opts.device ? opts.device : openDevice(id, unavailable);
   if (!s.device) return makeRefusal("train.device: " + unavailable);
   if (t.check_finite_every() < -1)
     return makeError(

@@ -12,6 +12,7 @@
 #include "engine/proto/events.pb.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
+#include "kernels/core/device.h"
 
 namespace netloom {
 
@@ -36,6 +37,9 @@ struct TrainOptions {
   // batches); 0: what this machine and process can give. Over it, the run is refused.
   int64_t memoryLimit = 0;
   const std::atomic<bool>* stop = nullptr;  // set to end the run after the current step
+  // The device to train on, over train.device and --devices (an embedding program's
+  // own, kept alive by it for the run); null: the one those name.
+  Device* device = nullptr;
 };
 
 struct TrainSummary {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../common/cli.h"
+#include "async_device.h"
 #include "engine/compiler/compile.h"
 #include "engine/io/project_file.h"
 #include "engine/runtime/devices.h"
@@ -218,6 +219,89 @@ class TestDevices : public QObject {
     QVERIFY(first);
     QVERIFY(first->device_memory_used() > 0);  // the first step reports, then once a second
     QVERIFY(first->device_memory_used() < rs.device_memory_total());
+  }
+
+  // Every GPU path of the trainer (staged, double-buffered batches; scalars read back
+  // every 16 steps; values copied out for checks, checkpoints and evaluation) on a
+  // device that keeps a GPU's rules but runs the CPU's kernels: the same losses,
+  // metrics and weights as the CPU, bit for bit.
+  void asynchronousDeviceTrainsAsTheCpu_data() {
+    QTest::addColumn<QString>("project");
+    QTest::addColumn<int>("checkEvery");
+    QTest::newRow("mlp, every step checked") << "spirals.nlproj" << 0;
+    QTest::newRow("mlp, unchecked") << "spirals.nlproj" << -1;
+    if (QFile::exists(QString(NETLOOM_FASHION_DIR) + "/train-images-idx3-ubyte.gz"))
+      QTest::newRow("lenet, unchecked") << "fashion-lenet.nlproj" << -1;
+  }
+  void asynchronousDeviceTrainsAsTheCpu() {
+    QFETCH(QString, project);
+    QFETCH(int, checkEvery);
+    QTemporaryDir dir;
+    auto p = load(project.toStdString().c_str());
+    p.mutable_train()->set_check_finite_every(checkEvery);
+    p.mutable_train()->mutable_checkpoint()->set_every_steps(10);
+    p.mutable_data()->set_train_limit(1280);
+    p.mutable_data()->set_test_limit(300);
+    p.mutable_data()->set_validation_fraction(0.1);
+    struct Outcome {
+      std::vector<std::string> steps, epochs;  // the events, as text
+      QByteArray weights;
+      Result<TrainSummary> result = makeError("not run");
+    };
+    auto train = [&](Device* device, const QString& name) {
+      Outcome out;
+      TrainOptions o;
+      o.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+      o.maxSteps = 45;  // past two read-backs and a checkpoint, ending mid-window
+      o.threads = 1;
+      o.device = device;
+      o.checkpointDir = dir.filePath(name + "-ck").toStdString();
+      o.saveWeights = dir.filePath(name + ".safetensors").toStdString();
+      out.result = runTraining(p, o, [&](const proto::TrainEvent& e) {
+        proto::TrainEvent kept = e;
+        if (kept.has_step()) {
+          kept.clear_time();
+          kept.mutable_step()->clear_samples_per_sec();
+          kept.mutable_step()->clear_seconds();
+          kept.mutable_step()->clear_device_memory_used();
+          out.steps.push_back(kept.ShortDebugString());
+        }
+        if (kept.has_epoch()) {
+          kept.clear_time();
+          kept.mutable_epoch()->clear_seconds();
+          out.epochs.push_back(kept.ShortDebugString());
+        }
+      });
+      QFile f(QString::fromStdString(o.saveWeights));
+      if (f.open(QIODevice::ReadOnly)) out.weights = f.readAll();
+      return out;
+    };
+    testing::AsyncHostDevice async;
+    Outcome cpu = train(nullptr, "cpu"), gpuLike = train(&async, "async");
+    QVERIFY2(cpu.result.ok(), cpu.result.ok() ? "" : cpu.result.error().message.c_str());
+    QVERIFY2(gpuLike.result.ok(),
+             gpuLike.result.ok() ? "" : gpuLike.result.error().message.c_str());
+    QCOMPARE(int(gpuLike.steps.size()), 45);
+    QCOMPARE(gpuLike.steps, cpu.steps);
+    QCOMPARE(gpuLike.epochs, cpu.epochs);
+    QVERIFY(!cpu.weights.isEmpty());
+    QVERIFY(gpuLike.weights == cpu.weights);
+    QCOMPARE(gpuLike.result->testLoss, cpu.result->testLoss);
+    QVERIFY(async.synchronizations > 0);
+    // Its checkpoint resumes on the CPU, to the CPU's own weights.
+    TrainOptions resume;
+    resume.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
+    resume.maxSteps = 45;
+    resume.threads = 1;
+    auto ck = dir.filePath("async-ck").toStdString();
+    resume.resume = ck;
+    resume.checkpointDir = dir.filePath("resumed-ck").toStdString();
+    resume.saveWeights = dir.filePath("resumed.safetensors").toStdString();
+    auto again = runTraining(p, resume, [](const proto::TrainEvent&) {});
+    QVERIFY2(again.ok(), again.ok() ? "" : again.error().message.c_str());
+    QFile f(QString::fromStdString(resume.saveWeights));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll() == cpu.weights);
   }
 
   // A plan made without allocating plans what the real one allocates.
