@@ -70,7 +70,7 @@ std::vector<std::string> Program::takeRecordingProblems() const {
   for (auto& [range, r] : recorded)
     if (!r.why.empty() && !r.reported) {
       r.reported = true;
-      out.push_back(r.why);
+      if (std::find(out.begin(), out.end(), r.why) == out.end()) out.push_back(r.why);
     }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "engine/compiler/compile.h"
 #include "engine/compiler/passes.h"
@@ -556,6 +557,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     bool norms;  // the Step event carries gradient and weight norms
   };
   std::vector<Issued> issued;
+  std::set<std::string> recordingProblems;  // said already
   auto windowStart = std::chrono::steady_clock::now();
   auto memoryReported = windowStart - std::chrono::seconds(1);
   Totals totals;
@@ -657,9 +659,10 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
       ring.record(**prog, scalars);
       for (const std::string& why : (*prog)->takeRecordingProblems())
-        log(proto::Log::WARNING, device.id().toString() +
-                                     ": the step could not be recorded as a CUDA Graph (" + why +
-                                     "); each kernel is launched every step instead");
+        if (recordingProblems.insert(why).second)  // each reason once, whichever plan
+          log(proto::Log::WARNING, device.id().toString() +
+                                       ": the step could not be recorded as a CUDA Graph (" + why +
+                                       "); each kernel is launched every step instead");
       sum.issueSeconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
       bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);

@@ -3,6 +3,7 @@
 // without allocating, and the fit check that --explain prints.
 #include <QtTest>
 #include <cstring>
+#include <set>
 
 #include "../common/cli.h"
 #include "async_device.h"
@@ -245,6 +246,7 @@ class TestDevices : public QObject {
     p.mutable_data()->set_validation_fraction(0.1);
     struct Outcome {
       std::vector<std::string> steps, epochs;  // the events, as text
+      std::vector<std::string> warnings;
       QByteArray weights;
       Result<TrainSummary> result = makeError("not run");
     };
@@ -266,6 +268,8 @@ class TestDevices : public QObject {
           kept.mutable_step()->clear_device_memory_used();
           out.steps.push_back(kept.ShortDebugString());
         }
+        if (kept.has_log() && kept.log().level() == proto::Log::WARNING)
+          out.warnings.push_back(kept.log().text());
         if (kept.has_epoch()) {
           kept.clear_time();
           kept.mutable_epoch()->clear_seconds();
@@ -288,6 +292,14 @@ class TestDevices : public QObject {
     QVERIFY(gpuLike.weights == cpu.weights);
     QCOMPARE(gpuLike.result->testLoss, cpu.result->testLoss);
     QVERIFY(async.synchronizations > 0);
+    // A step the device cannot record is said once, and launched kernel by kernel.
+    QVERIFY(cpu.warnings.empty());
+    QVERIFY(!gpuLike.warnings.empty());
+    std::set<std::string> distinct(gpuLike.warnings.begin(), gpuLike.warnings.end());
+    QCOMPARE(distinct.size(), gpuLike.warnings.size());
+    QVERIFY2(gpuLike.warnings[0].find("could not be recorded as a CUDA Graph (the test device "
+                                      "records nothing)") != std::string::npos,
+             gpuLike.warnings[0].c_str());
     // Its checkpoint resumes on the CPU, to the CPU's own weights.
     TrainOptions resume;
     resume.projectDir = std::string(NETLOOM_SOURCE_DIR) + "/projects";
