@@ -63,7 +63,10 @@ printf '%-8s %12s %14s %14s %14s %8s %10s\n' model "graph s/s" "launches s/s" \
   "checked s/s" "PyTorch s/s" "NL/PT" "host/step"
 for m in $models; do
   checked="$tmp/fashion-$m-checked.nlproj"
-  cp "$root/projects/fashion-$m.nlproj" "$checked"
+  # NETLOOM_FASHION_DIR points the runs at a copy of Fashion-MNIST elsewhere than
+  # Debian's /usr/share/datasets/fashion-mnist.
+  sed "s|/usr/share/datasets/fashion-mnist|${NETLOOM_FASHION_DIR:-/usr/share/datasets/fashion-mnist}|" \
+    "$root/projects/fashion-$m.nlproj" > "$checked"
   project="$tmp/fashion-$m.nlproj"
   sed 's/^train {$/train {\n  check_finite_every: -1/' "$checked" > "$project"
   grep -q 'check_finite_every: -1' "$project" || { echo "$m: no train block to edit" >&2; exit 2; }

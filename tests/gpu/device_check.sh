@@ -31,8 +31,17 @@ arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | h
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 tests=ON
+# Fashion-MNIST: Debian's copy, or NETLOOM_FASHION_DIR (carried along where the machine
+# has no such package).
+export NETLOOM_FASHION_DIR="${NETLOOM_FASHION_DIR:-/usr/share/datasets/fashion-mnist}"
+if [[ -f "$NETLOOM_FASHION_DIR/train-images-idx3-ubyte.gz" ]]; then
+  say "Fashion-MNIST: $NETLOOM_FASHION_DIR"
+else
+  say "Fashion-MNIST: not in $NETLOOM_FASHION_DIR (LeNet's test skips; benchmarks fail)"
+fi
 cmake_args=(-S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
-  -DNETLOOM_BUILD_IDE=OFF -DNETLOOM_BUILD_REMOTE=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch")
+  -DNETLOOM_BUILD_IDE=OFF -DNETLOOM_BUILD_REMOTE=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  -DNETLOOM_FASHION_DIR="$NETLOOM_FASHION_DIR")
 if ! cmake "${cmake_args[@]}" -DNETLOOM_BUILD_TESTS=ON > "$out/configure.log" 2>&1; then
   # Qt Test is what the test suites need; without it the benchmarks still run.
   tests=OFF

@@ -26,9 +26,23 @@ Device* gpu(std::string& why) {
   Device* cuda_ = gpu(why_); \
   if (!cuda_) QSKIP(("no GPU to test on: " + why_).c_str())
 
+// A project, its Fashion-MNIST files taken from NETLOOM_FASHION_DIR (a GPU machine
+// may hold them elsewhere than Debian's /usr/share/datasets/fashion-mnist).
 proto::Project load(const char* name) {
   auto p = loadProject(std::string(NETLOOM_SOURCE_DIR) + "/projects/" + name);
-  return p.ok() ? *p : proto::Project{};
+  if (!p.ok()) return proto::Project{};
+  if (p->data().has_idx()) {
+    auto* idx = p->mutable_data()->mutable_idx();
+    auto moved = [](const std::string& path) {
+      return std::string(NETLOOM_FASHION_DIR) + "/" +
+             std::filesystem::path(path).filename().string();
+    };
+    idx->set_train_images(moved(idx->train_images()));
+    idx->set_train_labels(moved(idx->train_labels()));
+    idx->set_test_images(moved(idx->test_images()));
+    idx->set_test_labels(moved(idx->test_labels()));
+  }
+  return *p;
 }
 
 bool haveFashion() {
