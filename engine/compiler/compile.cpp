@@ -362,7 +362,12 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   prog->naiveBytes = mem.naiveBytes;
   if (!store.device().hostAddressable()) {
     prog->stepValues = DeviceBuffer(store.device(), sizeof(DeviceStepValues));
-    if (!prog->stepValues.ok())
+    prog->guard = DeviceBuffer(store.device(), sizeof(float));
+    if (prog->guard.ok()) {
+      const float up = 1.f;
+      writeFloats(store.device(), prog->guard.data(), &up, 1);
+    }
+    if (!prog->stepValues.ok() || !prog->guard.ok())
       return makeRefusal("the step's values need " + std::to_string(sizeof(DeviceStepValues)) +
                          " bytes on " + device.toString() + ", which it could not allocate");
   }

@@ -107,14 +107,22 @@ ScalarRing::ScalarRing(Device& device, int width, int steps)
   }
 }
 
-void ScalarRing::record(const Program& prog, const std::vector<ValueId>& values) {
+void ScalarRing::record(const Program& prog, const std::vector<ValueId>& values, bool withGuard) {
+  const int n = int(values.size());
   if (m_device.hostAddressable()) {
-    m_host.resize(size_t(m_width));
-    for (int k = 0; k < m_width; ++k) m_host[k] = prog.refs[values[k]].f32()[0];
+    m_host.assign(size_t(m_width), 1.f);
+    for (int k = 0; k < n && k < m_width; ++k) m_host[k] = prog.refs[values[k]].f32()[0];
   } else {
     float* slot = m_ring.f32() + m_count * m_width;
-    for (int k = 0; k < m_width; ++k)
+    for (int k = 0; k < n && k < m_width; ++k)
       m_device.copyWithin(slot + k, prog.refs[values[k]].data, sizeof(float));
+    if (n < m_width) {
+      const float up = 1.f;
+      if (withGuard && prog.guard.ok())
+        m_device.copyWithin(slot + m_width - 1, prog.guard.data(), sizeof(float));
+      else
+        m_device.writeValues(slot + m_width - 1, &up, sizeof up);
+    }
   }
   m_count += 1;
 }

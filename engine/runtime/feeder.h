@@ -53,8 +53,10 @@ class ScalarRing {
   // step, read as it is recorded.
   ScalarRing(Device& device, int width, int steps);
 
-  // Records the step `prog` has just been issued for (loss first, then `metrics`).
-  void record(const Program& prog, const std::vector<ValueId>& values);
+  // Records the step `prog` has just been issued for: `values` (the loss first, then
+  // the metrics), then, where `withGuard`, its guard (1 while every checked step was
+  // finite) in the last of the `width` slots.
+  void record(const Program& prog, const std::vector<ValueId>& values, bool withGuard = false);
   bool full() const { return m_count >= m_steps; }
   int64_t pending() const { return m_count; }
   // The recorded steps' scalars (pending() × width, in order), waiting for the device;
@@ -64,7 +66,7 @@ class ScalarRing {
  private:
   Device& m_device;
   int m_width, m_steps;
-  DeviceBuffer m_ring;       // on devices the host cannot address
+  DeviceBuffer m_ring;        // on devices the host cannot address
   std::vector<float> m_host;  // what the host has read
   int64_t m_count = 0;
 };

@@ -44,13 +44,7 @@ std::string kindOf(const Graph& g, ValueId v) {
 }  // namespace
 
 double updateGradientSquares(const Program& p) {
-  std::vector<TensorRef> grads;
-  for (size_t i = p.updatesBegin; i < p.steps.size(); ++i) {
-    const Node& n = p.graph.nodes[p.steps[i].node];
-    if (n.op->role != OpRole::Optimizer || p.steps[i].in.size() < 2) continue;
-    grads.push_back(p.steps[i].in[1]);  // (param, grad, state...)
-  }
-  return p.device->sumOfSquares(grads);
+  return p.device->sumOfSquares(p.updateGradients());
 }
 
 std::string NonFiniteTensor::describe() const {

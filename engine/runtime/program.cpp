@@ -37,32 +37,53 @@ void writeStepValues(const Program& p, const StepContext& ctx) {
 
 }  // namespace
 
-void Program::runRecorded(const StepContext& ctx, size_t begin, size_t end) const {
+std::vector<TensorRef> Program::updateGradients() const {
+  std::vector<TensorRef> grads;
+  for (size_t i = updatesBegin; i < steps.size(); ++i) {
+    const Node& n = graph.nodes[steps[i].node];
+    if (n.op->role == OpRole::Optimizer && steps[i].in.size() >= 2)
+      grads.push_back(steps[i].in[1]);  // (param, grad, state...)
+  }
+  return grads;
+}
+
+void Program::issue(const StepContext& ctx, size_t begin, size_t end, bool guarded) const {
+  auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
+  float* flag = guarded ? guard.f32() : nullptr;
+  auto check = [&] { device->checkFinite(refs[loss], updateGradients(), flag); };
+  for (size_t i = begin; i < end; ++i) {
+    if (flag && i == updatesBegin) check();
+    const PlanStep& s = steps[i];
+    KernelIO io{s.in.data(),      s.out.data(), s.in.size(),
+                s.out.size(),     &ctx,         s.workspace,
+                s.workspaceBytes, values,       i >= updatesBegin ? flag : nullptr};
+    s.fn(io);
+  }
+  if (flag && updatesBegin >= end) check();  // no updates: the check still tells the host
+}
+
+void Program::runRecorded(const StepContext& ctx, size_t begin, size_t end, bool guarded) const {
   end = std::min(end, steps.size());
-  if (device->hostAddressable() || !graphs || begin >= end) return run(ctx, begin, end);
-  Recorded& r = recorded[{begin, end, ctx.training}];
+  guarded = guarded && guard.ok();
+  if (device->hostAddressable() || !graphs || begin >= end) {
+    writeStepValues(*this, ctx);
+    return issue(ctx, begin, end, guarded);
+  }
+  Recorded& r = recorded[{begin, end, ctx.training, guarded}];
   if (!r.replay && r.runs == 1 && r.why.empty()) {
     // Recorded on its second run: the first has done what libraries do only once
     // (module loading, their own allocations), which a recording may not hold.
     writeStepValues(*this, ctx);
     StepContext fixed = ctx;
-    auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
-    r.replay = device->capture(
-        [&] {
-          for (size_t i = begin; i < end; ++i) {
-            const PlanStep& s = steps[i];
-            KernelIO io{s.in.data(), s.out.data(), s.in.size(),      s.out.size(),
-                        &fixed,      s.workspace,  s.workspaceBytes, values};
-            s.fn(io);
-          }
-        },
-        r.why);
+    r.replay = device->capture([&] { issue(fixed, begin, end, guarded); }, r.why);
     if (!r.replay && r.why.empty()) r.why = "the device recorded nothing";
   }
   r.runs += 1;
-  if (!r.replay) return run(ctx, begin, end);
   writeStepValues(*this, ctx);
-  r.replay->launch();
+  if (r.replay)
+    r.replay->launch();
+  else
+    issue(ctx, begin, end, guarded);
 }
 
 std::vector<std::string> Program::takeRecordingProblems() const {
@@ -77,13 +98,7 @@ std::vector<std::string> Program::takeRecordingProblems() const {
 
 void Program::run(const StepContext& ctx, size_t begin, size_t end) const {
   writeStepValues(*this, ctx);
-  auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
-  for (size_t i = begin; i < end && i < steps.size(); ++i) {
-    const PlanStep& s = steps[i];
-    KernelIO io{s.in.data(), s.out.data(), s.in.size(),      s.out.size(),
-                &ctx,        s.workspace,  s.workspaceBytes, values};
-    s.fn(io);
-  }
+  issue(ctx, begin, std::min(end, steps.size()), false);
 }
 
 void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) const {

@@ -78,8 +78,12 @@ struct Program {
     std::string why;                 // why it could not be, if so
     bool reported = false;
   };
-  // By [begin, end) and ctx.training, a decision each launch makes on the host.
-  mutable std::map<std::tuple<size_t, size_t, bool>, Recorded> recorded;
+  // By [begin, end), ctx.training (a decision each launch makes on the host) and
+  // whether the step is guarded.
+  mutable std::map<std::tuple<size_t, size_t, bool, bool>, Recorded> recorded;
+  // On such a device, the flag Device::checkFinite lowers (KernelIO::guard): 1 while
+  // every guarded step was finite.
+  DeviceBuffer guard;
   // Why a range could not be recorded, each reason once (the trainer logs them).
   std::vector<std::string> takeRecordingProblems() const;
 
@@ -87,12 +91,20 @@ struct Program {
   // Steps [begin, end), each launched (a replay of single launches, a partial run).
   void run(const StepContext& ctx, size_t begin, size_t end) const;
   // Steps [begin, end), recorded on first use where the device can replay them.
-  void runRecorded(const StepContext& ctx, size_t begin, size_t end) const;
+  void runRecorded(const StepContext& ctx, size_t begin, size_t end, bool guarded = false) const;
+  // The whole step checked on its device, with no wait: the loss and the gradients
+  // the updates read are checked before the updates, which do nothing once `guard`
+  // is down (a device the host cannot address only).
+  void runGuarded(const StepContext& ctx) const { runRecorded(ctx, 0, steps.size(), true); }
+  // The gradients the optimizer updates read, as their launches see them.
+  std::vector<TensorRef> updateGradients() const;
   // As run(), adding each launch's wall time to `seconds` (one slot per step).
   void runProfiled(const StepContext& ctx, std::vector<double>& seconds) const;
   // A value as the host reads it: read where the host addresses the device's memory,
   // else copied out (which waits for the step's work to finish).
   float scalar(ValueId v) const;
+  // Launches steps [begin, end) with the step's values already written.
+  void issue(const StepContext& ctx, size_t begin, size_t end, bool guarded) const;
   std::vector<float> read(ValueId v) const;
   const TensorRef* input(const std::string& field) const;
   // The compiled plan, the kernels chosen (and why others declined), the fusions

@@ -548,14 +548,18 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   // The loss and every metric of a step, read back every kReadEvery steps on a
   // device the host cannot address (each read waits for the device), every step
   // on the CPU.
-  ScalarRing ring(device, 1 + int(main.metrics.size()), kReadEvery);
+  // The loss, each metric, and the step's guard (checked on the device).
+  ScalarRing ring(device, 2 + int(main.metrics.size()), kReadEvery);
   struct Issued {
     Program* prog;
     int64_t step, size;
     int epoch;
     double lr;
-    bool norms;  // the Step event carries gradient and weight norms
+    bool norms;          // the Step event carries gradient and weight norms
+    int64_t batchIndex;  // in its epoch, from 0: the batch a replay loads again
   };
+  BatchLoader::Options epochLoader;  // the current epoch's, for such a replay
+  const bool apart = !device.hostAddressable();
   std::vector<Issued> issued;
   std::set<std::string> recordingProblems;  // said already
   auto windowStart = std::chrono::steady_clock::now();
@@ -568,10 +572,30 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     auto end = std::chrono::steady_clock::now();
     double dt = std::chrono::duration<double>(end - windowStart).count() / double(issued.size());
     windowStart = end;
-    const size_t width = 1 + main.metrics.size();
+    const size_t width = 2 + main.metrics.size();
     for (size_t k = 0; k < issued.size(); ++k) {
       const Issued& it = issued[k];
       const float* v = values.data() + k * width;
+      if (v[width - 1] == 0.f) {
+        // Checked on the device: its updates, and every later one, did nothing. The
+        // step runs again on its own batch, checked and replayed as on the CPU.
+        pos.step = it.step;  // the run failed there, whatever was issued after it
+        BatchLoader::Options again = epochLoader;
+        again.skipBatches = it.batchIndex;
+        again.prefetch = 1;
+        BatchLoader loader(s.data.train, s.data.norm, again);
+        Batch b;
+        if (!loader.next(b)) return "step " + std::to_string(it.step) + ": its batch is gone";
+        StepContext ctx{it.step, it.lr, s.seed, true};
+        feed(*it.prog, b);
+        it.prog->run(ctx, 0, it.prog->updatesBegin);
+        std::string bad = nonFiniteStep(*it.prog, ctx, b, it.epoch);
+        return !bad.empty()
+                   ? bad
+                   : "step " + std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) +
+                         "): the loss or the gradient norm was not finite, and not "
+                         "again when the step ran once more";
+      }
       pos.trainSeconds += dt;
       pos.trainSamples += it.size;
       float loss = v[0];
@@ -623,6 +647,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
     lo.skipBatches = pos.batchInEpoch;
     lo.augment = s.data.augment;
+    epochLoader = lo;
     BatchLoader loader(s.data.train, s.data.norm, lo);
     if (!loader.status()) return fail(loader.status().message());
     totals = Totals{};
@@ -641,12 +666,16 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       pos.step = ctx.step;
       ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
       auto issueStart = std::chrono::steady_clock::now();
+      bool guarded = false;
       feeder.bind(**prog, b);
       if (opts.profile) {
         ProfiledProgram& pp = profiles[*prog];
         pp.program = *prog;
         (*prog)->runProfiled(ctx, pp.seconds);
         pp.runs += 1;
+      } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0 && apart) {
+        (*prog)->runGuarded(ctx);  // checked on the device: the host runs on
+        guarded = true;
       } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0) {
         (*prog)->runRecorded(ctx, 0, (*prog)->updatesBegin);
         if (std::string bad = nonFiniteStep(**prog, ctx, b, pos.epoch); !bad.empty())
@@ -657,7 +686,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       }
       std::vector<ValueId> scalars{(*prog)->loss};
       for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
-      ring.record(**prog, scalars);
+      ring.record(**prog, scalars, guarded);
       for (const std::string& why : (*prog)->takeRecordingProblems())
         if (recordingProblems.insert(why).second)  // each reason once, whichever plan
           log(proto::Log::WARNING, device.id().toString() +
@@ -666,7 +695,7 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       sum.issueSeconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
       bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);
-      issued.push_back({*prog, ctx.step, b.size, pos.epoch, ctx.lr, norms});
+      issued.push_back({*prog, ctx.step, b.size, pos.epoch, ctx.lr, norms, pos.batchInEpoch});
       pos.batchInEpoch += 1;
       bool lastOfEpoch = pos.batchInEpoch >= perEpoch;
       bool stepDue = policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0;
@@ -674,7 +703,6 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
       bool mustDrain = ring.full() || norms || ending || (stepDue && !lastOfEpoch);
       // On a device that runs apart from the host, the next batch crosses while this
       // step runs; the CPU reports the step first, as it has its results already.
-      const bool apart = !device.hostAddressable();
       if (!apart || ending)
         if (std::string bad = drain(); !bad.empty()) return fail(bad);
       // A stop asked for while the step was reported ends the run at that step.

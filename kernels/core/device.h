@@ -76,6 +76,10 @@ class Device {
   // so far (a NaN or infinity anywhere makes it non-finite): the check between a
   // step's gradients and its updates, without copying the gradients to the host.
   virtual double sumOfSquares(const std::vector<TensorRef>& tensors) = 0;
+  // Issues, with no wait: `*guard` = 0 when the scalar `loss` or Σ g² over `grads` is
+  // not finite (it is never set back to 1 here). The same check, on the device.
+  virtual void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads,
+                           float* guard) = 0;
 
   // Uploads on a second stream, so that the next batch's copy overlaps the step
   // running on the first. waitUploads() orders later work on the main stream after

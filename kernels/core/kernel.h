@@ -73,6 +73,10 @@ struct KernelIO {
   void* workspace = nullptr;  // KernelImpl::workspace bytes of the planned arena
   int64_t workspaceBytes = 0;
   const DeviceStepValues* stepValues = nullptr;  // device memory; null on the CPU
+  // An optimizer update's guard, in device memory: 1 while every step checked so far
+  // was finite, 0 from the first that was not, and then the update does nothing.
+  // Null: update.
+  const float* guard = nullptr;
 };
 
 using KernelFn = std::function<void(const KernelIO&)>;

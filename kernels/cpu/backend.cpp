@@ -3,6 +3,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -80,6 +81,11 @@ class CpuDevice final : public Device {
     if (bytes > 0) std::memset(dst, byte, size_t(bytes));
   }
   void synchronize() override {}
+
+  void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads,
+                   float* guard) override {
+    if (!std::isfinite(loss.f32()[0]) || !std::isfinite(sumOfSquares(grads))) *guard = 0.f;
+  }
 
   double sumOfSquares(const std::vector<TensorRef>& tensors) override {
     double total = 0;

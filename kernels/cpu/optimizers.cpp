@@ -55,6 +55,7 @@ void registerOptimizers(KernelRegistry& r) {
           float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
           bool nesterov = s.attrs->b("nesterov");
           return [mu, wd, nesterov](const KernelIO& io) {
+            if (io.guard && *io.guard == 0.f) return;
             float* p = io.in[0].f32();
             const float* g = io.in[1].f32();
             float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
@@ -75,6 +76,7 @@ void registerOptimizers(KernelRegistry& r) {
           float eps = float(s.attrs->f("eps")), wd = float(s.attrs->f("weight_decay"));
           bool decoupled = s.attrs->b("decoupled");
           return [b1, b2, eps, wd, decoupled](const KernelIO& io) {
+            if (io.guard && *io.guard == 0.f) return;
             float* p = io.in[0].f32();
             const float* g = io.in[1].f32();
             float* m = io.in[2].f32();

@@ -42,6 +42,10 @@ void registerKernels(KernelRegistry& r);
 // never waits (as a copy from pageable memory may make it).
 void writeValues(void* dst, const void* src, int bytes, cudaStream_t stream);
 
+// Issues Device::checkFinite on `stream`, summing in `deviceTotal`.
+void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads, float* guard,
+                 cudaStream_t stream, double* deviceTotal);
+
 // Σ x² in double over `tensors` on `stream`, through a device scratch double and a
 // pinned host one; waits for the stream.
 double sumOfSquares(const std::vector<TensorRef>& tensors, cudaStream_t stream, double* deviceTotal,

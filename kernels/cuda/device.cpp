@@ -98,6 +98,7 @@ class CudaDevice final : public Device {
     if (m_uploaded) cudaEventDestroy(m_uploaded);
     if (m_consumed) cudaEventDestroy(m_consumed);
     if (m_deviceTotal) cudaFree(m_deviceTotal);
+    if (m_guardTotal) cudaFree(m_guardTotal);
     if (m_hostTotal) cudaFreeHost(m_hostTotal);
   }
 
@@ -119,6 +120,9 @@ class CudaDevice final : public Device {
         e != cudaSuccess)
       return fail(e);
     if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&m_deviceTotal), sizeof(double));
+        e != cudaSuccess)
+      return fail(e);
+    if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&m_guardTotal), sizeof(double));
         e != cudaSuccess)
       return fail(e);
     if (cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&m_hostTotal), sizeof(double));
@@ -189,6 +193,12 @@ class CudaDevice final : public Device {
     NL_CUDA(cudaStreamSynchronize(m_stream));
   }
   void* stream() const override { return m_stream; }
+
+  void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads,
+                   float* guard) override {
+    select();
+    cuda::checkFinite(loss, grads, guard, m_stream, m_guardTotal);
+  }
 
   double sumOfSquares(const std::vector<TensorRef>& tensors) override {
     select();
@@ -265,6 +275,7 @@ class CudaDevice final : public Device {
   cudaEvent_t m_uploaded = nullptr, m_consumed = nullptr;
   double* m_deviceTotal = nullptr;  // sumOfSquares' scratch
   double* m_hostTotal = nullptr;    // pinned
+  double* m_guardTotal = nullptr;   // checkFinite's, which a recorded step holds
 };
 
 }  // namespace

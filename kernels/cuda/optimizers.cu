@@ -11,8 +11,10 @@ namespace {
 
 // The learning rate and step come from device memory, written before each step, so
 // that a recorded step (a CUDA Graph) replays with each step's own values.
-__global__ void sgdKernel(const DeviceStepValues* values, float momentum, float weightDecay,
-                          bool nesterov, float* p, const float* g, float* buf, int64_t n) {
+__global__ void sgdKernel(const DeviceStepValues* values, const float* guard, float momentum,
+                          float weightDecay, bool nesterov, float* p, const float* g, float* buf,
+                          int64_t n) {
+  if (guard && *guard == 0.f) return;  // a step that was not finite changes nothing
   const fn::SgdStep step{float(values->lr), momentum, weightDecay, nesterov};
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -28,9 +30,10 @@ struct AdamSettings {
   bool decoupled;
 };
 
-__global__ void adamKernel(const DeviceStepValues* values, AdamSettings a, float* p, const float* g,
-                           float* m, float* v, int64_t n) {
-  __shared__ fn::AdamStep shared;  // the step's constants, folded once per block
+__global__ void adamKernel(const DeviceStepValues* values, const float* guard, AdamSettings a,
+                           float* p, const float* g, float* m, float* v, int64_t n) {
+  if (guard && *guard == 0.f) return;  // a step that was not finite changes nothing
+  __shared__ fn::AdamStep shared;      // the step's constants, folded once per block
   if (threadIdx.x == 0)
     shared = fn::AdamStep::make(a.beta1, a.beta2, a.eps, a.weightDecay, a.decoupled, values->lr,
                                 values->step);
@@ -50,8 +53,8 @@ KernelFn sgd(const KernelSig& s) {
     int64_t n = io.in[0].numel();
     if (n == 0) return;
     float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
-    sgdKernel<<<gridFor(n), kBlock, 0, st>>>(io.stepValues, mu, wd, nesterov, io.in[0].f32(),
-                                             io.in[1].f32(), buf, n);
+    sgdKernel<<<gridFor(n), kBlock, 0, st>>>(io.stepValues, io.guard, mu, wd, nesterov,
+                                             io.in[0].f32(), io.in[1].f32(), buf, n);
     NL_CHECK_LAUNCH(sgdKernel);
   };
 }
@@ -66,8 +69,8 @@ KernelFn adam(const KernelSig& s) {
     int64_t n = io.in[0].numel();
     if (n == 0) return;
     adamKernel<<<gridFor(n), kBlock, 0, st>>>(
-        io.stepValues, AdamSettings{b1, b2, eps, wd, decoupled}, io.in[0].f32(), io.in[1].f32(),
-        io.in[2].f32(), io.in[3].f32(), n);
+        io.stepValues, io.guard, AdamSettings{b1, b2, eps, wd, decoupled}, io.in[0].f32(),
+        io.in[1].f32(), io.in[2].f32(), io.in[3].f32(), n);
     NL_CHECK_LAUNCH(adamKernel);
   };
 }

@@ -34,7 +34,26 @@ __global__ void writeValuesKernel(Bytes64 v, unsigned char* dst, int n) {
   for (int i = 0; i < n; ++i) dst[i] = v.b[i];
 }
 
+// The guard falls to 0 when the loss or the sum of squares is not finite.
+__global__ void guardKernel(const float* loss, const double* total, float* guard) {
+  if (!isfinite(*loss) || !isfinite(*total)) *guard = 0.f;
+}
+
 }  // namespace
+
+void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads, float* guard,
+                 cudaStream_t stream, double* deviceTotal) {
+  NL_CUDA(cudaMemsetAsync(deviceTotal, 0, sizeof(double), stream));
+  for (const TensorRef& t : grads) {
+    int64_t n = t.numel();
+    if (n == 0) continue;
+    unsigned blocks = std::min<unsigned>(gridFor(n), 1024);
+    squaresKernel<<<blocks, kBlock, 0, stream>>>(t.f32(), n, deviceTotal);
+    NL_CUDA(cudaGetLastError());
+  }
+  guardKernel<<<1, 1, 0, stream>>>(loss.f32(), deviceTotal, guard);
+  NL_CUDA(cudaGetLastError());
+}
 
 void writeValues(void* dst, const void* src, int bytes, cudaStream_t stream) {
   if (bytes <= 0) return;

@@ -55,6 +55,12 @@ class AsyncHostDevice final : public Device {
     return cpuDevice().sumOfSquares(tensors);
   }
 
+  // Kernels here run as they are issued: the check is ordered by running it now.
+  void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads,
+                   float* guard) override {
+    cpuDevice().checkFinite(loss, grads, guard);
+  }
+
   std::unique_ptr<Replay> capture(const std::function<void()>&, std::string& why) override {
     why = "the test device records nothing";
     return nullptr;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "async_device.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/trainer.h"
@@ -142,6 +143,25 @@ class TestNonFinite : public QObject {
     TrainOptions o;
     o.initWeights = weights;
     expectStopsAtStepOne(train(p, o), "fc1.weight", spelled.toStdString());
+  }
+
+  // On a device the host cannot address the check runs on the device, with no wait:
+  // the step's updates and every later one do nothing, and when the host reads the
+  // guard back it replays that step as the CPU does. The same failure, word for word.
+  void checkedOnTheDeviceAsOnTheCpu() {
+    QTemporaryDir dir;
+    proto::Project p = mlp();
+    std::string weights = plantedWeights(dir, p, "fc1.weight", 5, std::nanf(""));
+    QVERIFY(!weights.empty());
+    TrainOptions o;
+    o.initWeights = weights;
+    Run cpu = train(p, o);
+    testing::AsyncHostDevice async;
+    o.device = &async;
+    Run gpuLike = train(p, o);
+    expectStopsAtStepOne(cpu, "fc1.weight", "NaN");
+    expectStopsAtStepOne(gpuLike, "fc1.weight", "NaN");
+    QCOMPARE(gpuLike.result.error().message, cpu.result.error().message);
   }
 
   void nanWeightStopsTheCnnInEitherLayout_data() {
