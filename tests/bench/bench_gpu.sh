@@ -4,8 +4,8 @@
 # launched, and by PyTorch on the same GPU where it can use one. Prints samples/s side
 # by side, NetLoom/PyTorch ratios and NetLoom's host overhead per step (the time the
 # host spends feeding and issuing a step, as a share of the step).
-# NetLoom checks every step for non-finite values by default, which on a GPU costs a
-# host sync between the step's halves; PyTorch checks nothing. So the NetLoom runs set
+# NetLoom checks every step for non-finite values by default (on a GPU, a reduction
+# over the gradients on the device); PyTorch checks nothing. So the NetLoom runs set
 # train.check_finite_every -1, as PyTorch runs, and the default is shown beside them.
 # A benchmark, not a test: exits 0 whatever the numbers; 2 when there is no GPU or no
 # netloom-train.
