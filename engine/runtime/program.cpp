@@ -156,8 +156,7 @@ std::string Program::explain() const {
       o << "every kernel issued each step; the step could not be recorded: " << failed << "\n";
     else
       o << "each step issued launch by launch once, then recorded as a CUDA Graph and "
-           "replayed (one launch per step, two where the step is checked for non-finite "
-           "values between its halves)\n";
+           "replayed, one launch per step (its check for non-finite values included)\n";
   }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   if (blockedTensors > 0 || packedWeights > 0)
