@@ -63,7 +63,8 @@ std::string parseDeviceId(const std::string& text, DeviceId& out) {
   out.index = 0;
   if (colon == std::string::npos) return {};
   std::string index = text.substr(colon + 1);
-  if (index.empty() || index.size() > 4 || index.find_first_not_of("0123456789") != std::string::npos)
+  if (index.empty() || index.size() > 4 ||
+      index.find_first_not_of("0123456789") != std::string::npos)
     return "device '" + text + "': the index after ':' must be a number (" + kind + ":0)";
   out.index = std::stoi(index);
   if (out.kind == DeviceKind::Cpu && out.index != 0)
