@@ -20,6 +20,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
 #include "engine/train/project_check.h"
+#include "engine/train/run_setup.h"
 #include "engine/train/schedule.h"
 #include "kernels/core/checked.h"
 #include "kernels/cpu/cpu_util.h"
@@ -43,32 +44,6 @@ proto::TrainEvent event() {
   e.set_time(now());
   return e;
 }
-
-// Programs for one mode, compiled per batch size on demand (the last batch of an
-// epoch may be short); all share one parameter store.
-class ProgramCache {
- public:
-  ProgramCache(const proto::Project& p, CompileOptions base, ParamStore& store)
-      : m_project(p), m_base(std::move(base)), m_store(store) {}
-
-  Result<Program*> get(int64_t batch) {
-    auto it = m_programs.find(batch);
-    if (it != m_programs.end()) return it->second.get();
-    CompileOptions o = m_base;
-    o.batch = batch;
-    auto prog = compile(m_project.model(), o, m_store);
-    if (!prog) return prog.error();
-    Program* raw = prog->get();
-    m_programs[batch] = std::move(*prog);
-    return raw;
-  }
-
- private:
-  const proto::Project& m_project;
-  CompileOptions m_base;
-  ParamStore& m_store;
-  std::map<int64_t, std::unique_ptr<Program>> m_programs;
-};
 
 // Run with the step's first half done (up to the optimizer updates): why the step
 // must not go on, when its loss or gradient norm is not finite, naming the first
@@ -111,7 +86,8 @@ struct Totals {
   }
 };
 
-// Checks the data fits the model's inputs before anything runs.
+}  // namespace
+
 Status checkDataFits(const Program& prog, const Dataset& data, const std::string& split) {
   if (data.size() == 0) return {};
   for (const auto& [field, v] : prog.graph.inputsByField) {
@@ -141,6 +117,8 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
   return checkClassLabels(data, classes, split);
 }
 
+namespace {
+
 // An evaluation pass: eval mode, no gradients, no optimizer.
 Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normalizer& norm,
                         int64_t batch, uint64_t seed) {
@@ -163,21 +141,7 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
   return t;
 }
 
-struct Setup {
-  proto::Project project;
-  DataSplits data;
-  int64_t batch = 32;
-  int epochs = 1;
-  int threads = 1;
-  uint64_t seed = 0;
-  CompileOptions trainOpts, evalOpts;
-  std::shared_ptr<MemoryBudget> budget;
-  std::optional<MetricWatch> best, early;
-  std::string checkpointDir;
-  Device* device = nullptr;           // train.device, opened
-  std::vector<std::string> warnings;  // accepted but suspicious settings, logged at the start
-  int checkEvery = 1;                 // steps between finite checks; 0: never
-};
+}  // namespace
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   Setup s;
@@ -256,6 +220,8 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   return s;
 }
 
+namespace {
+
 // The batch sizes an epoch over `n` samples uses: a full batch, and a short last one.
 std::vector<int64_t> epochBatches(int64_t n, int64_t batch) {
   if (n <= 0) return {};
@@ -288,158 +254,6 @@ Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
                                ": the batches prepared ahead",
                            bytes);
 }
-
-}  // namespace
-
-namespace {
-
-// The largest batch whose training and evaluation plans, with the parameters and
-// optimizer state, fit in `available` bytes of the device (0 when not even one
-// sample does), found by planning memory at growing batch sizes without allocating.
-Result<int64_t> largestBatchThatFits(const Setup& s, int64_t available) {
-  // A batch is never larger than the training set, so the search ends there.
-  const int64_t kCeiling = std::max<int64_t>(1, s.data.train.size());
-  auto fits = [&](int64_t batch) -> Result<bool> {
-    ParamStore scratch(*s.device);
-    int64_t need = 0;
-    for (CompileOptions o : {s.trainOpts, s.evalOpts}) {
-      o.batch = batch;
-      o.planOnly = true;
-      auto p = compile(s.project.model(), o, scratch);
-      // Past some batch a kernel may decline (a library's size limit): that batch does
-      // not fit either. At batch 1 the error is the model's, and said.
-      if (!p && batch > 1) return false;
-      if (!p) return p.error();
-      need = saturatingAdd(need, (*p)->arenaBytes);
-      if (o.training) need = saturatingAdd(need, (*p)->persistentBytes);
-    }
-    return need <= available;
-  };
-  int64_t lo = 0, hi = 1;  // lo fits (or is 0), hi is being tried
-  while (lo < kCeiling) {
-    hi = std::min(hi, kCeiling);
-    auto f = fits(hi);
-    if (!f) return f.error();
-    if (!*f) break;
-    lo = hi;
-    hi *= 2;
-  }
-  if (lo == kCeiling) return lo;
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    auto f = fits(mid);
-    if (!f) return f.error();
-    (*f ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-}  // namespace
-
-Result<std::string> explainTraining(const proto::Project& project, const TrainOptions& opts) {
-  auto setup = prepare(project, opts);
-  if (!setup) return setup.error();
-  ParamStore store(*setup->device);
-  ProgramCache train(setup->project, setup->trainOpts, store),
-      eval(setup->project, setup->evalOpts, store);
-  int64_t batch = std::min(setup->batch, setup->data.train.size());
-  auto tp = train.get(batch);
-  if (!tp) return tp.error();
-  auto ep = eval.get(batch);
-  if (!ep) return ep.error();
-  const MemoryBudget& budget = *setup->trainOpts.budget;
-  int64_t planned = (*tp)->arenaBytes + (*ep)->arenaBytes + (*tp)->persistentBytes;
-  int64_t available = budget.remaining() + planned;
-  auto largest = largestBatchThatFits(*setup, available);
-  if (!largest) return largest.error();
-  std::string fit = "fit on " + setup->device->id().toString() + ": batch " +
-                    std::to_string(batch) + " plans " + formatBytes(planned) +
-                    " (parameters and optimizer state " + formatBytes((*tp)->persistentBytes) +
-                    ", training arena " + formatBytes((*tp)->arenaBytes) + ", evaluation arena " +
-                    formatBytes((*ep)->arenaBytes) + ") of " + formatBytes(available) +
-                    " the run may use (" + budget.limitText() + "); the largest batch that fits: " +
-                    (*largest > 0 ? std::to_string(*largest) : std::string("none")) +
-                    (*largest > 0 && *largest >= setup->data.train.size()
-                         ? " (all the training samples; a batch is never larger)"
-                         : std::string()) +
-                    "\n";
-  return (*tp)->explain() + "\n" + (*ep)->explain() + "\n" + fit;
-}
-
-Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,
-                            const std::string& weightsPath, const Dataset* samples) {
-  auto setup = prepare(project, opts);
-  if (!setup) return setup.error();
-  Setup& s = *setup;
-  Predictions out;
-  const proto::ModelDef& model = s.project.model();
-  if (model.outputs_size() > 0) {
-    out.output = model.outputs(0);
-  } else {
-    for (const proto::NodeDef& n : model.nodes())
-      if (n.name() == s.project.train().loss() && n.inputs_size() > 0) out.output = n.inputs(0);
-  }
-  if (out.output.empty())
-    return makeError("the model names no output (model.outputs) to predict with");
-  out.samples = samples ? *samples : s.data.test;
-  if (out.samples.size() == 0) return makeError("there are no samples to predict");
-  CompileOptions eo = s.evalOpts;
-  eo.keep.push_back(out.output);
-  ParamStore store(*s.device);
-  ProgramCache cache(s.project, eo, store);
-  auto first = cache.get(std::min<int64_t>(s.batch, out.samples.size()));
-  if (!first) return first.error();
-  // A weights file, or a checkpoint folder (a run still going): its parameters
-  // and buffers, not its optimizer state.
-  std::vector<NamedTensor> weights;
-  if (std::filesystem::is_directory(weightsPath)) {
-    auto ckpt = readCheckpoint(weightsPath);
-    if (!ckpt) return ckpt.error();
-    for (NamedTensor& t : ckpt->tensors) {
-      ParamStore::Entry* e = store.find(t.name);
-      if (e && (e->kind == ValueKind::Param || e->kind == ValueKind::Buffer))
-        weights.push_back(std::move(t));
-    }
-  } else {
-    auto tensors = readSafetensors(weightsPath);
-    if (!tensors) return tensors.error();
-    weights = std::move(*tensors);
-  }
-  if (Status st = store.importParams(weights, weightsPath); !st) return st.error();
-  if (Status st = checkDataFits(**first, out.samples, "evaluated"); !st) return st.error();
-  BatchLoader::Options lo;
-  lo.batchSize = s.batch;
-  lo.shuffle = false;
-  BatchLoader loader(out.samples, s.data.norm, lo);
-  Batch b;
-  StepContext ctx;
-  ctx.training = false;
-  ctx.seed = s.seed;
-  while (loader.next(b)) {
-    auto prog = cache.get(b.size);
-    if (!prog) return prog.error();
-    feed(**prog, b);
-    (*prog)->run(ctx);
-    const Graph& g = (*prog)->graph;
-    ValueId v = g.findValue(out.output);
-    const TensorRef& logits = (*prog)->refs[v];
-    if (logits.shape.size() != 2) return makeError("'" + out.output + "' is not batch × classes");
-    out.classes = int32_t(logits.shape[1]);
-    std::vector<float> values = (*prog)->read(v);
-    for (int64_t i = 0; i < b.size; ++i) {
-      const float* row = values.data() + i * out.classes;
-      float top = *std::max_element(row, row + out.classes);
-      double sum = 0;
-      for (int32_t c = 0; c < out.classes; ++c) sum += std::exp(double(row[c] - top));
-      for (int32_t c = 0; c < out.classes; ++c)
-        out.probs.push_back(float(std::exp(double(row[c] - top)) / sum));
-    }
-  }
-  if (!loader.status()) return loader.status().error();
-  return out;
-}
-
-namespace {
 
 Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOptions& opts,
                                   const EventSink& sink) {
