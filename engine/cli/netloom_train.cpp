@@ -21,6 +21,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/runtime/devices.h"
 #include "engine/runtime/memory_budget.h"
+#include "engine/runtime/program.h"
 #include "engine/train/project_check.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
@@ -53,6 +54,8 @@ const char* kUsage =
     "  --profile           print where the training steps' time went, by op and kernel\n"
     "  --norms             report each parameter's gradient and weight norm in the\n"
     "                      events, every tenth step\n"
+    "  --precision P       fp32, bf16 or fp16 (over train.precision): bf16 and fp16\n"
+    "                      autocast the matrix ops; fp16 also scales the loss\n"
     "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
     "                      the step as a recorded CUDA Graph (for comparison)\n"
     "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
@@ -125,6 +128,10 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       auto bytes = netloom::parseByteSize(s, "--memory-limit");
       if (!bytes) return bytes.error().message;
       a.opts.memoryLimit = *bytes;
+    } else if (k == "--precision") {
+      if (!value(a.opts.precision)) return "--precision needs fp32, bf16 or fp16";
+      if (!netloom::parsePrecision(a.opts.precision))
+        return "--precision: '" + a.opts.precision + "' is not a precision (fp32, bf16, fp16)";
     } else if (k == "--no-cuda-graphs") {
       a.opts.graphs = false;
     } else if (k == "--devices") {
@@ -186,6 +193,11 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("device", Json::string(s.device));
   o.set("train_seconds", Json::number(s.trainSeconds));
   o.set("issue_seconds", Json::number(s.issueSeconds));
+  o.set("precision", Json::string(s.precision));
+  if (s.precision == "fp16") {
+    o.set("skipped_steps", Json::number(double(s.skippedSteps)));
+    o.set("loss_scale", Json::number(s.lossScale));
+  }
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));

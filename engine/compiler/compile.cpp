@@ -9,6 +9,7 @@
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
 #include "kernels/core/checked.h"
+#include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
 
 namespace netloom {
@@ -38,11 +39,28 @@ Result<ValueId> resolveLoss(const Graph& g, const std::string& name) {
 // Binds every persistent tensor to its store entry, creating and initialising the
 // parameters of a node that the store did not hold yet. Initialisers write
 // PyTorch's layout; the store converts where it keeps a tensor packed.
+// The persistent tensor a node reads as `v`: v itself, or what autocast rounded into
+// v (the node's own weights, which its initialiser fills); else kNoValue.
+ValueId persistentBehind(const Graph& g, ValueId v) {
+  auto persistent = [&](ValueId u) {
+    ValueKind k = g.values[u].kind;
+    return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::State;
+  };
+  if (persistent(v)) return v;
+  NodeId from = g.values[v].producer;
+  if (from >= 0 && g.nodes[from].op->name == "RoundHalf" && persistent(g.nodes[from].inputs[0]))
+    return g.nodes[from].inputs[0];
+  return kNoValue;
+}
+
 Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
+  std::set<std::string> fresh;  // created here and not initialised yet
   for (const Node& n : p.graph.nodes) {
     std::vector<ParamStore::Entry*> weights;
     bool anyNew = false;
-    for (ValueId v : n.inputs) {
+    for (ValueId read : n.inputs) {
+      ValueId v = persistentBehind(p.graph, read);
+      if (v == kNoValue) continue;
       const Value& val = p.graph.values[v];
       bool weight = val.kind == ValueKind::Param || val.kind == ValueKind::Buffer;
       if (!weight && val.kind != ValueKind::State) continue;
@@ -54,10 +72,11 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
                          " in " + layoutName(held) + ", the plan needs " +
                          shapeToString(val.desc.shape) + " in " + layoutName(val.desc));
       }
+      if (!existed) fresh.insert(val.name);
       p.refs[v] = e->ref();
       if (weight) {
         weights.push_back(e);
-        anyNew = anyNew || !existed;
+        anyNew = anyNew || fresh.count(val.name) > 0;
       }
     }
     if (!anyNew || !n.op->init) continue;
@@ -68,7 +87,10 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
       refs.push_back(TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, DeviceId{}});
     Rng rng(hashCombine(seed, nameHash(n.name)));
     n.op->init(n.attrs, refs, rng);
-    for (size_t k = 0; k < weights.size(); ++k) ParamStore::write(*weights[k], values[k].data());
+    for (size_t k = 0; k < weights.size(); ++k) {
+      ParamStore::write(*weights[k], values[k].data());
+      fresh.erase(weights[k]->name);
+    }
   }
   return {};
 }
@@ -115,9 +137,11 @@ Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
   std::set<ValueId> seen;
   for (const Node& n : g.nodes) {
     int64_t weights = 0;
-    for (ValueId v : n.inputs) {
+    for (ValueId read : n.inputs) {
+      ValueId v = persistentBehind(g, read);
+      if (v == kNoValue) continue;
       const Value& val = g.values[v];
-      if (!persistent(val.kind) || store.find(val.name)) continue;
+      if (store.find(val.name)) continue;
       // Sizes were checked by shape inference; the store keeps floats.
       int64_t bytes = numel(val.desc.shape) * int64_t(sizeof(float));
       if (val.kind != ValueKind::State) weights = saturatingAdd(weights, bytes);
@@ -202,6 +226,9 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   }
   // Fusion may move a value to another producer but never renames values.
   if (opts.fuse) prog->fusions = fuseLinearActivation(g, pinned);
+  prog->precision = opts.precision;
+  if (opts.precision != Precision::F32)
+    prog->autocast = insertAutocast(g, opts.precision == Precision::F16 ? "fp16" : "bf16");
 
   std::vector<ValueId> roots(pinned.begin(), pinned.end());
   if (opts.training) {
@@ -214,9 +241,36 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     auto grads = autodiff(g, *loss, wrt);
     if (!grads) return grads.error();
     if (opts.updateParams) {
-      if (Status s = insertOptimizer(g, *grads, opts.optimizer); !s) return s.error();
-      if (opts.gradientNorms) {
+      // fp16 scales the loss: the seed is the scale, and the updates read whether
+      // the scaled gradients were finite (from their squares) and divide by it.
+      bool scaled = opts.precision == Precision::F16;
+      ValueId lossScale = kNoValue;
+      if (scaled) {
+        Value state;
+        state.name = kLossScaleState;
+        state.kind = ValueKind::State;
+        state.desc = TensorDesc{{fn::LossScale::kSize}, DType::F32, {}};
+        lossScale = g.addValue(std::move(state));
+        prog->lossScale = lossScale;
+      }
+      Attrs scaling;
+      scaling.set("init_scale", opts.initLossScale);
+      scaling.set("growth_interval", opts.lossScaleInterval);
+      if (scaled)
+        for (Node& n : g.nodes)
+          if (n.name == "loss/grad/seed") {
+            n.op = OpRegistry::instance().find("LossScaleSeed");
+            n.attrs = scaling;
+            n.inputs = {lossScale};
+          }
+      if (opts.gradientNorms || scaled) {
         const OpDef* squares = OpRegistry::instance().find("SumSquares");
+        Node check;
+        check.name = "loss_scale/check";
+        check.op = OpRegistry::instance().find("LossScaleCheck");
+        check.attrs = scaling;
+        check.backward = true;
+        check.inputs = {lossScale};
         for (const auto& [param, grad] : *grads) {
           Node n;
           n.name = g.values[param].name + "/grad_sq";
@@ -227,11 +281,16 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
           auto id = g.addNode(std::move(n));
           if (!id) return id.error();
           ValueId out = g.nodes[*id].outputs[0];
+          check.inputs.push_back(out);
+          if (!opts.gradientNorms) continue;
           prog->gradientSquares[g.values[param].name] = out;
           pinned.insert(out);
           roots.push_back(out);
         }
+        if (scaled)
+          if (auto id = g.addNode(std::move(check)); !id) return id.error();
       }
+      if (Status s = insertOptimizer(g, *grads, opts.optimizer, lossScale); !s) return s.error();
     } else {
       for (const auto& [v, grad] : *grads) {
         prog->gradients[g.values[v].name] = grad;
@@ -308,6 +367,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     Chosen c;
     c.sig.attrs = &n.attrs;
     c.sig.device = &store.device();
+    c.sig.autocast = opts.precision != Precision::F32;
     bool blocked = false;
     for (ValueId v : n.inputs) c.sig.in.push_back(g.values[v].desc);
     for (ValueId v : n.outputs) c.sig.out.push_back(g.values[v].desc);
@@ -396,6 +456,33 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     prog->steps.push_back(std::move(c.step));
   }
   prog->updatesBegin = updatesBegin(*prog);
+  // Multi-tensor launches: each run of consecutive updates by one kernel with equal
+  // attributes is done by its first step's launch.
+  for (size_t i = prog->updatesBegin; i < chosen.size();) {
+    const KernelImpl* impl = chosen[i].impl;
+    size_t end = i + 1;
+    while (end < chosen.size() && impl->group && chosen[end].impl == impl &&
+           chosen[end].sig.attrs->values() == chosen[i].sig.attrs->values())
+      ++end;
+    if (end - i > 1) {
+      std::vector<KernelSig> sigs;
+      std::vector<std::vector<TensorRef>> tensors;
+      for (size_t k = i; k < end; ++k) {
+        sigs.push_back(chosen[k].sig);
+        tensors.push_back(prog->steps[k].in);
+      }
+      try {
+        prog->steps[i].fn = impl->group(sigs, tensors);
+      } catch (const std::exception& e) {
+        return makeError("the " + std::to_string(end - i) + " updates from node '" +
+                         g.nodes[prog->steps[i].node].origin + "' (kernel " + impl->name +
+                         ") failed to prepare as one launch: " + e.what());
+      }
+      prog->steps[i].groupEnd = end;
+      for (size_t k = i + 1; k < end; ++k) prog->steps[k].fn = nullptr;
+    }
+    i = end;
+  }
   prog->compileMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   planned.bytes = 0;  // kept for the program's life

@@ -41,6 +41,10 @@ struct CompileOptions {
   // On a device the host cannot address: record the step once and replay it (a CUDA
   // Graph); false issues every launch each step (Program::graphs).
   bool graphs = true;
+  Precision precision = Precision::F32;
+  // fp16's loss scaling: the first step's scale and the finite steps before it doubles.
+  double initLossScale = 65536;
+  int64_t lossScaleInterval = 2000;
 };
 
 // The program runs on the store's device: its arena is allocated there and its

@@ -26,6 +26,51 @@ std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>&
   return fused;
 }
 
+std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
+  static const std::set<std::string> matrixOps{"Linear", "MatMul", "Conv2d", "ConvTranspose2d"};
+  const OpDef* round = OpRegistry::instance().find("RoundHalf");
+  std::vector<std::string> rounded;
+  std::vector<Node> old = std::move(g.nodes);
+  g.nodes.clear();
+  std::map<ValueId, ValueId> replaced;  // a matrix op's output -> its rounded value
+  std::set<ValueId> isRounded;
+  auto roundOf = [&](ValueId v, const std::string& name, const std::string& origin) -> ValueId {
+    Node r;
+    r.name = name;
+    r.op = round;
+    r.attrs.set("format", format);
+    r.inputs = {v};
+    r.origin = origin;
+    auto id = g.addNode(std::move(r));  // a float tensor always passes inference
+    ValueId out = g.nodes[*id].outputs[0];
+    isRounded.insert(out);
+    return out;
+  };
+  for (Node& n : old) {
+    for (ValueId& v : n.inputs)
+      if (auto it = replaced.find(v); it != replaced.end()) v = it->second;
+    bool matrix = matrixOps.count(n.op->name) > 0;
+    if (matrix)
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        ValueId v = n.inputs[k];
+        if (g.values[v].desc.dtype != DType::F32 || isRounded.count(v)) continue;
+        n.inputs[k] = roundOf(v, n.name + "/autocast/in" + std::to_string(k), n.name);
+      }
+    NodeId id = NodeId(g.nodes.size());
+    for (ValueId v : n.outputs) g.values[v].producer = id;
+    std::string name = n.name;
+    std::vector<ValueId> outputs = n.outputs;
+    g.nodes.push_back(std::move(n));
+    if (!matrix) continue;
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (g.values[outputs[k]].desc.dtype == DType::F32)
+        replaced[outputs[k]] =
+            roundOf(outputs[k], name + "/autocast/out" + std::to_string(k), name);
+    rounded.push_back(name);
+  }
+  return rounded;
+}
+
 Result<OptimizerSettings> optimizerSettings(const proto::Optimizer& opt) {
   OptimizerSettings s;
   s.kind = opt.kind() == proto::Optimizer::KIND_UNSPECIFIED ? proto::Optimizer::ADAM : opt.kind();
@@ -58,7 +103,7 @@ Result<OptimizerSettings> optimizerSettings(const proto::Optimizer& opt) {
 }
 
 Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
-                       const proto::Optimizer& opt) {
+                       const proto::Optimizer& opt, ValueId lossScale) {
   auto settings = optimizerSettings(opt);
   if (!settings) return settings.error();
   const OptimizerSettings& s = *settings;
@@ -92,6 +137,10 @@ Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
       n.attrs.set("decoupled", s.kind == proto::Optimizer::ADAMW);
       state("exp_avg");
       state("exp_avg_sq");
+    }
+    if (lossScale != kNoValue) {
+      n.attrs.set("loss_scaled", true);
+      n.inputs.push_back(lossScale);
     }
     if (auto id = g.addNode(std::move(n)); !id) return id.error();
   }

@@ -15,7 +15,9 @@ void registerAdamUpdate(OpRegistry& r) {
              floatAttr("beta2", 0.999, 0.0, 0.999999, "second-moment decay"),
              floatAttr("eps", 1e-8, 0.0, 1.0, "denominator guard"),
              floatAttr("weight_decay", 0.0, 0.0, 1.0, "decay factor"),
-             boolAttr("decoupled", false, "AdamW: decay the weights, not the gradient")};
+             boolAttr("decoupled", false, "AdamW: decay the weights, not the gradient"),
+             boolAttr("loss_scaled", false,
+                      "the last input is the loss scale's state: unscale, or skip the step")};
   d.mutates = {0, 2, 3};
   d.infer = [](InferCtx&) { return true; };
   r.add(std::move(d));

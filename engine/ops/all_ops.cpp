@@ -7,6 +7,7 @@ namespace netloom {
 void registerAllOps(OpRegistry& r) {
   registerInput(r);
   registerConstant(r);
+  registerAutocast(r);
   registerLinear(r);
   registerMatMul(r);
   registerReLU(r);

@@ -13,7 +13,9 @@ void registerSgdUpdate(OpRegistry& r) {
   d.inputs = {{"param", "weights"}, {"grad", "gradient"}, {"state", "momentum buffer", true}};
   d.attrs = {floatAttr("momentum", 0.0, 0.0, 1.0, "momentum factor"),
              boolAttr("nesterov", false, "Nesterov momentum"),
-             floatAttr("weight_decay", 0.0, 0.0, 1.0, "L2 penalty")};
+             floatAttr("weight_decay", 0.0, 0.0, 1.0, "L2 penalty"),
+             boolAttr("loss_scaled", false,
+                      "the last input is the loss scale's state: unscale, or skip the step")};
   d.mutates = {0, 2};
   d.infer = [](InferCtx&) { return true; };
   r.add(std::move(d));

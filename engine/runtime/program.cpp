@@ -37,8 +37,20 @@ void writeStepValues(const Program& p, const StepContext& ctx) {
 
 }  // namespace
 
+const char* precisionName(Precision p) {
+  return p == Precision::BF16 ? "bf16" : p == Precision::F16 ? "fp16" : "fp32";
+}
+
+Result<Precision> parsePrecision(const std::string& s) {
+  if (s.empty() || s == "fp32") return Precision::F32;
+  if (s == "bf16") return Precision::BF16;
+  if (s == "fp16") return Precision::F16;
+  return makeError("train.precision: '" + s + "' is not a precision (fp32, bf16, fp16)");
+}
+
 std::vector<TensorRef> Program::updateGradients() const {
   std::vector<TensorRef> grads;
+  if (lossScale != kNoValue) return grads;
   for (size_t i = updatesBegin; i < steps.size(); ++i) {
     const Node& n = graph.nodes[steps[i].node];
     if (n.op->role == OpRole::Optimizer && steps[i].in.size() >= 2)
@@ -57,7 +69,7 @@ void Program::issue(const StepContext& ctx, size_t begin, size_t end, bool guard
     KernelIO io{s.in.data(),      s.out.data(), s.in.size(),
                 s.out.size(),     &ctx,         s.workspace,
                 s.workspaceBytes, values,       i >= updatesBegin ? flag : nullptr};
-    s.fn(io);
+    if (s.fn) s.fn(io);  // null: done by its group's launch
   }
   if (flag && updatesBegin >= end) check();  // no updates: the check still tells the host
 }
@@ -115,7 +127,7 @@ void Program::runProfiled(const StepContext& ctx, std::vector<double>& seconds) 
                 s.workspaceBytes,
                 static_cast<const DeviceStepValues*>(stepValues.data())};
     auto t0 = std::chrono::steady_clock::now();
-    s.fn(io);
+    if (s.fn) s.fn(io);     // null: done by its group's launch
     device->synchronize();  // a launch's time, not the time to queue it
     seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -159,6 +171,15 @@ std::string Program::explain() const {
            "replayed, one launch per step (its check for non-finite values included)\n";
   }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
+  if (precision != Precision::F32) {
+    o << "  precision: " << precisionName(precision) << " autocast on " << autocast.size()
+      << " matrix op" << (autocast.size() == 1 ? "" : "s")
+      << " (16-bit inputs and outputs, float accumulation and master weights)";
+    if (lossScale != kNoValue)
+      o << "; dynamic loss scaling: a step whose scaled gradients are not finite is skipped "
+           "and halves the scale";
+    o << "\n";
+  }
   if (blockedTensors > 0 || packedWeights > 0)
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
       << " reorders to and from nchw; " << packedWeights
@@ -167,6 +188,10 @@ std::string Program::explain() const {
     const PlanStep& s = steps[i];
     const Node& n = graph.nodes[s.node];
     o << "  [" << i << "] " << n.name << " (" << n.op->name << ") -> " << s.kernel;
+    if (s.groupEnd > i + 1)
+      o << " (one multi-tensor launch for steps " << i << " to " << s.groupEnd - 1 << ")";
+    else if (!s.fn)
+      o << " (in the multi-tensor launch above)";
     if (s.detail) o << " [" << s.detail() << "]";
     if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
     o << "\n       in:";

@@ -14,6 +14,13 @@
 
 namespace netloom {
 
+// train.precision: float throughout, or autocast to bfloat16 or IEEE half (with
+// loss scaling) around the matrix ops.
+enum class Precision { F32, BF16, F16 };
+const char* precisionName(Precision p);  // "fp32", "bf16", "fp16"
+// From train.precision's spelling; empty is fp32. The error names the field.
+Result<Precision> parsePrecision(const std::string& s);
+
 struct PlanStep {
   NodeId node = -1;
   std::string kernel;                   // the chosen implementation
@@ -23,6 +30,9 @@ struct PlanStep {
   std::vector<TensorRef> in, out;
   void* workspace = nullptr;  // in the arena, live for this launch only
   int64_t workspaceBytes = 0;
+  // A multi-tensor launch (KernelImpl::group) does steps [this one, groupEnd); the
+  // others in it have no fn of their own.
+  size_t groupEnd = 0;
 };
 
 // The device memory everything inside a step lives in; owned by the program.
@@ -61,6 +71,13 @@ struct Program {
   // With CompileOptions::gradientNorms: per parameter, the scalar Σ grad² of the step.
   std::map<std::string, ValueId> gradientSquares;
   double compileMs = 0;
+  // train.precision, and the matrix ops autocast rounds around (insertAutocast).
+  Precision precision = Precision::F32;
+  std::vector<std::string> autocast;
+  // fp16's loss scaling state (fn::LossScale), else kNoValue. The scaler checks the
+  // gradients itself: updateGradients() is then empty, and a finite check covers
+  // the loss alone.
+  ValueId lossScale = kNoValue;
 
   // The first optimizer update in `steps` (steps.size() without one): before it the
   // loss and every gradient are complete and no parameter has changed yet.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/compiler/passes.h"
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
 #include "engine/io/safetensors.h"
@@ -208,8 +209,12 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
   std::map<std::string, const NamedTensor*> byName;
   for (const NamedTensor& t : ckpt.tensors) byName[t.name] = &t;
   std::string file = ckpt.path + "/" + kStateFile;
+  // fp16's loss scale comes and goes with the precision: a run may resume in another
+  // (a new scale starts from its first value).
+  auto precisionOnly = [](const std::string& name) { return name == kLossScaleState; };
   for (const auto& e : store.entries()) {
     auto it = byName.find(e->name);
+    if (it == byName.end() && precisionOnly(e->name)) continue;
     if (it == byName.end())
       return makeError(file + ": the checkpoint is of another model: it has no tensor '" + e->name +
                        "' (" + shapeToString(e->desc.shape) + ")");
@@ -220,11 +225,12 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
                        ", this model needs F32 " + shapeToString(e->desc.shape));
   }
   for (const NamedTensor& t : ckpt.tensors)
-    if (!store.find(t.name))
+    if (!store.find(t.name) && !precisionOnly(t.name))
       return makeError(file + ": the checkpoint is of another model: tensor '" + t.name +
                        "' is not part of this model");
   for (const auto& e : store.entries())
-    ParamStore::write(*e, reinterpret_cast<const float*>(byName[e->name]->data.data()));
+    if (auto it = byName.find(e->name); it != byName.end())
+      ParamStore::write(*e, reinterpret_cast<const float*>(it->second->data.data()));
   return {};
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -23,6 +24,7 @@
 #include "engine/train/run_setup.h"
 #include "engine/train/schedule.h"
 #include "kernels/core/checked.h"
+#include "kernels/core/functors.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom {
@@ -168,6 +170,11 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
         "count, got " +
         std::to_string(t.check_finite_every()));
   s.checkEvery = t.check_finite_every() == -1 ? 0 : std::max(1, t.check_finite_every());
+  auto precision = parsePrecision(!opts.precision.empty() ? opts.precision : t.precision());
+  if (!precision)
+    return makeError(opts.precision.empty() ? precision.error().message
+                                            : "--precision: '" + opts.precision +
+                                                  "' is not a precision (fp32, bf16, fp16)");
   cpu::configureThreads(s.threads);
 
   s.budget = MemoryBudget::forThisProcess(opts.memoryLimit, "--memory-limit");
@@ -211,6 +218,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.loss = t.loss();
   s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
   s.trainOpts.seed = s.seed;
+  s.trainOpts.precision = *precision;  // evaluation computes as training does
   s.trainOpts.budget = programs;
   s.trainOpts.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
@@ -437,8 +445,11 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
           (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
       // Norms are asked for only of a step drained before the next one is issued.
       if (it.norms) {
+        double unscale = 1;  // under loss scaling the squares are of scaled gradients
+        if (it.prog->lossScale != kNoValue)
+          unscale = 1.0 / double(it.prog->read(it.prog->lossScale)[fn::LossScale::kUsed]);
         for (const auto& [name, sq] : it.prog->gradientSquares)
-          (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq)));
+          (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq))) * unscale;
         for (const auto& entry : store.entries()) {
           if (entry->kind != ValueKind::Param) continue;
           double squares = 0;  // no layout pads, so the norm reads the stored values as they lie
@@ -633,6 +644,19 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
   sum.trainSeconds = pos.trainSeconds;
   sum.device = s.device->id().toString();
   sum.wallSeconds = now() - wallStart;
+  sum.precision = precisionName(main.precision);
+  if (main.lossScale != kNoValue && sum.steps > 0) {
+    std::vector<float> state = main.read(main.lossScale);
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", double(state[fn::LossScale::kScale]));
+    sum.skippedSteps = int64_t(state[fn::LossScale::kSkipped]);
+    sum.lossScale = state[fn::LossScale::kScale];
+    log(proto::Log::INFO, "fp16 loss scaling: " + std::to_string(sum.skippedSteps) + " of " +
+                              std::to_string(sum.steps) +
+                              " steps skipped (their scaled gradients overflowed); the loss "
+                              "scale is now " +
+                              scale);
+  }
   if (opts.profile) {
     std::vector<ProfiledProgram> all;
     for (auto& [_, pp] : profiles) all.push_back(std::move(pp));

@@ -40,6 +40,7 @@ struct TrainOptions {
   // The device to train on, over train.device and --devices (an embedding program's
   // own, kept alive by it for the run); null: the one those name.
   Device* device = nullptr;
+  std::string precision;  // over train.precision: "fp32", "bf16", "fp16"; empty: the project's
 };
 
 struct TrainSummary {
@@ -56,6 +57,11 @@ struct TrainSummary {
   bool stoppedEarly = false;
   bool stoppedByRequest = false;  // TrainOptions::stop ended it before its last step
   std::string profile;            // the per-op breakdown, when TrainOptions::profile
+  std::string precision = "fp32";
+  // Under fp16: steps skipped because their scaled gradients overflowed, and the
+  // loss scale at the end.
+  int64_t skippedSteps = 0;
+  double lossScale = 0;
 };
 
 using EventSink = std::function<void(const proto::TrainEvent&)>;

@@ -194,6 +194,86 @@ struct LayerNormGradApply {
 // PyTorch's update rules (torch.optim), one element of a parameter at a time, in
 // place: a run can be compared step by step with PyTorch on either backend.
 
+// Autocast's rounding: a float rounded to the nearest bfloat16 or IEEE half, ties to
+// even, kept in a float. NaN stays NaN; past the format's range is infinity; halves
+// below 2^-14 are subnormal, in steps of 2^-24. Every such value is exact in TF32,
+// whose 10-bit mantissa and 8-bit exponent hold both formats.
+NL_HD inline uint32_t floatBits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+NL_HD inline float bitsFloat(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+struct RoundBf16 {
+  NL_HD float operator()(float x) const {
+    uint32_t u = floatBits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return bitsFloat(u & 0xffff0000u);
+  }
+};
+struct RoundFp16 {
+  NL_HD float operator()(float x) const {
+    uint32_t u = floatBits(x);
+    uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
+    if (mag > 0x7f800000u) return x;  // NaN
+    float a = bitsFloat(mag), r;
+    if (a < 6.103515625e-05f) {  // 2^-14: subnormal halves, multiples of 2^-24
+      r = rintf(a * 16777216.f) * 5.9604644775390625e-08f;
+    } else {
+      mag += 0xfffu + ((mag >> 13) & 1u);
+      r = bitsFloat(mag & 0xffffe000u);
+      if (r > 65504.f) r = bitsFloat(0x7f800000u);  // infinity
+    }
+    return bitsFloat(floatBits(r) | sign);
+  }
+};
+struct RoundHalf {  // one of the two, chosen at plan time
+  bool fp16;
+  NL_HD float operator()(float x) const { return fp16 ? RoundFp16{}(x) : RoundBf16{}(x); }
+};
+
+// Dynamic loss scaling for fp16, as PyTorch's GradScaler: the loss gradient starts at
+// `scale`; a step whose scaled gradients are not all finite changes no weight and
+// halves the scale, and `interval` finite steps in a row double it. The state, kept
+// with the optimizer's, is five floats (all zero before the first step):
+struct LossScale {
+  enum : int { kScale, kGood, kSkipped, kSkipNow, kUsed, kSize };
+  float initial, interval;
+  NL_HD float current(const float* s) const { return s[kScale] > 0.f ? s[kScale] : initial; }
+  // After the backward pass, from Σ grad² over every gradient: whether the updates
+  // skip this step, the scale they divide by, and the next step's scale.
+  NL_HD void check(float* s, float squares) const {
+    float scale = current(s);
+    bool finite = squares - squares == 0.f;  // false for NaN and ±inf
+    s[kUsed] = scale;
+    s[kSkipNow] = finite ? 0.f : 1.f;
+    if (!finite) {
+      s[kScale] = scale * 0.5f > 0.f ? scale * 0.5f : scale;
+      s[kGood] = 0.f;
+      s[kSkipped] += 1.f;
+    } else if (s[kGood] + 1.f >= interval) {
+      s[kScale] = scale * 2.f < 3.0e38f ? scale * 2.f : scale;
+      s[kGood] = 0.f;
+    } else {
+      s[kScale] = scale;
+      s[kGood] += 1.f;
+    }
+  }
+};
+
 // SGD: L2 decay added to the gradient; momentum buf = μ·buf + d; Nesterov steps by
 // d + μ·buf instead of buf.
 struct SgdStep {

@@ -45,6 +45,9 @@ struct KernelSig {
   std::vector<TensorDesc> in;
   std::vector<TensorDesc> out;
   Device* device = nullptr;  // where it runs: a backend's kernels take its stream from it
+  // Under autocast (train.precision bf16 or fp16) the matrix ops read 16-bit values,
+  // which TF32 holds exactly: a GPU's TF32 tensor cores then lose nothing more.
+  bool autocast = false;
 };
 
 // Per-step values the runtime passes to every launch.
@@ -100,6 +103,11 @@ struct KernelImpl {
   // arena for the launch alone and passed as KernelIO::workspace; null: none. Asked
   // before prepare(), which must choose the algorithm this was asked for.
   std::function<int64_t(const KernelSig&)> workspace = nullptr;
+  // A multi-tensor kernel (the optimizer updates): consecutive launches of it with
+  // the same attributes become one launch that does all of theirs. Given each one's
+  // signature and its bound inputs, returns that launch; null: launched one by one.
+  std::function<KernelFn(const std::vector<KernelSig>&, const std::vector<std::vector<TensorRef>>&)>
+      group = nullptr;
 };
 
 class KernelRegistry {

@@ -71,6 +71,8 @@ void registerElementwise(KernelRegistry& r) {
   add("Tanh", [](const KernelSig&) { return unary(fn::Tanh{}); });
   add("TanhGrad", [](const KernelSig&) { return binary(fn::TanhGrad{}); });
   add("Add", [](const KernelSig&) { return binary(fn::Add{}); });
+  add("RoundHalf",
+      [](const KernelSig& s) { return unary(fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(op, [](const KernelSig&) { return copy(); });
 

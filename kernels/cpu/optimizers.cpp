@@ -1,6 +1,7 @@
 // Optimizer updates on the CPU, in place, following PyTorch's formulas exactly so a
 // run can be compared step by step with torch.optim.
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "kernels/core/functors.h"
@@ -15,11 +16,108 @@ KernelImpl update(std::string name, std::function<KernelFn(const KernelSig&)> ma
   KernelImpl k = kernel(std::move(name), std::move(make));
   k.anyLayout = true;
   k.decline = [](const KernelSig& s) -> std::string {
-    for (const TensorDesc& d : s.in)
-      if (!d.sameLayout(s.in[0])) return "parameter, gradient and state differ in layout";
+    size_t tensors = s.in.size() - (s.attrs->b("loss_scaled") ? 1 : 0);
+    for (size_t i = 0; i < tensors; ++i)
+      if (!s.in[i].sameLayout(s.in[0])) return "parameter, gradient and state differ in layout";
     return {};
   };
   return k;
+}
+
+// Under loss scaling the last input is fn::LossScale's state: a step it marked is
+// skipped, and the others divide the gradient by the scale it was taken at. Returns
+// the gradient's factor, or 0 to skip.
+float unscaling(const KernelIO& io, bool scaled, size_t& tensors) {
+  tensors = io.nin;
+  if (!scaled) return 1.f;
+  tensors -= 1;
+  const float* state = io.in[io.nin - 1].f32();
+  return state[fn::LossScale::kSkipNow] != 0.f ? 0.f : 1.f / state[fn::LossScale::kUsed];
+}
+
+using Group = std::vector<std::vector<TensorRef>>;
+
+// The updates a launch does: its own, or each of its group's, in element ranges of
+// about kParallelGrain that one parallel loop shares out. body(in, nin, lo, hi)
+// updates elements [lo, hi) of the tensors `in`.
+class Updates {
+ public:
+  explicit Updates(Group group) : m_group(std::move(group)) {
+    for (size_t t = 0; t < m_group.size(); ++t)
+      for (int64_t lo = 0, n = m_group[t][0].numel(); lo < n; lo += kParallelGrain)
+        m_ranges.push_back({t, lo, std::min(n, lo + kParallelGrain)});
+  }
+  template <class Body>
+  void run(const KernelIO& io, const Body& body) const {
+    if (m_group.empty()) {
+      parallelFor(io.in[0].numel(), kParallelGrain,
+                  [&](int64_t lo, int64_t hi) { body(io.in, io.nin, lo, hi); });
+      return;
+    }
+    parallelFor(int64_t(m_ranges.size()), 1, [&](int64_t first, int64_t last) {
+      for (int64_t k = first; k < last; ++k) {
+        const Range& r = m_ranges[size_t(k)];
+        body(m_group[r.tensor].data(), m_group[r.tensor].size(), r.lo, r.hi);
+      }
+    });
+  }
+
+ private:
+  struct Range {
+    size_t tensor;
+    int64_t lo, hi;
+  };
+  Group m_group;
+  std::vector<Range> m_ranges;
+};
+
+// Inputs param, grad[, momentum buffer][, loss scale].
+KernelFn sgdLaunch(const KernelSig& s, Group group) {
+  float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
+  bool nesterov = s.attrs->b("nesterov"), scaled = s.attrs->b("loss_scaled");
+  auto updates = std::make_shared<const Updates>(std::move(group));
+  return [mu, wd, nesterov, scaled, updates](const KernelIO& io) {
+    if (io.guard && *io.guard == 0.f) return;
+    size_t tensors;
+    float unscale = unscaling(io, scaled, tensors);  // a group shares one loss scale
+    if (unscale == 0.f) return;
+    fn::SgdStep step{float(io.ctx->lr), mu, wd, nesterov};
+    updates->run(io, [&](const TensorRef* in, size_t nin, int64_t lo, int64_t hi) {
+      float* p = in[0].f32();
+      const float* g = in[1].f32();
+      if (nin - (scaled ? 1 : 0) > 2) {
+        float* buf = in[2].f32();
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) step(p[i], g[i] * unscale, buf[i]);
+      } else {
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) step(p[i], g[i] * unscale);
+      }
+    });
+  };
+}
+
+// Inputs param, grad, exp_avg, exp_avg_sq[, loss scale].
+KernelFn adamLaunch(const KernelSig& s, Group group) {
+  float b1 = float(s.attrs->f("beta1")), b2 = float(s.attrs->f("beta2"));
+  float eps = float(s.attrs->f("eps")), wd = float(s.attrs->f("weight_decay"));
+  bool decoupled = s.attrs->b("decoupled"), scaled = s.attrs->b("loss_scaled");
+  auto updates = std::make_shared<const Updates>(std::move(group));
+  return [b1, b2, eps, wd, decoupled, scaled, updates](const KernelIO& io) {
+    if (io.guard && *io.guard == 0.f) return;
+    size_t tensors;
+    float unscale = unscaling(io, scaled, tensors);
+    if (unscale == 0.f) return;
+    fn::AdamStep step = fn::AdamStep::make(b1, b2, eps, wd, decoupled, io.ctx->lr, io.ctx->step);
+    updates->run(io, [&](const TensorRef* in, size_t, int64_t lo, int64_t hi) {
+      float* p = in[0].f32();
+      const float* g = in[1].f32();
+      float* m = in[2].f32();
+      float* v = in[3].f32();
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) step(p[i], g[i] * unscale, m[i], v[i]);
+    });
+  };
 }
 
 }  // namespace
@@ -51,44 +149,34 @@ void registerOptimizers(KernelRegistry& r) {
   squares.anyLayout = true;
   r.add("SumSquares", DeviceKind::Cpu, std::move(squares));
 
-  r.add("SgdUpdate", DeviceKind::Cpu, update("cpu.sgd", [](const KernelSig& s) -> KernelFn {
-          float mu = float(s.attrs->f("momentum")), wd = float(s.attrs->f("weight_decay"));
-          bool nesterov = s.attrs->b("nesterov");
-          return [mu, wd, nesterov](const KernelIO& io) {
-            if (io.guard && *io.guard == 0.f) return;
-            float* p = io.in[0].f32();
-            const float* g = io.in[1].f32();
-            float* buf = io.nin > 2 ? io.in[2].f32() : nullptr;
-            fn::SgdStep step{float(io.ctx->lr), mu, wd, nesterov};
-            parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-              if (buf) {
-#pragma omp simd
-                for (int64_t i = lo; i < hi; ++i) step(p[i], g[i], buf[i]);
-              } else {
-#pragma omp simd
-                for (int64_t i = lo; i < hi; ++i) step(p[i], g[i]);
-              }
-            });
-          };
+  // Loss scaling's state, five floats: the seed reads this step's scale, the check
+  // sums the gradients' squares (in order, as SumSquares) and moves the state on.
+  r.add("LossScaleSeed", DeviceKind::Cpu, kernel("cpu.loss_scale_seed", [](const KernelSig& s) {
+          fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};
+          return KernelFn(
+              [ls](const KernelIO& io) { io.out[0].f32()[0] = ls.current(io.in[0].f32()); });
         }));
-  r.add("AdamUpdate", DeviceKind::Cpu, update("cpu.adam", [](const KernelSig& s) -> KernelFn {
-          float b1 = float(s.attrs->f("beta1")), b2 = float(s.attrs->f("beta2"));
-          float eps = float(s.attrs->f("eps")), wd = float(s.attrs->f("weight_decay"));
-          bool decoupled = s.attrs->b("decoupled");
-          return [b1, b2, eps, wd, decoupled](const KernelIO& io) {
-            if (io.guard && *io.guard == 0.f) return;
-            float* p = io.in[0].f32();
-            const float* g = io.in[1].f32();
-            float* m = io.in[2].f32();
-            float* v = io.in[3].f32();
-            fn::AdamStep step =
-                fn::AdamStep::make(b1, b2, eps, wd, decoupled, io.ctx->lr, io.ctx->step);
-            parallelFor(io.in[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-              for (int64_t i = lo; i < hi; ++i) step(p[i], g[i], m[i], v[i]);
-            });
-          };
+  r.add("LossScaleCheck", DeviceKind::Cpu, kernel("cpu.loss_scale_check", [](const KernelSig& s) {
+          fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};
+          return KernelFn([ls](const KernelIO& io) {
+            float total = 0.f;
+            for (size_t i = 1; i < io.nin; ++i) total += io.in[i].f32()[0];
+            ls.check(io.in[0].f32(), total);
+          });
         }));
+
+  // SGD and Adam: one launch per parameter, or one for a group of them (a multi-
+  // tensor update), which splits every tensor into the same element ranges.
+  KernelImpl sgd = update("cpu.sgd", [](const KernelSig& s) { return sgdLaunch(s, {}); });
+  sgd.group = [](const std::vector<KernelSig>& sigs, const Group& tensors) {
+    return sgdLaunch(sigs[0], tensors);
+  };
+  r.add("SgdUpdate", DeviceKind::Cpu, std::move(sgd));
+  KernelImpl adam = update("cpu.adam", [](const KernelSig& s) { return adamLaunch(s, {}); });
+  adam.group = [](const std::vector<KernelSig>& sigs, const Group& tensors) {
+    return adamLaunch(sigs[0], tensors);
+  };
+  r.add("AdamUpdate", DeviceKind::Cpu, std::move(adam));
 }
 
 }  // namespace netloom::cpu

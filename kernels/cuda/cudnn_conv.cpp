@@ -24,6 +24,7 @@ struct AlgoChoice {
 // The descriptors of one op's call, and its algorithm.
 struct CudnnConv {
   ConvPlan plan;
+  bool tf32 = false;  // under autocast: its 16-bit inputs are exact in TF32
   cudnnHandle_t handle = nullptr;
   CudnnTensor x, y, out, bias;  // out: the op's whole output, which the bias is added to
   CudnnFilter w;
@@ -124,14 +125,14 @@ const char* callName(ConvCall call) {
 AlgoChoice choose(const CudnnConv& c, int device) {
   static std::mutex mutex;
   static std::map<std::string, AlgoChoice> cache;
-  std::string key = std::to_string(device) + ":" + c.plan.key();
+  std::string key = std::to_string(device) + (c.tf32 ? ":tf32:" : ":") + c.plan.key();
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   std::vector<AlgoCandidate> all = candidates(c);
-  int i = chooseAlgorithm(all, c.plan.call != ConvCall::Forward, kConvWorkspaceCap);
+  int i = chooseAlgorithm(all, c.plan.call != ConvCall::Forward, kConvWorkspaceCap, c.tf32);
   if (i < 0)
-    throw CudaError(std::string("cuDNN proposes no ") + callName(c.plan.call) +
-                    " algorithm without TF32 and within " +
+    throw CudaError(std::string("cuDNN proposes no ") + callName(c.plan.call) + " algorithm" +
+                    (c.tf32 ? "" : " without TF32") + " within " +
                     std::to_string(kConvWorkspaceCap >> 20) + " MiB of workspace");
   AlgoChoice choice{all[size_t(i)].algo, all[size_t(i)].workspace, all[size_t(i)].deterministic};
   cache[key] = choice;
@@ -149,6 +150,7 @@ std::shared_ptr<CudnnConv> build(const KernelSig& s, bool transposed, ConvPass p
   if (std::string e = planOf(s, transposed, pass, c->plan); !e.empty()) throw CudaError(e);
   const ConvPlan& p = c->plan;
   c->handle = cudnnFor(s);
+  c->tf32 = s.autocast;
   setTensor4d(c->x, p.n, p.ci, p.stagedH, p.stagedW);
   setTensor4d(c->y, p.n, p.co, p.oh, p.ow);
   NL_CUDNN(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(p.co),
@@ -157,7 +159,7 @@ std::shared_ptr<CudnnConv> build(const KernelSig& s, bool transposed, ConvPass p
                                            int(p.strideW), int(p.dilationH), int(p.dilationW),
                                            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   NL_CUDNN(cudnnSetConvolutionGroupCount(c->conv, int(p.groups)));
-  NL_CUDNN(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
+  NL_CUDNN(cudnnSetConvolutionMathType(c->conv, c->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   int on = 0, oc = 0, oh = 0, ow = 0;
   NL_CUDNN(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &on, &oc, &oh, &ow));
   if (on != p.n || oc != p.co || oh != p.oh || ow != p.ow)
@@ -251,7 +253,9 @@ std::string describe(const KernelSig& s, bool transposed, ConvPass pass) {
   std::string d = std::string("cuDNN ") + callName(p.call) + " algorithm " +
                   std::to_string(c->choice.algo) +
                   (c->choice.deterministic ? " (deterministic)" : " (not deterministic)") +
-                  ", FMA math (no TF32), workspace " + std::to_string(c->choice.bytes) + " bytes";
+                  (c->tf32 ? ", TF32 tensor-core math (exact on autocast's 16-bit inputs)"
+                           : ", FMA math (no TF32)") +
+                  ", workspace " + std::to_string(c->choice.bytes) + " bytes";
   if (p.staged())
     d += "; uneven padding staged as a " + std::to_string(p.stagedH) + "×" +
          std::to_string(p.stagedW) + " input";

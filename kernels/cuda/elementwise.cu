@@ -98,6 +98,8 @@ void registerElementwise(KernelRegistry& r) {
   add("Tanh", [](const KernelSig& s) { return unary(s, fn::Tanh{}); });
   add("TanhGrad", [](const KernelSig& s) { return binary(s, fn::TanhGrad{}); });
   add("Add", [](const KernelSig& s) { return binary(s, fn::Add{}); });
+  add("RoundHalf",
+      [](const KernelSig& s) { return unary(s, fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(op, [](const KernelSig& s) { return copy(s); });
   add("Constant", [](const KernelSig& s) -> KernelFn {

@@ -1,7 +1,8 @@
 // Matrix products on cuBLASLt: Linear with its bias and ReLU as cuBLASLt epilogues
 // (what the CPU's Linear+ReLU fusion computes in one pass), and MatMul, which
 // Linear's backward emits. Float32 with float32 accumulation (CUBLAS_COMPUTE_32F, no
-// TF32), as on the CPU. The algorithm is chosen once per configuration and device
+// TF32), as on the CPU; under autocast, whose 16-bit inputs TF32 holds exactly, on
+// TF32 tensor cores. The algorithm is chosen once per configuration and device
 // by cuBLASLt's heuristics and cached, so the workspace the plan reserves and the
 // algorithm a launch runs are the same.
 #include <map>
@@ -35,6 +36,7 @@ bool hasBias(Epilogue e) {
 // The descriptors of one product, and the algorithm chosen for it.
 struct LtGemm {
   GemmPlan plan;
+  bool tf32 = false;
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -57,8 +59,8 @@ struct Choice {
   int64_t workspace = 0;
 };
 
-std::string keyOf(int device, const GemmPlan& p) {
-  std::string k = std::to_string(device) + ":";
+std::string keyOf(int device, const GemmPlan& p, bool tf32) {
+  std::string k = std::to_string(device) + (tf32 ? ":tf32:" : ":");
   for (int64_t v : {p.a.rows, p.a.cols, p.a.ld, p.b.rows, p.b.cols, p.b.ld, p.d.rows, p.d.cols,
                     p.d.ld, int64_t(p.transA), int64_t(p.transB), int64_t(p.epilogue)})
     k += std::to_string(v) + ",";
@@ -75,7 +77,7 @@ void setOp(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const v
 Choice choose(const LtGemm& g, int device) {
   static std::mutex mutex;
   static std::map<std::string, Choice> cache;
-  std::string key = keyOf(device, g.plan);
+  std::string key = keyOf(device, g.plan, g.tf32);
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -105,8 +107,10 @@ Choice choose(const LtGemm& g, int device) {
 std::shared_ptr<LtGemm> build(const KernelSig& s, const GemmPlan& plan) {
   auto g = std::make_shared<LtGemm>();
   g->plan = plan;
+  g->tf32 = s.autocast;
   g->handle = cublasLtFor(s);
-  NL_CUBLAS(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  NL_CUBLAS(cublasLtMatmulDescCreate(
+      &g->op, g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = plan.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = plan.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   setOp(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
@@ -205,7 +209,9 @@ std::string describe(const KernelSig& s, bool linear) {
   GemmPlan p = planOf(s, linear);
   return "cuBLASLt " + std::string(p.transA ? "T" : "N") + (p.transB ? "T" : "N") + " " +
          std::to_string(p.m) + "×" + std::to_string(p.n) + "×" + std::to_string(p.k) + ", " +
-         epilogueName(p.epilogue) + ", FP32 compute (no TF32)";
+         epilogueName(p.epilogue) +
+         (s.autocast ? ", TF32 tensor cores (exact on autocast's 16-bit inputs)"
+                     : ", FP32 compute (no TF32)");
 }
 
 KernelImpl gemmKernel(const char* name, bool linear) {

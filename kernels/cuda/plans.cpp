@@ -211,11 +211,11 @@ std::string softmaxPlan(const Shape& x, int64_t axis, SoftmaxPlan& p) {
 }
 
 int chooseAlgorithm(const std::vector<AlgoCandidate>& candidates, bool preferDeterministic,
-                    int64_t workspaceCap) {
+                    int64_t workspaceCap, bool tensorOps) {
   int first = -1;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const AlgoCandidate& c = candidates[i];
-    if (!c.available || c.tensorOps || c.workspace > workspaceCap) continue;
+    if (!c.available || (c.tensorOps && !tensorOps) || c.workspace > workspaceCap) continue;
     if (!preferDeterministic || c.deterministic) return int(i);
     if (first < 0) first = int(i);
   }

@@ -197,10 +197,10 @@ struct AlgoCandidate {
 };
 
 // The index of the candidate to use, or -1: the best-ranked available one that needs
-// no tensor-core math and at most `workspaceCap` bytes, the best-ranked deterministic
-// one among those when `preferDeterministic`.
+// at most `workspaceCap` bytes and no tensor-core math (unless `tensorOps`), the
+// best-ranked deterministic one among those when `preferDeterministic`.
 int chooseAlgorithm(const std::vector<AlgoCandidate>& candidates, bool preferDeterministic,
-                    int64_t workspaceCap);
+                    int64_t workspaceCap, bool tensorOps = false);
 
 // Why a tensor of `what` cannot be described to cuDNN, whose descriptors count and
 // stride in int: empty where every element index fits.

@@ -2,10 +2,13 @@
 // elimination, autodiff through whole models, the memory planner's invariant and
 // the determinism of plans.
 #include <QtTest>
+#include <cstring>
+#include <map>
 #include <set>
 
 #include "engine/compiler/compile.h"
 #include "engine/compiler/memory_planner.h"
+#include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
 #include "model_text.h"
 
@@ -214,6 +217,69 @@ class TestCompiler : public QObject {
     QVERIFY(compile(model(mlpBody()), CompileOptions{}, adam).ok());
     QVERIFY(adam.find("fc2.bias.exp_avg_sq"));
     QCOMPARE(adam.find("fc1.weight")->desc.shape, (Shape{8, 4}));  // [out, in]
+  }
+
+  // The updates are one multi-tensor launch, which moves every parameter as the
+  // update rule applied tensor by tensor does.
+  void updatesAreOneMultiTensorLaunch() {
+    for (auto kind : {proto::Optimizer::SGD, proto::Optimizer::ADAM}) {
+      ParamStore store;
+      CompileOptions o;
+      o.optimizer.set_kind(kind);
+      o.optimizer.set_momentum(kind == proto::Optimizer::SGD ? 0.9 : 0.0);
+      auto p = compile(model(mlpBody()), o, store);
+      QVERIFY(p.ok());
+      const Program& prog = **p;
+      size_t launches = 0, updates = 0;
+      for (size_t i = prog.updatesBegin; i < prog.steps.size(); ++i) {
+        updates += 1;
+        launches += prog.steps[i].fn ? 1 : 0;
+      }
+      QCOMPARE(updates, size_t(4));  // two Linear layers' weights and biases
+      QCOMPARE(launches, size_t(1));
+      QCOMPARE(prog.steps[prog.updatesBegin].groupEnd, prog.steps.size());
+      std::string text = prog.explain();
+      QVERIFY2(text.find("one multi-tensor launch for steps") != std::string::npos, text.c_str());
+      QVERIFY2(text.find("in the multi-tensor launch above") != std::string::npos, text.c_str());
+      // One step, against the rule applied on the host to each parameter's gradient.
+      std::vector<std::vector<float>> before;
+      for (const auto& e : store.entries()) before.push_back(ParamStore::read(*e));
+      Rng rng(4);
+      std::vector<float> x(32 * 4);
+      for (float& v : x) v = float(rng.uniform(-1, 1));
+      std::vector<int32_t> labels(32);
+      for (int32_t& l : labels) l = int32_t(rng.next() % 3);
+      std::memcpy(prog.input("x")->data, x.data(), x.size() * sizeof(float));
+      std::memcpy(prog.input("label")->data, labels.data(), labels.size() * sizeof(int32_t));
+      StepContext ctx{1, 0.1, 0, true};
+      prog.run(ctx, 0, prog.updatesBegin);
+      std::map<std::string, std::vector<float>> grads;
+      for (size_t i = prog.updatesBegin; i < prog.steps.size(); ++i) {
+        const Node& n = prog.graph.nodes[prog.steps[i].node];
+        grads[n.origin] = prog.read(n.inputs[1]);
+      }
+      prog.run(ctx, prog.updatesBegin, prog.steps.size());
+      size_t k = 0;
+      for (const auto& e : store.entries()) {
+        std::vector<float> expected = before[k++];
+        if (e->kind != ValueKind::Param) continue;
+        const std::vector<float>& g = grads.at(e->name);
+        if (kind == proto::Optimizer::SGD) {
+          fn::SgdStep step{0.1f, 0.9f, 0.f, false};
+          for (size_t i = 0; i < expected.size(); ++i) {
+            float buf = 0;
+            step(expected[i], g[i], buf);
+          }
+        } else {
+          fn::AdamStep step = fn::AdamStep::make(0.9f, 0.999f, 1e-8f, 0.f, false, 0.1, 1);
+          for (size_t i = 0; i < expected.size(); ++i) {
+            float m = 0, v = 0;
+            step(expected[i], g[i], m, v);
+          }
+        }
+        QVERIFY2(ParamStore::read(*e) == expected, e->name.c_str());
+      }
+    }
   }
 
  private:

@@ -545,6 +545,9 @@ class TestCudaPlans : public QObject {
     // Unavailable, TF32 and too large a workspace are skipped; the rest in rank order.
     QCOMPARE(chooseAlgorithm(c, false, 1 << 20), 3);
     QCOMPARE(chooseAlgorithm(c, true, 1 << 20), 4);
+    // Under autocast TF32 is exact on the inputs, and the best-ranked such one is taken.
+    QCOMPARE(chooseAlgorithm(c, false, 1 << 20, true), 1);
+    QCOMPARE(chooseAlgorithm(c, true, 1 << 20, true), 4);
     c.pop_back();
     QCOMPARE(chooseAlgorithm(c, true, 1 << 20), 3);  // no deterministic one: the best other
     QCOMPARE(chooseAlgorithm(c, false, 50), -1);
