@@ -263,115 +263,68 @@ Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
                            bytes);
 }
 
-Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOptions& opts,
-                                  const EventSink& sink) {
-  double wallStart = now();
-  RunPosition pos;
+// One training run, split as fit (the whole run: run()), epoch (epoch(), endEpoch())
+// and step (step(), drain()), over the state they share.
+class Fit {
+ public:
+  Fit(const TrainOptions& opts, const EventSink& sink) : m_opts(opts), m_sink(sink) {}
+  Result<TrainSummary> run(const proto::Project& project);
+
+ private:
   // Ends the run with a Failed event; the error keeps its kind (a refusal stays one).
-  auto failWith = [&](Error error) -> Error {
+  Error failWith(Error error) {
     proto::TrainEvent e = event();
     e.mutable_failed()->set_message(error.message);
-    e.mutable_failed()->set_step(pos.step);
-    sink(e);
+    e.mutable_failed()->set_step(m_pos.step);
+    m_sink(e);
     return error;
-  };
-  auto fail = [&](const std::string& message) { return failWith(makeError(message)); };
-  auto log = [&](proto::Log::Level level, const std::string& text) {
+  }
+  Error fail(const std::string& message) { return failWith(makeError(message)); }
+  void log(proto::Log::Level level, const std::string& text) {
     proto::TrainEvent e = event();
     e.mutable_log()->set_level(level);
     e.mutable_log()->set_text(text);
-    sink(e);
-  };
-
-  auto setupOr = prepare(project, opts);
-  if (!setupOr) return failWith(setupOr.error());
-  Setup& s = *setupOr;
-  const proto::TrainDef& def = s.project.train();
-  ParamStore store(*s.device);
-  ProgramCache train(s.project, s.trainOpts, store), eval(s.project, s.evalOpts, store);
-  // An epoch's batches are never larger than the training set.
-  auto first = train.get(std::min(s.batch, s.data.train.size()));
-  if (!first) return failWith(first.error());
-  Program& main = **first;
-  if (Status st = checkDataFits(main, s.data.train, "training"); !st) return fail(st.message());
-  if (Status st = checkDataFits(main, s.data.val, "validation"); !st) return fail(st.message());
-  if (Status st = checkDataFits(main, s.data.test, "test"); !st) return fail(st.message());
-  if (Status st = planRun(s, train, eval); !st) return failWith(st.error());
-  if (!opts.initWeights.empty()) {
-    auto tensors = readSafetensors(opts.initWeights);
-    if (!tensors) return fail(tensors.error().message);
-    if (Status st = store.importParams(*tensors, opts.initWeights); !st) return fail(st.message());
+    m_sink(e);
   }
-  if (!opts.resume.empty()) {
-    auto ckpt = readCheckpoint(opts.resume);
-    if (!ckpt) return fail(ckpt.error().message);
-    if (Status st = restoreTensors(store, *ckpt); !st) return fail(st.message());
-    pos = ckpt->position;
-    s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
-  }
-  auto settings = optimizerSettings(def.optimizer());
-  double baseLr = settings ? settings->lr : 1e-3;
 
-  int64_t perEpoch = (s.data.train.size() + s.batch - 1) / s.batch;
-  int64_t total = perEpoch * s.epochs;
-  if (opts.maxSteps > 0) total = std::min(total, opts.maxSteps);
+  // Programs planned, weights loaded or resumed, RunStarted sent.
+  Status start(const proto::Project& project);
+  // One epoch, or what is left of it: `more` false when the run ends with it.
+  Status epoch(bool& more);
+  // Issues a step on `b` (bound already), recorded for drain() to report.
+  Status step(Program& prog, const Batch& b);
+  // Reads back the issued steps' scalars and reports each step, in order.
+  std::string drain();
+  // The epoch's report and evaluation, its best value and early stopping, and its
+  // checkpoint: `more` false when early stopping ends the run.
+  Status endEpoch(bool complete, std::chrono::steady_clock::time_point started, bool& more);
+  Result<TrainSummary> finish();
 
-  TrainSummary sum;
-  sum.compileMs = main.compileMs;
-  sum.arenaBytes = main.arenaBytes;
-  sum.naiveBytes = main.naiveBytes;
-  sum.parameters = store.parameterCount();
-  {
-    proto::TrainEvent e = event();
-    auto* r = e.mutable_run_started();
-    r->set_project_name(s.project.name());
-    r->set_device(s.device->id().toString());
-    DeviceInfo info = s.device->info();
-    r->set_device_name(info.name);
-    r->set_device_memory_total(info.totalBytes);
-    r->set_threads(s.threads);
-    r->set_total_steps(total);
-    r->set_epochs(s.epochs);
-    r->set_train_samples(s.data.train.size());
-    r->set_test_samples(s.data.test.size());
-    r->set_parameters(sum.parameters);
-    r->set_arena_bytes(main.arenaBytes);
-    r->set_naive_bytes(main.naiveBytes);
-    r->set_compile_ms(main.compileMs);
-    r->set_seed(s.seed);
-    sink(e);
-  }
-  for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
-  if (!opts.resume.empty())
-    log(proto::Log::INFO, "resumed at step " + std::to_string(pos.step) + " (epoch " +
-                              std::to_string(pos.epoch) + ", batch " +
-                              std::to_string(pos.batchInEpoch) + ")");
+  enum class Moment { AfterStep, Stopped, EpochEnd };
+  // Whether the checkpoint policy wants one at `at`.
+  bool checkpointDue(Moment at, bool isBest = false) const;
+  Status checkpoint(bool best = false);
 
-  const proto::CheckpointPolicy& policy = def.checkpoint();
-  bool checkpointing = policy.every_steps() > 0 || policy.every_epochs() > 0 || s.best;
-  CheckpointWriter writer(s.checkpointDir, policy);
-  auto checkpoint = [&]() -> Result<std::string> {
-    auto path = writer.write(store, pos, s.seed);
-    if (!path) return path.error();
-    proto::TrainEvent e = event();
-    e.mutable_checkpoint()->set_path(*path);
-    e.mutable_checkpoint()->set_step(pos.step);
-    sink(e);
-    return path;
-  };
-
-  StepContext ctx;
-  ctx.seed = s.seed;
-  ctx.training = true;
-  ctx.step = pos.step;
-  std::map<const Program*, ProfiledProgram> profiles;
-  Device& device = *s.device;
-  BatchFeeder feeder(device);
-  // The loss and every metric of a step, read back every kReadEvery steps on a
-  // device the host cannot address (each read waits for the device), every step
-  // on the CPU.
-  // The loss, each metric, and the step's guard (checked on the device).
-  ScalarRing ring(device, 2 + int(main.metrics.size()), kReadEvery);
+  const TrainOptions& m_opts;
+  const EventSink& m_sink;
+  double m_wallStart = now();
+  RunPosition m_pos;
+  Setup m_s;
+  std::unique_ptr<ParamStore> m_store;
+  std::unique_ptr<ProgramCache> m_train, m_eval;
+  Program* m_main = nullptr;
+  std::unique_ptr<CheckpointWriter> m_writer;
+  bool m_checkpointing = false;
+  double m_baseLr = 1e-3;
+  int64_t m_perEpoch = 0, m_total = 0;
+  TrainSummary m_sum;
+  StepContext m_ctx;
+  std::map<const Program*, ProfiledProgram> m_profiles;
+  std::unique_ptr<BatchFeeder> m_feeder;
+  // The loss, each metric and the step's guard (checked on the device) of a step,
+  // read back every kReadEvery steps on a device the host cannot address (each read
+  // waits for the device), every step on the CPU.
+  std::unique_ptr<ScalarRing> m_ring;
   struct Issued {
     Program* prog;
     int64_t step, size;
@@ -380,307 +333,427 @@ Result<TrainSummary> runUnguarded(const proto::Project& project, const TrainOpti
     bool norms;          // the Step event carries gradient and weight norms
     int64_t batchIndex;  // in its epoch, from 0: the batch a replay loads again
   };
-  BatchLoader::Options epochLoader;  // the current epoch's, for such a replay
-  const bool apart = !device.hostAddressable();
-  std::vector<Issued> issued;
-  std::set<std::string> recordingProblems;  // said already
-  auto windowStart = std::chrono::steady_clock::now();
-  auto memoryReported = windowStart - std::chrono::seconds(1);
-  Totals totals;
-  // Reads back the issued steps' scalars and reports each step, in order.
-  auto drain = [&]() -> std::string {
-    if (issued.empty()) return {};
-    std::vector<float> values = ring.drain();
-    auto end = std::chrono::steady_clock::now();
-    double dt = std::chrono::duration<double>(end - windowStart).count() / double(issued.size());
-    windowStart = end;
-    const size_t width = 2 + main.metrics.size();
-    for (size_t k = 0; k < issued.size(); ++k) {
-      const Issued& it = issued[k];
-      const float* v = values.data() + k * width;
-      if (v[width - 1] == 0.f) {
-        // Checked on the device: its updates, and every later one, did nothing. The
-        // step runs again on its own batch, checked and replayed as on the CPU.
-        pos.step = it.step;  // the run failed there, whatever was issued after it
-        BatchLoader::Options again = epochLoader;
-        again.skipBatches = it.batchIndex;
-        again.prefetch = 1;
-        BatchLoader loader(s.data.train, s.data.norm, again);
-        Batch b;
-        if (!loader.next(b)) return "step " + std::to_string(it.step) + ": its batch is gone";
-        StepContext ctx{it.step, it.lr, s.seed, true};
-        feed(*it.prog, b);
-        it.prog->run(ctx, 0, it.prog->updatesBegin);
-        std::string bad = nonFiniteStep(*it.prog, ctx, b, it.epoch);
-        return !bad.empty()
-                   ? bad
-                   : "step " + std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) +
-                         "): the loss or the gradient norm was not finite, and not "
-                         "again when the step ran once more";
-      }
-      pos.trainSeconds += dt;
-      pos.trainSamples += it.size;
-      float loss = v[0];
-      if (!std::isfinite(loss))
-        return "the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-               " at step " + std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) + ")";
-      totals.add(*it.prog, it.size, v);
-      pos.lossSum = totals.loss;
-      pos.metricSums = totals.metrics;
-      pos.samples = totals.samples;
-      proto::TrainEvent e = event();
-      auto* st = e.mutable_step();
-      st->set_step(it.step);
-      st->set_epoch(it.epoch);
-      st->set_loss(loss);
-      st->set_lr(it.lr);
-      st->set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
-      st->set_seconds(now() - wallStart);
-      if (k + 1 == issued.size() && end - memoryReported >= std::chrono::seconds(1)) {
-        st->set_device_memory_used(device.memoryInUse());
-        memoryReported = end;
-      }
-      for (size_t m = 0; m < it.prog->metrics.size(); ++m)
-        if (it.prog->metrics[m].second != it.prog->loss)
-          (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
-      // Norms are asked for only of a step drained before the next one is issued.
-      if (it.norms) {
-        double unscale = 1;  // under loss scaling the squares are of scaled gradients
-        if (it.prog->lossScale != kNoValue)
-          unscale = 1.0 / double(it.prog->read(it.prog->lossScale)[fn::LossScale::kUsed]);
-        for (const auto& [name, sq] : it.prog->gradientSquares)
-          (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq))) * unscale;
-        for (const auto& entry : store.entries()) {
-          if (entry->kind != ValueKind::Param) continue;
-          double squares = 0;  // no layout pads, so the norm reads the stored values as they lie
-          for (float x : ParamStore::stored(*entry)) squares += double(x) * double(x);
-          (*st->mutable_weight_norms())[entry->name] = std::sqrt(squares);
-        }
-      }
-      sink(e);
-    }
-    issued.clear();
-    return {};
-  };
-  bool stopped = pos.step >= total;
-  for (; pos.epoch <= s.epochs && !stopped; ++pos.epoch) {
-    BatchLoader::Options lo;
-    lo.batchSize = s.batch;
-    lo.shuffle = !s.project.data().no_shuffle();
-    lo.seed = s.seed;
-    lo.epoch = pos.epoch;
-    lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
-    lo.skipBatches = pos.batchInEpoch;
-    lo.augment = s.data.augment;
-    epochLoader = lo;
-    BatchLoader loader(s.data.train, s.data.norm, lo);
-    if (!loader.status()) return fail(loader.status().message());
-    totals = Totals{};
-    totals.loss = pos.lossSum;
-    totals.metrics = pos.metricSums;
-    totals.samples = pos.samples;
-    Batch b, next;
-    auto epochStart = std::chrono::steady_clock::now();
-    windowStart = epochStart;
-    bool have = loader.next(b);
-    if (have) feeder.stage(b);
-    while (have) {
-      auto prog = train.get(b.size);
-      if (!prog) return fail(prog.error().message);
-      ctx.step += 1;
-      pos.step = ctx.step;
-      ctx.lr = learningRate(def.schedule(), baseLr, ctx.step, perEpoch, total);
-      auto issueStart = std::chrono::steady_clock::now();
-      bool guarded = false;
-      feeder.bind(**prog, b);
-      if (opts.profile) {
-        ProfiledProgram& pp = profiles[*prog];
-        pp.program = *prog;
-        (*prog)->runProfiled(ctx, pp.seconds);
-        pp.runs += 1;
-      } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0 && apart) {
-        (*prog)->runGuarded(ctx);  // checked on the device: the host runs on
-        guarded = true;
-      } else if (s.checkEvery > 0 && ctx.step % s.checkEvery == 0) {
-        (*prog)->runRecorded(ctx, 0, (*prog)->updatesBegin);
-        if (std::string bad = nonFiniteStep(**prog, ctx, b, pos.epoch); !bad.empty())
-          return fail(bad);
-        (*prog)->runRecorded(ctx, (*prog)->updatesBegin, (*prog)->steps.size());
-      } else {
-        (*prog)->run(ctx);
-      }
-      std::vector<ValueId> scalars{(*prog)->loss};
-      for (const auto& [name, v] : (*prog)->metrics) scalars.push_back(v);
-      ring.record(**prog, scalars, guarded);
-      for (const std::string& why : (*prog)->takeRecordingProblems())
-        if (recordingProblems.insert(why).second)  // each reason once, whichever plan
-          log(proto::Log::WARNING, device.id().toString() +
-                                       ": the step could not be recorded as a CUDA Graph (" + why +
-                                       "); each kernel is launched every step instead");
-      sum.issueSeconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
-      bool norms = opts.reportNorms && (ctx.step == 1 || ctx.step % kNormEvery == 0);
-      issued.push_back({*prog, ctx.step, b.size, pos.epoch, ctx.lr, norms, pos.batchInEpoch});
-      pos.batchInEpoch += 1;
-      bool lastOfEpoch = pos.batchInEpoch >= perEpoch;
-      bool stepDue = policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0;
-      bool ending = ctx.step >= total || (opts.stop && opts.stop->load());
-      bool mustDrain = ring.full() || norms || ending || (stepDue && !lastOfEpoch);
-      // On a device that runs apart from the host, the next batch crosses while this
-      // step runs; the CPU reports the step first, as it has its results already.
-      if (!apart || ending)
-        if (std::string bad = drain(); !bad.empty()) return fail(bad);
-      // A stop asked for while the step was reported ends the run at that step.
-      ending = ending || (opts.stop && opts.stop->load());
-      if (apart) {
-        have = !ending && loader.next(next);
-        if (have) feeder.stage(next);
-      }
-      if (mustDrain)
-        if (std::string bad = drain(); !bad.empty()) return fail(bad);
-      if (stepDue && !lastOfEpoch) {
-        if (auto c = checkpoint(); !c) return fail(c.error().message);
-        if (issued.empty()) windowStart = std::chrono::steady_clock::now();  // not a step's time
-      }
-      if (ending) {
-        // Stopped by request mid-epoch: a checkpoint where it stopped, so the run
-        // can be resumed from there (one due at the epoch's end comes below).
-        if (ctx.step < total && checkpointing && !lastOfEpoch && !stepDue)
-          if (auto c = checkpoint(); !c) return fail(c.error().message);
-        sum.stoppedByRequest = ctx.step < total;
-        stopped = true;
-        break;
-      }
-      if (!apart) {  // the next step's time starts with its batch
-        windowStart = std::chrono::steady_clock::now();
-        have = loader.next(next);
-      }
-      std::swap(b, next);
-    }
-    if (std::string bad = drain(); !bad.empty()) return fail(bad);
-    bool epochComplete = pos.batchInEpoch >= perEpoch;
-    proto::TrainEvent e = event();
-    auto* ep = e.mutable_epoch();
-    ep->set_epoch(pos.epoch);
-    ep->set_train_loss(totals.meanLoss());
-    totals.fill(ep->mutable_train_metrics());
-    sum.trainLoss = totals.meanLoss();
-    if (s.data.val.size() > 0) {
-      auto val = evaluate(eval, s.data.val, s.data.norm, s.batch, s.seed);
-      if (!val) return fail(val.error().message);
-      ep->set_has_val(true);
-      ep->set_val_loss(val->meanLoss());
-      val->fill(ep->mutable_val_metrics());
-    }
-    if (s.data.test.size() > 0) {
-      auto test = evaluate(eval, s.data.test, s.data.norm, s.batch, s.seed);
-      if (!test) return fail(test.error().message);
-      ep->set_has_test(true);
-      ep->set_test_loss(test->meanLoss());
-      test->fill(ep->mutable_test_metrics());
-      sum.testLoss = test->meanLoss();
-      for (const Node& n : main.graph.nodes)
-        if (n.op->name == "Accuracy" && ep->test_metrics().count(n.name)) {
-          sum.testAccuracy = ep->test_metrics().at(n.name);
-          break;
-        }
-    }
-    ep->set_seconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - epochStart).count());
-    sink(e);
-    sum.epochs = pos.epoch;
+  std::vector<Issued> m_issued;
+  BatchLoader::Options m_epochLoader;         // the current epoch's, for a replay
+  bool m_apart = false;                       // the device runs apart from the host
+  std::set<std::string> m_recordingProblems;  // said already
+  std::chrono::steady_clock::time_point m_windowStart, m_memoryReported;
+  Totals m_totals;  // of the epoch in progress
+};
 
-    // Best value and early stopping look at complete epochs only.
-    bool isBest = false;
-    double value = 0;
-    if (epochComplete && s.best && s.best->valueIn(*ep, value) &&
-        (!pos.hasBest || s.best->improves(value, pos.best))) {
-      isBest = true;
-    }
-    bool stopEarly = false;
-    const MetricWatch* tracked = s.early ? &*s.early : (s.best ? &*s.best : nullptr);
-    if (epochComplete && tracked && tracked->valueIn(*ep, value)) {
-      if (!pos.hasBest || tracked->improves(value, pos.best)) {
-        pos.best = value;
-        pos.hasBest = true;
-        pos.bestEpoch = pos.epoch;
-        pos.epochsWithoutImprovement = 0;
-      } else {
-        pos.epochsWithoutImprovement += 1;
-      }
-      int patience = def.early_stopping().patience() > 0 ? def.early_stopping().patience() : 5;
-      if (s.early && pos.epochsWithoutImprovement >= patience) {
-        stopEarly = true;
-        log(proto::Log::INFO,
-            "early stopping after epoch " + std::to_string(pos.epoch) + ": " + s.early->spec() +
-                " has not improved for " + std::to_string(patience) + " epochs (best " +
-                std::to_string(pos.best) + " at epoch " + std::to_string(pos.bestEpoch) + ")");
-      }
-    }
-    if (epochComplete) {
-      // The next checkpoint describes the start of the next epoch.
-      pos.epoch += 1;
-      pos.batchInEpoch = 0;
-      pos.lossSum = 0;
-      pos.metricSums.clear();
-      pos.samples = 0;
-      bool due = policy.every_epochs() > 0 && (pos.epoch - 1) % policy.every_epochs() == 0;
-      bool stepDue = policy.every_steps() > 0 && ctx.step % policy.every_steps() == 0;
-      if (checkpointing && (due || stepDue || isBest)) {
-        auto c = checkpoint();
-        if (!c) return fail(c.error().message);
-        if (isBest)
-          if (Status st = writer.markBest(*c); !st) return fail(st.message());
-      }
-      pos.epoch -= 1;  // the loop's ++ moves on
-    }
-    if (stopEarly) {
-      sum.stoppedEarly = true;
-      break;
+Status Fit::start(const proto::Project& project) {
+  auto setupOr = prepare(project, m_opts);
+  if (!setupOr) return failWith(setupOr.error());
+  m_s = std::move(*setupOr);
+  Setup& s = m_s;
+  m_store = std::make_unique<ParamStore>(*s.device);
+  m_train = std::make_unique<ProgramCache>(s.project, s.trainOpts, *m_store);
+  m_eval = std::make_unique<ProgramCache>(s.project, s.evalOpts, *m_store);
+  // An epoch's batches are never larger than the training set.
+  auto first = m_train->get(std::min(s.batch, s.data.train.size()));
+  if (!first) return failWith(first.error());
+  m_main = *first;
+  if (Status st = checkDataFits(*m_main, s.data.train, "training"); !st) return fail(st.message());
+  if (Status st = checkDataFits(*m_main, s.data.val, "validation"); !st) return fail(st.message());
+  if (Status st = checkDataFits(*m_main, s.data.test, "test"); !st) return fail(st.message());
+  if (Status st = planRun(s, *m_train, *m_eval); !st) return failWith(st.error());
+  if (!m_opts.initWeights.empty()) {
+    auto tensors = readSafetensors(m_opts.initWeights);
+    if (!tensors) return fail(tensors.error().message);
+    if (Status st = m_store->importParams(*tensors, m_opts.initWeights); !st)
+      return fail(st.message());
+  }
+  if (!m_opts.resume.empty()) {
+    auto ckpt = readCheckpoint(m_opts.resume);
+    if (!ckpt) return fail(ckpt.error().message);
+    if (Status st = restoreTensors(*m_store, *ckpt); !st) return fail(st.message());
+    m_pos = ckpt->position;
+    s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
+  }
+  const proto::TrainDef& def = s.project.train();
+  auto settings = optimizerSettings(def.optimizer());
+  m_baseLr = settings ? settings->lr : 1e-3;
+  m_perEpoch = (s.data.train.size() + s.batch - 1) / s.batch;
+  m_total = m_perEpoch * s.epochs;
+  if (m_opts.maxSteps > 0) m_total = std::min(m_total, m_opts.maxSteps);
+
+  m_sum.compileMs = m_main->compileMs;
+  m_sum.arenaBytes = m_main->arenaBytes;
+  m_sum.naiveBytes = m_main->naiveBytes;
+  m_sum.parameters = m_store->parameterCount();
+  proto::TrainEvent e = event();
+  auto* r = e.mutable_run_started();
+  r->set_project_name(s.project.name());
+  r->set_device(s.device->id().toString());
+  DeviceInfo info = s.device->info();
+  r->set_device_name(info.name);
+  r->set_device_memory_total(info.totalBytes);
+  r->set_threads(s.threads);
+  r->set_total_steps(m_total);
+  r->set_epochs(s.epochs);
+  r->set_train_samples(s.data.train.size());
+  r->set_test_samples(s.data.test.size());
+  r->set_parameters(m_sum.parameters);
+  r->set_arena_bytes(m_main->arenaBytes);
+  r->set_naive_bytes(m_main->naiveBytes);
+  r->set_compile_ms(m_main->compileMs);
+  r->set_seed(s.seed);
+  m_sink(e);
+  for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
+  if (!m_opts.resume.empty())
+    log(proto::Log::INFO, "resumed at step " + std::to_string(m_pos.step) + " (epoch " +
+                              std::to_string(m_pos.epoch) + ", batch " +
+                              std::to_string(m_pos.batchInEpoch) + ")");
+
+  const proto::CheckpointPolicy& policy = def.checkpoint();
+  m_checkpointing = policy.every_steps() > 0 || policy.every_epochs() > 0 || s.best;
+  m_writer = std::make_unique<CheckpointWriter>(s.checkpointDir, policy);
+  m_ctx.seed = s.seed;
+  m_ctx.training = true;
+  m_ctx.step = m_pos.step;
+  m_feeder = std::make_unique<BatchFeeder>(*s.device);
+  m_ring = std::make_unique<ScalarRing>(*s.device, 2 + int(m_main->metrics.size()), kReadEvery);
+  m_apart = !s.device->hostAddressable();
+  m_windowStart = std::chrono::steady_clock::now();
+  m_memoryReported = m_windowStart - std::chrono::seconds(1);
+  return {};
+}
+
+bool Fit::checkpointDue(Moment at, bool isBest) const {
+  const proto::CheckpointPolicy& policy = m_s.project.train().checkpoint();
+  bool stepDue = policy.every_steps() > 0 && m_ctx.step % policy.every_steps() == 0;
+  bool lastOfEpoch = m_pos.batchInEpoch >= m_perEpoch;
+  switch (at) {
+    case Moment::AfterStep:  // mid-epoch; one due at the epoch's end waits for it
+      return stepDue && !lastOfEpoch;
+    case Moment::Stopped:  // stopped by request mid-epoch: resumable from there
+      return m_checkpointing && m_ctx.step < m_total && !lastOfEpoch && !stepDue;
+    case Moment::EpochEnd: {  // m_pos.epoch is the epoch just completed
+      bool due = policy.every_epochs() > 0 && m_pos.epoch % policy.every_epochs() == 0;
+      return m_checkpointing && (due || stepDue || isBest);
     }
   }
-  sum.steps = ctx.step;
-  sum.samplesPerSec = pos.trainSeconds > 0 ? double(pos.trainSamples) / pos.trainSeconds : 0;
-  sum.trainSeconds = pos.trainSeconds;
-  sum.device = s.device->id().toString();
-  sum.wallSeconds = now() - wallStart;
-  sum.precision = precisionName(main.precision);
-  if (main.lossScale != kNoValue && sum.steps > 0) {
-    std::vector<float> state = main.read(main.lossScale);
+  return false;
+}
+
+Status Fit::checkpoint(bool best) {
+  auto path = m_writer->write(*m_store, m_pos, m_s.seed);
+  if (!path) return path.error();
+  proto::TrainEvent e = event();
+  e.mutable_checkpoint()->set_path(*path);
+  e.mutable_checkpoint()->set_step(m_pos.step);
+  m_sink(e);
+  if (best) return m_writer->markBest(*path);
+  return {};
+}
+
+std::string Fit::drain() {
+  if (m_issued.empty()) return {};
+  const Setup& s = m_s;
+  std::vector<float> values = m_ring->drain();
+  auto end = std::chrono::steady_clock::now();
+  double dt = std::chrono::duration<double>(end - m_windowStart).count() / double(m_issued.size());
+  m_windowStart = end;
+  const size_t width = 2 + m_main->metrics.size();
+  for (size_t k = 0; k < m_issued.size(); ++k) {
+    const Issued& it = m_issued[k];
+    const float* v = values.data() + k * width;
+    if (v[width - 1] == 0.f) {
+      // Checked on the device: its updates, and every later one, did nothing. The
+      // step runs again on its own batch, checked and replayed as on the CPU.
+      m_pos.step = it.step;  // the run failed there, whatever was issued after it
+      BatchLoader::Options again = m_epochLoader;
+      again.skipBatches = it.batchIndex;
+      again.prefetch = 1;
+      BatchLoader loader(s.data.train, s.data.norm, again);
+      Batch b;
+      if (!loader.next(b)) return "step " + std::to_string(it.step) + ": its batch is gone";
+      StepContext ctx{it.step, it.lr, s.seed, true};
+      feed(*it.prog, b);
+      it.prog->run(ctx, 0, it.prog->updatesBegin);
+      std::string bad = nonFiniteStep(*it.prog, ctx, b, it.epoch);
+      return !bad.empty()
+                 ? bad
+                 : "step " + std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) +
+                       "): the loss or the gradient norm was not finite, and not "
+                       "again when the step ran once more";
+    }
+    m_pos.trainSeconds += dt;
+    m_pos.trainSamples += it.size;
+    float loss = v[0];
+    if (!std::isfinite(loss))
+      return "the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+             std::to_string(it.step) + " (epoch " + std::to_string(it.epoch) + ")";
+    m_totals.add(*it.prog, it.size, v);
+    m_pos.lossSum = m_totals.loss;
+    m_pos.metricSums = m_totals.metrics;
+    m_pos.samples = m_totals.samples;
+    proto::TrainEvent e = event();
+    auto* st = e.mutable_step();
+    st->set_step(it.step);
+    st->set_epoch(it.epoch);
+    st->set_loss(loss);
+    st->set_lr(it.lr);
+    st->set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
+    st->set_seconds(now() - m_wallStart);
+    if (k + 1 == m_issued.size() && end - m_memoryReported >= std::chrono::seconds(1)) {
+      st->set_device_memory_used(s.device->memoryInUse());
+      m_memoryReported = end;
+    }
+    for (size_t m = 0; m < it.prog->metrics.size(); ++m)
+      if (it.prog->metrics[m].second != it.prog->loss)
+        (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
+    // Norms are asked for only of a step drained before the next one is issued.
+    if (it.norms) {
+      double unscale = 1;  // under loss scaling the squares are of scaled gradients
+      if (it.prog->lossScale != kNoValue)
+        unscale = 1.0 / double(it.prog->read(it.prog->lossScale)[fn::LossScale::kUsed]);
+      for (const auto& [name, sq] : it.prog->gradientSquares)
+        (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq))) * unscale;
+      for (const auto& entry : m_store->entries()) {
+        if (entry->kind != ValueKind::Param) continue;
+        double squares = 0;  // no layout pads, so the norm reads the stored values as they lie
+        for (float x : ParamStore::stored(*entry)) squares += double(x) * double(x);
+        (*st->mutable_weight_norms())[entry->name] = std::sqrt(squares);
+      }
+    }
+    m_sink(e);
+  }
+  m_issued.clear();
+  return {};
+}
+
+Status Fit::step(Program& prog, const Batch& b) {
+  const Setup& s = m_s;
+  auto issueStart = std::chrono::steady_clock::now();
+  bool guarded = false;
+  bool checked = s.checkEvery > 0 && m_ctx.step % s.checkEvery == 0;
+  if (m_opts.profile) {
+    ProfiledProgram& pp = m_profiles[&prog];
+    pp.program = &prog;
+    prog.runProfiled(m_ctx, pp.seconds);
+    pp.runs += 1;
+  } else if (checked && m_apart) {
+    prog.runGuarded(m_ctx);  // checked on the device: the host runs on
+    guarded = true;
+  } else if (checked) {
+    prog.runRecorded(m_ctx, 0, prog.updatesBegin);
+    if (std::string bad = nonFiniteStep(prog, m_ctx, b, m_pos.epoch); !bad.empty())
+      return makeError(bad);
+    prog.runRecorded(m_ctx, prog.updatesBegin, prog.steps.size());
+  } else {
+    prog.run(m_ctx);
+  }
+  std::vector<ValueId> scalars{prog.loss};
+  for (const auto& [name, v] : prog.metrics) scalars.push_back(v);
+  m_ring->record(prog, scalars, guarded);
+  for (const std::string& why : prog.takeRecordingProblems())
+    if (m_recordingProblems.insert(why).second)  // each reason once, whichever plan
+      log(proto::Log::WARNING, s.device->id().toString() +
+                                   ": the step could not be recorded as a CUDA Graph (" + why +
+                                   "); each kernel is launched every step instead");
+  m_sum.issueSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
+  bool norms = m_opts.reportNorms && (m_ctx.step == 1 || m_ctx.step % kNormEvery == 0);
+  m_issued.push_back({&prog, m_ctx.step, b.size, m_pos.epoch, m_ctx.lr, norms, m_pos.batchInEpoch});
+  return {};
+}
+
+Status Fit::epoch(bool& more) {
+  const Setup& s = m_s;
+  BatchLoader::Options lo;
+  lo.batchSize = s.batch;
+  lo.shuffle = !s.project.data().no_shuffle();
+  lo.seed = s.seed;
+  lo.epoch = m_pos.epoch;
+  lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
+  lo.skipBatches = m_pos.batchInEpoch;
+  lo.augment = s.data.augment;
+  m_epochLoader = lo;
+  BatchLoader loader(s.data.train, s.data.norm, lo);
+  if (!loader.status()) return fail(loader.status().message());
+  m_totals = Totals{};
+  m_totals.loss = m_pos.lossSum;
+  m_totals.metrics = m_pos.metricSums;
+  m_totals.samples = m_pos.samples;
+  Batch b, next;
+  auto epochStart = std::chrono::steady_clock::now();
+  m_windowStart = epochStart;
+  bool have = loader.next(b);
+  if (have) m_feeder->stage(b);
+  bool stopped = false;
+  while (have) {
+    auto prog = m_train->get(b.size);
+    if (!prog) return fail(prog.error().message);
+    m_ctx.step += 1;
+    m_pos.step = m_ctx.step;
+    m_ctx.lr =
+        learningRate(s.project.train().schedule(), m_baseLr, m_ctx.step, m_perEpoch, m_total);
+    m_feeder->bind(**prog, b);
+    if (Status st = step(**prog, b); !st) return fail(st.message());
+    m_pos.batchInEpoch += 1;
+    bool ending = m_ctx.step >= m_total || (m_opts.stop && m_opts.stop->load());
+    bool saving = checkpointDue(Moment::AfterStep);
+    bool mustDrain = m_ring->full() || m_issued.back().norms || ending || saving;
+    // On a device that runs apart from the host, the next batch crosses while this
+    // step runs; the CPU reports the step first, as it has its results already.
+    if (!m_apart || ending)
+      if (std::string bad = drain(); !bad.empty()) return fail(bad);
+    // A stop asked for while the step was reported ends the run at that step.
+    ending = ending || (m_opts.stop && m_opts.stop->load());
+    if (m_apart) {
+      have = !ending && loader.next(next);
+      if (have) m_feeder->stage(next);
+    }
+    if (mustDrain)
+      if (std::string bad = drain(); !bad.empty()) return fail(bad);
+    if (saving) {
+      if (Status st = checkpoint(); !st) return fail(st.message());
+      if (m_issued.empty()) m_windowStart = std::chrono::steady_clock::now();  // not a step's
+    }
+    if (ending) {
+      // Stopped by request mid-epoch: a checkpoint where it stopped, so the run can
+      // be resumed from there (one due at the epoch's end comes below).
+      if (checkpointDue(Moment::Stopped))
+        if (Status st = checkpoint(); !st) return fail(st.message());
+      m_sum.stoppedByRequest = m_ctx.step < m_total;
+      stopped = true;
+      break;
+    }
+    if (!m_apart) {  // the next step's time starts with its batch
+      m_windowStart = std::chrono::steady_clock::now();
+      have = loader.next(next);
+    }
+    std::swap(b, next);
+  }
+  if (std::string bad = drain(); !bad.empty()) return fail(bad);
+  more = !stopped;
+  // Complete unless the run stopped before its last batch.
+  return endEpoch(!stopped || m_pos.batchInEpoch >= m_perEpoch, epochStart, more);
+}
+
+Status Fit::endEpoch(bool complete, std::chrono::steady_clock::time_point started, bool& more) {
+  const Setup& s = m_s;
+  proto::TrainEvent e = event();
+  auto* ep = e.mutable_epoch();
+  ep->set_epoch(m_pos.epoch);
+  ep->set_train_loss(m_totals.meanLoss());
+  m_totals.fill(ep->mutable_train_metrics());
+  m_sum.trainLoss = m_totals.meanLoss();
+  if (s.data.val.size() > 0) {
+    auto val = evaluate(*m_eval, s.data.val, s.data.norm, s.batch, s.seed);
+    if (!val) return fail(val.error().message);
+    ep->set_has_val(true);
+    ep->set_val_loss(val->meanLoss());
+    val->fill(ep->mutable_val_metrics());
+  }
+  if (s.data.test.size() > 0) {
+    auto test = evaluate(*m_eval, s.data.test, s.data.norm, s.batch, s.seed);
+    if (!test) return fail(test.error().message);
+    ep->set_has_test(true);
+    ep->set_test_loss(test->meanLoss());
+    test->fill(ep->mutable_test_metrics());
+    m_sum.testLoss = test->meanLoss();
+    for (const Node& n : m_main->graph.nodes)
+      if (n.op->name == "Accuracy" && ep->test_metrics().count(n.name)) {
+        m_sum.testAccuracy = ep->test_metrics().at(n.name);
+        break;
+      }
+  }
+  ep->set_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  m_sink(e);
+  m_sum.epochs = m_pos.epoch;
+  if (!complete) return {};  // stopped mid-epoch: the run ends
+
+  // Best value and early stopping look at complete epochs only.
+  const proto::TrainDef& def = s.project.train();
+  double value = 0;
+  bool isBest = s.best && s.best->valueIn(*ep, value) &&
+                (!m_pos.hasBest || s.best->improves(value, m_pos.best));
+  const MetricWatch* tracked = s.early ? &*s.early : (s.best ? &*s.best : nullptr);
+  if (tracked && tracked->valueIn(*ep, value)) {
+    if (!m_pos.hasBest || tracked->improves(value, m_pos.best)) {
+      m_pos.best = value;
+      m_pos.hasBest = true;
+      m_pos.bestEpoch = m_pos.epoch;
+      m_pos.epochsWithoutImprovement = 0;
+    } else {
+      m_pos.epochsWithoutImprovement += 1;
+    }
+    int patience = def.early_stopping().patience() > 0 ? def.early_stopping().patience() : 5;
+    if (s.early && m_pos.epochsWithoutImprovement >= patience) {
+      more = false;
+      m_sum.stoppedEarly = true;
+      log(proto::Log::INFO,
+          "early stopping after epoch " + std::to_string(m_pos.epoch) + ": " + s.early->spec() +
+              " has not improved for " + std::to_string(patience) + " epochs (best " +
+              std::to_string(m_pos.best) + " at epoch " + std::to_string(m_pos.bestEpoch) + ")");
+    }
+  }
+  bool save = checkpointDue(Moment::EpochEnd, isBest);
+  // The position moves to the start of the next epoch, which a checkpoint describes.
+  m_pos.epoch += 1;
+  m_pos.batchInEpoch = 0;
+  m_pos.lossSum = 0;
+  m_pos.metricSums.clear();
+  m_pos.samples = 0;
+  if (save)
+    if (Status st = checkpoint(isBest); !st) return fail(st.message());
+  return {};
+}
+
+Result<TrainSummary> Fit::finish() {
+  m_sum.steps = m_ctx.step;
+  m_sum.samplesPerSec =
+      m_pos.trainSeconds > 0 ? double(m_pos.trainSamples) / m_pos.trainSeconds : 0;
+  m_sum.trainSeconds = m_pos.trainSeconds;
+  m_sum.device = m_s.device->id().toString();
+  m_sum.wallSeconds = now() - m_wallStart;
+  m_sum.precision = precisionName(m_main->precision);
+  if (m_main->lossScale != kNoValue && m_sum.steps > 0) {
+    std::vector<float> state = m_main->read(m_main->lossScale);
     char scale[32];
     std::snprintf(scale, sizeof scale, "%g", double(state[fn::LossScale::kScale]));
-    sum.skippedSteps = int64_t(state[fn::LossScale::kSkipped]);
-    sum.lossScale = state[fn::LossScale::kScale];
-    log(proto::Log::INFO, "fp16 loss scaling: " + std::to_string(sum.skippedSteps) + " of " +
-                              std::to_string(sum.steps) +
+    m_sum.skippedSteps = int64_t(state[fn::LossScale::kSkipped]);
+    m_sum.lossScale = state[fn::LossScale::kScale];
+    log(proto::Log::INFO, "fp16 loss scaling: " + std::to_string(m_sum.skippedSteps) + " of " +
+                              std::to_string(m_sum.steps) +
                               " steps skipped (their scaled gradients overflowed); the loss "
                               "scale is now " +
                               scale);
   }
-  if (opts.profile) {
+  if (m_opts.profile) {
     std::vector<ProfiledProgram> all;
-    for (auto& [_, pp] : profiles) all.push_back(std::move(pp));
-    sum.profile = profileTable(all);
+    for (auto& [_, pp] : m_profiles) all.push_back(std::move(pp));
+    m_sum.profile = profileTable(all);
   }
-
-  if (!opts.saveWeights.empty()) {
-    if (Status st = writeSafetensors(opts.saveWeights, store.exportParams(),
+  if (!m_opts.saveWeights.empty()) {
+    if (Status st = writeSafetensors(m_opts.saveWeights, m_store->exportParams(),
                                      {{"format", "pt"}, {"producer", "netloom"}});
         !st)
       return fail(st.message());
   }
   proto::TrainEvent e = event();
   auto* f = e.mutable_finished();
-  f->set_steps(sum.steps);
-  f->set_epochs(sum.epochs);
-  f->set_train_loss(sum.trainLoss);
-  f->set_test_loss(sum.testLoss);
-  f->set_test_accuracy(sum.testAccuracy);
-  f->set_samples_per_sec(sum.samplesPerSec);
-  f->set_wall_seconds(sum.wallSeconds);
-  f->set_stopped(sum.stoppedByRequest);
-  sink(e);
-  return sum;
+  f->set_steps(m_sum.steps);
+  f->set_epochs(m_sum.epochs);
+  f->set_train_loss(m_sum.trainLoss);
+  f->set_test_loss(m_sum.testLoss);
+  f->set_test_accuracy(m_sum.testAccuracy);
+  f->set_samples_per_sec(m_sum.samplesPerSec);
+  f->set_wall_seconds(m_sum.wallSeconds);
+  f->set_stopped(m_sum.stoppedByRequest);
+  m_sink(e);
+  return m_sum;
+}
+
+Result<TrainSummary> Fit::run(const proto::Project& project) {
+  if (Status st = start(project); !st) return st.error();
+  bool more = m_pos.step < m_total;
+  while (more && m_pos.epoch <= m_s.epochs)
+    if (Status st = epoch(more); !st) return st.error();
+  return finish();
 }
 
 }  // namespace
@@ -691,7 +764,7 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
                                  const EventSink& sink) {
   std::string message;
   try {
-    return runUnguarded(project, opts, sink);
+    return Fit(opts, sink).run(project);
   } catch (const std::bad_alloc&) {
     message = "the run ran out of memory";
   } catch (const std::exception& e) {
