@@ -16,7 +16,7 @@ build=${NETLOOM_BUILD_DIR:-build}
 packages=(
   g++ cmake ninja-build pkg-config zlib1g-dev nlohmann-json3-dev
   protobuf-compiler libprotobuf-dev
-  libdnnl-dev ocl-icd-opencl-dev
+  libdnnl-dev ocl-icd-opencl-dev libgloo-dev
 )
 cmake_options=()
 if [ "$mode" = node ]; then

@@ -1,0 +1,312 @@
+#include "engine/dist/communicator.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace netloom {
+
+class RendezvousStore {
+ public:
+  explicit RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> s) : store(std::move(s)) {}
+  std::shared_ptr<gloo::rendezvous::Store> store;
+};
+
+std::shared_ptr<RendezvousStore> fileRendezvous(const std::string& dir) {
+  return std::make_shared<RendezvousStore>(std::make_shared<gloo::rendezvous::FileStore>(dir));
+}
+
+std::shared_ptr<RendezvousStore> memoryRendezvous() {
+  return std::make_shared<RendezvousStore>(std::make_shared<gloo::rendezvous::HashStore>());
+}
+
+namespace {
+
+class SingleRank : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string describe() const override { return "a single rank"; }
+  void allreduce(float*, int64_t, bool) override {}
+  void allreduce(double*, int64_t) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void allgather(const void* in, void* out, int64_t bytes) override {
+    if (in != out) std::memcpy(out, in, size_t(bytes));
+  }
+  void barrier() override {}
+  void start(const std::string&, const TensorRef*, size_t) override {}
+  void wait(const std::string&) override {}
+};
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Gloo over TCP. Every collective runs on one communication thread, in the order the
+// calls were made (the same on every rank); a bucket's sum runs there while the
+// caller goes on, the blocking calls wait for theirs.
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx,
+                   std::shared_ptr<gloo::transport::Device> dev, std::chrono::milliseconds timeout)
+      : m_ctx(std::move(ctx)), m_dev(std::move(dev)), m_timeout(timeout) {
+    m_thread = std::thread([this] { work(); });
+  }
+  ~GlooCommunicator() override {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    m_thread.join();
+  }
+
+  int rank() const override { return m_ctx->rank; }
+  int size() const override { return m_ctx->size; }
+  std::string describe() const override {
+    return "gloo over TCP, rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  }
+
+  void allreduce(float* data, int64_t count, bool mean) override {
+    call("allreduce", [&](uint32_t tag) {
+      gloo::AllreduceOptions o(m_ctx);
+      o.setOutput(data, size_t(count));
+      o.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      o.setTag(tag);
+      o.setTimeout(m_timeout);
+      gloo::allreduce(o);
+      if (mean)
+        for (int64_t i = 0; i < count; ++i) data[i] /= float(size());
+    });
+  }
+  void allreduce(double* data, int64_t count) override {
+    call("allreduce", [&](uint32_t tag) {
+      gloo::AllreduceOptions o(m_ctx);
+      o.setOutput(data, size_t(count));
+      o.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+      o.setTag(tag);
+      o.setTimeout(m_timeout);
+      gloo::allreduce(o);
+    });
+  }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    call("broadcast", [&](uint32_t tag) {
+      gloo::BroadcastOptions o(m_ctx);
+      o.setOutput(static_cast<char*>(data), size_t(bytes));
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(m_timeout);
+      gloo::broadcast(o);
+    });
+  }
+  void allgather(const void* in, void* out, int64_t bytes) override {
+    call("allgather", [&](uint32_t tag) {
+      gloo::AllgatherOptions o(m_ctx);
+      o.setInput(const_cast<char*>(static_cast<const char*>(in)), size_t(bytes));
+      o.setOutput(static_cast<char*>(out), size_t(bytes) * size_t(size()));
+      o.setTag(tag);
+      o.setTimeout(m_timeout);
+      gloo::allgather(o);
+    });
+  }
+  void barrier() override {
+    call("barrier", [&](uint32_t tag) {
+      gloo::BarrierOptions o(m_ctx);
+      o.setTag(tag);
+      o.setTimeout(m_timeout);
+      gloo::barrier(o);
+    });
+  }
+
+  void start(const std::string& name, const TensorRef* tensors, size_t count) override {
+    std::unique_lock lock(m_mutex);
+    Bucket& b = m_buckets[name];
+    if (b.pending) throw CommError("bucket '" + name + "' started twice without a wait");
+    b.tensors.assign(tensors, tensors + count);
+    b.pending = true;
+    b.done = false;
+    b.error = nullptr;
+    m_jobs.push_back([this, &b, name] { sumBucket(name, b); });
+    lock.unlock();
+    m_cv.notify_all();
+  }
+
+  void wait(const std::string& name) override {
+    double t0 = seconds();
+    std::unique_lock lock(m_mutex);
+    auto it = m_buckets.find(name);
+    if (it == m_buckets.end() || !it->second.pending)
+      throw CommError("bucket '" + name + "' waited for but never started");
+    Bucket& b = it->second;
+    m_cv.wait(lock, [&] { return b.done; });
+    b.pending = false;
+    m_stats.waitedSeconds += seconds() - t0;
+    if (b.error) std::rethrow_exception(b.error);
+  }
+
+  CommStats stats() const override {
+    std::lock_guard lock(m_mutex);
+    return m_stats;
+  }
+
+ private:
+  struct Bucket {
+    std::vector<TensorRef> tensors;
+    std::vector<float> flat;  // the bucket packed: the ring sums it in place
+    std::unique_ptr<gloo::AllreduceRing<float>> ring;  // kept: a new ring costs its setup
+    bool pending = false, done = false;
+    std::exception_ptr error;
+  };
+
+  // On the communication thread: pack, sum, unpack.
+  void sumBucket(const std::string& name, Bucket& b) {
+    double t0 = seconds();
+    try {
+      int64_t total = 0;
+      for (const TensorRef& t : b.tensors) total += t.numel();
+      if (!b.ring || int64_t(b.flat.size()) != total) {
+        b.flat.assign(size_t(total), 0.f);
+        b.ring = std::make_unique<gloo::AllreduceRing<float>>(
+            m_ctx, std::vector<float*>{b.flat.data()}, int(total));
+      }
+      float* at = b.flat.data();
+      for (const TensorRef& t : b.tensors) {
+        std::memcpy(at, t.data, size_t(t.numel()) * sizeof(float));
+        at += t.numel();
+      }
+      b.ring->run();
+      at = b.flat.data();
+      for (const TensorRef& t : b.tensors) {
+        std::memcpy(t.data, at, size_t(t.numel()) * sizeof(float));
+        at += t.numel();
+      }
+      std::lock_guard lock(m_mutex);
+      m_stats.buckets += 1;
+      m_stats.bytes += total * int64_t(sizeof(float));
+    } catch (const std::exception& e) {
+      std::lock_guard lock(m_mutex);
+      b.error = std::make_exception_ptr(CommError("rank " + std::to_string(rank()) +
+                                                  ": summing gradient bucket '" + name +
+                                                  "' across the ranks failed: " + e.what()));
+    }
+    std::lock_guard lock(m_mutex);
+    m_stats.bucketSeconds += seconds() - t0;
+    b.done = true;
+    m_cv.notify_all();
+  }
+
+  // Runs `fn` on the communication thread with a fresh tag and waits for it.
+  void call(const char* what, const std::function<void(uint32_t)>& fn) {
+    std::unique_lock lock(m_mutex);
+    bool done = false;
+    std::exception_ptr error;
+    uint32_t tag = ++m_tag;
+    m_jobs.push_back([&, tag] {
+      try {
+        fn(tag);
+      } catch (const std::exception& e) {
+        error = std::make_exception_ptr(CommError("rank " + std::to_string(rank()) + ": " + what +
+                                                  " across the ranks failed: " + e.what()));
+      }
+      std::lock_guard inner(m_mutex);
+      done = true;
+      m_cv.notify_all();
+    });
+    m_cv.notify_all();
+    m_cv.wait(lock, [&] { return done; });
+    if (error) std::rethrow_exception(error);
+  }
+
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
+        if (m_jobs.empty()) return;
+        job = std::move(m_jobs.front());
+        m_jobs.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> m_ctx;
+  std::shared_ptr<gloo::transport::Device> m_dev;
+  std::chrono::milliseconds m_timeout;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::function<void()>> m_jobs;
+  std::map<std::string, Bucket> m_buckets;
+  uint32_t m_tag = 0;  // the blocking calls', the same sequence on every rank
+  CommStats m_stats;
+  bool m_stop = false;
+  std::thread m_thread;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> singleRank() {
+  return std::make_unique<SingleRank>();
+}
+
+Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
+                                                   std::shared_ptr<RendezvousStore> store) {
+  if (opts.size < 1 || opts.rank < 0 || opts.rank >= opts.size)
+    return makeError("rank " + std::to_string(opts.rank) + " of " + std::to_string(opts.size) +
+                     " does not exist");
+  if (opts.size == 1) return singleRank();
+  auto timeout = std::chrono::milliseconds(int64_t(opts.timeoutSeconds * 1000));
+  std::string here = "rank " + std::to_string(opts.rank) + " of " + std::to_string(opts.size);
+  try {
+    // Each rank says it is here; the error names those that never came.
+    std::vector<std::string> keys;
+    for (int r = 0; r < opts.size; ++r) keys.push_back("netloom/arrived/" + std::to_string(r));
+    store->store->set(keys[size_t(opts.rank)], {'1'});
+    try {
+      store->store->wait(keys, timeout);
+    } catch (const std::exception&) {
+      std::string missing;
+      for (int r = 0; r < opts.size; ++r) {
+        try {
+          store->store->wait({keys[size_t(r)]}, std::chrono::milliseconds(1));
+        } catch (const std::exception&) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+      }
+      return makeError(here + ": rank" + (missing.find(',') == std::string::npos ? " " : "s ") +
+                       missing + " never arrived within " +
+                       std::to_string(int64_t(opts.timeoutSeconds)) + " s");
+    }
+    gloo::transport::tcp::attr attr(opts.hostname.c_str());
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
+    ctx->setTimeout(timeout);
+    ctx->connectFullMesh(*store->store, dev);
+    return std::unique_ptr<Communicator>(
+        std::make_unique<GlooCommunicator>(std::move(ctx), std::move(dev), timeout));
+  } catch (const std::exception& e) {
+    return makeError(here + ": could not connect to the other ranks: " + e.what());
+  }
+}
+
+}  // namespace netloom

@@ -1,0 +1,37 @@
+// Making a run's communicator: ranks meet at a rendezvous (a folder every rank can
+// write, or memory for ranks that are threads of one process), then talk over Gloo's
+// TCP transport. A single rank gets one that does nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/util/status.h"
+#include "kernels/core/communicator.h"
+
+namespace netloom {
+
+class RendezvousStore;  // wraps a Gloo store
+
+// A folder every rank sees (one host, or a shared filesystem): the job's own, as
+// stale keys from another run would mislead it.
+std::shared_ptr<RendezvousStore> fileRendezvous(const std::string& dir);
+// For ranks that are threads of one process (tests).
+std::shared_ptr<RendezvousStore> memoryRendezvous();
+
+struct RankOptions {
+  int rank = 0, size = 1;
+  // How long to wait for every rank to arrive, and for any collective to finish:
+  // past it, the run fails naming what it waited for.
+  double timeoutSeconds = 60;
+  std::string hostname = "127.0.0.1";  // the address other ranks reach this one at
+};
+
+// Joins the ranks; the error names the ranks that never arrived.
+Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
+                                                   std::shared_ptr<RendezvousStore> store);
+
+// One rank alone: every collective leaves its data as it is.
+std::unique_ptr<Communicator> singleRank();
+
+}  // namespace netloom

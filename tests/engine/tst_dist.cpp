@@ -1,0 +1,166 @@
+// The communicator on real Gloo over TCP, with ranks as threads of this process
+// meeting in memory: every collective's result on every rank, gradient buckets
+// summed while the caller goes on (and again, with the ring kept), the ranks that
+// never arrived named, and a rank that leaves failing the others' collectives.
+#include <QtTest>
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "engine/dist/communicator.h"
+
+using namespace netloom;
+
+namespace {
+
+// Runs body(rank, communicator) on `size` ranks, each a thread; returns each rank's
+// failure, empty where it passed.
+std::vector<std::string> onRanks(int size, const std::function<void(int, Communicator&)>& body,
+                                 double timeout = 30) {
+  auto store = memoryRendezvous();
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      RankOptions o;
+      o.rank = r;
+      o.size = size;
+      o.timeoutSeconds = timeout;
+      auto comm = connectRanks(o, store);
+      if (!comm) {
+        errors[size_t(r)] = comm.error().message;
+        return;
+      }
+      try {
+        body(r, **comm);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+std::string joined(const std::vector<std::string>& errors) {
+  std::string s;
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) s += "rank " + std::to_string(r) + ": " + errors[r] + "\n";
+  return s;
+}
+
+// A check inside a rank's thread: throws, so the rank reports it.
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+}  // namespace
+
+class TestDist : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void collectivesAgreeOnEveryRank() {
+    const int size = 3;
+    auto errors = onRanks(size, [](int r, Communicator& c) {
+      expect(c.rank() == r && c.size() == size, "rank and size");
+      std::vector<float> v{float(r), float(r * 10), 1.f};
+      c.allreduce(v.data(), 3);
+      expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce sum");
+      c.allreduce(v.data(), 3, true);
+      expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce mean of equal values");
+      std::vector<double> d{0.1 * r, 1e300};
+      c.allreduce(d.data(), 1);
+      expect(std::abs(d[0] - 0.3) < 1e-15 && d[1] == 1e300, "allreduce of doubles, first only");
+      int64_t word = r == 1 ? 424242 : -1;
+      c.broadcast(&word, sizeof word, 1);
+      expect(word == 424242, "broadcast from rank 1");
+      int32_t mine = 100 + r;
+      std::vector<int32_t> all(size);
+      c.allgather(&mine, all.data(), sizeof mine);
+      expect(all == std::vector<int32_t>{100, 101, 102}, "allgather in rank order");
+      c.barrier();
+    });
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+  }
+
+  // Two tensors of a bucket summed in place on the communication thread; the same
+  // bucket again with other values (and other addresses) reuses its ring.
+  void bucketsAreSummedWhileTheCallerGoesOn() {
+    auto errors = onRanks(2, [](int r, Communicator& c) {
+      for (int round = 0; round < 3; ++round) {
+        std::vector<float> a(1000, float(r + round)), b(37, float(10 * r));
+        std::vector<TensorRef> grads{TensorRef{a.data(), {1000}, DType::F32, DeviceId{}},
+                                     TensorRef{b.data(), {37}, DType::F32, DeviceId{}}};
+        c.start("fc", grads.data(), grads.size());
+        std::vector<float> other{float(r)};
+        c.wait("fc");
+        c.allreduce(other.data(), 1);  // a blocking call after the bucket, in order
+        expect(a == std::vector<float>(1000, float(1 + 2 * round)), "bucket tensor a");
+        expect(b == std::vector<float>(37, 10.f), "bucket tensor b");
+        expect(other[0] == 1.f, "allreduce after the bucket");
+      }
+      CommStats s = c.stats();
+      expect(s.buckets == 3 && s.bytes == 3 * 1037 * 4, "bucket statistics");
+      expect(s.waitedSeconds <= s.bucketSeconds + 1.0, "waited no longer than summed");
+    });
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+  }
+
+  void missingRanksAreNamed() {
+    auto store = memoryRendezvous();
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r : {0, 2})  // rank 1 of 3 never comes
+      threads.emplace_back([&, r] {
+        RankOptions o;
+        o.rank = r;
+        o.size = 3;
+        o.timeoutSeconds = 0.5;
+        auto comm = connectRanks(o, store);
+        errors[r == 0 ? 0 : 1] = comm ? "connected" : comm.error().message;
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::string& e : errors)
+      QVERIFY2(e.find("rank 1 never arrived within") != std::string::npos, e.c_str());
+  }
+
+  void aRankThatLeavesFailsTheOthers() {
+    std::atomic<bool> left{false};
+    auto errors = onRanks(
+        2,
+        [&](int r, Communicator& c) {
+          std::vector<float> v{1.f};
+          c.allreduce(v.data(), 1);  // both connected and working
+          if (r == 1) {
+            left = true;
+            return;  // rank 1 ends: its communicator closes its connections
+          }
+          while (!left) std::this_thread::yield();
+          c.allreduce(v.data(), 1);
+        },
+        20);
+    QVERIFY(errors[1].empty());
+    QVERIFY2(errors[0].find("allreduce across the ranks failed") != std::string::npos,
+             errors[0].c_str());
+  }
+
+  void badRanksAreRefused() {
+    RankOptions o;
+    o.rank = 2;
+    o.size = 2;
+    auto c = connectRanks(o, memoryRendezvous());
+    QVERIFY(!c.ok());
+    QVERIFY2(c.error().message.find("rank 2 of 2 does not exist") != std::string::npos,
+             c.error().message.c_str());
+    o.rank = 0;
+    o.size = 1;
+    auto one = connectRanks(o, memoryRendezvous());
+    QVERIFY(one.ok());
+    float x = 5;
+    (*one)->allreduce(&x, 1, true);
+    QCOMPARE(x, 5.f);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestDist)
+#include "tst_dist.moc"
