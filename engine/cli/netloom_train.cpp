@@ -1,6 +1,8 @@
 // netloom-train: the headless trainer. Runs a project on this machine's CPU with a
 // progress line on the terminal, and optionally writes the TrainEvent stream, a
 // JSON summary and the final weights. Needs no Qt, so it runs on GPU nodes too.
+#include <omp.h>
+
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -9,11 +11,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/cli/hold.h"
 #include "engine/cli/progress.h"
+#include "engine/cli/ranks.h"
+#include "engine/dist/communicator.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
@@ -54,6 +59,11 @@ const char* kUsage =
     "  --profile           print where the training steps' time went, by op and kernel\n"
     "  --norms             report each parameter's gradient and weight norm in the\n"
     "                      events, every tenth step\n"
+    "  --ranks N           data parallel: N processes on this computer, each training\n"
+    "                      on its share of every batch (batch size per rank), the\n"
+    "                      cores divided among them (over train.distributed.ranks)\n"
+    "  --rank-logs DIR     where ranks 1.. write their logs (default: logs/ beside the\n"
+    "                      project); rank 0 prints the progress\n"
     "  --precision P       fp32, bf16 or fp16 (over train.precision): bf16 and fp16\n"
     "                      autocast the matrix ops; fp16 also scales the loss\n"
     "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
@@ -67,6 +77,10 @@ const char* kUsage =
 
 struct Args {
   std::string project, events, summaryJson, devices;
+  int ranks = 0;                     // --ranks: 0 the project's
+  int rank = -1, worldSize = 0;      // a worker of a --ranks job (set by its launcher)
+  std::string rendezvous, rankLogs;  // the job's rendezvous folder; where ranks 1.. log
+  double rankTimeout = 0;            // 0: train.distributed.timeout_s, else 60
   bool explain = false, quiet = false, summary = false;
   bool showUsage = false;  // the command line itself was not understood
   netloom::TrainOptions opts;
@@ -132,6 +146,22 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!value(a.opts.precision)) return "--precision needs fp32, bf16 or fp16";
       if (!netloom::parsePrecision(a.opts.precision))
         return "--precision: '" + a.opts.precision + "' is not a precision (fp32, bf16, fp16)";
+    } else if (k == "--ranks") {
+      if (auto e = number(1, 4096); !e.empty()) return e;
+      a.ranks = int(n);
+    } else if (k == "--rank") {
+      if (auto e = number(0, 4095); !e.empty()) return e;
+      a.rank = int(n);
+    } else if (k == "--world-size") {
+      if (auto e = number(1, 4096); !e.empty()) return e;
+      a.worldSize = int(n);
+    } else if (k == "--rendezvous") {
+      if (!value(a.rendezvous)) return "--rendezvous needs a folder";
+    } else if (k == "--rank-logs") {
+      if (!value(a.rankLogs)) return "--rank-logs needs a folder";
+    } else if (k == "--rank-timeout") {
+      if (auto e = number(1, 86400); !e.empty()) return e;
+      a.rankTimeout = double(n);
     } else if (k == "--no-cuda-graphs") {
       a.opts.graphs = false;
     } else if (k == "--devices") {
@@ -285,6 +315,62 @@ int main(int argc, char** argv) {
     }
     std::printf("%s", text->c_str());
     return 0;
+  }
+
+  // A data-parallel job: this process launches the ranks and reports for them.
+  int ranks = a.ranks > 0 ? a.ranks : std::max(1, project->train().distributed().ranks());
+  if (project->train().distributed().ranks() < 0) {
+    std::fprintf(stderr, "netloom-train: %s: train.distributed.ranks must be at least 1, got %d\n",
+                 a.project.c_str(), project->train().distributed().ranks());
+    return 2;
+  }
+  double timeout = a.rankTimeout > 0 ? a.rankTimeout
+                   : project->train().distributed().timeout_s() > 0
+                       ? project->train().distributed().timeout_s()
+                       : 60.0;
+  if (a.rank < 0 && ranks > 1) {
+    int cores = omp_get_num_procs();
+    if (ranks > cores) {
+      std::fprintf(stderr,
+                   "netloom-train: %s %d: this computer has %d cores, and each rank needs one\n",
+                   a.ranks > 0 ? "--ranks" : "train.distributed.ranks", ranks, cores);
+      return 2;
+    }
+    netloom::RankJob job;
+    job.ranks = ranks;
+    for (int i = 1; i < argc; ++i) {
+      if (!std::strcmp(argv[i], "--ranks")) {
+        ++i;
+        continue;
+      }
+      job.args.push_back(argv[i]);
+    }
+    job.events = a.events;
+    job.appendEvents = !a.opts.resume.empty();
+    job.logDir = !a.rankLogs.empty() ? a.rankLogs : a.opts.projectDir + "/logs";
+    job.threadsPerRank = a.opts.threads > 0 ? a.opts.threads : std::max(1, cores / ranks);
+    job.timeoutSeconds = timeout;
+    std::signal(SIGTERM, onStopSignal);
+    std::signal(SIGINT, onStopSignal);
+    return netloom::runRanks(job, g_stop);
+  }
+  std::unique_ptr<netloom::Communicator> comm;
+  if (a.rank >= 0) {
+    if (a.worldSize < 1 || a.rank >= a.worldSize || a.rendezvous.empty()) {
+      std::fprintf(stderr, "netloom-train: --rank needs --world-size above it and --rendezvous\n");
+      return 2;
+    }
+    netloom::RankOptions ro;
+    ro.rank = a.rank;
+    ro.size = a.worldSize;
+    ro.timeoutSeconds = timeout;
+    auto joined = netloom::connectRanks(ro, netloom::fileRendezvous(a.rendezvous));
+    if (!joined) {
+      std::fprintf(stderr, "netloom-train: %s\n", joined.error().message.c_str());
+      return 1;
+    }
+    comm = std::move(*joined);
+    a.opts.comm = comm.get();
   }
 
   auto hold = netloom::StepHold::fromEnvironment();

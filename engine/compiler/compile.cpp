@@ -253,6 +253,19 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
         lossScale = g.addValue(std::move(state));
         prog->lossScale = lossScale;
       }
+      if (opts.comm && opts.comm->size() > 1) {
+        // Each rank's loss gradient is weighted by its share of the global batch,
+        // and the gradients are summed across the ranks before anything reads them.
+        if (!scaled)
+          for (Node& n : g.nodes)
+            if (n.name == "loss/grad/seed") {
+              n.op = OpRegistry::instance().find("LossSeed");
+              n.attrs = Attrs{};
+            }
+        for (const GradientBucket& b :
+             insertGradientBuckets(g, *grads, opts.firstBucketBytes, opts.bucketBytes))
+          prog->buckets.push_back({b.name, b.params.size(), b.bytes});
+      }
       Attrs scaling;
       scaling.set("init_scale", opts.initLossScale);
       scaling.set("growth_interval", opts.lossScaleInterval);
@@ -368,6 +381,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     c.sig.attrs = &n.attrs;
     c.sig.device = &store.device();
     c.sig.autocast = opts.precision != Precision::F32;
+    c.sig.comm = opts.comm;
     bool blocked = false;
     for (ValueId v : n.inputs) c.sig.in.push_back(g.values[v].desc);
     for (ValueId v : n.outputs) c.sig.out.push_back(g.values[v].desc);

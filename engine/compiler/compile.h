@@ -9,6 +9,7 @@
 
 #include "engine/runtime/memory_budget.h"
 #include "engine/runtime/program.h"
+#include "kernels/core/communicator.h"
 
 namespace netloom {
 
@@ -45,6 +46,12 @@ struct CompileOptions {
   // fp16's loss scaling: the first step's scale and the finite steps before it doubles.
   double initLossScale = 65536;
   int64_t lossScaleInterval = 2000;
+  // Data parallelism (with training and the update): the gradients are summed across
+  // `comm`'s ranks in buckets of about these sizes (insertGradientBuckets), and the
+  // loss gradient's seed is StepContext::lossWeight. Null or one rank: none of it.
+  Communicator* comm = nullptr;
+  int64_t firstBucketBytes = int64_t(1) << 20;
+  int64_t bucketBytes = int64_t(25) << 20;
 };
 
 // The program runs on the store's device: its arena is allocated there and its

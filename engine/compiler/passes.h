@@ -22,6 +22,19 @@ std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>&
 // it rounded around.
 std::vector<std::string> insertAutocast(Graph& g, const std::string& format);
 
+// Data parallelism: the parameters' gradients in buckets, in the order the backward
+// pass writes them (about `firstBytes` for the first, so its sum starts early, then
+// about `bytes` each). Each bucket's BucketStart follows the node that writes its
+// last gradient, so the sum runs while the backward pass goes on; every BucketWait
+// is appended after the backward pass, before anything reads the gradients.
+struct GradientBucket {
+  std::string name;  // the same on every rank and for every batch size
+  std::vector<std::string> params;
+  int64_t bytes = 0;
+};
+std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<ValueId, ValueId>& grads,
+                                                  int64_t firstBytes, int64_t bytes);
+
 // Loss scaling's state (fn::LossScale), as it is stored with the optimizer state.
 constexpr const char* kLossScaleState = "loss_scale";
 

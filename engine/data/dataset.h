@@ -98,6 +98,7 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
 
 struct Batch {
   int64_t size = 0;                // samples in this batch (the last may be short)
+  int64_t globalSize = 0;          // in the step's batch across all ranks (size for one)
   std::vector<float> x;            // size * featuresPerSample, normalised
   std::vector<int32_t> labels;     // size
   std::vector<float> labelFloats;  // labels as floats, for regression losses
@@ -113,7 +114,15 @@ class BatchLoader {
     uint64_t seed = 0;  // order = f(seed, epoch)
     int64_t epoch = 0;
     int prefetch = 2;
-    int64_t skipBatches = 0;  // start part-way into the epoch (resume)
+    int64_t skipBatches = 0;  // start part-way into the epoch (resume): steps done
+    int64_t skipSamples = -1;  // or, when set, the samples of the epoch's order done
+    // Data parallelism: each step's batch of ranks × batchSize samples of the
+    // epoch's order is shared out, rank r taking the r-th contiguous share; a short
+    // last batch is shared as evenly as possible. For training (`dropShort`), a last
+    // batch too short to give every rank a sample is left out; for evaluation, every
+    // sample counts once, and a rank without a share skips that batch.
+    int rank = 0, ranks = 1;
+    bool dropShort = true;
     Augmenter augment{};      // off by default; on for training batches only
   };
 
@@ -124,8 +133,10 @@ class BatchLoader {
 
   // Fills `out` with the next batch; false at the end of the epoch.
   bool next(Batch& out);
-  // All batches of the epoch, ceil(n / batchSize), including those skipBatches skips.
+  // All steps of the epoch, including those skipped.
   int64_t batchesPerEpoch() const;
+  // The steps of an epoch over n samples, with batches of `batch` per rank.
+  static int64_t steps(int64_t n, int64_t batch, int ranks, bool dropShort = true);
   // Fails when the options do not fit the data (augmentation of non-image samples);
   // such a loader yields no batches.
   const Status& status() const { return m_status; }
@@ -141,6 +152,10 @@ class BatchLoader {
   Options m_opts;
   Status m_status;
   std::vector<int64_t> m_order;
+  struct Range {
+    int64_t start, count, global;  // this rank's share of a step's batch, in m_order
+  };
+  std::vector<Range> m_batches;  // those left to load
   std::thread m_thread;
   std::mutex m_mutex;
   std::condition_variable m_cv;

@@ -47,6 +47,16 @@ BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options op
   // A loader that cannot apply its options has an empty epoch rather than a wrong one.
   if (m_status.ok()) {
     m_order = epochOrder(m_data.size(), m_opts.shuffle, m_opts.seed, m_opts.epoch);
+    const int64_t n = int64_t(m_order.size()), ranks = std::max(m_opts.ranks, 1);
+    const int64_t global = m_opts.batchSize * ranks;
+    int64_t at = m_opts.skipSamples >= 0 ? m_opts.skipSamples : m_opts.skipBatches * global;
+    for (; at < n; at += global) {
+      int64_t size = std::min(global, n - at);
+      if (size < ranks && m_opts.dropShort) break;
+      int64_t share = size / ranks, extra = size % ranks, r = m_opts.rank;
+      int64_t count = share + (r < extra ? 1 : 0);
+      if (count > 0) m_batches.push_back({at + r * share + std::min(r, extra), count, size});
+    }
   }
   m_thread = std::thread([this] { produce(); });
 }
@@ -61,8 +71,13 @@ BatchLoader::~BatchLoader() {
 }
 
 int64_t BatchLoader::batchesPerEpoch() const {
-  const int64_t n = static_cast<int64_t>(m_order.size());
-  return (n + m_opts.batchSize - 1) / m_opts.batchSize;
+  return steps(int64_t(m_order.size()), m_opts.batchSize, m_opts.ranks, m_opts.dropShort);
+}
+
+int64_t BatchLoader::steps(int64_t n, int64_t batch, int ranks, bool dropShort) {
+  ranks = std::max(ranks, 1);
+  const int64_t global = std::max<int64_t>(batch, 1) * ranks, left = n % global;
+  return n / global + (left > 0 && (left >= ranks || !dropShort) ? 1 : 0);
 }
 
 bool BatchLoader::next(Batch& out) {
@@ -77,9 +92,7 @@ bool BatchLoader::next(Batch& out) {
 }
 
 void BatchLoader::produce() {
-  const int64_t n = static_cast<int64_t>(m_order.size());
   const int64_t f = m_data.featuresPerSample();
-  const int64_t bs = m_opts.batchSize;
   const bool isBytes = !m_data.bytes.empty();
   const bool isFloats = !isBytes && !m_data.floats.empty();
   // Augmentation works on raw values, as torchvision pads before normalising: each
@@ -96,7 +109,7 @@ void BatchLoader::produce() {
     }
   }
 
-  for (int64_t batch = m_opts.skipBatches; batch * bs < n; ++batch) {
+  for (const Range& range : m_batches) {
     {
       std::unique_lock lock(m_mutex);
       m_cv.wait(lock, [this] {
@@ -104,11 +117,11 @@ void BatchLoader::produce() {
       });
       if (m_stop) return;
     }
-    const int64_t start = batch * bs;
-    const int64_t count = std::min(bs, n - start);
-    const int64_t* idx = m_order.data() + start;
+    const int64_t count = range.count;
+    const int64_t* idx = m_order.data() + range.start;
     Batch out;
     out.size = count;
+    out.globalSize = range.global;
     out.x.resize(count * f);
     out.labels.resize(count);
     out.labelFloats.resize(count);

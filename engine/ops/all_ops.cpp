@@ -8,6 +8,7 @@ void registerAllOps(OpRegistry& r) {
   registerInput(r);
   registerConstant(r);
   registerAutocast(r);
+  registerCollectives(r);
   registerLinear(r);
   registerMatMul(r);
   registerReLU(r);

@@ -10,6 +10,7 @@ void registerAllOps(OpRegistry& r);
 void registerInput(OpRegistry& r);
 void registerConstant(OpRegistry& r);
 void registerAutocast(OpRegistry& r);
+void registerCollectives(OpRegistry& r);
 void registerLinear(OpRegistry& r);
 void registerMatMul(OpRegistry& r);
 void registerReLU(OpRegistry& r);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "engine/runtime/memory_budget.h"
+
 namespace netloom {
 
 bool Arena::resize(Device& device, int64_t bytes) {
@@ -31,7 +33,7 @@ static_assert(sizeof(DeviceStepValues) <= 64, "written by Device::writeValues");
 
 void writeStepValues(const Program& p, const StepContext& ctx) {
   if (!p.stepValues.ok()) return;
-  DeviceStepValues v{ctx.step, ctx.lr, ctx.seed};
+  DeviceStepValues v{ctx.step, ctx.lr, ctx.seed, ctx.lossWeight};
   p.device->writeValues(p.stepValues.data(), &v, sizeof v);
 }
 
@@ -180,6 +182,10 @@ std::string Program::explain() const {
            "and halves the scale";
     o << "\n";
   }
+  for (const Bucket& b : buckets)
+    o << "  gradients summed across the ranks: " << b.name << ", " << b.tensors << " tensor"
+      << (b.tensors == 1 ? "" : "s") << ", " << formatBytes(b.bytes)
+      << ", started as its last gradient is written\n";
   if (blockedTensors > 0 || packedWeights > 0)
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
       << " reorders to and from nchw; " << packedWeights

@@ -78,6 +78,13 @@ struct Program {
   // gradients itself: updateGradients() is then empty, and a finite check covers
   // the loss alone.
   ValueId lossScale = kNoValue;
+  // Data parallelism's gradient buckets, in the order they are summed (for --explain).
+  struct Bucket {
+    std::string name;
+    size_t tensors = 0;
+    int64_t bytes = 0;
+  };
+  std::vector<Bucket> buckets;
 
   // The first optimizer update in `steps` (steps.size() without one): before it the
   // loss and every gradient are complete and no parameter has changed yet.

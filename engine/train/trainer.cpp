@@ -121,13 +121,21 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
 
 namespace {
 
-// An evaluation pass: eval mode, no gradients, no optimizer.
+// An evaluation pass: eval mode, no gradients, no optimizer. Across ranks each
+// takes its share of every batch and the totals are summed, so every sample counts
+// once; `metrics` names the sums in the same order on every rank.
 Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normalizer& norm,
-                        int64_t batch, uint64_t seed) {
+                        int64_t batch, uint64_t seed, Communicator* comm,
+                        const std::vector<std::string>& metrics) {
   Totals t;
   BatchLoader::Options lo;
   lo.batchSize = batch;
   lo.shuffle = false;
+  if (comm) {
+    lo.rank = comm->rank();
+    lo.ranks = comm->size();
+    lo.dropShort = false;
+  }
   BatchLoader loader(data, norm, lo);
   Batch b;
   StepContext ctx;
@@ -139,6 +147,15 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
     feed(**prog, b);
     (*prog)->run(ctx);
     t.add(**prog, b.size);
+  }
+  if (comm && comm->size() > 1) {
+    std::vector<double> sums{t.loss};
+    for (const std::string& m : metrics) sums.push_back(t.metrics[m]);
+    sums.push_back(double(t.samples));
+    comm->allreduce(sums.data(), int64_t(sums.size()));
+    t.loss = sums[0];
+    for (size_t k = 0; k < metrics.size(); ++k) t.metrics[metrics[k]] = sums[1 + k];
+    t.samples = int64_t(sums.back());
   }
   return t;
 }
@@ -219,10 +236,18 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
   s.trainOpts.seed = s.seed;
   s.trainOpts.precision = *precision;  // evaluation computes as training does
+  const proto::Distributed& dist = t.distributed();
+  if (!(dist.first_bucket_mb() >= 0) || !(dist.bucket_mb() >= 0) ||
+      !std::isfinite(dist.first_bucket_mb() + dist.bucket_mb()))
+    return makeError("train.distributed.first_bucket_mb and bucket_mb must be sizes in MiB");
+  if (dist.first_bucket_mb() > 0)
+    s.trainOpts.firstBucketBytes = int64_t(dist.first_bucket_mb() * 1048576);
+  if (dist.bucket_mb() > 0) s.trainOpts.bucketBytes = int64_t(dist.bucket_mb() * 1048576);
   s.trainOpts.budget = programs;
   s.trainOpts.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
   s.evalOpts = s.trainOpts;
+  s.trainOpts.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
   s.trainOpts.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
   return s;
@@ -332,6 +357,7 @@ class Fit {
     double lr;
     bool norms;          // the Step event carries gradient and weight norms
     int64_t batchIndex;  // in its epoch, from 0: the batch a replay loads again
+    int64_t globalSize;  // the step's batch across all ranks
   };
   std::vector<Issued> m_issued;
   BatchLoader::Options m_epochLoader;         // the current epoch's, for a replay
@@ -339,6 +365,18 @@ class Fit {
   std::set<std::string> m_recordingProblems;  // said already
   std::chrono::steady_clock::time_point m_windowStart, m_memoryReported;
   Totals m_totals;  // of the epoch in progress
+  // Data parallelism: the other ranks (null alone), and whether any rank was asked
+  // to stop, as the last drain() agreed (all ranks stop at the same step).
+  Communicator* m_comm = nullptr;
+  bool m_stopAgreed = false;
+  bool stopRequested() const { return m_comm ? m_stopAgreed : m_opts.stop && m_opts.stop->load(); }
+  bool writes() const { return !m_comm || m_comm->rank() == 0; }  // checkpoints, weights
+  std::vector<std::string> metricNames() const {
+    std::vector<std::string> names;
+    for (const auto& [name, v] : m_main->metrics)
+      if (v != m_main->loss) names.push_back(name);
+    return names;
+  }
 };
 
 Status Fit::start(const proto::Project& project) {
@@ -370,10 +408,23 @@ Status Fit::start(const proto::Project& project) {
     m_pos = ckpt->position;
     s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
   }
+  m_comm = s.trainOpts.comm;
+  const int ranks = m_comm ? m_comm->size() : 1;
+  if (m_comm) {
+    // Every rank starts from rank 0's weights and state.
+    for (const auto& entry : m_store->entries()) {
+      std::vector<float> values = ParamStore::read(*entry);
+      m_comm->broadcast(values.data(), int64_t(values.size() * sizeof(float)), 0);
+      ParamStore::write(*entry, values.data());
+    }
+  }
   const proto::TrainDef& def = s.project.train();
   auto settings = optimizerSettings(def.optimizer());
   m_baseLr = settings ? settings->lr : 1e-3;
-  m_perEpoch = (s.data.train.size() + s.batch - 1) / s.batch;
+  m_perEpoch = BatchLoader::steps(s.data.train.size(), s.batch, ranks);
+  if (m_perEpoch == 0) return fail("the training set has fewer samples than ranks");
+  // A position from another number of ranks or batch size counts its steps anew.
+  m_pos.batchInEpoch = (m_pos.samples + s.batch * ranks - 1) / (s.batch * ranks);
   m_total = m_perEpoch * s.epochs;
   if (m_opts.maxSteps > 0) m_total = std::min(m_total, m_opts.maxSteps);
 
@@ -400,6 +451,17 @@ Status Fit::start(const proto::Project& project) {
   r->set_seed(s.seed);
   m_sink(e);
   for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
+  if (m_comm) {
+    int64_t global = s.batch * ranks, left = s.data.train.size() % global;
+    log(proto::Log::INFO, "data parallel: " + m_comm->describe() + ", batches of " +
+                              std::to_string(s.batch) + " per rank (" + std::to_string(global) +
+                              " per step)");
+    if (left > 0 && left < ranks)
+      log(proto::Log::INFO, "the last " + std::to_string(left) + " sample" +
+                                (left == 1 ? "" : "s") +
+                                " of each epoch's order are left out of training: too few to "
+                                "give every rank one");
+  }
   if (!m_opts.resume.empty())
     log(proto::Log::INFO, "resumed at step " + std::to_string(m_pos.step) + " (epoch " +
                               std::to_string(m_pos.epoch) + ", batch " +
@@ -437,6 +499,7 @@ bool Fit::checkpointDue(Moment at, bool isBest) const {
 }
 
 Status Fit::checkpoint(bool best) {
+  if (!writes()) return {};
   auto path = m_writer->write(*m_store, m_pos, m_s.seed);
   if (!path) return path.error();
   proto::TrainEvent e = event();
@@ -451,10 +514,26 @@ std::string Fit::drain() {
   if (m_issued.empty()) return {};
   const Setup& s = m_s;
   std::vector<float> values = m_ring->drain();
+  const size_t width = 2 + m_main->metrics.size();
+  if (m_comm) {
+    // The step's loss and metrics over the global batch: each rank's weighted by its
+    // share; and whether any rank was asked to stop.
+    std::vector<float> sums;
+    for (size_t k = 0; k < m_issued.size(); ++k) {
+      double weight = double(m_issued[k].size) / double(m_issued[k].globalSize);
+      for (size_t m = 0; m + 1 < width; ++m) sums.push_back(float(values[k * width + m] * weight));
+    }
+    sums.push_back(m_opts.stop && m_opts.stop->load() ? 1.f : 0.f);
+    m_comm->allreduce(sums.data(), int64_t(sums.size()));
+    for (size_t k = 0; k < m_issued.size(); ++k) {
+      for (size_t m = 0; m + 1 < width; ++m) values[k * width + m] = sums[k * (width - 1) + m];
+      m_issued[k].size = m_issued[k].globalSize;  // reported for the whole step
+    }
+    m_stopAgreed = m_stopAgreed || sums.back() > 0;
+  }
   auto end = std::chrono::steady_clock::now();
   double dt = std::chrono::duration<double>(end - m_windowStart).count() / double(m_issued.size());
   m_windowStart = end;
-  const size_t width = 2 + m_main->metrics.size();
   for (size_t k = 0; k < m_issued.size(); ++k) {
     const Issued& it = m_issued[k];
     const float* v = values.data() + k * width;
@@ -464,6 +543,7 @@ std::string Fit::drain() {
       m_pos.step = it.step;  // the run failed there, whatever was issued after it
       BatchLoader::Options again = m_epochLoader;
       again.skipBatches = it.batchIndex;
+      again.skipSamples = -1;
       again.prefetch = 1;
       BatchLoader loader(s.data.train, s.data.norm, again);
       Batch b;
@@ -555,7 +635,8 @@ Status Fit::step(Program& prog, const Batch& b) {
   m_sum.issueSeconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - issueStart).count();
   bool norms = m_opts.reportNorms && (m_ctx.step == 1 || m_ctx.step % kNormEvery == 0);
-  m_issued.push_back({&prog, m_ctx.step, b.size, m_pos.epoch, m_ctx.lr, norms, m_pos.batchInEpoch});
+  m_issued.push_back({&prog, m_ctx.step, b.size, m_pos.epoch, m_ctx.lr, norms, m_pos.batchInEpoch,
+                      b.globalSize > 0 ? b.globalSize : b.size});
   return {};
 }
 
@@ -567,8 +648,12 @@ Status Fit::epoch(bool& more) {
   lo.seed = s.seed;
   lo.epoch = m_pos.epoch;
   lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
-  lo.skipBatches = m_pos.batchInEpoch;
+  lo.skipSamples = m_pos.samples;  // this epoch's samples done, on any number of ranks
   lo.augment = s.data.augment;
+  if (m_comm) {
+    lo.rank = m_comm->rank();
+    lo.ranks = m_comm->size();
+  }
   m_epochLoader = lo;
   BatchLoader loader(s.data.train, s.data.norm, lo);
   if (!loader.status()) return fail(loader.status().message());
@@ -587,12 +672,13 @@ Status Fit::epoch(bool& more) {
     if (!prog) return fail(prog.error().message);
     m_ctx.step += 1;
     m_pos.step = m_ctx.step;
+    m_ctx.lossWeight = m_comm ? double(b.size) / double(b.globalSize) : 1.0;
     m_ctx.lr =
         learningRate(s.project.train().schedule(), m_baseLr, m_ctx.step, m_perEpoch, m_total);
     m_feeder->bind(**prog, b);
     if (Status st = step(**prog, b); !st) return fail(st.message());
     m_pos.batchInEpoch += 1;
-    bool ending = m_ctx.step >= m_total || (m_opts.stop && m_opts.stop->load());
+    bool ending = m_ctx.step >= m_total || stopRequested();
     bool saving = checkpointDue(Moment::AfterStep);
     bool mustDrain = m_ring->full() || m_issued.back().norms || ending || saving;
     // On a device that runs apart from the host, the next batch crosses while this
@@ -600,7 +686,7 @@ Status Fit::epoch(bool& more) {
     if (!m_apart || ending)
       if (std::string bad = drain(); !bad.empty()) return fail(bad);
     // A stop asked for while the step was reported ends the run at that step.
-    ending = ending || (m_opts.stop && m_opts.stop->load());
+    ending = ending || stopRequested();
     if (m_apart) {
       have = !ending && loader.next(next);
       if (have) m_feeder->stage(next);
@@ -641,14 +727,14 @@ Status Fit::endEpoch(bool complete, std::chrono::steady_clock::time_point starte
   m_totals.fill(ep->mutable_train_metrics());
   m_sum.trainLoss = m_totals.meanLoss();
   if (s.data.val.size() > 0) {
-    auto val = evaluate(*m_eval, s.data.val, s.data.norm, s.batch, s.seed);
+    auto val = evaluate(*m_eval, s.data.val, s.data.norm, s.batch, s.seed, m_comm, metricNames());
     if (!val) return fail(val.error().message);
     ep->set_has_val(true);
     ep->set_val_loss(val->meanLoss());
     val->fill(ep->mutable_val_metrics());
   }
   if (s.data.test.size() > 0) {
-    auto test = evaluate(*m_eval, s.data.test, s.data.norm, s.batch, s.seed);
+    auto test = evaluate(*m_eval, s.data.test, s.data.norm, s.batch, s.seed, m_comm, metricNames());
     if (!test) return fail(test.error().message);
     ep->set_has_test(true);
     ep->set_test_loss(test->meanLoss());
@@ -728,7 +814,7 @@ Result<TrainSummary> Fit::finish() {
     for (auto& [_, pp] : m_profiles) all.push_back(std::move(pp));
     m_sum.profile = profileTable(all);
   }
-  if (!m_opts.saveWeights.empty()) {
+  if (!m_opts.saveWeights.empty() && writes()) {
     if (Status st = writeSafetensors(m_opts.saveWeights, m_store->exportParams(),
                                      {{"format", "pt"}, {"producer", "netloom"}});
         !st)

@@ -11,6 +11,7 @@
 #include "engine/data/dataset.h"
 #include "engine/proto/events.pb.h"
 #include "engine/proto/project.pb.h"
+#include "kernels/core/communicator.h"
 #include "engine/util/status.h"
 #include "kernels/core/device.h"
 
@@ -41,6 +42,9 @@ struct TrainOptions {
   // own, kept alive by it for the run); null: the one those name.
   Device* device = nullptr;
   std::string precision;  // over train.precision: "fp32", "bf16", "fp16"; empty: the project's
+  // This rank's link to the others in a data-parallel run (null: alone). Each rank
+  // trains on its share of every batch; rank 0 writes the checkpoints and weights.
+  Communicator* comm = nullptr;
 };
 
 struct TrainSummary {

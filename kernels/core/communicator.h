@@ -51,6 +51,8 @@ class Communicator {
   virtual void wait(const std::string& bucket) = 0;
 
   virtual CommStats stats() const { return {}; }
+  // Whether start() takes a GPU's memory (NCCL), or only the host's (Gloo).
+  virtual bool sumsDeviceMemory() const { return false; }
 };
 
 }  // namespace netloom

@@ -15,6 +15,8 @@
 
 namespace netloom {
 
+class Communicator;
+
 class Device;
 
 // How a tensor lies in memory. Plain is row-major, as every shape-level op, the
@@ -48,6 +50,8 @@ struct KernelSig {
   // Under autocast (train.precision bf16 or fp16) the matrix ops read 16-bit values,
   // which TF32 holds exactly: a GPU's TF32 tensor cores then lose nothing more.
   bool autocast = false;
+  // A data-parallel run's collectives (the gradient buckets' kernels); null alone.
+  Communicator* comm = nullptr;
 };
 
 // Per-step values the runtime passes to every launch.
@@ -56,6 +60,9 @@ struct StepContext {
   double lr = 0.0;       // learning rate for this step
   uint64_t seed = 0;     // run seed; kernels derive counter-based random streams
   bool training = true;  // Dropout and friends read this
+  // The loss gradient's seed: this rank's share of the step's global batch, so the
+  // gradients summed across ranks are those of the global batch's mean loss.
+  double lossWeight = 1.0;
 };
 
 // The per-step values of a StepContext as kernels on a device read them: in device
@@ -66,6 +73,7 @@ struct DeviceStepValues {
   int64_t step = 0;
   double lr = 0.0;
   uint64_t seed = 0;
+  double lossWeight = 1.0;
 };
 
 struct KernelIO {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "kernels/core/collectives.h"
 #include "kernels/cpu/cpu_util.h"
 
 #if defined(__SSE__)
@@ -112,6 +113,7 @@ void registerCpuKernels(KernelRegistry& r) {
   cpu::registerOptimizers(r);
   cpu::registerConv(r);
   cpu::registerPoolNorm(r);
+  registerCollectiveKernels(r, DeviceKind::Cpu);
 }
 
 }  // namespace

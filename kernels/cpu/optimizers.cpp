@@ -153,8 +153,13 @@ void registerOptimizers(KernelRegistry& r) {
   // sums the gradients' squares (in order, as SumSquares) and moves the state on.
   r.add("LossScaleSeed", DeviceKind::Cpu, kernel("cpu.loss_scale_seed", [](const KernelSig& s) {
           fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};
+          return KernelFn([ls](const KernelIO& io) {
+            io.out[0].f32()[0] = ls.current(io.in[0].f32()) * float(io.ctx->lossWeight);
+          });
+        }));
+  r.add("LossSeed", DeviceKind::Cpu, kernel("cpu.loss_seed", [](const KernelSig&) {
           return KernelFn(
-              [ls](const KernelIO& io) { io.out[0].f32()[0] = ls.current(io.in[0].f32()); });
+              [](const KernelIO& io) { io.out[0].f32()[0] = float(io.ctx->lossWeight); });
         }));
   r.add("LossScaleCheck", DeviceKind::Cpu, kernel("cpu.loss_scale_check", [](const KernelSig& s) {
           fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};

@@ -1,4 +1,5 @@
 // The CUDA backend's registration list.
+#include "kernels/core/collectives.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 
@@ -14,6 +15,7 @@ void registerKernels(KernelRegistry& r) {
   registerShape(r);
   registerLayerNorm(r);
   registerOptimizers(r);
+  registerCollectiveKernels(r, DeviceKind::Cuda);
 }
 
 }  // namespace netloom::cuda

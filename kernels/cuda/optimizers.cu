@@ -61,8 +61,13 @@ __global__ void adamKernel(const DeviceStepValues* values, const float* guard,
     step(p[i], g[i] * unscale, m[i], v[i]);
 }
 
-__global__ void lossScaleSeedKernel(fn::LossScale ls, const float* state, float* y) {
-  *y = ls.current(state);
+__global__ void lossScaleSeedKernel(const DeviceStepValues* values, fn::LossScale ls,
+                                    const float* state, float* y) {
+  *y = ls.current(state) * float(values->lossWeight);
+}
+
+__global__ void lossSeedKernel(const DeviceStepValues* values, float* y) {
+  *y = float(values->lossWeight);
 }
 
 // Σ of the gradients' squares, one scalar each, in order as on the CPU.
@@ -279,8 +284,16 @@ void registerOptimizers(KernelRegistry& r) {
           fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};
           cudaStream_t st = streamOf(s);
           return KernelFn([ls, st](const KernelIO& io) {
-            lossScaleSeedKernel<<<1, 1, 0, st>>>(ls, io.in[0].f32(), io.out[0].f32());
+            lossScaleSeedKernel<<<1, 1, 0, st>>>(io.stepValues, ls, io.in[0].f32(),
+                                                 io.out[0].f32());
             NL_CHECK_LAUNCH(lossScaleSeedKernel);
+          });
+        }));
+  r.add("LossSeed", DeviceKind::Cuda, plainKernel("cuda.loss_seed", [](const KernelSig& s) {
+          cudaStream_t st = streamOf(s);
+          return KernelFn([st](const KernelIO& io) {
+            lossSeedKernel<<<1, 1, 0, st>>>(io.stepValues, io.out[0].f32());
+            NL_CHECK_LAUNCH(lossSeedKernel);
           });
         }));
   r.add("LossScaleCheck", DeviceKind::Cuda, plainKernel("cuda.loss_scale_check", lossScaleCheck));

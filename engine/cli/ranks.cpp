@@ -1,0 +1,278 @@
+#include "engine/cli/ranks.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "engine/io/event_stream.h"
+
+namespace netloom {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "this host";
+}
+
+// The last `count` lines of a rank's log.
+std::string lastLines(const std::string& path, size_t count) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > count) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : " | ") + l;
+  return out;
+}
+
+std::string describeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+// The worker's arguments: the job's, with this rank's place, and with what only rank
+// 0 writes taken from the others.
+std::vector<std::string> workerArgs(const RankJob& job, int rank, const std::string& rendezvous,
+                                    const std::string& rank0Events) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < job.args.size(); ++i) {
+    const std::string& a = job.args[i];
+    bool valued =
+        a == "--events" || a == "--summary-json" || a == "--save-weights" || a == "--threads";
+    if (valued) {
+      ++i;  // its value too
+      continue;
+    }
+    if (rank > 0 && a == "--profile") continue;
+    out.push_back(a);
+  }
+  for (size_t i = 0; i + 1 < job.args.size(); ++i)
+    if (rank == 0 && (job.args[i] == "--summary-json" || job.args[i] == "--save-weights")) {
+      out.push_back(job.args[i]);
+      out.push_back(job.args[i + 1]);
+    }
+  if (rank == 0 && !rank0Events.empty()) out.insert(out.end(), {"--events", rank0Events});
+  if (rank > 0) out.push_back("--quiet");
+  out.insert(out.end(),
+             {"--threads", std::to_string(job.threadsPerRank), "--rank", std::to_string(rank),
+              "--world-size", std::to_string(job.ranks), "--rendezvous", rendezvous,
+              "--rank-timeout", std::to_string(int64_t(job.timeoutSeconds))});
+  return out;
+}
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  std::string log;  // ranks 1..
+  bool running = true;
+  int status = 0;
+  bool signalledByUs = false;
+};
+
+pid_t spawn(const std::vector<std::string>& args, int rank, const std::string& log) {
+  std::vector<char*> argv;
+  std::string self = "/proc/self/exe";
+  argv.push_back(self.data());
+  std::vector<std::string> copy = args;
+  for (std::string& s : copy) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // The worker dies with the launcher, whatever kills it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  if (rank > 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    // Only rank 0 is held at a step (tests act on a run in progress through it).
+    unsetenv("NETLOOM_HOLD_AT_STEP");
+    unsetenv("NETLOOM_HOLD_FIFO");
+  }
+  execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "netloom-train: could not start rank %d: %s\n", rank, std::strerror(errno));
+  _exit(1);
+}
+
+}  // namespace
+
+int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
+  // The rendezvous: a fresh private folder, so no stale key from another job.
+  std::string pattern = (fs::temp_directory_path() / "netloom-ranks-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) {
+    std::fprintf(stderr, "netloom-train: cannot make a rendezvous folder in %s: %s\n",
+                 fs::temp_directory_path().c_str(), std::strerror(errno));
+    return 1;
+  }
+  const std::string rendezvous = pattern;
+  std::error_code ec;
+  fs::create_directories(job.logDir, ec);
+  if (ec) {
+    std::fprintf(stderr, "netloom-train: cannot make the ranks' log folder %s: %s\n",
+                 job.logDir.c_str(), ec.message().c_str());
+    fs::remove_all(rendezvous, ec);
+    return 2;
+  }
+  // Rank 0's events cross this process, which holds back its Failed event until it
+  // knows which rank failed first.
+  EventWriter events;
+  const std::string rank0Events = job.events.empty() ? "" : rendezvous + "/rank0.events";
+  if (!job.events.empty())
+    if (Status st = events.open(job.events, job.appendEvents); !st) {
+      std::fprintf(stderr, "netloom-train: %s\n", st.message().c_str());
+      fs::remove_all(rendezvous, ec);
+      return 2;
+    }
+  const std::string host = hostName();
+  std::vector<Worker> workers(size_t(job.ranks));
+  for (int r = 0; r < job.ranks; ++r) {
+    Worker& w = workers[size_t(r)];
+    w.rank = r;
+    if (r > 0) w.log = (fs::path(job.logDir) / ("rank-" + std::to_string(r) + ".log")).string();
+    w.pid = spawn(workerArgs(job, r, rendezvous, rank0Events), r, w.log);
+    if (w.pid < 0) {
+      std::fprintf(stderr, "netloom-train: could not start rank %d: %s\n", r, std::strerror(errno));
+      w.running = false;
+      w.status = 1 << 8;
+    }
+  }
+  int64_t offset = 0;
+  std::optional<proto::TrainEvent> heldFailure;
+  auto relay = [&] {
+    if (rank0Events.empty()) return;
+    auto read = readEvents(rank0Events, offset);
+    if (!read) return;  // not written yet
+    offset = read->nextOffset;
+    for (proto::TrainEvent& e : read->events) {
+      if (e.has_failed()) {
+        heldFailure = e;
+        continue;
+      }
+      events.write(e);
+      if (e.has_run_started()) {
+        // Where each rank runs and logs, once the job has started.
+        for (const Worker& w : workers) {
+          proto::TrainEvent line;
+          line.set_time(e.time());
+          line.mutable_log()->set_level(proto::Log::INFO);
+          line.mutable_log()->set_text("rank " + std::to_string(w.rank) + ": pid " +
+                                       std::to_string(w.pid) + " on " + host +
+                                       (w.log.empty() ? "" : ", log " + w.log));
+          events.write(line);
+        }
+      }
+    }
+  };
+  for (const Worker& w : workers)
+    if (w.pid > 0 && !job.events.empty() && w.rank > 0)
+      std::fprintf(stderr, "netloom-train: rank %d is pid %d on %s, logging to %s\n", w.rank,
+                   int(w.pid), host.c_str(), w.log.c_str());
+
+  const Worker* first = nullptr;  // the first rank to fail: the job's cause
+  bool forwardedStop = false;
+  std::optional<std::chrono::steady_clock::time_point> killAt;
+  auto running = [&] {
+    for (const Worker& w : workers)
+      if (w.running) return true;
+    return false;
+  };
+  while (running()) {
+    if (stop.load() && !forwardedStop) {
+      forwardedStop = true;  // every rank stops at the step they agree on
+      for (Worker& w : workers)
+        if (w.running) kill(w.pid, SIGTERM);
+    }
+    std::vector<Worker*> ended;
+    for (Worker& w : workers) {
+      if (!w.running) continue;
+      int status = 0;
+      if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
+        w.running = false;
+        w.status = status;
+        ended.push_back(&w);
+      }
+    }
+    // Of ranks that end together, one killed from outside is the cause, not one that
+    // failed because it lost its peer.
+    const Worker* cause = nullptr;
+    for (Worker* w : ended) {
+      bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
+      if (failed && (!cause || (WIFSIGNALED(w->status) && !WIFSIGNALED(cause->status)))) cause = w;
+    }
+    if (!first) first = cause;
+    if (first && !killAt) {
+      for (Worker& w : workers)
+        if (w.running) {
+          kill(w.pid, SIGTERM);
+          w.signalledByUs = true;
+        }
+      killAt = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(int64_t(job.timeoutSeconds * 1000));
+    }
+    if (killAt && std::chrono::steady_clock::now() >= *killAt)
+      for (Worker& w : workers)
+        if (w.running) kill(w.pid, SIGKILL);
+    relay();
+    if (running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  relay();
+  int code = 0;
+  if (first) {
+    code = first->rank == 0 && WIFEXITED(first->status) ? WEXITSTATUS(first->status) : 1;
+    std::string why;
+    if (first->rank == 0 && heldFailure) {
+      why = heldFailure->failed().message();
+    } else {
+      why = "rank " + std::to_string(first->rank) + " (pid " + std::to_string(first->pid) + " on " +
+            host + ") " + describeExit(first->status);
+      if (!first->log.empty()) {
+        std::string tail = lastLines(first->log, 5);
+        why += tail.empty() ? "; its log " + first->log + " is empty"
+                            : "; its last log lines: " + tail;
+      }
+      if (heldFailure) why += "; rank 0: " + heldFailure->failed().message();
+    }
+    if (!job.events.empty()) {
+      proto::TrainEvent e = heldFailure ? *heldFailure : proto::TrainEvent{};
+      if (!heldFailure)
+        e.set_time(double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()) /
+                   1000.0);
+      e.mutable_failed()->set_message(why);
+      events.write(e);
+    }
+    std::fprintf(stderr, "netloom-train: %s\n", why.c_str());
+  } else if (heldFailure) {
+    events.write(*heldFailure);
+  }
+  events.close();
+  fs::remove_all(rendezvous, ec);
+  return code;
+}
+
+}  // namespace netloom

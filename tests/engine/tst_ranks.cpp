@@ -1,0 +1,246 @@
+// Data-parallel jobs as a user runs them (`netloom-train --ranks N`), on real
+// Fashion-MNIST: two ranks at batch 32 step as one rank at batch 64; a checkpoint
+// written by two ranks resumes on one; a rank killed mid-run fails the job naming it
+// and leaves no process or folder behind; the accuracy floor; bad settings named.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <QtTest>
+#include <cmath>
+
+#include "../common/cli.h"
+#include "../common/wait.h"
+#include "engine/io/event_stream.h"
+#include "engine/io/safetensors.h"
+
+using netloom::testing::Outcome;
+using netloom::testing::runTrain;
+
+namespace {
+
+bool haveFashion() {
+  return QFile::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+// Fashion-MNIST through an MLP with SGD and momentum, no BatchNorm and no dropout.
+QString writeProject(const QTemporaryDir& dir, const QString& extraTrain = {}) {
+  const QString path = dir.filePath("mlp.nlproj");
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return {};
+  f.write(QString(R"(
+name: "ranks"
+model {
+  nodes { name: "image" op: "Input" attrs { key: "shape" value { ints { values: [1, 28, 28] } } } }
+  nodes { name: "label" op: "Input" attrs { key: "field" value { s: "label" } }
+          attrs { key: "dtype" value { s: "int32" } } }
+  nodes { name: "flat" op: "Flatten" inputs: "image" }
+  nodes { name: "fc1" op: "Linear" inputs: "flat" attrs { key: "out_features" value { i: 64 } } }
+  nodes { name: "act" op: "ReLU" inputs: "fc1" }
+  nodes { name: "logits" op: "Linear" inputs: "act" attrs { key: "out_features" value { i: 10 } } }
+  nodes { name: "loss" op: "SoftmaxCrossEntropy" inputs: ["logits", "label"] }
+  nodes { name: "accuracy" op: "Accuracy" inputs: ["logits", "label"] }
+}
+data {
+  idx {
+    train_images: "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+    train_labels: "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
+    test_images: "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+    test_labels: "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
+  }
+  normalization { kind: FIXED scale: 0.00392156862745098 mean: 0.2860 std: 0.3530 }
+  train_limit: 4000
+  test_limit: 1001
+}
+train {
+  loss: "loss"
+  optimizer { kind: SGD lr: 0.05 momentum: 0.9 }
+  epochs: 2
+  seed: 7
+  %1
+}
+)")
+              .arg(extraTrain)
+              .toUtf8());
+  return path;
+}
+
+std::map<int64_t, double> stepLosses(const QString& events) {
+  std::map<int64_t, double> out;
+  auto read = netloom::readEvents(events.toStdString());
+  if (read.ok())
+    for (const auto& e : read->events)
+      if (e.has_step()) out[e.step().step()] = e.step().loss();
+  return out;
+}
+
+// Largest |a - b| over the tensor's largest |a|, per tensor; -1 when they differ in names.
+double weightsDiffer(const QString& a, const QString& b) {
+  auto x = netloom::readSafetensors(a.toStdString());
+  auto y = netloom::readSafetensors(b.toStdString());
+  if (!x.ok() || !y.ok() || x->size() != y->size()) return -1;
+  double worst = 0;
+  for (size_t t = 0; t < x->size(); ++t) {
+    const auto& p = (*x)[t];
+    const auto& q = (*y)[t];
+    if (p.name != q.name || p.data.size() != q.data.size()) return -1;
+    const float* u = reinterpret_cast<const float*>(p.data.data());
+    const float* v = reinterpret_cast<const float*>(q.data.data());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < p.data.size() / 4; ++i) {
+      diff = std::max(diff, double(std::fabs(u[i] - v[i])));
+      scale = std::max(scale, double(std::fabs(u[i])));
+    }
+    worst = std::max(worst, scale > 0 ? diff / scale : diff);
+  }
+  return worst;
+}
+
+QString rankPid(const QString& events, int rank) {
+  auto read = netloom::readEvents(events.toStdString());
+  if (!read.ok()) return {};
+  const QString prefix = QString("rank %1: pid ").arg(rank);
+  for (const auto& e : read->events)
+    if (e.has_log()) {
+      QString text = QString::fromStdString(e.log().text());
+      if (text.startsWith(prefix)) return text.mid(prefix.size()).section(' ', 0, 0);
+    }
+  return {};
+}
+
+}  // namespace
+
+class TestRanks : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void init() {
+    if (!haveFashion())
+      QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+  }
+
+  // Twenty SGD steps: the same losses and weights within 1e-5, relative.
+  void twoRanksStepAsOneRankWithTheirBatch() {
+    QTemporaryDir dir;
+    const QString project = writeProject(dir);
+    const QStringList common{project, "--max-steps", "20", "--quiet"};
+    Outcome two = runTrain(common + QStringList{"--ranks", "2", "--batch-size", "32", "--events",
+                                                dir.filePath("two.pb"), "--save-weights",
+                                                dir.filePath("two.safetensors")});
+    QVERIFY2(two.code == 0, qPrintable(two.err));
+    Outcome one = runTrain(common + QStringList{"--batch-size", "64", "--threads", "1", "--events",
+                                                dir.filePath("one.pb"), "--save-weights",
+                                                dir.filePath("one.safetensors")});
+    QVERIFY2(one.code == 0, qPrintable(one.err));
+    auto a = stepLosses(dir.filePath("one.pb")), b = stepLosses(dir.filePath("two.pb"));
+    QCOMPARE(a.size(), size_t(20));
+    QCOMPARE(b.size(), size_t(20));
+    for (const auto& [step, loss] : a)
+      QVERIFY2(std::fabs(loss - b[step]) <= 1e-5 * std::fabs(loss),
+               qPrintable(QString("step %1: %2 against %3").arg(step).arg(loss).arg(b[step])));
+    double differ = weightsDiffer(dir.filePath("one.safetensors"), dir.filePath("two.safetensors"));
+    QVERIFY2(differ >= 0 && differ <= 1e-5, qPrintable(QString::number(differ)));
+    // The job's stream says where each rank ran, and rank 1 logged to its file.
+    QVERIFY(!rankPid(dir.filePath("two.pb"), 1).isEmpty());
+    QVERIFY(QFile::exists(dir.filePath("logs/rank-1.log")));
+  }
+
+  // Written by two ranks at step 10, resumed by one rank at batch 64: steps 11 to 20
+  // as in one uninterrupted run.
+  void checkpointsCrossRankCounts() {
+    QTemporaryDir dir;
+    const QString project = writeProject(dir, "checkpoint { every_steps: 10 }");
+    Outcome whole = runTrain({project, "--max-steps", "20", "--batch-size", "64", "--quiet",
+                              "--threads", "1", "--events", dir.filePath("whole.pb"),
+                              "--checkpoint-dir", dir.filePath("ck-whole")});
+    QVERIFY2(whole.code == 0, qPrintable(whole.err));
+    Outcome first = runTrain({project, "--max-steps", "10", "--ranks", "2", "--batch-size", "32",
+                              "--quiet", "--checkpoint-dir", dir.filePath("ck")});
+    QVERIFY2(first.code == 0, qPrintable(first.err));
+    Outcome rest = runTrain({project, "--max-steps", "20", "--batch-size", "64", "--threads", "1",
+                             "--quiet", "--resume", dir.filePath("ck"), "--checkpoint-dir",
+                             dir.filePath("ck2"), "--events", dir.filePath("rest.pb")});
+    QVERIFY2(rest.code == 0, qPrintable(rest.err));
+    auto a = stepLosses(dir.filePath("whole.pb")), b = stepLosses(dir.filePath("rest.pb"));
+    QCOMPARE(b.size(), size_t(10));
+    for (const auto& [step, loss] : b)
+      QVERIFY2(std::fabs(loss - a[step]) <= 1e-5 * std::fabs(a[step]),
+               qPrintable(QString("step %1: %2 against %3").arg(step).arg(loss).arg(a[step])));
+  }
+
+  void aKilledRankFailsTheJobAndLeavesNothing() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("tmp"));
+    const QString project = writeProject(dir);
+    const QString events = dir.filePath("job.pb"), fifo = dir.filePath("hold");
+    QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("NETLOOM_HOLD_AT_STEP", "3");
+    env.insert("NETLOOM_HOLD_FIFO", fifo);
+    env.insert("TMPDIR", dir.filePath("tmp"));  // where the job's rendezvous folder goes
+    p.setProcessEnvironment(env);
+    p.start(NETLOOM_TRAIN_EXE, {project, "--ranks", "2", "--batch-size", "32", "--quiet",
+                                "--events", events, "--rank-timeout", "30"});
+    const int held = netloom::testing::waitForHold(fifo);  // rank 0, after step 3
+    QVERIFY2(held >= 0, p.readAllStandardError().constData());
+    const QString pid0 = rankPid(events, 0), pid1 = rankPid(events, 1);
+    QVERIFY(!pid0.isEmpty() && !pid1.isEmpty());
+    QVERIFY(!QDir(dir.filePath("tmp")).isEmpty());
+    QCOMPARE(::kill(pid_t(pid1.toInt()), SIGKILL), 0);
+    QCOMPARE(::write(held, "go\n", 3), ssize_t(3));
+    ::close(held);
+    QVERIFY(p.waitForFinished(netloom::testing::kHangMs));
+    QCOMPARE(p.exitCode(), 1);
+    auto read = netloom::readEvents(events.toStdString());
+    QVERIFY(read.ok() && !read->events.empty());
+    const auto& last = read->events.back();
+    QVERIFY(last.has_failed());
+    const QString why = QString::fromStdString(last.failed().message());
+    QVERIFY2(
+        why.startsWith("rank 1 (pid " + pid1 + " on ") && why.contains("was killed by signal 9"),
+        qPrintable(why));
+    int failed = 0;
+    for (const auto& e : read->events) failed += e.has_failed() ? 1 : 0;
+    QCOMPARE(failed, 1);  // one Failed event, the job's
+    // No rank is left, and the rendezvous folder is gone.
+    QCOMPARE(::kill(pid_t(pid0.toInt()), 0), -1);
+    QCOMPARE(::kill(pid_t(pid1.toInt()), 0), -1);
+    QVERIFY(QDir(dir.filePath("tmp")).isEmpty());
+  }
+
+  // One epoch of Fashion-MNIST (the whole training set) on two ranks.
+  void twoRanksReachTheAccuracyFloor() {
+    QTemporaryDir dir;
+    Outcome o =
+        runTrain({QString(NETLOOM_SOURCE_DIR) + "/projects/fashion-mlp.nlproj", "--ranks", "2",
+                  "--epochs", "1", "--quiet", "--checkpoint-dir", dir.filePath("ck"), "--rank-logs",
+                  dir.filePath("logs"), "--summary-json", dir.filePath("s.json")});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QFile f(dir.filePath("s.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto json = QJsonDocument::fromJson(f.readAll()).object();
+    QVERIFY2(json["test_accuracy"].toDouble() >= 0.80,
+             qPrintable(QString::number(json["test_accuracy"].toDouble())));
+  }
+
+  void badSettingsAreNamed() {
+    QTemporaryDir dir;
+    const QString project = writeProject(dir);
+    Outcome zero = runTrain({project, "--ranks", "0"});
+    QCOMPARE(zero.code, 2);
+    QVERIFY2(zero.err.contains("--ranks needs a whole number from 1"), qPrintable(zero.err));
+    Outcome many = runTrain({project, "--ranks", "4096"});
+    QCOMPARE(many.code, 2);
+    QVERIFY2(many.err.contains("--ranks 4096: this computer has") && many.err.contains("cores"),
+             qPrintable(many.err));
+    const QString negative = writeProject(dir, "distributed { ranks: -1 }");
+    Outcome bad = runTrain({negative});
+    QCOMPARE(bad.code, 2);
+    QVERIFY2(bad.err.contains("train.distributed.ranks must be at least 1"), qPrintable(bad.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRanks)
+#include "tst_ranks.moc"
