@@ -224,6 +224,11 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("train_seconds", Json::number(s.trainSeconds));
   o.set("issue_seconds", Json::number(s.issueSeconds));
   o.set("precision", Json::string(s.precision));
+  if (s.ranks > 1) {
+    o.set("ranks", Json::number(s.ranks));
+    o.set("comm_seconds", Json::number(s.commSeconds));
+    o.set("comm_waited_seconds", Json::number(s.commWaitedSeconds));
+  }
   if (s.precision == "fp16") {
     o.set("skipped_steps", Json::number(double(s.skippedSteps)));
     o.set("loss_scale", Json::number(s.lossScale));
@@ -293,6 +298,17 @@ int main(int argc, char** argv) {
     project->mutable_train()->set_device(a.devices);
   }
 
+  // A data-parallel job: this process launches the ranks and reports for them.
+  int ranks = a.ranks > 0 ? a.ranks : std::max(1, project->train().distributed().ranks());
+  if (project->train().distributed().ranks() < 0) {
+    std::fprintf(stderr, "netloom-train: %s: train.distributed.ranks must be at least 1, got %d\n",
+                 a.project.c_str(), project->train().distributed().ranks());
+    return 2;
+  }
+  double timeout = a.rankTimeout > 0 ? a.rankTimeout
+                   : project->train().distributed().timeout_s() > 0
+                       ? project->train().distributed().timeout_s()
+                       : 60.0;
   if (a.summary) {
     int64_t batch =
         a.opts.batchSize > 0 ? a.opts.batchSize : std::max(1, project->train().batch_size());
@@ -307,6 +323,11 @@ int main(int argc, char** argv) {
   }
 
   if (a.explain) {
+    std::unique_ptr<netloom::Communicator> planned;
+    if (ranks > 1) {  // the plan of each rank, with its gradient buckets
+      planned = netloom::planningRanks(ranks);
+      a.opts.comm = planned.get();
+    }
     auto text = netloom::explainTraining(*project, a.opts);
     if (!text) {
       std::fprintf(stderr, "netloom-train: %s: %s\n", a.project.c_str(),
@@ -317,17 +338,6 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // A data-parallel job: this process launches the ranks and reports for them.
-  int ranks = a.ranks > 0 ? a.ranks : std::max(1, project->train().distributed().ranks());
-  if (project->train().distributed().ranks() < 0) {
-    std::fprintf(stderr, "netloom-train: %s: train.distributed.ranks must be at least 1, got %d\n",
-                 a.project.c_str(), project->train().distributed().ranks());
-    return 2;
-  }
-  double timeout = a.rankTimeout > 0 ? a.rankTimeout
-                   : project->train().distributed().timeout_s() > 0
-                       ? project->train().distributed().timeout_s()
-                       : 60.0;
   if (a.rank < 0 && ranks > 1) {
     int cores = omp_get_num_procs();
     if (ranks > cores) {

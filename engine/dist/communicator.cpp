@@ -269,6 +269,34 @@ std::unique_ptr<Communicator> singleRank() {
   return std::make_unique<SingleRank>();
 }
 
+namespace {
+
+class PlanningRanks : public SingleRank {
+ public:
+  explicit PlanningRanks(int size) : m_size(size) {}
+  int size() const override { return m_size; }
+  std::string describe() const override {
+    return std::to_string(m_size) + " ranks (a plan only)";
+  }
+  void allreduce(float*, int64_t, bool) override { refuse(); }
+  void allreduce(double*, int64_t) override { refuse(); }
+  void broadcast(void*, int64_t, int) override { refuse(); }
+  void allgather(const void*, void*, int64_t) override { refuse(); }
+  void barrier() override { refuse(); }
+  void start(const std::string&, const TensorRef*, size_t) override { refuse(); }
+  void wait(const std::string&) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() { throw CommError("ranks planned for cannot communicate"); }
+  int m_size;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> planningRanks(int size) {
+  return std::make_unique<PlanningRanks>(size);
+}
+
 Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
                                                    std::shared_ptr<RendezvousStore> store) {
   if (opts.size < 1 || opts.rank < 0 || opts.rank >= opts.size)

@@ -34,4 +34,8 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
 // One rank alone: every collective leaves its data as it is.
 std::unique_ptr<Communicator> singleRank();
 
+// `size` ranks to plan for (--explain): compiling against it shows the buckets; any
+// collective throws.
+std::unique_ptr<Communicator> planningRanks(int size);
+
 }  // namespace netloom

@@ -99,8 +99,10 @@ void BatchFeeder::bind(const Program& prog, const Batch& b) {
   m_device.uploadsAfterWork();
 }
 
-ScalarRing::ScalarRing(Device& device, int width, int steps)
-    : m_device(device), m_width(width), m_steps(device.hostAddressable() ? 1 : steps) {
+ScalarRing::ScalarRing(Device& device, int width, int steps, bool hostKeeps)
+    : m_device(device),
+      m_width(width),
+      m_steps(device.hostAddressable() && !hostKeeps ? 1 : steps) {
   if (!device.hostAddressable()) {
     m_ring = DeviceBuffer(device, int64_t(m_width) * m_steps * int64_t(sizeof(float)));
     if (!m_ring.ok()) throw std::bad_alloc();
@@ -110,8 +112,11 @@ ScalarRing::ScalarRing(Device& device, int width, int steps)
 void ScalarRing::record(const Program& prog, const std::vector<ValueId>& values, bool withGuard) {
   const int n = int(values.size());
   if (m_device.hostAddressable()) {
-    m_host.assign(size_t(m_width), 1.f);
-    for (int k = 0; k < n && k < m_width; ++k) m_host[k] = prog.refs[values[k]].f32()[0];
+    if (m_count == 0) m_host.clear();
+    size_t at = m_host.size();
+    m_host.resize(at + size_t(m_width), 1.f);
+    for (int k = 0; k < n && k < m_width; ++k)
+      m_host[at + size_t(k)] = prog.refs[values[k]].f32()[0];
   } else {
     float* slot = m_ring.f32() + m_count * m_width;
     for (int k = 0; k < n && k < m_width; ++k)

@@ -50,8 +50,9 @@ class BatchFeeder {
 class ScalarRing {
  public:
   // Holds up to `steps` steps of `width` scalars; on a host-addressable device one
-  // step, read as it is recorded.
-  ScalarRing(Device& device, int width, int steps);
+  // step, read as it is recorded, unless `hostKeeps` (a data-parallel run sums the
+  // steps' scalars across ranks in one call every `steps` steps).
+  ScalarRing(Device& device, int width, int steps, bool hostKeeps = false);
 
   // Records the step `prog` has just been issued for: `values` (the loss first, then
   // the metrics), then, where `withGuard`, its guard (1 while every checked step was

@@ -474,7 +474,8 @@ Status Fit::start(const proto::Project& project) {
   m_ctx.training = true;
   m_ctx.step = m_pos.step;
   m_feeder = std::make_unique<BatchFeeder>(*s.device);
-  m_ring = std::make_unique<ScalarRing>(*s.device, 2 + int(m_main->metrics.size()), kReadEvery);
+  m_ring = std::make_unique<ScalarRing>(*s.device, 2 + int(m_main->metrics.size()), kReadEvery,
+                                        s.trainOpts.comm != nullptr);
   m_apart = !s.device->hostAddressable();
   m_windowStart = std::chrono::steady_clock::now();
   m_memoryReported = m_windowStart - std::chrono::seconds(1);
@@ -682,8 +683,9 @@ Status Fit::epoch(bool& more) {
     bool saving = checkpointDue(Moment::AfterStep);
     bool mustDrain = m_ring->full() || m_issued.back().norms || ending || saving;
     // On a device that runs apart from the host, the next batch crosses while this
-    // step runs; the CPU reports the step first, as it has its results already.
-    if (!m_apart || ending)
+    // step runs; the CPU reports the step first, as it has its results already,
+    // unless its ranks sum the scalars of several steps at once.
+    if ((!m_apart && !m_comm) || ending)
       if (std::string bad = drain(); !bad.empty()) return fail(bad);
     // A stop asked for while the step was reported ends the run at that step.
     ending = ending || stopRequested();
@@ -706,8 +708,10 @@ Status Fit::epoch(bool& more) {
       stopped = true;
       break;
     }
-    if (!m_apart) {  // the next step's time starts with its batch
-      m_windowStart = std::chrono::steady_clock::now();
+    if (!m_apart) {
+      // The next step's time starts with its batch, unless steps are reported in
+      // batches (ranks), whose window then holds everything.
+      if (!m_comm) m_windowStart = std::chrono::steady_clock::now();
       have = loader.next(next);
     }
     std::swap(b, next);
@@ -813,6 +817,26 @@ Result<TrainSummary> Fit::finish() {
     std::vector<ProfiledProgram> all;
     for (auto& [_, pp] : m_profiles) all.push_back(std::move(pp));
     m_sum.profile = profileTable(all);
+  }
+  if (m_comm) {
+    CommStats c = m_comm->stats();
+    m_sum.ranks = m_comm->size();
+    m_sum.commSeconds = c.bucketSeconds;
+    m_sum.commWaitedSeconds = c.waitedSeconds;
+    if (m_opts.profile) {
+      char line[320];
+      double hidden =
+          c.bucketSeconds > 0
+              ? 100.0 * std::max(0.0, c.bucketSeconds - c.waitedSeconds) / c.bucketSeconds
+              : 0.0;
+      std::snprintf(line, sizeof line,
+                    "communication (%s): %lld bucket sums, %.1f MiB, %.3f s on the communication "
+                    "thread; the steps waited %.3f s for them: %.0f%% hidden behind the backward "
+                    "pass\n",
+                    m_comm->describe().c_str(), (long long)c.buckets, double(c.bytes) / 1048576.0,
+                    c.bucketSeconds, c.waitedSeconds, hidden);
+      m_sum.profile += line;
+    }
   }
   if (!m_opts.saveWeights.empty() && writes()) {
     if (Status st = writeSafetensors(m_opts.saveWeights, m_store->exportParams(),

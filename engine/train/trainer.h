@@ -66,6 +66,10 @@ struct TrainSummary {
   // loss scale at the end.
   int64_t skippedSteps = 0;
   double lossScale = 0;
+  // Data parallelism: the ranks, the time this rank's gradient buckets took to sum
+  // across them (on the communication thread) and the part its steps waited for.
+  int ranks = 1;
+  double commSeconds = 0, commWaitedSeconds = 0;
 };
 
 using EventSink = std::function<void(const proto::TrainEvent&)>;

@@ -10,7 +10,7 @@
 # Not meant to be run by itself.
 
 bench_dir="$root/tests/bench"
-bench_train="$root/build/engine/netloom-train"
+bench_train="${NETLOOM_TRAIN:-$root/build/engine/netloom-train}"
 # Debian's interpreter: python3-torch and python3-numpy are installed for it, and the
 # python3 on PATH may be another one.
 bench_py=/usr/bin/python3
