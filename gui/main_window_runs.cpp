@@ -7,6 +7,7 @@
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QSignalBlocker>
+#include <QThread>
 #include <QToolBar>
 
 #include "editor/panels.h"
@@ -78,6 +79,7 @@ void MainWindow::buildRunActions() {
     else
       m_runs->setRemoteHost(std::nullopt);
     m_runs->setDevice(target.value(1).toString().toStdString());
+    m_runs->setRanks(target.value(2, 1).toInt());
   });
   QAction* hosts = make("manageHosts", tr("&Hosts…"), {}, [this] {
     HostsDialog dialog(QString::fromStdString(remote::defaultHostsPath()), this);
@@ -182,6 +184,10 @@ void MainWindow::reloadHosts() {
   m_device->clear();
   // Each item's data: {host index (-1: this computer), device ("": the project's)}.
   m_device->addItem(tr("This computer"), QVariantList{-1, QString()});
+  // Data-parallel CPU ranks, one core each at least.
+  for (int n = 2; n <= QThread::idealThreadCount(); n *= 2)
+    m_device->addItem(tr("This computer — %1 CPU ranks (data parallel)").arg(n),
+                      QVariantList{-1, QString("cpu"), n});
   for (const ListedDevice& d : m_localDevices)
     m_device->addItem(tr("This computer — %1 (%2)")
                           .arg(QString::fromStdString(d.id), QString::fromStdString(d.label)),

@@ -253,6 +253,7 @@ Status RunController::start(const RunRecord* resumeFrom) {
   } else {
     proto::Project project = m_doc->toProject();
     if (!m_device.empty()) project.mutable_train()->set_device(m_device);
+    if (m_ranks > 1) project.mutable_train()->mutable_distributed()->set_ranks(m_ranks);
     auto run = createRun(runsDir(), project, projectDir);
     if (!run) return run.error();
     m_current = std::move(*run);
@@ -260,7 +261,7 @@ Status RunController::start(const RunRecord* resumeFrom) {
   req.runDir = m_current->dir;
   if (m_remoteHost && !resumeFrom) {
     m_active = makeRemote(*m_remoteHost);
-  } else if (m_child) {
+  } else if (m_child || m_ranks > 1 || m_current->project.train().distributed().ranks() > 1) {
     if (!m_childProcess) {
       m_childProcess = std::make_unique<ChildProcessTarget>();
       connect(m_childProcess.get(), &RunTarget::ended, this, &RunController::onEnded);
@@ -282,6 +283,13 @@ Status RunController::start(const RunRecord* resumeFrom) {
 
 void RunController::pause() {
   if (!running()) return;
+  // Ranks wait for each other with a timeout: one held for long would fail the job.
+  if (m_current->project.train().distributed().ranks() > 1) {
+    m_status->setText(tr("Run %1 trains on several ranks and cannot pause: Stop it, then "
+                         "Resume from Checkpoint")
+                          .arg(m_current->name));
+    return;
+  }
   m_active->pause();
   m_status->setText(tr("Run %1 paused").arg(m_current->name));
 }

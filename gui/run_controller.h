@@ -58,6 +58,10 @@ class RunController : public QObject {
   // Where runs train on their computer ("cpu", "cuda:0"), over the project's
   // train.device; empty: the project's.
   void setDevice(const std::string& device) { m_device = device; }
+  // Data-parallel ranks on this computer (train.distributed.ranks): above one, a run
+  // trains in netloom-train processes, whatever the process setting.
+  void setRanks(int ranks) { m_ranks = std::max(1, ranks); }
+  int ranks() const { return m_ranks; }
   const std::string& device() const { return m_device; }
   const std::optional<remotepb::Host>& remoteHost() const { return m_remoteHost; }
   bool remoteRun() const;  // the active run is on a host
@@ -124,6 +128,7 @@ class RunController : public QObject {
   std::unique_ptr<RemoteTarget> m_remote;
   std::optional<remotepb::Host> m_remoteHost;
   std::string m_device;
+  int m_ranks = 1;
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;

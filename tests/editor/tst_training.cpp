@@ -15,6 +15,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 #include <csignal>
 
@@ -160,6 +161,36 @@ class TestTraining : public QObject {
     QCOMPARE(int(runs.size()), 1);
     QCOMPARE(runs[0].steps(), r->steps());
     QVERIFY(runs[0].stateText().contains("killed"));
+  }
+
+  // The device selector's data-parallel entry: the run trains in netloom-train
+  // processes, two ranks, rank 1 logging beside the run; it cannot pause.
+  void ranksTrainFromTheDeviceSelector() {
+    if (QThread::idealThreadCount() < 2) QSKIP("one core: no two ranks");
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("ranks", 3)));
+    auto* selector = w.findChild<QComboBox*>("deviceSelector");
+    QVERIFY(selector);
+    int item = selector->findText("This computer — 2 CPU ranks (data parallel)");
+    QVERIFY(item >= 0);
+    selector->setCurrentIndex(item);
+    QCOMPARE(w.runs()->ranks(), 2);
+    trigger(w, "run");
+    QVERIFY(w.runs()->running());
+    QVERIFY(qobject_cast<ChildProcessTarget*>(w.runs()->target()));
+    trigger(w, "pauseRun");
+    QVERIFY(!w.runs()->paused());
+    QVERIFY2(w.runs()->status()->text().contains("cannot pause"),
+             qPrintable(w.runs()->status()->text()));
+    QVERIFY(waitForEnd(w));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY2(r->finished(), qPrintable(r->stateText()));
+    QCOMPARE(r->project.train().distributed().ranks(), 2);
+    bool rankLine = false;
+    for (const auto& e : r->events)
+      rankLine = rankLine || (e.has_log() && e.log().text().rfind("rank 1: pid ", 0) == 0);
+    QVERIFY(rankLine);
+    QVERIFY(QFile::exists(r->dir + "/logs/rank-1.log"));
   }
 
   void pauseStopAndResumeFromCheckpoint_data() {
