@@ -340,10 +340,17 @@ int main(int argc, char** argv) {
 
   if (a.rank < 0 && ranks > 1) {
     int cores = omp_get_num_procs();
-    if (ranks > cores) {
+    netloom::DeviceId where;
+    bool gpu = !project->train().device().empty() &&
+               netloom::parseDeviceId(project->train().device(), where).empty() &&
+               where.kind == netloom::DeviceKind::Cuda;
+    const netloom::Backend* cuda = netloom::findBackend(netloom::DeviceKind::Cuda);
+    int capacity = gpu ? (cuda ? int(cuda->probe().devices.size()) : 0) : cores;
+    if (ranks > capacity) {
       std::fprintf(stderr,
-                   "netloom-train: %s %d: this computer has %d cores, and each rank needs one\n",
-                   a.ranks > 0 ? "--ranks" : "train.distributed.ranks", ranks, cores);
+                   "netloom-train: %s %d: this computer has %d %s, and each rank needs one\n",
+                   a.ranks > 0 ? "--ranks" : "train.distributed.ranks", ranks, capacity,
+                   gpu ? "GPUs" : "cores");
       return 2;
     }
     netloom::RankJob job;
@@ -374,6 +381,20 @@ int main(int argc, char** argv) {
     ro.rank = a.rank;
     ro.size = a.worldSize;
     ro.timeoutSeconds = timeout;
+    // On GPUs, one rank per device: rank r of a job on this computer takes GPU r.
+    netloom::DeviceId id;
+    if (!project->train().device().empty() &&
+        netloom::parseDeviceId(project->train().device(), id).empty() &&
+        id.kind == netloom::DeviceKind::Cuda) {
+      id.index = a.rank;
+      std::string unavailable;
+      a.opts.device = netloom::openDevice(id, unavailable);
+      if (!a.opts.device) {
+        std::fprintf(stderr, "netloom-train: rank %d: %s\n", a.rank, unavailable.c_str());
+        return 2;
+      }
+      ro.device = a.opts.device;
+    }
     auto joined = netloom::connectRanks(ro, netloom::fileRendezvous(a.rendezvous));
     if (!joined) {
       std::fprintf(stderr, "netloom-train: %s\n", joined.error().message.c_str());

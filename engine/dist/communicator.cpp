@@ -1,5 +1,6 @@
 #include "engine/dist/communicator.h"
 
+#ifdef NETLOOM_WITH_GLOO
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_ring.h>
@@ -10,6 +11,11 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
+#endif
+
+#ifdef NETLOOM_WITH_NCCL
+#include "kernels/cuda/nccl.h"
+#endif
 
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +29,7 @@
 
 namespace netloom {
 
+#ifdef NETLOOM_WITH_GLOO
 class RendezvousStore {
  public:
   explicit RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> s) : store(std::move(s)) {}
@@ -36,6 +43,17 @@ std::shared_ptr<RendezvousStore> fileRendezvous(const std::string& dir) {
 std::shared_ptr<RendezvousStore> memoryRendezvous() {
   return std::make_shared<RendezvousStore>(std::make_shared<gloo::rendezvous::HashStore>());
 }
+#else
+class RendezvousStore {};  // ranks cannot meet without Gloo
+
+std::shared_ptr<RendezvousStore> fileRendezvous(const std::string&) {
+  return std::make_shared<RendezvousStore>();
+}
+
+std::shared_ptr<RendezvousStore> memoryRendezvous() {
+  return std::make_shared<RendezvousStore>();
+}
+#endif
 
 namespace {
 
@@ -59,6 +77,7 @@ double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+#ifdef NETLOOM_WITH_GLOO
 // Gloo over TCP. Every collective runs on one communication thread, in the order the
 // calls were made (the same on every rank); a bucket's sum runs there while the
 // caller goes on, the blocking calls wait for theirs.
@@ -263,6 +282,8 @@ class GlooCommunicator : public Communicator {
   std::thread m_thread;
 };
 
+#endif  // NETLOOM_WITH_GLOO
+
 }  // namespace
 
 std::unique_ptr<Communicator> singleRank() {
@@ -275,9 +296,7 @@ class PlanningRanks : public SingleRank {
  public:
   explicit PlanningRanks(int size) : m_size(size) {}
   int size() const override { return m_size; }
-  std::string describe() const override {
-    return std::to_string(m_size) + " ranks (a plan only)";
-  }
+  std::string describe() const override { return std::to_string(m_size) + " ranks (a plan only)"; }
   void allreduce(float*, int64_t, bool) override { refuse(); }
   void allreduce(double*, int64_t) override { refuse(); }
   void broadcast(void*, int64_t, int) override { refuse(); }
@@ -305,6 +324,11 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
   if (opts.size == 1) return singleRank();
   auto timeout = std::chrono::milliseconds(int64_t(opts.timeoutSeconds * 1000));
   std::string here = "rank " + std::to_string(opts.rank) + " of " + std::to_string(opts.size);
+#ifndef NETLOOM_WITH_GLOO
+  (void)store;
+  (void)timeout;
+  return makeError(here + ": this build has no Gloo (libgloo-dev), through which ranks meet");
+#else
   try {
     // Each rank says it is here; the error names those that never came.
     std::vector<std::string> keys;
@@ -325,6 +349,25 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
                        missing + " never arrived within " +
                        std::to_string(int64_t(opts.timeoutSeconds)) + " s");
     }
+    if (opts.device && !opts.device->hostAddressable()) {
+#ifdef NETLOOM_WITH_NCCL
+      // NCCL's unique id crosses the rendezvous: rank 0 makes it, the others read it.
+      const std::string key = "netloom/nccl-id";
+      return cuda::connectNccl(
+          *opts.device, opts.rank, opts.size,
+          [&](const std::string& id) {
+            store->store->set(key, {id.begin(), id.end()});
+          },
+          [&] {
+            store->store->wait({key}, timeout);
+            std::vector<char> id = store->store->get(key);
+            return std::string(id.begin(), id.end());
+          });
+#else
+      return makeError(here + ": this build has no NCCL, which ranks on " +
+                       opts.device->id().toString() + " need");
+#endif
+    }
     gloo::transport::tcp::attr attr(opts.hostname.c_str());
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
@@ -335,6 +378,7 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
   } catch (const std::exception& e) {
     return makeError(here + ": could not connect to the other ranks: " + e.what());
   }
+#endif
 }
 
 }  // namespace netloom

@@ -8,6 +8,7 @@
 
 #include "engine/util/status.h"
 #include "kernels/core/communicator.h"
+#include "kernels/core/device.h"
 
 namespace netloom {
 
@@ -25,6 +26,8 @@ struct RankOptions {
   // past it, the run fails naming what it waited for.
   double timeoutSeconds = 60;
   std::string hostname = "127.0.0.1";  // the address other ranks reach this one at
+  // Where this rank trains: a GPU's ranks talk over NCCL, the CPU's over Gloo.
+  Device* device = nullptr;
 };
 
 // Joins the ranks; the error names the ranks that never arrived.

@@ -235,6 +235,14 @@ class TestRanks : public QObject {
     QCOMPARE(many.code, 2);
     QVERIFY2(many.err.contains("--ranks 4096: this computer has") && many.err.contains("cores"),
              qPrintable(many.err));
+    // GPU ranks take one GPU each: on a machine without one, the job says why.
+    Outcome gpus = runTrain({project, "--ranks", "2", "--devices", "cuda"});
+    if (gpus.err.contains("no NVIDIA driver") || gpus.err.contains("built without CUDA")) {
+      QCOMPARE(gpus.code, 2);
+    } else {
+      QVERIFY2(gpus.code == 0 || gpus.err.contains("GPUs, and each rank needs one"),
+               qPrintable(gpus.err));
+    }
     const QString negative = writeProject(dir, "distributed { ranks: -1 }");
     Outcome bad = runTrain({negative});
     QCOMPARE(bad.code, 2);
