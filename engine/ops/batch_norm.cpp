@@ -14,6 +14,9 @@ void registerBatchNorm(OpRegistry& r) {
       floatAttr("eps", 1e-5, 0.0, 1.0, "added to the variance"),
       floatAttr("momentum", 0.1, 0.0, 1.0, "weight of the batch in the running statistics"),
       boolAttr("affine", true, "learn a per-channel scale and shift"),
+      boolAttr("sync", false,
+               "with several ranks, normalise over the whole global batch (SyncBatchNorm); "
+               "else each rank over its own share, as PyTorch's DDP does"),
   };
   OpDef d;
   d.name = "BatchNorm";

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/core/communicator.h"
 #include "kernels/core/functors.h"
 #include "kernels/cpu/pool_norm.h"
 
@@ -223,6 +224,100 @@ KernelFn batchNormGradReference(const KernelSig& s) {
         return std::pair{double(dy[i]), double(dy[i]) * (double(x[i]) - mean[c])};
       });
       finishGradient(lo, hi, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
+      forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
+        dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
+      });
+    });
+  };
+}
+
+// SyncBatchNorm: the statistics of the whole global batch, from each rank's sums
+// added across the ranks (plain layout). The sums are shifted by the running mean,
+// which every rank holds alike, so they add up. Backward, the input's gradient takes
+// the global sums; the weight's and bias's take this rank's, as the gradient buckets
+// add them across the ranks afterwards.
+bool syncing(const KernelSig& s) {
+  return s.attrs->b("sync") && s.comm && s.comm->size() > 1;
+}
+
+std::string declineUnlessSyncing(const KernelSig& s) {
+  if (!syncing(s)) return "for a BatchNorm synchronised across ranks";
+  if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  for (const TensorDesc& t : s.in)
+    if (t.layout != Layout::Plain) return "takes plain layouts only";
+  return {};
+}
+
+KernelFn syncBatchNorm(const KernelSig& s) {
+  BnDims d = bnDims(s.in[0].shape);
+  BnPorts ports(s.in.size());
+  double eps = s.attrs->f("eps", 1e-5), momentum = s.attrs->f("momentum", 0.1);
+  Communicator* comm = s.comm;
+  KernelFn evaluation = batchNormReference(s);
+  auto scratch = std::make_shared<BnScratch>(d.c);
+  auto sums = std::make_shared<std::vector<double>>(size_t(2 * d.c + 1));
+  return [d, ports, eps, momentum, comm, evaluation, scratch, sums](const KernelIO& io) {
+    if (io.ctx && !io.ctx->training) return evaluation(io);
+    const BnTensors t(io, ports);
+    const float *x = t.x, *w = t.w, *b = t.b, *rm = t.rm;
+    float *y = t.y, *bm = t.bm, *bv = t.bv;
+    double *s1 = scratch->a.data(), *s2 = scratch->b.data();
+    float *scale = scratch->p.data(), *shift = scratch->q.data();
+    parallelFor(d.c, grainFor(d.count()), [&](int64_t lo, int64_t hi) {
+      channelSums(d, lo, hi, s1, s2, [&](int64_t i, int64_t c) {
+        double v = double(x[i]) - rm[c];
+        return std::pair{v, v * v};
+      });
+    });
+    std::vector<double>& all = *sums;
+    std::copy(s1, s1 + d.c, all.begin());
+    std::copy(s2, s2 + d.c, all.begin() + d.c);
+    all[size_t(2 * d.c)] = double(d.count());
+    comm->allreduce(all.data(), int64_t(all.size()));
+    const double count = all[size_t(2 * d.c)];
+    finishStatistics(0, d.c, all.data(), all.data() + d.c, rm, count, bm, bv);
+    affineOf(0, d.c, bv, w, b, eps, scale, shift);
+    parallelFor(d.c, grainFor(d.count()), [&](int64_t lo, int64_t hi) {
+      forEachElement(d, lo, hi,
+                     [&](int64_t i, int64_t c) { y[i] = (x[i] - bm[c]) * scale[c] + shift[c]; });
+    });
+    BnDims global = d;  // the running variance is unbiased over the global count
+    global.n = int64_t(count) / d.s;
+    updateRunning(t.rm, t.rv, bm, bv, global, momentum);
+  };
+}
+
+KernelFn syncBatchNormGrad(const KernelSig& s) {
+  BnDims d = bnDims(s.in[1].shape);
+  bool hasWeight = s.in.size() == 5;
+  double eps = s.attrs->f("eps", 1e-5);
+  Communicator* comm = s.comm;
+  auto scratch = std::make_shared<BnScratch>(d.c);
+  auto sums = std::make_shared<std::vector<double>>(size_t(2 * d.c + 1));
+  return [d, hasWeight, eps, comm, scratch, sums](const KernelIO& io) {
+    const float *dy = io.in[0].f32(), *x = io.in[1].f32();
+    const float *mean = io.in[2].f32(), *var = io.in[3].f32();
+    const float* w = hasWeight ? io.in[4].f32() : nullptr;
+    float *dx = io.out[0].f32(), *dw = io.out[1].f32(), *db = io.out[2].f32();
+    double *sdy = scratch->a.data(), *sdyx = scratch->b.data();
+    GradTerms t{scratch->p.data(), scratch->q.data(), scratch->r.data()};
+    parallelFor(d.c, grainFor(2 * d.count()), [&](int64_t lo, int64_t hi) {
+      channelSums(d, lo, hi, sdy, sdyx, [&](int64_t i, int64_t c) {
+        return std::pair{double(dy[i]), double(dy[i]) * (double(x[i]) - mean[c])};
+      });
+    });
+    std::vector<double>& all = *sums;
+    std::copy(sdy, sdy + d.c, all.begin());
+    std::copy(sdyx, sdyx + d.c, all.begin() + d.c);
+    all[size_t(2 * d.c)] = double(d.count());
+    comm->allreduce(all.data(), int64_t(all.size()));
+    // This rank's sums give the weight's and bias's gradients; the global ones the
+    // input's (its terms are overwritten by the second call).
+    finishGradient(0, d.c, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
+    std::vector<float> unusedW(size_t(d.c)), unusedB(size_t(d.c));
+    finishGradient(0, d.c, all.data(), all.data() + d.c, var, w, eps, all[size_t(2 * d.c)],
+                   unusedW.data(), unusedB.data(), t);
+    parallelFor(d.c, grainFor(2 * d.count()), [&](int64_t lo, int64_t hi) {
       forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
         dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
       });
@@ -577,14 +672,22 @@ std::function<std::string(const KernelSig&)> declineUnless(Build build) {
 
 void registerNormalization(KernelRegistry& r) {
   auto cpu = DeviceKind::Cpu;
+  r.add("BatchNorm", cpu, {"cpu.sync_batch_norm", declineUnlessSyncing, syncBatchNorm, true});
   r.add("BatchNorm", cpu,
-        {"cpu.batch_norm_blocked", [](const KernelSig& s) { return declineUnlessBlocked(s, {0}); },
+        {"cpu.batch_norm_blocked",
+         [](const KernelSig& s) {
+           return s.attrs->b("sync") ? std::string("a synchronised BatchNorm takes plain layouts")
+                                     : declineUnlessBlocked(s, {0});
+         },
          batchNormBlocked, true});
   r.add("BatchNorm", cpu, kernel("reference.batch_norm", batchNormReference));
   r.add("BatchNormGrad", cpu,
+        {"cpu.sync_batch_norm_grad", declineUnlessSyncing, syncBatchNormGrad, true});
+  r.add("BatchNormGrad", cpu,
         {"cpu.batch_norm_grad_blocked",
          [](const KernelSig& s) {
-           return declineUnlessBlocked(s, {0, 1});
+           return s.attrs->b("sync") ? std::string("a synchronised BatchNorm takes plain layouts")
+                                     : declineUnlessBlocked(s, {0, 1});
          },
          batchNormGradBlocked, true});
   r.add("BatchNormGrad", cpu, kernel("reference.batch_norm_grad", batchNormGradReference));

@@ -6,6 +6,7 @@
 // so a channel of one element is handled alike); softmax subtracting the maximum.
 #include <memory>
 
+#include "kernels/core/communicator.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/library.h"
 
@@ -153,6 +154,8 @@ std::shared_ptr<CudnnBatchNorm> buildBatchNorm(const KernelSig& s, bool grad) {
 }
 
 std::string declineBatchNorm(const KernelSig& s, bool grad) {
+  if (s.attrs->b("sync") && s.comm && s.comm->size() > 1)
+    return "a BatchNorm synchronised across ranks runs on CPU ranks only";
   if (std::string e = declineNonFloat(s, "cuDNN batch normalisation"); !e.empty()) return e;
   BatchNormPlan plan;
   return batchNormPlan(*s.attrs, s.in[grad ? 1 : 0].shape, affineOf(s), grad, plan);

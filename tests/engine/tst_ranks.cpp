@@ -24,9 +24,16 @@ bool haveFashion() {
   return QFile::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
-// Fashion-MNIST through an MLP with SGD and momentum, no BatchNorm and no dropout.
-QString writeProject(const QTemporaryDir& dir, const QString& extraTrain = {}) {
-  const QString path = dir.filePath("mlp.nlproj");
+// Fashion-MNIST through an MLP with SGD and momentum, no dropout; `norm` puts a
+// BatchNorm after the first layer, synchronised across ranks or not.
+QString writeProject(const QTemporaryDir& dir, const QString& extraTrain = {},
+                     const QString& norm = {}) {
+  const QString path = dir.filePath(norm.isEmpty() ? "mlp.nlproj" : "mlp-" + norm + ".nlproj");
+  const QString act = norm.isEmpty() ? QString(R"(nodes { name: "act" op: "ReLU" inputs: "fc1" })")
+                                     : QString(R"(nodes { name: "bn" op: "BatchNorm" inputs: "fc1"
+                             attrs { key: "sync" value { b: %1 } } }
+          nodes { name: "act" op: "ReLU" inputs: "bn" })")
+                                           .arg(norm == "sync" ? "true" : "false");
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly)) return {};
   f.write(QString(R"(
@@ -37,7 +44,7 @@ model {
           attrs { key: "dtype" value { s: "int32" } } }
   nodes { name: "flat" op: "Flatten" inputs: "image" }
   nodes { name: "fc1" op: "Linear" inputs: "flat" attrs { key: "out_features" value { i: 64 } } }
-  nodes { name: "act" op: "ReLU" inputs: "fc1" }
+  %2
   nodes { name: "logits" op: "Linear" inputs: "act" attrs { key: "out_features" value { i: 10 } } }
   nodes { name: "loss" op: "SoftmaxCrossEntropy" inputs: ["logits", "label"] }
   nodes { name: "accuracy" op: "Accuracy" inputs: ["logits", "label"] }
@@ -61,7 +68,7 @@ train {
   %1
 }
 )")
-              .arg(extraTrain)
+              .arg(extraTrain, act)
               .toUtf8());
   return path;
 }
@@ -144,6 +151,33 @@ class TestRanks : public QObject {
     // The job's stream says where each rank ran, and rank 1 logged to its file.
     QVERIFY(!rankPid(dir.filePath("two.pb"), 1).isEmpty());
     QVERIFY(QFile::exists(dir.filePath("logs/rank-1.log")));
+  }
+
+  // With BatchNorm synchronised across the ranks, two ranks still step as one rank
+  // with their batch; with each rank's own statistics (the default), they do not.
+  void syncBatchNormStepsAsOneRank() {
+    QTemporaryDir dir;
+    std::map<QString, std::map<int64_t, double>> losses;
+    for (const QString norm : {"sync", "local"}) {
+      const QString project = writeProject(dir, {}, norm);
+      const QStringList common{project, "--max-steps", "10", "--quiet"};
+      Outcome two = runTrain(common + QStringList{"--ranks", "2", "--batch-size", "32", "--events",
+                                                  dir.filePath(norm + "-two.pb"), "--save-weights",
+                                                  dir.filePath(norm + "-two.safetensors")});
+      QVERIFY2(two.code == 0, qPrintable(two.err));
+      Outcome one =
+          runTrain(common + QStringList{"--batch-size", "64", "--threads", "1", "--events",
+                                        dir.filePath(norm + "-one.pb"), "--save-weights",
+                                        dir.filePath(norm + "-one.safetensors")});
+      QVERIFY2(one.code == 0, qPrintable(one.err));
+      double differ = weightsDiffer(dir.filePath(norm + "-one.safetensors"),
+                                    dir.filePath(norm + "-two.safetensors"));
+      QVERIFY2(differ >= 0, "weights unreadable");
+      if (norm == "sync")
+        QVERIFY2(differ <= 1e-5, qPrintable(QString::number(differ)));
+      else
+        QVERIFY2(differ > 1e-4, qPrintable(QString::number(differ)));
+    }
   }
 
   // Written by two ranks at step 10, resumed by one rank at batch 64: steps 11 to 20
