@@ -79,7 +79,8 @@ struct Args {
   std::string project, events, summaryJson, devices;
   int ranks = 0;                     // --ranks: 0 the project's
   int rank = -1, worldSize = 0;      // a worker of a --ranks job (set by its launcher)
-  std::string rendezvous, rankLogs;  // the job's rendezvous folder; where ranks 1.. log
+  std::string rendezvous, rankLogs;  // the job's rendezvous (folder, tcp://); where ranks 1.. log
+  std::string rankAddress;           // where the other ranks reach this one (several hosts)
   double rankTimeout = 0;            // 0: train.distributed.timeout_s, else 60
   bool explain = false, quiet = false, summary = false;
   bool showUsage = false;  // the command line itself was not understood
@@ -157,6 +158,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       a.worldSize = int(n);
     } else if (k == "--rendezvous") {
       if (!value(a.rendezvous)) return "--rendezvous needs a folder";
+    } else if (k == "--rank-address") {
+      if (!value(a.rankAddress)) return "--rank-address needs this host's address";
     } else if (k == "--rank-logs") {
       if (!value(a.rankLogs)) return "--rank-logs needs a folder";
     } else if (k == "--rank-timeout") {
@@ -372,6 +375,7 @@ int main(int argc, char** argv) {
     return netloom::runRanks(job, g_stop);
   }
   std::unique_ptr<netloom::Communicator> comm;
+  std::shared_ptr<netloom::RendezvousStore> store;  // kept: rank 0 serves the others from it
   if (a.rank >= 0) {
     if (a.worldSize < 1 || a.rank >= a.worldSize || a.rendezvous.empty()) {
       std::fprintf(stderr, "netloom-train: --rank needs --world-size above it and --rendezvous\n");
@@ -395,7 +399,41 @@ int main(int argc, char** argv) {
       }
       ro.device = a.opts.device;
     }
-    auto joined = netloom::connectRanks(ro, netloom::fileRendezvous(a.rendezvous));
+    if (!a.rankAddress.empty()) ro.hostname = a.rankAddress;
+    // Ranks on several hosts meet at rank 0's TCP store, with the job's secret from
+    // the environment (never the command line); rank 0 says its port in
+    // rendezvous.port, in the job's folder.
+    if (a.rendezvous.rfind("tcp://", 0) == 0) {
+      std::string where = a.rendezvous.substr(6);
+      size_t colon = where.rfind(':');
+      uint64_t port = 0;
+      if (colon == std::string::npos || colon == 0 ||
+          !parseInt("--rendezvous", where.c_str() + colon + 1, 0, 65535, port).empty()) {
+        std::fprintf(stderr, "netloom-train: --rendezvous %s: expected tcp://HOST:PORT\n",
+                     a.rendezvous.c_str());
+        return 2;
+      }
+      const char* secret = std::getenv("NETLOOM_RANK_SECRET");
+      if (!secret || !*secret) {
+        std::fprintf(stderr,
+                     "netloom-train: --rendezvous %s needs the job's secret in "
+                     "NETLOOM_RANK_SECRET\n",
+                     a.rendezvous.c_str());
+        return 2;
+      }
+      std::string kept = secret;
+      unsetenv("NETLOOM_RANK_SECRET");  // no process this one starts inherits it
+      auto made = netloom::tcpRendezvous(where.substr(0, colon), int(port), a.rank, kept,
+                                         a.rank == 0 ? "rendezvous.port" : "", timeout);
+      if (!made) {
+        std::fprintf(stderr, "netloom-train: rank %d: %s\n", a.rank, made.error().message.c_str());
+        return 1;
+      }
+      store = *made;
+    } else {
+      store = netloom::fileRendezvous(a.rendezvous);
+    }
+    auto joined = netloom::connectRanks(ro, store);
     if (!joined) {
       std::fprintf(stderr, "netloom-train: %s\n", joined.error().message.c_str());
       return 1;

@@ -1,5 +1,8 @@
 #include "engine/dist/communicator.h"
 
+#include "engine/dist/tcp_store.h"
+#include "engine/io/output_file.h"
+
 #ifdef NETLOOM_WITH_GLOO
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -43,6 +46,74 @@ std::shared_ptr<RendezvousStore> fileRendezvous(const std::string& dir) {
 std::shared_ptr<RendezvousStore> memoryRendezvous() {
   return std::make_shared<RendezvousStore>(std::make_shared<gloo::rendezvous::HashStore>());
 }
+
+namespace {
+
+// Gloo's store interface over the TCP store's client (and, on rank 0, its server).
+class TcpGlooStore : public gloo::rendezvous::Store {
+ public:
+  TcpGlooStore(std::unique_ptr<TcpStoreServer> server, std::unique_ptr<TcpStoreClient> client,
+               std::chrono::milliseconds timeout)
+      : m_server(std::move(server)), m_client(std::move(client)), m_timeout(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    std::lock_guard lock(m_mutex);
+    if (Status s = m_client->set(key, data); !s) throw std::runtime_error(s.message());
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, m_timeout);
+    std::lock_guard lock(m_mutex);
+    bool found = false;
+    auto v = m_client->get(key, found);
+    if (!v) throw std::runtime_error(v.error().message);
+    return *v;
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, m_timeout); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (const std::string& key : keys)
+      for (;;) {
+        bool found = false;
+        {
+          std::lock_guard lock(m_mutex);
+          auto v = m_client->get(key, found);
+          if (!v) throw std::runtime_error(v.error().message);
+        }
+        if (found) break;
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw std::runtime_error("no '" + key + "' in the rendezvous in time");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+  }
+
+ private:
+  std::unique_ptr<TcpStoreServer> m_server;
+  std::unique_ptr<TcpStoreClient> m_client;
+  std::chrono::milliseconds m_timeout;
+  std::mutex m_mutex;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<RendezvousStore>> tcpRendezvous(const std::string& host, int port, int rank,
+                                                       const std::string& secret,
+                                                       const std::string& portFile,
+                                                       double timeoutSeconds) {
+  auto timeout = std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
+  std::unique_ptr<TcpStoreServer> server;
+  if (rank == 0) {
+    auto started = TcpStoreServer::start(host, port, secret);
+    if (!started) return started.error();
+    server = std::move(*started);
+    port = server->port();
+    if (!portFile.empty())
+      if (Status s = writeFileAtomic(portFile, std::to_string(port) + "\n"); !s) return s.error();
+  }
+  auto client = TcpStoreClient::connect(host, port, secret, timeout);
+  if (!client) return client.error();
+  return std::make_shared<RendezvousStore>(
+      std::make_shared<TcpGlooStore>(std::move(server), std::move(*client), timeout));
+}
 #else
 class RendezvousStore {};  // ranks cannot meet without Gloo
 
@@ -52,6 +123,12 @@ std::shared_ptr<RendezvousStore> fileRendezvous(const std::string&) {
 
 std::shared_ptr<RendezvousStore> memoryRendezvous() {
   return std::make_shared<RendezvousStore>();
+}
+
+Result<std::shared_ptr<RendezvousStore>> tcpRendezvous(const std::string&, int, int,
+                                                       const std::string&, const std::string&,
+                                                       double) {
+  return makeError("this build has no Gloo (libgloo-dev), through which ranks meet");
 }
 #endif
 

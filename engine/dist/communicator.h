@@ -19,6 +19,13 @@ class RendezvousStore;  // wraps a Gloo store
 std::shared_ptr<RendezvousStore> fileRendezvous(const std::string& dir);
 // For ranks that are threads of one process (tests).
 std::shared_ptr<RendezvousStore> memoryRendezvous();
+// Ranks on several hosts (tcp_store.h): rank 0 serves it at host:port (port 0: a
+// free one, which it writes to `portFile` for whoever starts the other ranks), and
+// every rank, rank 0 too, connects with the job's secret.
+Result<std::shared_ptr<RendezvousStore>> tcpRendezvous(const std::string& host, int port, int rank,
+                                                       const std::string& secret,
+                                                       const std::string& portFile,
+                                                       double timeoutSeconds);
 
 struct RankOptions {
   int rank = 0, size = 1;

@@ -144,6 +144,46 @@ class TestDist : public QObject {
              errors[0].c_str());
   }
 
+  // Ranks on several hosts meet at rank 0's TCP store: it picks a free port and says
+  // it in a file; the others present the job's secret, and a stranger is turned away.
+  void tcpRendezvousAdmitsOnlyTheJob() {
+    QTemporaryDir dir;
+    const std::string portFile = dir.filePath("rendezvous.port").toStdString();
+    auto zero = tcpRendezvous("127.0.0.1", 0, 0, "s3cret-of-this-job", portFile, 10);
+    QVERIFY2(zero.ok(), zero.ok() ? "" : zero.error().message.c_str());
+    QFile f(QString::fromStdString(portFile));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const int port = f.readAll().trimmed().toInt();
+    QVERIFY(port > 0);
+    auto stranger = tcpRendezvous("127.0.0.1", port, 1, "a-guess", "", 2);
+    QVERIFY(!stranger.ok());
+    QVERIFY2(stranger.error().message.find("not the job's secret") != std::string::npos,
+             stranger.error().message.c_str());
+    auto one = tcpRendezvous("127.0.0.1", port, 1, "s3cret-of-this-job", "", 10);
+    QVERIFY2(one.ok(), one.ok() ? "" : one.error().message.c_str());
+    std::vector<std::string> errors(2);
+    std::vector<float> sums(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        RankOptions o;
+        o.rank = r;
+        o.size = 2;
+        o.timeoutSeconds = 20;
+        auto comm = connectRanks(o, r == 0 ? *zero : *one);
+        if (!comm) {
+          errors[size_t(r)] = comm.error().message;
+          return;
+        }
+        float v = float(r + 1);
+        (*comm)->allreduce(&v, 1);
+        sums[size_t(r)] = v;
+      });
+    for (std::thread& t : threads) t.join();
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+    QCOMPARE(sums, (std::vector<float>{3.f, 3.f}));
+  }
+
   void badRanksAreRefused() {
     RankOptions o;
     o.rank = 2;
