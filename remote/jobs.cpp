@@ -1,11 +1,14 @@
 #include "remote/jobs.h"
 
+#include <sys/random.h>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "engine/io/project_file.h"
 #include "remote/hosts.h"
@@ -282,11 +285,17 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
   return job;
 }
 
-Status launchJob(SshSession& s, remotepb::JobRecord& job) {
+Status launchJob(SshSession& s, remotepb::JobRecord& job, const std::string& secret) {
   const std::string trainer = trainerOf(job.host());
-  std::vector<std::string> argv{"sh", "-c", kStart, "sh", job.dir(), trainer};
+  // A rank's secret crosses on standard input into the environment the trainer
+  // inherits: no command line or file holds it.
+  const std::string script =
+      secret.empty()
+          ? std::string(kStart)
+          : std::string("IFS= read -r NETLOOM_RANK_SECRET; export NETLOOM_RANK_SECRET; ") + kStart;
+  std::vector<std::string> argv{"sh", "-c", script, "sh", job.dir(), trainer};
   argv.insert(argv.end(), job.args().begin(), job.args().end());
-  auto r = s.run(argv);
+  auto r = s.run(argv, secret.empty() ? std::string() : secret + "\n");
   if (!r) return r.error();
   const std::string label = s.host().label();
   if (r->exitStatus == 127) return makeError(installHint(label, trainer));
@@ -294,6 +303,82 @@ Status launchJob(SshSession& s, remotepb::JobRecord& job) {
   job.set_pid(std::atol(r->out.c_str()));
   if (job.pid() <= 0) return makeError(label + ": the job did not report its process");
   return {};
+}
+
+Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
+                                        const std::vector<remotepb::Host>& hosts,
+                                        const proto::Project& project, const SubmitOptions& o,
+                                        double timeoutSeconds) {
+  const size_t n = hosts.size();
+  if (n < 2 || sessions.size() != n) return makeError("--hosts needs two hosts or more");
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (hostTitle(hosts[i]) == hostTitle(hosts[j]))
+        return makeError("--hosts names " + hostTitle(hosts[i]) + " twice");
+  std::vector<remotepb::JobRecord> jobs;
+  SubmitOptions each = o;
+  each.launch = false;
+  for (size_t r = 0; r < n; ++r) {
+    auto job = submitJob(*sessions[r], hosts[r], project, each);
+    if (!job)
+      return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r]) + ": " +
+                       job.error().message);
+    jobs.push_back(std::move(*job));
+  }
+  unsigned char bytes[32];
+  if (getrandom(bytes, sizeof bytes, 0) != ssize_t(sizeof bytes))
+    return makeError("no randomness for the job's secret");
+  std::string secret;
+  for (unsigned char b : bytes) {
+    static const char* digits = "0123456789abcdef";
+    secret += digits[b >> 4];
+    secret += digits[b & 15];
+  }
+  auto rankArgs = [&](size_t r, const std::string& rendezvous) {
+    jobs[r].add_args("--rank");
+    jobs[r].add_args(std::to_string(r));
+    jobs[r].add_args("--world-size");
+    jobs[r].add_args(std::to_string(n));
+    jobs[r].add_args("--rendezvous");
+    jobs[r].add_args(rendezvous);
+    jobs[r].add_args("--rank-address");
+    jobs[r].add_args(sessions[r]->host().address);
+    jobs[r].add_args("--rank-timeout");
+    jobs[r].add_args(std::to_string(int64_t(timeoutSeconds)));
+  };
+  const std::string first = sessions[0]->host().address;
+  rankArgs(0, "tcp://" + first + ":0");
+  if (Status st = launchJob(*sessions[0], jobs[0], secret); !st) return st.error();
+  // Rank 0 says the port it serves the rendezvous on.
+  std::string port;
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
+  while (port.empty()) {
+    auto r = sessions[0]->run(
+        {"sh", "-c", "cat \"$1/rendezvous.port\" 2>/dev/null || true", "sh", jobs[0].dir()});
+    if (!r) return r.error();
+    port = r->out.substr(0, r->out.find_first_of("\r\n"));
+    if (!port.empty()) break;
+    auto st = jobStatus(*sessions[0], jobs[0]);
+    if (st && st->state != "running")
+      return makeError("rank 0 on " + hostTitle(hosts[0]) + " ended before the others joined (" +
+                       st->describe() + "); see " + jobs[0].dir() + "/train.log");
+    if (std::chrono::steady_clock::now() >= deadline)
+      return makeError("rank 0 on " + hostTitle(hosts[0]) + " did not open the rendezvous within " +
+                       std::to_string(int64_t(timeoutSeconds)) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (size_t r = 1; r < n; ++r) {
+    rankArgs(r, "tcp://" + first + ":" + port);
+    if (Status st = launchJob(*sessions[r], jobs[r], secret); !st)
+      return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r]) + ": " +
+                       st.message());
+    remotepb::RankJob* rank = jobs[0].add_ranks();
+    *rank->mutable_host() = hosts[r];
+    rank->set_dir(jobs[r].dir());
+    rank->set_pid(jobs[r].pid());
+  }
+  return jobs[0];
 }
 
 namespace {

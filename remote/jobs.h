@@ -63,8 +63,20 @@ struct SubmitOptions {
 Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
                                       const proto::Project& project, const SubmitOptions& o);
 
-// Starts netloom-train in a job folder submitJob prepared; records its pid.
-Status launchJob(SshSession& s, remotepb::JobRecord& job);
+// Starts netloom-train in a job folder submitJob prepared; records its pid. A rank
+// of a job on several hosts reads the job's `secret` from its standard input.
+Status launchJob(SshSession& s, remotepb::JobRecord& job, const std::string& secret = {});
+
+// A data-parallel job on several hosts, one rank each (one process per host, which
+// trains on the host's devices as a lone job would): the bundle goes to every host,
+// rank 0 starts first and serves the rendezvous on a free port, then the others
+// join it with the job's secret (random, given to each rank on its standard input,
+// never written down). The record is rank 0's, with the others in `ranks`.
+// `sessions` and `hosts` pair up, in rank order.
+Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
+                                        const std::vector<remotepb::Host>& hosts,
+                                        const proto::Project& project, const SubmitOptions& o,
+                                        double timeoutSeconds = 60);
 
 // Where a job is, from its folder on the host.
 struct JobStatus {

@@ -1,6 +1,7 @@
 // netloom-job: remote training jobs from a terminal, on the same library as the IDE.
 //   netloom-job test   --host H                 connect and report the host
 //   netloom-job submit --host H [--wait] [--devices D] PROJECT.nlproj
+//   netloom-job submit --hosts A,B,... [--wait] PROJECT.nlproj  one data-parallel rank on each
 //   netloom-job list   [--host H]               jobs submitted from here, or on H
 //   netloom-job attach ID                       progress until the job ends
 //   netloom-job stop|cancel ID                  SIGTERM (clean, with a checkpoint) | SIGKILL
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,9 @@ int usage() {
       "       netloom-job fetch ID [--to DIR]\n"
       "H: a saved host's name or [user@]address[:port]\n"
       "options: --identity FILE  --known-hosts FILE  --trainer PATH  --workdir DIR\n"
-      "         --hosts FILE (saved hosts)  --any-version\n");
+      "         --hosts-file FILE (saved hosts)  --any-version\n"
+      "submit --hosts A,B,...: one data-parallel rank on each host (rank 0 on the first,\n"
+      "         whose stream is the job's); stop, cancel and fetch reach every rank\n");
   return 2;
 }
 
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string verb = argv[1];
   std::string hostText, hostsPath = defaultHostsPath(), fetchTo;
+  std::string rankHosts;  // --hosts a,b: one data-parallel rank on each
   remotepb::Host overrides;
   SubmitOptions submit;
   bool wait = false;
@@ -133,8 +138,10 @@ int main(int argc, char** argv) {
       if (!value(hostText)) return usage();
     } else if (std::string* field = hostOption(a)) {
       if (!value(*field)) return usage();
-    } else if (a == "--hosts") {
+    } else if (a == "--hosts-file") {
       if (!value(hostsPath)) return usage();
+    } else if (a == "--hosts") {
+      if (!value(rankHosts)) return usage();
     } else if (a == "--to") {
       if (!value(fetchTo)) return usage();
     } else if (a == "--devices" || a == "--max-steps" || a == "--epochs" || a == "--seed") {
@@ -162,6 +169,41 @@ int main(int argc, char** argv) {
   };
   const std::string jobsDir = defaultJobsDir();
 
+  if (verb == "submit" && !rankHosts.empty()) {
+    if (!hostText.empty()) return fail("give --host or --hosts, not both");
+    if (target.empty()) return usage();
+    std::vector<remotepb::Host> hosts;
+    std::vector<std::unique_ptr<SshSession>> sessions;
+    std::vector<SshSession*> raw;
+    std::stringstream names(rankHosts);
+    for (std::string name; std::getline(names, name, ',');) {
+      if (name.empty()) return fail("--hosts " + rankHosts + ": an empty host name");
+      auto h = resolveHost(name, *saved);
+      if (!h) return fail(h.error().message);
+      h->MergeFrom(overrides);
+      auto session = connectTo(*h);
+      if (!session) return fail(session.error().message);
+      hosts.push_back(*h);
+      raw.push_back(session->get());
+      sessions.push_back(std::move(*session));
+    }
+    auto project = loadProject(target);
+    if (!project) return fail(project.error().message);
+    submit.projectDir = std::filesystem::absolute(target).parent_path().string();
+    double timeout = project->train().distributed().timeout_s() > 0
+                         ? project->train().distributed().timeout_s()
+                         : 60.0;
+    auto job = submitRanks(raw, hosts, *project, submit, timeout);
+    if (!job) return fail(job.error().message);
+    if (Status st = saveJobRecord(jobsDir, *job); !st) return fail(st.message());
+    std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
+    std::fflush(stdout);
+    if (!wait) return 0;
+    // Rank 0's session follows the job; the others are not needed any more.
+    std::unique_ptr<SshSession> first = std::move(sessions[0]);
+    sessions.clear();
+    return follow(*job, std::move(first));
+  }
   if (verb == "test" || verb == "submit" || (verb == "list" && !hostText.empty())) {
     if (hostText.empty()) return usage();
     auto host = hostFor();
@@ -218,13 +260,33 @@ int main(int argc, char** argv) {
   if (!session) return fail(session.error().message);
   if (verb == "attach") return follow(*job, std::move(*session));
   if (verb == "cancel" || verb == "stop") {
-    if (Status s = signalJob(**session, *job, verb == "cancel" ? "KILL" : "TERM"); !s)
-      return fail(s.message());
+    const std::string signal = verb == "cancel" ? "KILL" : "TERM";
+    if (Status s = signalJob(**session, *job, signal); !s) return fail(s.message());
+    for (const remotepb::RankJob& rank : job->ranks()) {  // a job on several hosts
+      remotepb::JobRecord other = *job;
+      *other.mutable_host() = rank.host();
+      other.mutable_host()->MergeFrom(overrides);
+      other.set_dir(rank.dir());
+      other.set_pid(rank.pid());
+      auto there = connectTo(other.host());
+      if (!there) return fail(there.error().message);
+      if (Status s = signalJob(**there, other, signal); !s) return fail(s.message());
+    }
     return 0;
   }
   if (verb == "fetch") {
     std::string to = fetchTo.empty() ? job->id() : fetchTo;
     if (Status s = fetchJob(**session, *job, to); !s) return fail(s.message());
+    for (int r = 0; r < job->ranks_size(); ++r) {  // the other ranks' logs and results
+      remotepb::JobRecord other = *job;
+      *other.mutable_host() = job->ranks(r).host();
+      other.mutable_host()->MergeFrom(overrides);
+      other.set_dir(job->ranks(r).dir());
+      auto there = connectTo(other.host());
+      if (!there) return fail(there.error().message);
+      std::string rankDir = to + "/rank-" + std::to_string(r + 1);
+      if (Status s = fetchJob(**there, other, rankDir, true); !s) return fail(s.message());
+    }
     std::printf("%s\n", to.c_str());
     return 0;
   }

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <map>
@@ -563,6 +565,71 @@ class TestJobs : public QObject {
     QProcess* unknown = job({"attach", "j20000101-000000-00000000"});
     QCOMPARE(unknown->exitCode(), 1);
     QVERIFY(unknown->readAllStandardError().contains("no job"));
+  }
+
+  // One data-parallel job on two hosts (the loopback sshd under two names, each with
+  // its own work folder): a host named twice is refused; rank 0's stream is the job's
+  // and ends Finished, both ranks trained every step, and fetch brings rank 1's log.
+  void twoHostsTrainOneJob() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config"));
+    env.insert("XDG_DATA_HOME", m_dir.filePath("ranks-data"));
+    env.remove("SSH_AUTH_SOCK");
+    remotepb::HostList list;
+    for (const char* name : {"first", "second"}) {
+      remotepb::Host h = host();
+      h.set_name(name);
+      h.set_known_hosts(m_dir.filePath("ranks_known_hosts").toStdString());
+      h.set_work_dir(m_dir.filePath(QString("ranks-") + name).toStdString());
+      *list.add_hosts() = h;
+    }
+    QVERIFY(saveHosts(m_dir.filePath("ranks-config/netloom/hosts.txtpb").toStdString(), list).ok());
+    auto job = [&](QStringList args, const QByteArray& input = {}) {
+      auto* p = new QProcess(this);
+      p->setProcessEnvironment(env);
+      p->start(NETLOOM_JOB_EXE, args);
+      p->write(input);
+      p->closeWriteChannel();
+      p->waitForFinished(240000);
+      return p;
+    };
+    proto::Project project = spirals(3);
+    project.mutable_train()->set_threads(1);
+    const QString path = m_dir.filePath("ranks.nlproj");
+    QVERIFY(saveProject(path.toStdString(), project).ok());
+    QProcess* twice = job({"submit", "--hosts", "first,first", path}, "yes\n");
+    QCOMPARE(twice->exitCode(), 1);
+    QVERIFY(twice->readAllStandardError().contains("twice"));
+    QProcess* p = job({"submit", "--wait", "--hosts", "first,second", path}, "yes\nyes\n");
+    const QString out = QString::fromUtf8(p->readAllStandardOutput());
+    QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+    const QStringList idAndDir = out.trimmed().split(' ');
+    QCOMPARE(idAndDir.size(), 2);
+    QVERIFY(idAndDir[1].startsWith(m_dir.filePath("ranks-first")));
+    auto events = readEvents((idAndDir[1] + "/events.pb").toStdString());
+    QVERIFY(events.ok() && !events->events.empty());
+    QVERIFY(events->events.back().has_finished());
+    const int64_t steps = events->events.back().finished().steps();
+    QVERIFY(steps > 0);
+    bool twoRanks = false;
+    for (const auto& e : events->events)
+      twoRanks =
+          twoRanks || (e.has_log() && e.log().text().find("rank 0 of 2") != std::string::npos);
+    QVERIFY(twoRanks);
+    // Rank 1 trained every step, in its own folder on the second host.
+    const QStringList secondJobs =
+        QDir(m_dir.filePath("ranks-second/jobs")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QCOMPARE(secondJobs.size(), 1);
+    QDir second(m_dir.filePath("ranks-second/jobs/" + secondJobs[0]));
+    QFile summary(second.filePath("summary.json"));
+    QVERIFY2(summary.open(QIODevice::ReadOnly), qPrintable(second.path()));
+    QCOMPARE(int64_t(QJsonDocument::fromJson(summary.readAll()).object()["steps"].toDouble()),
+             steps);
+    QProcess* fetch = job({"fetch", idAndDir[0], "--to", m_dir.filePath("ranks-fetch")});
+    QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
+    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/weights.safetensors")));
+    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/rank-1/train.log")));
   }
 
   void hostileNamesCreateNoFile() {
