@@ -20,6 +20,10 @@
 
 namespace netloom::gui {
 
+namespace {
+constexpr int kAllHosts = -2;  // the device selector's "all saved hosts" item
+}  // namespace
+
 void MainWindow::buildRunActions() {
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   auto make = [&](const char* name, const QString& text, QKeySequence key,
@@ -74,10 +78,16 @@ void MainWindow::buildRunActions() {
   connect(m_device, &QComboBox::currentIndexChanged, this, [this] {
     const QVariantList target = m_device->currentData().toList();
     const int host = target.value(0, -1).toInt();
+    std::vector<remotepb::Host> rankHosts;
+    if (host == kAllHosts)  // a rank on every saved host, rank 0 on the first
+      rankHosts.assign(m_hosts.hosts().begin(), m_hosts.hosts().end());
     if (host >= 0 && host < m_hosts.hosts_size())
       m_runs->setRemoteHost(m_hosts.hosts(host));
+    else if (!rankHosts.empty())
+      m_runs->setRemoteHost(rankHosts[0]);
     else
       m_runs->setRemoteHost(std::nullopt);
+    m_runs->setRankHosts(rankHosts);
     m_runs->setDevice(target.value(1).toString().toStdString());
     m_runs->setRanks(target.value(2, 1).toInt());
   });
@@ -204,6 +214,9 @@ void MainWindow::reloadHosts() {
                                    QString::fromStdString(d.label)),
                           QVariantList{i, QString::fromStdString(d.id)});
   }
+  if (m_hosts.hosts_size() > 1)
+    m_device->addItem(tr("All saved hosts — %1 ranks (data parallel)").arg(m_hosts.hosts_size()),
+                      QVariantList{kAllHosts, QString(), m_hosts.hosts_size()});
   m_device->setCurrentIndex(std::max(0, m_device->findText(was)));
   block.unblock();
   emit m_device->currentIndexChanged(m_device->currentIndex());

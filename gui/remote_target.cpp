@@ -103,6 +103,7 @@ Status RemoteTarget::start(const RunRequest& r) {
                       .arg(done >> 20)
                       .arg(total >> 20));
   };
+  if (m_rankHosts.size() > 1) return startRanks(*project, o, runDir);
   launch([this, project = *project, o, runDir]() -> Status {
     // A run that never started ends its stream saying why, so its history is honest.
     auto neverStarted = [&](const Error& e) {
@@ -125,6 +126,42 @@ Status RemoteTarget::start(const RunRequest& r) {
     if (Status s = recordJob(runDir, *job); !s) return neverStarted(s.error());
     emit submitted(QString::fromStdString(job->id()));
     return follow(runDir, *job, std::move(*session));
+  });
+  return {};
+}
+
+Status RemoteTarget::startRanks(const proto::Project& project, const SubmitOptions& o,
+                                const QString& runDir) {
+  launch([this, project, o, runDir]() -> Status {
+    auto neverStarted = [&](const Error& e) {
+      recordFailure(runDir + "/events.pb", QString::fromStdString(e.message));
+      return Status(e);
+    };
+    std::vector<std::unique_ptr<SshSession>> sessions;
+    std::vector<SshSession*> raw;
+    for (const remotepb::Host& h : m_rankHosts) {
+      emit notice(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(h))));
+      auto session = openSession(
+          hostSpec(h),
+          [this](const HostKey& k) {
+            return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
+          },
+          secretPrompt());
+      if (!session) return neverStarted(session.error());
+      raw.push_back(session->get());
+      sessions.push_back(std::move(*session));
+    }
+    emit notice(tr("Submitting %1 ranks…").arg(m_rankHosts.size()));
+    double timeout = project.train().distributed().timeout_s() > 0
+                         ? project.train().distributed().timeout_s()
+                         : 60.0;
+    auto job = submitRanks(raw, m_rankHosts, project, o, timeout);
+    if (!job) return neverStarted(job.error());
+    if (Status s = recordJob(runDir, *job); !s) return neverStarted(s.error());
+    emit submitted(QString::fromStdString(job->id()));
+    std::unique_ptr<SshSession> first = std::move(sessions[0]);
+    sessions.clear();  // rank 0's session follows the job
+    return follow(runDir, *job, std::move(first));
   });
   return {};
 }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "gui/runs.h"
 #include "remote/remote.pb.h"
@@ -21,6 +22,7 @@
 namespace netloom::remote {
 struct HostKey;
 class SshSession;
+struct SubmitOptions;
 }  // namespace netloom::remote
 
 namespace netloom::gui {
@@ -47,6 +49,9 @@ class RemoteTarget : public RunTarget {
   // Ends following (the job keeps running on the host) and waits for the thread.
   void detach();
   const remotepb::Host& host() const { return m_host; }
+  // A data-parallel run with one rank on each of these hosts (the first is this
+  // target's host, whose rank 0 stream the run mirrors); empty: one host.
+  void setRankHosts(std::vector<remotepb::Host> hosts) { m_rankHosts = std::move(hosts); }
 
   // Asked on the GUI thread, blocking the worker: whether to trust an unknown
   // host key, and a key's passphrase. Unset: unknown keys are refused and no
@@ -62,6 +67,8 @@ class RemoteTarget : public RunTarget {
 
  private:
   void launch(std::function<Status()> work);
+  Status startRanks(const proto::Project& project, const remote::SubmitOptions& o,
+                    const QString& runDir);
   Status follow(const QString& runDir, const remotepb::JobRecord& job,
                 std::unique_ptr<remote::SshSession> session);
   std::string takeSignal();
@@ -70,6 +77,7 @@ class RemoteTarget : public RunTarget {
   std::function<std::string(const std::string&)> secretPrompt();
 
   remotepb::Host m_host;
+  std::vector<remotepb::Host> m_rankHosts;
   QThread* m_thread = nullptr;
   std::atomic<bool> m_detach{false};
   std::atomic<bool> m_paused{false};

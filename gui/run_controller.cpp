@@ -254,13 +254,17 @@ Status RunController::start(const RunRecord* resumeFrom) {
     proto::Project project = m_doc->toProject();
     if (!m_device.empty()) project.mutable_train()->set_device(m_device);
     if (m_ranks > 1) project.mutable_train()->mutable_distributed()->set_ranks(m_ranks);
+    if (m_remoteHost && m_rankHosts.size() > 1)
+      project.mutable_train()->mutable_distributed()->set_ranks(int(m_rankHosts.size()));
     auto run = createRun(runsDir(), project, projectDir);
     if (!run) return run.error();
     m_current = std::move(*run);
   }
   req.runDir = m_current->dir;
   if (m_remoteHost && !resumeFrom) {
-    m_active = makeRemote(*m_remoteHost);
+    RemoteTarget* remote = makeRemote(*m_remoteHost);
+    remote->setRankHosts(m_rankHosts.size() > 1 ? m_rankHosts : std::vector<remotepb::Host>{});
+    m_active = remote;
   } else if (m_child || m_ranks > 1 || m_current->project.train().distributed().ranks() > 1) {
     if (!m_childProcess) {
       m_childProcess = std::make_unique<ChildProcessTarget>();

@@ -55,6 +55,9 @@ class RunController : public QObject {
   bool childProcess() const { return m_child; }
   // Where the next run goes: a saved host, or this computer (nullopt).
   void setRemoteHost(const std::optional<remotepb::Host>& host) { m_remoteHost = host; }
+  // A data-parallel run with a rank on each of these hosts (two or more); empty: none.
+  void setRankHosts(std::vector<remotepb::Host> hosts) { m_rankHosts = std::move(hosts); }
+  const std::vector<remotepb::Host>& rankHosts() const { return m_rankHosts; }
   // Where runs train on their computer ("cpu", "cuda:0"), over the project's
   // train.device; empty: the project's.
   void setDevice(const std::string& device) { m_device = device; }
@@ -129,6 +132,7 @@ class RunController : public QObject {
   std::optional<remotepb::Host> m_remoteHost;
   std::string m_device;
   int m_ranks = 1;
+  std::vector<remotepb::Host> m_rankHosts;
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;

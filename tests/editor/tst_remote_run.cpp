@@ -156,6 +156,52 @@ class TestRemoteRun : public QObject {
     QCOMPARE(again.findChild<QLineEdit*>("hostName")->text(), QString("loop2"));
   }
 
+  // With two saved hosts (the loopback sshd under two names), the selector offers a
+  // rank on each: the run is one data-parallel job whose rank 0 stream arrives in the
+  // run as any remote run's does, to its end.
+  void ranksOnTwoSavedHosts() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    remotepb::HostList list;
+    *list.add_hosts() = loop();
+    remotepb::Host second = loop();
+    second.set_name("loop-b");
+    second.set_work_dir(m_dir.filePath("host-work-b").toStdString());
+    *list.add_hosts() = second;
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+    {
+      MainWindow w;
+      auto* combo = w.findChild<QComboBox*>("deviceSelector");
+      QVERIFY(combo);
+      int all = combo->findText("All saved hosts — 2 ranks (data parallel)");
+      QVERIFY(all > 0);
+      combo->setCurrentIndex(all);
+      QCOMPARE(int(w.runs()->rankHosts().size()), 2);
+      QVERIFY(w.openFile(spirals("two-hosts", 2)));
+      w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+        return QMessageBox::Yes;  // the loopback server's key, if not known yet
+      });
+      QSignalSpy ended(w.runs(), &RunController::runEnded);
+      w.action("run")->trigger();
+      QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
+      QCOMPARE(ended.count(), 1);
+      QVERIFY(ended[0][0].toBool());
+      w.runs()->poll();
+      const RunRecord* r = w.runs()->current();
+      QVERIFY(r && r->finished());
+      QVERIFY(stepsInOrder(*r));
+      QCOMPARE(r->project.train().distributed().ranks(), 2);
+      bool twoRanks = false;
+      for (const auto& e : r->events)
+        twoRanks =
+            twoRanks || (e.has_log() && e.log().text().find("rank 0 of 2") != std::string::npos);
+      QVERIFY(twoRanks);
+      QCOMPARE(jobOf(*r).ranks_size(), 1);
+      combo->setCurrentIndex(0);
+    }
+    list.mutable_hosts()->RemoveLast();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+  }
+
   // The selector offers each GPU a host listed; the choice becomes the run's device,
   // which a local run trains on (or, with no GPU here, fails naming).
   void deviceSelectorOffersGpus() {
