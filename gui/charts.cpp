@@ -126,6 +126,9 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_epoch->legend->setVisible(true);
   m_lrGraph = addGraph(m_lr, kSmooth, tr("lr"));
   m_speedGraph = addGraph(m_speed, kSmooth, tr("samples/s"));
+  m_perRankGraph = addGraph(m_speed, kVal, tr("samples/s per rank"));
+  m_speed->yAxis2->setLabel(tr("waiting for gradient sums, %"));
+  m_commGraph = addGraph(m_speed, kTest, tr("waiting for gradient sums, %"), m_speed->yAxis2);
   m_gradNorms = makePlot(this, tr("Gradient norm per layer"), tr("step"), tr("‖∇w‖"));
   m_weightNorms = makePlot(this, tr("Weight norm per layer"), tr("step"), tr("‖w‖"));
   for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) addReadout(p);
@@ -181,8 +184,12 @@ void TrainingCharts::addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*
 }
 
 void TrainingCharts::clear() {
-  for (QCPGraph* g : {m_raw, m_smooth, m_valLoss, m_testLoss, m_accuracy, m_lrGraph, m_speedGraph})
+  for (QCPGraph* g : {m_raw, m_smooth, m_valLoss, m_testLoss, m_accuracy, m_lrGraph, m_speedGraph,
+                      m_perRankGraph, m_commGraph})
     g->data()->clear();
+  m_ranks = 1;
+  m_speed->yAxis2->setVisible(false);
+  m_speed->legend->setVisible(false);
   for (auto* graphs : {&m_gradGraphs, &m_weightGraphs}) {
     for (auto& [name, g] : *graphs) g->parentPlot()->removeGraph(g);
     graphs->clear();
@@ -193,8 +200,9 @@ void TrainingCharts::clear() {
 }
 
 void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
-  QVector<double> keys, loss, lr, speed;
+  QVector<double> keys, loss, lr, speed, perRank, comm;
   for (const proto::TrainEvent& e : events) {
+    if (e.has_run_started()) m_ranks = std::max(1, e.run_started().ranks());
     if (e.has_step()) {
       const proto::Step& s = e.step();
       if (!m_steps.empty() && double(s.step()) <= m_steps.back()) {
@@ -204,10 +212,13 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
         m_raw->data()->removeAfter(double(s.step()) - 0.5);
         m_lrGraph->data()->removeAfter(double(s.step()) - 0.5);
         m_speedGraph->data()->removeAfter(double(s.step()) - 0.5);
+        m_perRankGraph->data()->removeAfter(double(s.step()) - 0.5);
+        m_commGraph->data()->removeAfter(double(s.step()) - 0.5);
         m_raw->addData(keys, loss, true);
         m_lrGraph->addData(keys, lr, true);
         m_speedGraph->addData(keys, speed, true);
-        keys.clear(), loss.clear(), lr.clear(), speed.clear();
+        addRankData(keys, perRank, comm);
+        keys.clear(), loss.clear(), lr.clear(), speed.clear(), perRank.clear(), comm.clear();
       }
       if (s.grad_norms_size())
         addNorms(m_gradNorms, m_gradGraphs, s.grad_norms(), double(s.step()));
@@ -219,6 +230,8 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
       loss << s.loss();
       lr << s.lr();
       speed << s.samples_per_sec();
+      perRank << s.samples_per_sec() / m_ranks;
+      comm << 100.0 * s.comm_share();
     } else if (e.has_epoch()) {
       const proto::Epoch& ep = e.epoch();
       double x = ep.epoch(), acc = 0;
@@ -233,6 +246,7 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
   m_raw->addData(keys, loss, true);
   m_lrGraph->addData(keys, lr, true);
   m_speedGraph->addData(keys, speed, true);
+  addRankData(keys, perRank, comm);
   resmooth();
   m_dirty = true;
 }
@@ -301,6 +315,24 @@ void TrainingCharts::replotNow() {
   m_replotMs = double(t.nsecsElapsed()) / 1e6;
   m_dirty = false;
   m_stale.clear();
+}
+
+// Only for a run on several ranks: one rank alone has neither curve.
+void TrainingCharts::addRankData(const QVector<double>& keys, const QVector<double>& perRank,
+                                 const QVector<double>& comm) {
+  if (m_ranks < 2) return;
+  m_perRankGraph->addData(keys, perRank, true);
+  m_commGraph->addData(keys, comm, true);
+  m_speed->yAxis2->setVisible(true);
+  m_speed->yAxis2->setRange(0, 100);
+  m_speed->legend->setVisible(true);
+}
+
+int TrainingCharts::perRankPoints() const {
+  return m_perRankGraph->dataCount();
+}
+int TrainingCharts::commPoints() const {
+  return m_commGraph->dataCount();
 }
 
 int TrainingCharts::lossPoints() const {

@@ -49,6 +49,10 @@ class TrainingCharts : public QWidget {
 
   int lossPoints() const;   // points on the current run's loss curve
   int epochPoints() const;  // points on its accuracy curve
+  // A data-parallel run's: each rank's samples/s, and the share of time spent
+  // waiting for gradient sums (on the throughput chart's right axis, in %).
+  int perRankPoints() const;
+  int commPoints() const;
   QCustomPlot* lossPlot() const { return m_loss; }
   QCustomPlot* gradNormPlot() const { return m_gradNorms; }
   QCustomPlot* weightNormPlot() const { return m_weightNorms; }
@@ -68,6 +72,10 @@ class TrainingCharts : public QWidget {
   QCustomPlot *m_loss, *m_epoch, *m_lr, *m_speed, *m_gradNorms, *m_weightNorms;
   std::map<std::string, QCPGraph*> m_gradGraphs, m_weightGraphs;
   QCPGraph *m_raw, *m_smooth, *m_valLoss, *m_testLoss, *m_accuracy, *m_lrGraph, *m_speedGraph;
+  QCPGraph *m_perRankGraph, *m_commGraph;
+  int m_ranks = 1;  // the current run's, from RunStarted
+  void addRankData(const QVector<double>& keys, const QVector<double>& perRank,
+                   const QVector<double>& comm);
   QSlider* m_smoothing;
   QCheckBox* m_log;
   std::vector<double> m_steps, m_losses;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -369,6 +370,7 @@ class Fit {
   // to stop, as the last drain() agreed (all ranks stop at the same step).
   Communicator* m_comm = nullptr;
   bool m_stopAgreed = false;
+  double m_waitedBefore = 0;  // CommStats::waitedSeconds at the last drain
   bool stopRequested() const { return m_comm ? m_stopAgreed : m_opts.stop && m_opts.stop->load(); }
   bool writes() const { return !m_comm || m_comm->rank() == 0; }  // checkpoints, weights
   std::vector<std::string> metricNames() const {
@@ -449,6 +451,7 @@ Status Fit::start(const proto::Project& project) {
   r->set_naive_bytes(m_main->naiveBytes);
   r->set_compile_ms(m_main->compileMs);
   r->set_seed(s.seed);
+  r->set_ranks(ranks);
   m_sink(e);
   for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
   if (m_comm) {
@@ -533,7 +536,14 @@ std::string Fit::drain() {
     m_stopAgreed = m_stopAgreed || sums.back() > 0;
   }
   auto end = std::chrono::steady_clock::now();
-  double dt = std::chrono::duration<double>(end - m_windowStart).count() / double(m_issued.size());
+  const double window = std::chrono::duration<double>(end - m_windowStart).count();
+  double dt = window / double(m_issued.size());
+  double commShare = 0;  // of this window, the share the steps waited for gradient sums
+  if (m_comm) {
+    double waited = m_comm->stats().waitedSeconds;
+    commShare = window > 0 ? std::clamp((waited - m_waitedBefore) / window, 0.0, 1.0) : 0.0;
+    m_waitedBefore = waited;
+  }
   m_windowStart = end;
   for (size_t k = 0; k < m_issued.size(); ++k) {
     const Issued& it = m_issued[k];
@@ -576,6 +586,7 @@ std::string Fit::drain() {
     st->set_loss(loss);
     st->set_lr(it.lr);
     st->set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
+    if (m_comm) st->set_comm_share(commShare);
     st->set_seconds(now() - m_wallStart);
     if (k + 1 == m_issued.size() && end - m_memoryReported >= std::chrono::seconds(1)) {
       st->set_device_memory_used(s.device->memoryInUse());

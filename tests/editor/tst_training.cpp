@@ -191,6 +191,13 @@ class TestTraining : public QObject {
       rankLine = rankLine || (e.has_log() && e.log().text().rfind("rank 1: pid ", 0) == 0);
     QVERIFY(rankLine);
     QVERIFY(QFile::exists(r->dir + "/logs/rank-1.log"));
+    // The throughput chart adds each rank's samples/s and the share spent waiting
+    // for gradient sums, one point per step.
+    QCOMPARE(int(r->started()->ranks()), 2);
+    QCOMPARE(w.runs()->charts()->perRankPoints(), int(r->steps()));
+    QCOMPARE(w.runs()->charts()->commPoints(), int(r->steps()));
+    for (const auto& e : r->events)
+      if (e.has_step()) QVERIFY(e.step().comm_share() >= 0 && e.step().comm_share() <= 1);
   }
 
   void pauseStopAndResumeFromCheckpoint_data() {
