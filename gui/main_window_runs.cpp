@@ -198,6 +198,10 @@ void MainWindow::reloadHosts() {
   for (int n = 2; n <= QThread::idealThreadCount(); n *= 2)
     m_device->addItem(tr("This computer — %1 CPU ranks (data parallel)").arg(n),
                       QVariantList{-1, QString("cpu"), n});
+  // And on GPUs, one rank per device.
+  if (m_localDevices.size() >= 2)
+    m_device->addItem(tr("This computer — %1 GPUs (data parallel)").arg(int(m_localDevices.size())),
+                      QVariantList{-1, QString("cuda"), int(m_localDevices.size())});
   for (const ListedDevice& d : m_localDevices)
     m_device->addItem(tr("This computer — %1 (%2)")
                           .arg(QString::fromStdString(d.id), QString::fromStdString(d.label)),
