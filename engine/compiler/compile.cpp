@@ -48,7 +48,8 @@ ValueId persistentBehind(const Graph& g, ValueId v) {
   };
   if (persistent(v)) return v;
   NodeId from = g.values[v].producer;
-  if (from >= 0 && g.nodes[from].op->name == "RoundHalf" && persistent(g.nodes[from].inputs[0]))
+  static const OpDef* round = OpRegistry::instance().find("RoundHalf");
+  if (from >= 0 && g.nodes[from].op == round && persistent(g.nodes[from].inputs[0]))
     return g.nodes[from].inputs[0];
   return kNoValue;
 }

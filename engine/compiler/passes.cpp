@@ -27,7 +27,6 @@ std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>&
 }
 
 std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
-  static const std::set<std::string> matrixOps{"Linear", "MatMul", "Conv2d", "ConvTranspose2d"};
   const OpDef* round = OpRegistry::instance().find("RoundHalf");
   std::vector<std::string> rounded;
   std::vector<Node> old = std::move(g.nodes);
@@ -49,7 +48,7 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
   for (Node& n : old) {
     for (ValueId& v : n.inputs)
       if (auto it = replaced.find(v); it != replaced.end()) v = it->second;
-    bool matrix = matrixOps.count(n.op->name) > 0;
+    bool matrix = n.op->autocast;
     if (matrix)
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         ValueId v = n.inputs[k];

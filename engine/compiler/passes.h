@@ -16,7 +16,8 @@ namespace netloom {
 std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>& pinned);
 
 // Autocast (train.precision bf16 or fp16): the float inputs and the outputs of the
-// matrix ops (Linear, MatMul, Conv2d, ConvTranspose2d) pass through RoundHalf, so
+// matrix ops (OpDef::autocast: Linear, MatMul, Conv2d, ConvTranspose2d) pass through
+// RoundHalf, so
 // they compute on 16-bit values, accumulate in float and keep float master weights,
 // as under PyTorch's autocast; their gradients are rounded alike. Returns the nodes
 // it rounded around.

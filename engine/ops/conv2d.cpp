@@ -91,6 +91,7 @@ using namespace ops;
 void registerConv2d(OpRegistry& r) {
   OpDef d;
   d.name = "Conv2d";
+  d.autocast = true;
   d.category = "Layers";
   d.doc = "2-D convolution over N×C×H×W";
   d.inputs = {{"x", "N × C × H × W"}};

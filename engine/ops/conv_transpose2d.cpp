@@ -10,6 +10,7 @@ using namespace ops;
 void registerConvTranspose2d(OpRegistry& r) {
   OpDef d;
   d.name = "ConvTranspose2d";
+  d.autocast = true;
   d.category = "Layers";
   d.doc = "2-D transposed convolution (learned upsampling) over N×C×H×W";
   d.inputs = {{"x", "N × C × H × W"}};

@@ -10,6 +10,7 @@ namespace netloom {
 void registerLinear(OpRegistry& r) {
   OpDef d;
   d.name = "Linear";
+  d.autocast = true;
   d.category = "Layers";
   d.doc = "Fully connected layer: y = x·Wᵀ + b over the last dimension";
   d.inputs = {{"x", "… × in_features"}};

@@ -7,6 +7,7 @@ namespace netloom {
 void registerMatMul(OpRegistry& r) {
   OpDef d;
   d.name = "MatMul";
+  d.autocast = true;
   d.category = "Internal";
   d.role = OpRole::Internal;
   d.doc = "op(A)·op(B), each viewed as rows × last dimension";

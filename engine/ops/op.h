@@ -84,6 +84,9 @@ struct OpDef {
   bool external = false;
   // Whether every input may share its output's memory (element-wise, same size).
   bool inplaceable = false;
+  // A matrix op (a product or convolution): under autocast (train.precision bf16 or
+  // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
+  bool autocast = false;
   // Forward cost for model summaries: floating-point operations for the whole batch
   // (a multiply-add counts two).
   std::function<int64_t(const InferCtx&)> flops;
