@@ -37,15 +37,19 @@ float unscaling(const KernelIO& io, bool scaled, size_t& tensors) {
 
 using Group = std::vector<std::vector<TensorRef>>;
 
-// The updates a launch does: its own, or each of its group's, in element ranges of
-// about kParallelGrain that one parallel loop shares out. body(in, nin, lo, hi)
-// updates elements [lo, hi) of the tensors `in`.
+// The updates a launch does: its own, or each of its group's, as one element range
+// over all the group's tensors end to end, shared out by one parallel loop as a
+// single tensor of that size would be. body(in, nin, lo, hi) updates elements
+// [lo, hi) of the tensors `in`.
 class Updates {
  public:
   explicit Updates(Group group) : m_group(std::move(group)) {
-    for (size_t t = 0; t < m_group.size(); ++t)
-      for (int64_t lo = 0, n = m_group[t][0].numel(); lo < n; lo += kParallelGrain)
-        m_ranges.push_back({t, lo, std::min(n, lo + kParallelGrain)});
+    int64_t at = 0;
+    for (const std::vector<TensorRef>& t : m_group) {
+      m_starts.push_back(at);
+      at += t[0].numel();
+    }
+    m_total = at;
   }
   template <class Body>
   void run(const KernelIO& io, const Body& body) const {
@@ -54,21 +58,21 @@ class Updates {
                   [&](int64_t lo, int64_t hi) { body(io.in, io.nin, lo, hi); });
       return;
     }
-    parallelFor(int64_t(m_ranges.size()), 1, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k) {
-        const Range& r = m_ranges[size_t(k)];
-        body(m_group[r.tensor].data(), m_group[r.tensor].size(), r.lo, r.hi);
+    parallelFor(m_total, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      size_t t =
+          size_t(std::upper_bound(m_starts.begin(), m_starts.end(), lo) - m_starts.begin()) - 1;
+      for (; t < m_group.size() && m_starts[t] < hi; ++t) {
+        int64_t begin = std::max(lo, m_starts[t]) - m_starts[t];
+        int64_t end = std::min(hi, m_starts[t] + m_group[t][0].numel()) - m_starts[t];
+        if (begin < end) body(m_group[t].data(), m_group[t].size(), begin, end);
       }
     });
   }
 
  private:
-  struct Range {
-    size_t tensor;
-    int64_t lo, hi;
-  };
   Group m_group;
-  std::vector<Range> m_ranges;
+  std::vector<int64_t> m_starts;  // each tensor's first element in the whole range
+  int64_t m_total = 0;
 };
 
 // Inputs param, grad[, momentum buffer][, loss scale].
@@ -157,10 +161,10 @@ void registerOptimizers(KernelRegistry& r) {
             io.out[0].f32()[0] = ls.current(io.in[0].f32()) * float(io.ctx->lossWeight);
           });
         }));
-  r.add("LossSeed", DeviceKind::Cpu, kernel("cpu.loss_seed", [](const KernelSig&) {
-          return KernelFn(
-              [](const KernelIO& io) { io.out[0].f32()[0] = float(io.ctx->lossWeight); });
-        }));
+  r.add(
+      "LossSeed", DeviceKind::Cpu, kernel("cpu.loss_seed", [](const KernelSig&) {
+        return KernelFn([](const KernelIO& io) { io.out[0].f32()[0] = float(io.ctx->lossWeight); });
+      }));
   r.add("LossScaleCheck", DeviceKind::Cpu, kernel("cpu.loss_scale_check", [](const KernelSig& s) {
           fn::LossScale ls{float(s.attrs->f("init_scale")), float(s.attrs->i("growth_interval"))};
           return KernelFn([ls](const KernelIO& io) {
