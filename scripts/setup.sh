@@ -45,6 +45,11 @@ if ((${#missing[@]})); then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# CUDA's compiler, where the toolkit is installed off PATH: the GPU backend is always
+# compiled where it can be (kernels/CMakeLists.txt), and the choice is kept in the cache.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake_options+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cmake_options[@]}"
 fi

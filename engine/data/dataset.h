@@ -114,7 +114,7 @@ class BatchLoader {
     uint64_t seed = 0;  // order = f(seed, epoch)
     int64_t epoch = 0;
     int prefetch = 2;
-    int64_t skipBatches = 0;  // start part-way into the epoch (resume): steps done
+    int64_t skipBatches = 0;   // start part-way into the epoch (resume): steps done
     int64_t skipSamples = -1;  // or, when set, the samples of the epoch's order done
     // Data parallelism: each step's batch of ranks × batchSize samples of the
     // epoch's order is shared out, rank r taking the r-th contiguous share; a short
@@ -123,7 +123,7 @@ class BatchLoader {
     // sample counts once, and a rank without a share skips that batch.
     int rank = 0, ranks = 1;
     bool dropShort = true;
-    Augmenter augment{};      // off by default; on for training batches only
+    Augmenter augment{};  // off by default; on for training batches only
   };
 
   BatchLoader(const Dataset& data, const Normalizer& norm, Options opts);

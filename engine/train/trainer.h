@@ -11,8 +11,8 @@
 #include "engine/data/dataset.h"
 #include "engine/proto/events.pb.h"
 #include "engine/proto/project.pb.h"
-#include "kernels/core/communicator.h"
 #include "engine/util/status.h"
+#include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
 
 namespace netloom {
