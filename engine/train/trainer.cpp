@@ -1,13 +1,10 @@
 #include "engine/train/trainer.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -21,12 +18,10 @@
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
-#include "engine/train/project_check.h"
 #include "engine/train/run_setup.h"
 #include "engine/train/schedule.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/functors.h"
-#include "kernels/cpu/cpu_util.h"
 
 namespace netloom {
 
@@ -91,35 +86,6 @@ struct Totals {
 
 }  // namespace
 
-Status checkDataFits(const Program& prog, const Dataset& data, const std::string& split) {
-  if (data.size() == 0) return {};
-  for (const auto& [field, v] : prog.graph.inputsByField) {
-    const Value& val = prog.graph.values[v];
-    const Node& node = prog.graph.nodes[val.producer];
-    Shape sample(val.desc.shape.begin() + 1, val.desc.shape.end());
-    if (field != "x" && field != "label")
-      return makeError("node '" + node.name + "' (Input): the dataset has no field '" + field +
-                       "' (it provides 'x' and 'label')");
-    if (field == "x" && numel(sample) != data.featuresPerSample())
-      return makeError("node '" + node.name + "' (Input): shape " + shapeToString(sample) +
-                       " does not match the dataset's samples (" + shapeToString(data.sampleShape) +
-                       ")");
-    if (field == "label" && !sample.empty() && numel(sample) != 1)
-      return makeError("node '" + node.name + "' (Input): labels are one value per sample, shape " +
-                       shapeToString(sample) + " was given");
-  }
-  // Class labels feed an index-taking loss or metric: each must be a class the
-  // model has, or the loss reads past its logits (a model with no cross-entropy
-  // takes the data's own classes).
-  const TensorRef* label = prog.input("label");
-  if (!label || label->dtype != DType::I32) return {};
-  int32_t classes = data.classes;
-  for (const Node& n : prog.graph.nodes)
-    if (n.op->name == "SoftmaxCrossEntropy")
-      classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape[1]);
-  return checkClassLabels(data, classes, split);
-}
-
 namespace {
 
 // An evaluation pass: eval mode, no gradients, no optimizer. Across ranks each
@@ -162,97 +128,6 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
 }
 
 }  // namespace
-
-Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
-  Setup s;
-  if (Status st = checkProject(project, &s.warnings); !st) return st.error();
-  s.project = project;
-  const proto::TrainDef& t = project.train();
-  if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);
-  if (opts.testLimit >= 0) s.project.mutable_data()->set_test_limit(opts.testLimit);
-  s.batch = opts.batchSize > 0 ? opts.batchSize : (t.batch_size() > 0 ? t.batch_size() : 32);
-  s.epochs = opts.epochs > 0 ? opts.epochs : (t.epochs() > 0 ? t.epochs() : 1);
-  s.threads =
-      opts.threads > 0 ? opts.threads : (t.threads() > 0 ? t.threads() : omp_get_num_procs());
-  s.seed = opts.seed ? *opts.seed : t.seed();
-  DeviceId id;
-  if (!t.device().empty())
-    if (std::string bad = parseDeviceId(t.device(), id); !bad.empty())
-      return makeError("train.device: " + bad);
-  std::string unavailable;
-  s.device = opts.device ? opts.device : openDevice(id, unavailable);
-  if (!s.device) return makeRefusal("train.device: " + unavailable);
-  if (t.check_finite_every() < -1)
-    return makeError(
-        "train.check_finite_every must be -1 (never), 0 (every step) or a step "
-        "count, got " +
-        std::to_string(t.check_finite_every()));
-  s.checkEvery = t.check_finite_every() == -1 ? 0 : std::max(1, t.check_finite_every());
-  auto precision = parsePrecision(!opts.precision.empty() ? opts.precision : t.precision());
-  if (!precision)
-    return makeError(opts.precision.empty() ? precision.error().message
-                                            : "--precision: '" + opts.precision +
-                                                  "' is not a precision (fp32, bf16, fp16)");
-  cpu::configureThreads(s.threads);
-
-  s.budget = MemoryBudget::forThisProcess(opts.memoryLimit, "--memory-limit");
-  // Parameters, optimizer state and arenas live on the device: a GPU's memory is
-  // planned apart from the host's, which keeps the data and the batches.
-  std::shared_ptr<MemoryBudget> programs =
-      s.device->hostAddressable() ? s.budget : MemoryBudget::forDevice(*s.device);
-  auto data = loadData(s.project.data(), opts.projectDir, s.seed, s.budget);
-  if (!data) return data.error();
-  s.data = std::move(*data);
-  if (s.data.train.size() == 0) return makeError("the training set is empty");
-
-  auto watch = [&](const std::string& spec, proto::MetricMode mode, double delta,
-                   const std::string& field) -> Result<std::optional<MetricWatch>> {
-    if (spec.empty()) return std::optional<MetricWatch>{};
-    auto w = MetricWatch::parse(spec, mode, delta, field);
-    if (!w) return w.error();
-    if (w->needsValidation() && s.data.val.size() == 0)
-      return makeError(field + " '" + spec +
-                       "' needs a validation split: set data.validation_fraction");
-    if (w->needsTest() && s.data.test.size() == 0)
-      return makeError(field + " '" + spec + "' needs a test set");
-    return std::optional<MetricWatch>(*w);
-  };
-  const auto& ck = t.checkpoint();
-  auto best = watch(ck.keep_best(), ck.mode(), 0.0, "train.checkpoint.keep_best");
-  if (!best) return best.error();
-  s.best = *best;
-  const auto& es = t.early_stopping();
-  auto early = watch(es.metric(), es.mode(), es.min_delta(), "train.early_stopping.metric");
-  if (!early) return early.error();
-  s.early = *early;
-  s.checkpointDir = !opts.checkpointDir.empty()
-                        ? opts.checkpointDir
-                        : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
-
-  s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
-  s.trainOpts.graphs = opts.graphs;
-  s.trainOpts.training = true;
-  s.trainOpts.optimizer = t.optimizer();
-  s.trainOpts.loss = t.loss();
-  s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
-  s.trainOpts.seed = s.seed;
-  s.trainOpts.precision = *precision;  // evaluation computes as training does
-  const proto::Distributed& dist = t.distributed();
-  if (!(dist.first_bucket_mb() >= 0) || !(dist.bucket_mb() >= 0) ||
-      !std::isfinite(dist.first_bucket_mb() + dist.bucket_mb()))
-    return makeError("train.distributed.first_bucket_mb and bucket_mb must be sizes in MiB");
-  if (dist.first_bucket_mb() > 0)
-    s.trainOpts.firstBucketBytes = int64_t(dist.first_bucket_mb() * 1048576);
-  if (dist.bucket_mb() > 0) s.trainOpts.bucketBytes = int64_t(dist.bucket_mb() * 1048576);
-  s.trainOpts.budget = programs;
-  s.trainOpts.batchField =
-      (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
-  s.evalOpts = s.trainOpts;
-  s.trainOpts.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
-  s.trainOpts.gradientNorms = opts.reportNorms;
-  s.evalOpts.training = false;
-  return s;
-}
 
 namespace {
 
