@@ -90,9 +90,9 @@ void channelSums(const BnDims& d, int64_t lo, int64_t hi, double* a, double* b, 
 // blocked kernels' per-sample sums (two N × C tables).
 struct BnScratch {
   std::vector<double> a, b, partial;
-  std::vector<float> p, q, r;
+  std::vector<float> p, q, r, unused;
   explicit BnScratch(int64_t c, int64_t samples = 0)
-      : a(c), b(c), partial(2 * samples * c), p(c), q(c), r(c) {}
+      : a(c), b(c), partial(2 * samples * c), p(c), q(c), r(c), unused(2 * c) {}
 };
 
 // Per channel, from the shifted sums Σ(x - k) and Σ(x - k)² over n elements: the
@@ -132,6 +132,14 @@ inline void finishGradient(int64_t lo, int64_t hi, const double* sdy, const doub
     t.mdy[c] = float(sdy[c] / n);
     t.kx[c] = float(sdyx[c] * invstd * invstd / n);
   }
+}
+
+// dx = k·(dy - mdy - (x - mean)·kx) over the channels of the band [lo, hi).
+inline void inputGradient(const BnDims& d, int64_t lo, int64_t hi, const float* dy, const float* x,
+                          const float* mean, const GradTerms& t, float* dx) {
+  forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
+    dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
+  });
 }
 
 // PyTorch's update: the batch variance enters unbiased. A single element per
@@ -224,9 +232,7 @@ KernelFn batchNormGradReference(const KernelSig& s) {
         return std::pair{double(dy[i]), double(dy[i]) * (double(x[i]) - mean[c])};
       });
       finishGradient(lo, hi, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
-      forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
-        dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
-      });
+      inputGradient(d, lo, hi, dy, x, mean, t, dx);
     });
   };
 }
@@ -314,14 +320,11 @@ KernelFn syncBatchNormGrad(const KernelSig& s) {
     // This rank's sums give the weight's and bias's gradients; the global ones the
     // input's (its terms are overwritten by the second call).
     finishGradient(0, d.c, sdy, sdyx, var, w, eps, double(d.count()), dw, db, t);
-    std::vector<float> unusedW(size_t(d.c)), unusedB(size_t(d.c));
-    finishGradient(0, d.c, all.data(), all.data() + d.c, var, w, eps, all[size_t(2 * d.c)],
-                   unusedW.data(), unusedB.data(), t);
-    parallelFor(d.c, grainFor(2 * d.count()), [&](int64_t lo, int64_t hi) {
-      forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
-        dx[i] = t.k[c] * (dy[i] - t.mdy[c] - (x[i] - mean[c]) * t.kx[c]);
-      });
-    });
+    float* unused = scratch->unused.data();  // the second call's dw and db
+    finishGradient(0, d.c, all.data(), all.data() + d.c, var, w, eps, all[size_t(2 * d.c)], unused,
+                   unused + d.c, t);
+    parallelFor(d.c, grainFor(2 * d.count()),
+                [&](int64_t lo, int64_t hi) { inputGradient(d, lo, hi, dy, x, mean, t, dx); });
   };
 }
 
