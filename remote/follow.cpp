@@ -133,6 +133,10 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
       std::string said = log && log->exitStatus == 0 ? log->out : "";
       while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
       why += said.empty() ? " (see " + job.dir() + "/train.log)" : ": " + said;
+      // Rank 0 of a job on several hosts whose collective failed: the rank at
+      // fault is named, which only the hosts can say.
+      if (job.ranks_size() > 0 && status->exitCode == 75)
+        why = rankFailure(*session, job, hooks.passphrase);
     }
     auto marked = markJobFailed(*session, job, offset, why);
     if (!marked && session->connected()) {

@@ -345,6 +345,7 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
     jobs[r].add_args(sessions[r]->host().address);
     jobs[r].add_args("--rank-timeout");
     jobs[r].add_args(std::to_string(int64_t(timeoutSeconds)));
+    jobs[r].add_args("--collective-failures-exit");  // followJob names the rank at fault
   };
   const std::string first = sessions[0]->host().address;
   rankArgs(0, "tcp://" + first + ":0");
@@ -379,6 +380,94 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
     rank->set_pid(jobs[r].pid());
   }
   return jobs[0];
+}
+
+namespace {
+
+// A job's log's last lines, on one line ("" when there is no log).
+std::string logTail(SshSession& s, const std::string& dir, int lines) {
+  auto r = s.run({"tail", "-n", std::to_string(lines), dir + "/train.log"});
+  if (!r || r->exitStatus != 0) return {};
+  std::string out;
+  std::istringstream in(r->out);
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) out += (out.empty() ? "" : " | ") + line;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string rankFailure(SshSession& first, const remotepb::JobRecord& job,
+                        const std::function<std::string(const std::string&)>& passphrase) {
+  struct Rank {
+    int rank = 0;
+    std::string host;
+    int64_t pid = 0;
+    std::string dir;
+    std::string state;  // kStatus's, "unreachable", or "hung" (found running and stopped)
+    int exitCode = -1;
+    std::string why;  // how it could not be reached
+    std::string log;
+  };
+  std::vector<Rank> ranks;
+  Rank zero{0, hostTitle(job.host()), job.pid(), job.dir(), "failed", 75, {}, {}};
+  zero.log = logTail(first, job.dir(), 3);
+  for (int r = 0; r < job.ranks_size(); ++r) {
+    const remotepb::RankJob& rj = job.ranks(r);
+    Rank k{r + 1, hostTitle(rj.host()), rj.pid(), rj.dir(), {}, -1, {}, {}};
+    remotepb::JobRecord other = job;
+    *other.mutable_host() = rj.host();
+    other.set_dir(rj.dir());
+    other.set_pid(rj.pid());
+    auto s = openSession(hostSpec(rj.host()), nullptr, passphrase);
+    auto st = s ? jobStatus(**s, other) : Result<JobStatus>(s.error());
+    if (!st) {
+      k.state = "unreachable";
+      k.why = st.error().message;
+    } else {
+      k.state = st->state;
+      k.exitCode = st->exitCode;
+      if (k.state == "running" || k.state == "paused") {
+        // The job is over: a rank still running hung, or waits on the ones gone.
+        (void)signalJob(**s, other, "KILL");
+        k.state = "hung";
+      }
+      k.log = logTail(**s, rj.dir(), 5);
+    }
+    ranks.push_back(std::move(k));
+  }
+  auto pick = [&](auto&& is) -> const Rank* {
+    for (const Rank& k : ranks)
+      if (is(k)) return &k;
+    return nullptr;
+  };
+  const Rank* at = pick([](const Rank& k) { return k.state == "killed"; });
+  if (!at) at = pick([](const Rank& k) { return k.state == "failed" && k.exitCode != 75; });
+  if (!at) at = pick([](const Rank& k) { return k.state == "unreachable"; });
+  if (!at) at = pick([](const Rank& k) { return k.state == "hung"; });
+  if (!at) at = &zero;
+  std::string who = "rank " + std::to_string(at->rank) + " (pid " + std::to_string(at->pid) +
+                    " on " + at->host + ")";
+  std::string what;
+  if (at->state == "killed") {
+    what = who + " was killed";
+  } else if (at->state == "unreachable") {
+    what = "rank " + std::to_string(at->rank) + " on " + at->host + " could not be asked (" +
+           at->why + ")";
+  } else if (at->state == "hung") {
+    what = who + " did not answer the others in time, and was stopped";
+  } else if (at == &zero) {
+    what = who + " could not reach the other ranks";
+  } else {
+    what = who + " failed (exit status " + std::to_string(at->exitCode) + ")";
+  }
+  if (at->state != "unreachable")
+    what += at->log.empty() ? "; its log " + at->dir + "/train.log is empty"
+                            : "; its log ends: " + at->log;
+  if (at != &zero && !zero.log.empty()) what += "; rank 0 said: " + zero.log;
+  return what;
 }
 
 namespace {

@@ -106,6 +106,15 @@ std::string signalCommand(const remotepb::JobRecord& job, const std::string& sig
 Result<bool> markJobFailed(SshSession& s, const remotepb::JobRecord& job, int64_t wholeBytes,
                            const std::string& why);
 
+// Why a job on several hosts ended, once rank 0 exited after a failed collective
+// (netloom-train's exit status 75, with no Failed event): asks every other rank's
+// host how its rank ended, stops any still running (hung, or waiting on the ones
+// gone), and names the rank at fault (the first killed, else the first that failed
+// on its own, else one that could not be reached, else one that hung; rank 0 itself
+// when none of those), its pid and host, and its log's last lines.
+std::string rankFailure(SshSession& first, const remotepb::JobRecord& job,
+                        const std::function<std::string(const std::string&)>& passphrase);
+
 // Downloads what a run produced (weights.safetensors, checkpoints/, train.log,
 // and unless `skipEvents`, events.pb and the bundle) into `localDir`.
 Status fetchJob(SshSession& s, const remotepb::JobRecord& job, const std::string& localDir,

@@ -165,6 +165,10 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     } else if (k == "--rank-timeout") {
       if (auto e = number(1, 86400); !e.empty()) return e;
       a.rankTimeout = double(n);
+    } else if (k == "--collective-failures-exit") {
+      // A rank of a job on several hosts: a failed collective exits 75 without a
+      // Failed event, and netloom-job, which reaches every host, names the rank at fault.
+      a.opts.leaveCollectiveFailures = true;
     } else if (k == "--no-cuda-graphs") {
       a.opts.graphs = false;
     } else if (k == "--devices") {
@@ -493,6 +497,7 @@ int main(int argc, char** argv) {
   if (!result) {
     if (a.quiet) std::fprintf(stderr, "netloom-train: %s\n", result.error().message.c_str());
     // A run refused before it started (too large for this machine) is an input error.
+    if (result.error().kind == netloom::ErrorKind::Collective) return 75;
     return result.error().kind == netloom::ErrorKind::Refused ? 2 : 1;
   }
   if (a.opts.profile) std::printf("%s", result->profile.c_str());

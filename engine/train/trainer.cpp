@@ -763,6 +763,15 @@ Result<TrainSummary> runTraining(const proto::Project& project, const TrainOptio
     return Fit(opts, sink).run(project);
   } catch (const std::bad_alloc&) {
     message = "the run ran out of memory";
+  } catch (const CommError& e) {
+    message = std::string("the run failed: ") + e.what();
+    if (opts.leaveCollectiveFailures) {
+      proto::TrainEvent e = event();
+      e.mutable_log()->set_level(proto::Log::ERROR);
+      e.mutable_log()->set_text(message);
+      sink(e);
+      return Error{message, ErrorKind::Collective};
+    }
   } catch (const std::exception& e) {
     message = std::string("the run failed: ") + e.what();
   }

@@ -45,6 +45,10 @@ struct TrainOptions {
   // This rank's link to the others in a data-parallel run (null: alone). Each rank
   // trains on its share of every batch; rank 0 writes the checkpoints and weights.
   Communicator* comm = nullptr;
+  // A failed collective ends the run with an ERROR log and an error of kind
+  // Collective, not a Failed event: the launcher of ranks on several hosts asks them
+  // all which one is at fault and writes the Failed event naming it.
+  bool leaveCollectiveFailures = false;
 };
 
 struct TrainSummary {

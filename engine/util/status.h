@@ -13,7 +13,10 @@ namespace netloom {
 // A refusal is an input that asks for more than this machine can give, or more
 // than sizes can count, found before anything large was allocated; netloom-train
 // exits 2 for it, as for any other input it will not run, rather than 1 (a run that failed).
-enum class ErrorKind : unsigned char { Failed, Refused };
+// A collective across ranks that failed (another rank left or did not answer) is
+// Collective where the run leaves naming the rank at fault to its launcher
+// (TrainOptions::leaveCollectiveFailures): netloom-train exits 75 for it.
+enum class ErrorKind : unsigned char { Failed, Refused, Collective };
 
 struct Error {
   std::string message;

@@ -5,7 +5,9 @@
 // datasets uploaded once and reused by checksum; test connection; fetch and
 // delete; hostile names create no file; a missing or other-version netloom-train
 // says which; and the netloom-job CLI with saved hosts and the job registry.
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <QElapsedTimer>
 #include <QJsonDocument>
@@ -54,11 +56,11 @@ class TestJobs : public QObject {
     h.set_trainer(m_dir.filePath("held-train").toStdString());
     return h;
   }
-  static Status writeHeldTrainer(const QString& path) {
+  static Status writeHeldTrainer(const QString& path, int step = 60) {
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly)) return makeError("cannot write " + path.toStdString());
-    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=60 NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE
-            "' \"$@\"\n");
+    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=" + QByteArray::number(step) +
+            " NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE "' \"$@\"\n");
     f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     return {};
   }
@@ -108,10 +110,25 @@ class TestJobs : public QObject {
 
   static std::string errorOf(const Status& s) { return s ? "" : s.message(); }
 
+  // Whether any process of the group lives (a zombie does not: whoever reaps
+  // orphans here may take its time).
+  static bool groupAlive(pid_t group) {
+    for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      QFile f("/proc/" + pid + "/stat");
+      if (!f.open(QIODevice::ReadOnly)) continue;
+      const QByteArray stat = f.readAll();
+      // pid (comm) state ppid pgrp ...: comm may hold spaces, so after the last ')'.
+      const QList<QByteArray> rest = stat.mid(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest.size() > 2 && rest[2].toLongLong() == group && rest[0] != "Z") return true;
+    }
+    return false;
+  }
+
  private slots:
   void initTestCase() {
     m_skip = m_sshd.start(m_dir.path());
     QVERIFY(writeHeldTrainer(m_dir.filePath("held-train")).ok());
+    QVERIFY(writeHeldTrainer(m_dir.filePath("held3-train"), 3).ok());
   }
 
   void bundlePathsStayInsideTheJob() {
@@ -630,6 +647,53 @@ class TestJobs : public QObject {
     QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
     QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/weights.safetensors")));
     QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/rank-1/train.log")));
+  }
+
+  // Rank 1 of a job on two hosts is killed while both ranks hold at step 3: rank 0
+  // fails on its next collective, and following the job names rank 1, its host
+  // and its log in the Failed event the job's stream ends with; nothing is left.
+  void aKilledRankFailsTheJobOnTwoHosts() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    std::vector<remotepb::Host> hosts;
+    std::vector<std::unique_ptr<SshSession>> owned;
+    std::vector<SshSession*> sessions;
+    for (const char* name : {"first", "second"}) {
+      remotepb::Host h = host();
+      h.set_name(name);
+      h.set_trainer(m_dir.filePath("held3-train").toStdString());
+      h.set_work_dir(m_dir.filePath(QString("killed-") + name).toStdString());
+      hosts.push_back(h);
+      owned.push_back(session(h));
+      QVERIFY(owned.back());
+      sessions.push_back(owned.back().get());
+    }
+    auto job = submitRanks(sessions, hosts, spirals(3), options(), 30);
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    QCOMPARE(job->ranks_size(), 1);
+    const pid_t group1 = pid_t(job->ranks(0).pid());
+    const int hold1 = testing::waitForHold(QString::fromStdString(job->ranks(0).dir()) + "/hold");
+    QVERIFY(hold1 >= 0);
+    QCOMPARE(::kill(-group1, SIGKILL), 0);
+    ::close(hold1);
+    const int hold0 = testing::waitForHold(QString::fromStdString(job->dir()) + "/hold");
+    QVERIFY(hold0 >= 0);
+    QCOMPARE(::write(hold0, "\n", 1), ssize_t(1));
+    ::close(hold0);
+    FollowEnd end;
+    follow(*job, 0, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
+    const QString why = QString::fromStdString(end.message);
+    QVERIFY2(why.startsWith("rank 1 (pid " + QString::number(group1) + " on second"),
+             qPrintable(why));
+    QVERIFY2(why.contains(") was killed; its log"), qPrintable(why));
+    QVERIFY2(why.contains("rank 0 said:"), qPrintable(why));
+    auto events = readEvents(job->dir() + "/events.pb");
+    QVERIFY(events.ok() && !events->events.empty());
+    QVERIFY(events->events.back().has_failed());
+    QCOMPARE(events->events.back().failed().message(), end.message);
+    QCOMPARE(jobStatus(*sessions[0], *job)->exitCode, 75);
+    QVERIFY(!groupAlive(pid_t(job->pid())));
+    QVERIFY(!groupAlive(group1));
   }
 
   void hostileNamesCreateNoFile() {
