@@ -7,12 +7,15 @@
 #   2x1s the same with small gradient buckets, so their sums overlap the backward pass
 # and prints samples/s, the scaling efficiency against 1x1 (samples/s over twice 1x1's),
 # the seconds the gradient sums took on the communication thread and the share of them
-# the backward pass hid. A benchmark, not a test: it exits 0 whatever the numbers,
+# the backward pass hid. Then, on paper, ResNet-50's scaling to 8 and 32 GPUs from its
+# compiled step's measured compute (ddp_projection.cpp; --no-projection skips it;
+# --projection-only runs only it, with the arguments after -- passed on). A benchmark, not a test: it exits 0 whatever the numbers,
 # nonzero only if a tool is missing or a run fails.
 set -euo pipefail
 
 usage() {
   echo "usage: $0 [--model mlp|lenet|convbn|all] [--steps N] [--train-limit N] [--small-mb M]" >&2
+  echo "       [--no-projection | --projection-only [-- PROJECTION ARGS]]" >&2
   echo "  --small-mb  the bucket size of the 2x1s rows, in MiB (default 0.05)" >&2
   exit 2
 }
@@ -25,8 +28,13 @@ model=all
 steps=300
 limit=20000
 small=0.05
+projection=yes
+projection_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --no-projection) projection=no; shift ;;
+    --projection-only) projection=only; shift ;;
+    --) shift; projection_args=("$@"); break ;;
     --model) [[ $# -ge 2 ]] || usage; model="$2"; shift 2 ;;
     --steps) [[ $# -ge 2 ]] || usage; steps="$2"; shift 2 ;;
     --train-limit) [[ $# -ge 2 ]] || usage; limit="$2"; shift 2 ;;
@@ -42,6 +50,14 @@ case "$model" in
 esac
 bench_whole_numbers "$steps" "$limit"
 [[ "$small" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "'$small' is not a size in MiB" >&2; usage; }
+projector="${NETLOOM_BENCH_BIN:-$root/build/tests/bench}/bench_ddp_projection"
+if [[ "$projection" != no && ! -x "$projector" ]]; then
+  echo "$projector is missing: run ./scripts/setup.sh build first" >&2
+  exit 2
+fi
+if [[ "$projection" == only ]]; then
+  exec "$projector" "${projection_args[@]}"
+fi
 bench_need_train
 if [[ "$(nproc)" -lt 2 ]]; then
   echo "this computer has $(nproc) core: two ranks need two" >&2
@@ -95,3 +111,7 @@ done
 echo "batch: per rank (the global batch is the same in every row); efficiency: samples/s over"
 echo "the 1x1 row's times the cores used; comm_s: gradient sums on rank 0's communication"
 echo "thread; hidden: the share of them the backward pass overlapped"
+if [[ "$projection" == yes ]]; then
+  echo
+  "$projector" "${projection_args[@]}"
+fi
