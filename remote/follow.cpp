@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "remote/hosts.h"
+#include "remote/slurm.h"
 
 namespace netloom::remote {
 
@@ -34,6 +35,11 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
   FollowEnd end;
   int backoffMs = 200;
   bool lastWasEnd = false;
+  // A Slurm job's stream ends when Slurm says the job is over; a requeued job's run
+  // may say it ended (stopped by the requeue) and go on from its checkpoint. Once it
+  // is over, one more pass reads what the last `tail -F` may not have sent.
+  const bool slurm = !job.slurm_job_id().empty();
+  bool drained = false;
   while (!cancelled()) {
     if (!session || !session->connected()) {
       session.reset();
@@ -62,14 +68,16 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
       continue;
     }
     auto stream =
-        session->stream({"sh", "-c", kFollow, "sh", job.dir() + "/events.pb",
-                         std::to_string(offset + 1), std::to_string(job.pid()), job.dir()});
+        slurm ? session->stream({"sh", "-c", kSlurmFollow, "sh", job.dir() + "/events.pb",
+                                 std::to_string(offset + 1), job.slurm_job_id()})
+              : session->stream({"sh", "-c", kFollow, "sh", job.dir() + "/events.pb",
+                                 std::to_string(offset + 1), std::to_string(job.pid()), job.dir()});
     if (!stream) {
       notice(stream.error().message);
       session.reset();
       continue;
     }
-    if (job.pid() <= 0 && hooks.launch)
+    if (!slurm && job.pid() <= 0 && hooks.launch)
       if (Status st = hooks.launch(*session, job); !st) return st.error();
     std::string pending;
     bool lost = false, ended = false;
@@ -121,6 +129,10 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
       end.offset = offset;
       return end;
     }
+    if (slurm && !drained) {
+      drained = true;
+      continue;
+    }
     auto status = jobStatus(*session, job);
     std::string why = "the job's process on " + spec.label() + " ended without a final event";
     if (status && status->state == "killed")
@@ -138,6 +150,7 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
       if (job.ranks_size() > 0 && status->exitCode == 75)
         why = rankFailure(*session, job, hooks.passphrase);
     }
+    if (slurm && status) why = slurmEnd(*session, job, *status);
     auto marked = markJobFailed(*session, job, offset, why);
     if (!marked && session->connected()) {
       // The host answered but the stream cannot take the record (a full disk):

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/io/output_file.h"
+#include "remote/slurm.h"
 
 namespace netloom::remote {
 
@@ -106,6 +107,8 @@ std::string checkHost(const remotepb::Host& h) {
     return h.name() + ": the jump host '" + h.jump() + "' is not [user@]host[:port]";
   if (!h.work_dir().empty() && h.work_dir()[0] != '/')
     return h.name() + ": the work directory must be an absolute path on the host";
+  if (h.has_slurm())
+    if (Status s = validateSlurm(h.slurm()); !s) return h.name() + ": " + s.message();
   return {};
 }
 

@@ -14,6 +14,7 @@
 #include "remote/hosts.h"
 #include "remote/sha256.h"
 #include "remote/shell.h"
+#include "remote/slurm.h"
 
 namespace netloom::remote {
 
@@ -72,7 +73,7 @@ const char* kList =
 // $1 events.pb, $2 bytes of whole records, $3 pid. Appends stdin when the
 // process is gone, after cutting a torn last record.
 const char* kMarkFailed =
-    "if kill -0 \"$3\" 2>/dev/null; then echo alive; exit 0; fi; "
+    "if [ \"$3\" != 0 ] && kill -0 \"$3\" 2>/dev/null; then echo alive; exit 0; fi; "
     "[ -f \"$1\" ] || : > \"$1\"; "
     "n=$(wc -c < \"$1\"); if [ \"$n\" -gt \"$2\" ]; then truncate -s \"$2\" \"$1\"; fi; "
     "if [ \"$n\" -lt \"$2\" ]; then echo short; exit 0; fi; "
@@ -490,11 +491,15 @@ JobStatus parseStatus(const std::string& id, const std::string& line) {
 std::string JobStatus::describe() const {
   if (state == "stopped")
     return stoppedAtStep >= 0 ? "stopped at step " + std::to_string(stoppedAtStep) : "stopped";
+  if (state == "failed" && !reason.empty()) return "failed: " + reason;
   if (state == "failed") return "failed (exit status " + std::to_string(exitCode) + ")";
+  if ((state == "pending" || state == "requeued") && !reason.empty())
+    return state + " (" + reason + ")";
   return state;
 }
 
 Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job) {
+  if (!job.slurm_job_id().empty()) return slurmStatus(s, job);
   auto r = s.run({"sh", "-c", kStatus, "sh", job.dir()});
   if (!r) return r.error();
   return parseStatus(job.id(), r->out);
@@ -510,12 +515,33 @@ Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& hos
   for (std::string line; std::getline(lines, line);) {
     auto sp = line.find(' ');
     if (sp == std::string::npos || !isJobId(line.substr(0, sp))) continue;
-    jobs.push_back(parseStatus(line.substr(0, sp), line.substr(sp + 1)));
+    const std::string id = line.substr(0, sp);
+    if (host.has_slurm()) {
+      // A job queued through sbatch: Slurm knows where it is (its record names it).
+      remotepb::JobRecord job;
+      job.set_id(id);
+      job.set_dir(*work + "/jobs/" + id);
+      auto text = s.run({"cat", job.dir() + "/job.txtpb"});
+      remotepb::JobRecord held;
+      if (text && text->exitStatus == 0 && recordFromText(text->out, id, held).ok() &&
+          !held.slurm_job_id().empty()) {
+        job.set_slurm_job_id(held.slurm_job_id());
+        if (auto st = slurmStatus(s, job)) {
+          jobs.push_back(*st);
+          continue;
+        }
+      }
+    }
+    jobs.push_back(parseStatus(id, line.substr(sp + 1)));
   }
   return jobs;
 }
 
 std::string signalCommand(const remotepb::JobRecord& job, const std::string& signal) {
+  if (!job.slurm_job_id().empty()) {
+    auto cmd = slurmSignalCommand(job, signal);
+    return cmd ? *cmd : shellCommand({"echo", cmd.error().message}) + " >&2; false";
+  }
   // setsid made the job's shell its process group's leader: the group is -pid. A
   // stopped group also needs CONT to act on TERM.
   const std::string group = "-" + std::to_string(job.pid());
@@ -529,7 +555,12 @@ std::string signalCommand(const remotepb::JobRecord& job, const std::string& sig
 Status signalJob(SshSession& s, const remotepb::JobRecord& job, const std::string& signal) {
   if (signal != "TERM" && signal != "KILL" && signal != "STOP" && signal != "CONT")
     return makeError("unknown signal " + signal);
-  if (job.pid() <= 0) return makeError(job.id() + ": no process recorded");
+  if (!job.slurm_job_id().empty()) {
+    auto cmd = slurmSignalCommand(job, signal);
+    if (!cmd) return cmd.error();
+  } else if (job.pid() <= 0) {
+    return makeError(job.id() + ": no process recorded");
+  }
   auto r = s.runRaw(signalCommand(job, signal));
   if (!r) return r.error();
   if (r->exitStatus != 0) return makeError(s.host().label() + ": " + job.id() + ": " + r->err);

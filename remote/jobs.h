@@ -82,12 +82,16 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
 struct JobStatus {
   std::string id;
   // "running", "paused", "finished", "stopped" (by a stop request, cleanly),
-  // "failed", "killed", "unknown"
+  // "failed", "killed", "unknown"; on Slurm also "pending", "cancelled", "requeued"
   std::string state;
+  // Slurm's word on it: why a job is pending ("Priority", "Resources"), or why it
+  // failed ("time limit", "node failure", "out of memory", "exit status 1").
+  std::string reason;
   std::string started;
   int exitCode = -1;
   int64_t stoppedAtStep = -1;  // for "stopped": the steps it made, when known
-  // "stopped at step 120", "failed (exit status 1)", or the state.
+  // "stopped at step 120", "failed (exit status 1)", "failed: time limit",
+  // "pending (Priority)", or the state.
   std::string describe() const;
 };
 Result<JobStatus> jobStatus(SshSession& s, const remotepb::JobRecord& job);

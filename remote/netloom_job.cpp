@@ -2,6 +2,7 @@
 //   netloom-job test   --host H                 connect and report the host
 //   netloom-job submit --host H [--wait] [--devices D] PROJECT.nlproj
 //   netloom-job submit --hosts A,B,... [--wait] PROJECT.nlproj  one data-parallel rank on each
+//   netloom-job submit --host H --slurm [--partition P ...] PROJECT.nlproj  through sbatch
 //   netloom-job list   [--host H]               jobs submitted from here, or on H
 //   netloom-job attach ID                       progress until the job ends
 //   netloom-job stop|cancel ID                  SIGTERM (clean, with a checkpoint) | SIGKILL
@@ -27,6 +28,7 @@
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
+#include "remote/slurm.h"
 
 using namespace netloom;
 using namespace netloom::remote;
@@ -44,6 +46,9 @@ int usage() {
       "H: a saved host's name or [user@]address[:port]\n"
       "options: --identity FILE  --known-hosts FILE  --trainer PATH  --workdir DIR\n"
       "         --hosts-file FILE (saved hosts)  --any-version\n"
+      "Slurm (the host is a cluster's login node; over a saved host's settings):\n"
+      "         --slurm  --partition P  --account A  --qos Q  --time LIMIT  --nodes N\n"
+      "         --gpus-per-node G  --tasks-per-node T  --cpus-per-task C  --sbatch --OPT=V\n"
       "submit --hosts A,B,...: one data-parallel rank on each host (rank 0 on the first,\n"
       "         whose stream is the job's); stop, cancel and fetch reach every rank\n");
   return 2;
@@ -124,6 +129,20 @@ int main(int argc, char** argv) {
     if (a == "--known-hosts") return overrides.mutable_known_hosts();
     if (a == "--trainer") return overrides.mutable_trainer();
     if (a == "--workdir") return overrides.mutable_work_dir();
+    if (a == "--partition") return overrides.mutable_slurm()->mutable_partition();
+    if (a == "--account") return overrides.mutable_slurm()->mutable_account();
+    if (a == "--qos") return overrides.mutable_slurm()->mutable_qos();
+    if (a == "--time") return overrides.mutable_slurm()->mutable_time_limit();
+    return nullptr;
+  };
+  // Slurm's counts: the host becomes (or stays) a Slurm cluster's login node.
+  auto slurmCount = [&](const std::string& a) -> std::function<void(int)> {
+    remotepb::SlurmSettings* s = nullptr;
+    auto slurm = [&] { return s ? s : (s = overrides.mutable_slurm()); };
+    if (a == "--nodes") return [slurm](int n) { slurm()->set_nodes(n); };
+    if (a == "--gpus-per-node") return [slurm](int n) { slurm()->set_gpus_per_node(n); };
+    if (a == "--tasks-per-node") return [slurm](int n) { slurm()->set_tasks_per_node(n); };
+    if (a == "--cpus-per-task") return [slurm](int n) { slurm()->set_cpus_per_task(n); };
     return nullptr;
   };
   for (int i = 2; i < argc; ++i) {
@@ -138,6 +157,18 @@ int main(int argc, char** argv) {
       if (!value(hostText)) return usage();
     } else if (std::string* field = hostOption(a)) {
       if (!value(*field)) return usage();
+    } else if (auto count = slurmCount(a)) {
+      if (!value(v)) return usage();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 0 || n > 100000)
+        return fail(a + " needs a whole number, not '" + v + "'");
+      count(int(n));
+    } else if (a == "--sbatch") {
+      if (!value(v)) return usage();
+      overrides.mutable_slurm()->add_extra(v);
+    } else if (a == "--slurm") {
+      overrides.mutable_slurm();
     } else if (a == "--hosts-file") {
       if (!value(hostsPath)) return usage();
     } else if (a == "--hosts") {
@@ -233,8 +264,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "netloom-job: uploading %s: %llu of %llu MiB\n", name.c_str(),
                      (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
     };
-    auto job = submitJob(**session, *host, *project, submit);
+    auto job = host->has_slurm() ? submitSlurm(**session, *host, *project, submit)
+                                 : submitJob(**session, *host, *project, submit);
     if (!job) return fail(job.error().message);
+    if (!job->slurm_job_id().empty())
+      std::fprintf(stderr, "netloom-job: Slurm job %s\n", job->slurm_job_id().c_str());
     for (const auto& d : job->data())
       std::fprintf(stderr, "netloom-job: %s -> %s (%s)\n", d.local_path().c_str(),
                    d.remote_path().c_str(),

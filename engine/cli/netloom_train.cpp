@@ -56,6 +56,8 @@ const char* kUsage =
     "  --checkpoint-dir D  where checkpoints go (default: checkpoints/ beside the project)\n"
     "  --resume DIR        continue from a checkpoint, or the latest in a folder of them;\n"
     "                      --events then appends to the stream\n"
+    "  --checkpoint-on-stop  a run stopped by SIGTERM or SIGINT leaves a checkpoint even\n"
+    "                      where the project's policy asks for none\n"
     "  --profile           print where the training steps' time went, by op and kernel\n"
     "  --norms             report each parameter's gradient and weight norm in the\n"
     "                      events, every tenth step\n"
@@ -169,6 +171,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       // A rank of a job on several hosts: a failed collective exits 75 without a
       // Failed event, and netloom-job, which reaches every host, names the rank at fault.
       a.opts.leaveCollectiveFailures = true;
+    } else if (k == "--checkpoint-on-stop") {
+      a.opts.checkpointOnStop = true;
     } else if (k == "--no-cuda-graphs") {
       a.opts.graphs = false;
     } else if (k == "--devices") {

@@ -368,6 +368,9 @@ bool Fit::checkpointDue(Moment at, bool isBest) const {
     case Moment::AfterStep:  // mid-epoch; one due at the epoch's end waits for it
       return stepDue && !lastOfEpoch;
     case Moment::Stopped:  // stopped by request mid-epoch: resumable from there
+      // Asked to always leave one (a job a scheduler may requeue), the run writes it
+      // unless the policy wrote one at this step already.
+      if (m_opts.checkpointOnStop && !m_checkpointing) return m_ctx.step < m_total;
       return m_checkpointing && m_ctx.step < m_total && !lastOfEpoch && !stepDue;
     case Moment::EpochEnd: {  // m_pos.epoch is the epoch just completed
       bool due = policy.every_epochs() > 0 && m_pos.epoch % policy.every_epochs() == 0;

@@ -49,6 +49,9 @@ struct TrainOptions {
   // Collective, not a Failed event: the launcher of ranks on several hosts asks them
   // all which one is at fault and writes the Failed event naming it.
   bool leaveCollectiveFailures = false;
+  // A run stopped by request leaves a checkpoint to resume from even where the
+  // project's policy asks for none (a Slurm job, which a requeue stops and reruns).
+  bool checkpointOnStop = false;
 };
 
 struct TrainSummary {

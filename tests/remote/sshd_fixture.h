@@ -132,6 +132,8 @@ class SshdFixture {
     return {};
   }
 
+  // A port nothing listens on now (for a server about to start).
+ public:
   static int freePort() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -144,6 +146,7 @@ class SshdFixture {
     return ntohs(a.sin_port);
   }
 
+ private:
   static bool accepts(int port) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
