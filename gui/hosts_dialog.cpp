@@ -5,6 +5,7 @@
 #include <QEventLoop>
 #include <QFileDialog>
 #include <QFormLayout>
+#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLineEdit>
 #include <QListWidget>
@@ -51,6 +52,40 @@ HostsDialog::HostsDialog(const QString& hostsPath, QWidget* parent)
   m_hostData =
       new QCheckBox(tr("Use the host's copy of a dataset file when it has one at the same path"));
   m_hostData->setObjectName("hostPreferData");
+  m_partition = line("slurmPartition", tr("empty: the cluster's default"));
+  m_account = line("slurmAccount", tr("empty: your default account"));
+  m_qos = line("slurmQos", tr("empty: the default QoS"));
+  m_timeLimit =
+      line("slurmTime", tr("as sbatch --time: 30, 2:00:00, 1-12; empty: the partition's"));
+  auto count = [](const char* name, int max, const QString& zero) {
+    auto* b = new QSpinBox;
+    b->setObjectName(name);
+    b->setRange(0, max);
+    b->setSpecialValueText(zero);
+    return b;
+  };
+  m_nodes = count("slurmNodes", 100000, tr("1"));
+  m_gpusPerNode = count("slurmGpusPerNode", 64, tr("none: CPU ranks"));
+  m_tasksPerNode = count("slurmTasksPerNode", 4096, tr("1 (CPU ranks per node)"));
+  m_cpusPerTask = count("slurmCpusPerTask", 4096, tr("the cluster's default"));
+  m_sbatch = new QPlainTextEdit;
+  m_sbatch->setObjectName("slurmExtra");
+  m_sbatch->setPlaceholderText(tr("further sbatch options, one per line, e.g. --mem=32G"));
+  m_sbatch->setMaximumHeight(60);
+  m_slurm = new QGroupBox(tr("Slurm cluster: jobs go through sbatch on this login node"));
+  m_slurm->setObjectName("slurmSettings");
+  m_slurm->setCheckable(true);
+  m_slurm->setChecked(false);
+  auto* slurmForm = new QFormLayout(m_slurm);
+  slurmForm->addRow(tr("Partition"), m_partition);
+  slurmForm->addRow(tr("Account"), m_account);
+  slurmForm->addRow(tr("QoS"), m_qos);
+  slurmForm->addRow(tr("Time limit"), m_timeLimit);
+  slurmForm->addRow(tr("Nodes"), m_nodes);
+  slurmForm->addRow(tr("GPUs per node"), m_gpusPerNode);
+  slurmForm->addRow(tr("Tasks per node"), m_tasksPerNode);
+  slurmForm->addRow(tr("CPUs per task"), m_cpusPerTask);
+  slurmForm->addRow(tr("#SBATCH"), m_sbatch);
   m_report = new QPlainTextEdit;
   m_report->setObjectName("hostReport");
   m_report->setReadOnly(true);
@@ -95,6 +130,7 @@ HostsDialog::HostsDialog(const QString& hostsPath, QWidget* parent)
   left->addLayout(listButtons);
   auto* right = new QVBoxLayout;
   right->addLayout(form);
+  right->addWidget(m_slurm);
   right->addWidget(test);
   right->addWidget(m_report);
   auto* top = new QHBoxLayout;
@@ -156,6 +192,19 @@ void HostsDialog::showHost(int row) {
   for (const auto& e : h.env()) env << QString::fromStdString(e);
   m_env->setPlainText(env.join("\n"));
   m_hostData->setChecked(h.prefer_host_data());
+  const remotepb::SlurmSettings& sl = h.slurm();
+  m_slurm->setChecked(h.has_slurm());
+  m_partition->setText(QString::fromStdString(sl.partition()));
+  m_account->setText(QString::fromStdString(sl.account()));
+  m_qos->setText(QString::fromStdString(sl.qos()));
+  m_timeLimit->setText(QString::fromStdString(sl.time_limit()));
+  m_nodes->setValue(sl.nodes());
+  m_gpusPerNode->setValue(sl.gpus_per_node());
+  m_tasksPerNode->setValue(sl.tasks_per_node());
+  m_cpusPerTask->setValue(sl.cpus_per_task());
+  QStringList extra;
+  for (const auto& e : sl.extra()) extra << QString::fromStdString(e);
+  m_sbatch->setPlainText(extra.join("\n"));
 }
 
 void HostsDialog::storeForm() {
@@ -175,6 +224,18 @@ void HostsDialog::storeForm() {
   for (const QString& e : m_env->toPlainText().split('\n', Qt::SkipEmptyParts))
     if (!e.trimmed().isEmpty()) h->add_env(e.toStdString());
   h->set_prefer_host_data(m_hostData->isChecked());
+  if (!m_slurm->isChecked()) return;
+  remotepb::SlurmSettings* sl = h->mutable_slurm();
+  sl->set_partition(m_partition->text().trimmed().toStdString());
+  sl->set_account(m_account->text().trimmed().toStdString());
+  sl->set_qos(m_qos->text().trimmed().toStdString());
+  sl->set_time_limit(m_timeLimit->text().trimmed().toStdString());
+  sl->set_nodes(m_nodes->value());
+  sl->set_gpus_per_node(m_gpusPerNode->value());
+  sl->set_tasks_per_node(m_tasksPerNode->value());
+  sl->set_cpus_per_task(m_cpusPerTask->value());
+  for (const QString& e : m_sbatch->toPlainText().split('\n', Qt::SkipEmptyParts))
+    if (!e.trimmed().isEmpty()) sl->add_extra(e.trimmed().toStdString());
 }
 
 int HostsDialog::addHost(const remotepb::Host& h) {

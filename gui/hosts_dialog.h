@@ -22,6 +22,8 @@ namespace netloom::remote {
 struct HostKey;
 }
 
+class QGroupBox;
+
 namespace netloom::gui {
 
 class HostsDialog : public QDialog {
@@ -59,6 +61,11 @@ class HostsDialog : public QDialog {
   QSpinBox* m_port;
   QPlainTextEdit* m_env;
   QCheckBox* m_hostData;
+  // A Slurm cluster's login node: checked, jobs go through sbatch with these settings.
+  QGroupBox* m_slurm;
+  QLineEdit *m_partition, *m_account, *m_qos, *m_timeLimit;
+  QSpinBox *m_nodes, *m_gpusPerNode, *m_tasksPerNode, *m_cpusPerTask;
+  QPlainTextEdit* m_sbatch;  // further sbatch options, one per line
   QPlainTextEdit* m_report;
 };
 

@@ -10,6 +10,7 @@
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
+#include "remote/slurm.h"
 
 namespace netloom::gui {
 
@@ -53,6 +54,25 @@ RemoteTarget::~RemoteTarget() {
 
 QString RemoteTarget::kind() const {
   return tr("on %1").arg(QString::fromStdString(hostTitle(m_host)));
+}
+
+Result<remotepb::JobRecord> RemoteTarget::submit(SshSession& s, const proto::Project& project,
+                                                 const SubmitOptions& o) {
+  return submitJob(s, m_host, project, o);
+}
+
+QString SlurmTarget::kind() const {
+  return tr("through Slurm on %1").arg(QString::fromStdString(hostTitle(host())));
+}
+
+Result<remotepb::JobRecord> SlurmTarget::submit(SshSession& s, const proto::Project& project,
+                                                const SubmitOptions& o) {
+  return submitSlurm(s, host(), project, o);
+}
+
+std::unique_ptr<RemoteTarget> makeHostTarget(const remotepb::Host& host) {
+  if (host.has_slurm()) return std::make_unique<SlurmTarget>(host);
+  return std::make_unique<RemoteTarget>(host);
 }
 
 void RemoteTarget::launch(std::function<Status()> work) {
@@ -120,7 +140,7 @@ Status RemoteTarget::start(const RunRequest& r) {
         secretPrompt());
     if (!session) return neverStarted(session.error());
     emit notice(tr("Submitting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
-    auto job = submitJob(**session, m_host, project, o);
+    auto job = submit(**session, project, o);
     if (!job) return neverStarted(job.error());
     // Recorded before anything else happens, so a crash here still finds the job.
     if (Status s = recordJob(runDir, *job); !s) return neverStarted(s.error());

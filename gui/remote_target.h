@@ -43,11 +43,12 @@ class RemoteTarget : public RunTarget {
   void pause() override;
   void resume() override;
   void stop() override;
-  void cancel();  // SIGKILL: the job ends at once, failed
+  void cancel() override;  // SIGKILL: the job ends at once, failed
+  bool canDetach() const override { return true; }
   bool running() const override { return m_thread != nullptr; }
   bool paused() const override { return m_paused; }
   // Ends following (the job keeps running on the host) and waits for the thread.
-  void detach();
+  void detach() override;
   const remotepb::Host& host() const { return m_host; }
   // A data-parallel run with one rank on each of these hosts (the first is this
   // target's host, whose rank 0 stream the run mirrors); empty: one host.
@@ -62,8 +63,12 @@ class RemoteTarget : public RunTarget {
   static QString jobsRegistry();  // where jobs are recorded (netloom-job reads it too)
 
  signals:
-  void notice(const QString& text);  // connection news for the status bar
   void submitted(const QString& jobId);
+
+ protected:
+  // Sends the bundle and queues or starts the job (launch = false: follow() starts it).
+  virtual Result<remotepb::JobRecord> submit(remote::SshSession& s, const proto::Project& project,
+                                             const remote::SubmitOptions& o);
 
  private:
   void launch(std::function<Status()> work);
@@ -84,5 +89,26 @@ class RemoteTarget : public RunTarget {
   std::mutex m_mutex;
   std::deque<std::string> m_signals;
 };
+
+// A Slurm cluster's login node (remote/slurm.h): the job is queued with sbatch and
+// followed as any remote job; stop and cancel go through scancel. Slurm has no
+// pause to offer (a suspended job keeps its nodes).
+class SlurmTarget : public RemoteTarget {
+  Q_OBJECT
+
+ public:
+  using RemoteTarget::RemoteTarget;
+  QString kind() const override;
+  bool canPause() const override { return false; }
+  void pause() override {}
+  void resume() override {}
+
+ protected:
+  Result<remotepb::JobRecord> submit(remote::SshSession& s, const proto::Project& project,
+                                     const remote::SubmitOptions& o) override;
+};
+
+// The target for runs on `host`: a Slurm cluster's, or a plain SSH host's.
+std::unique_ptr<RemoteTarget> makeHostTarget(const remotepb::Host& host);
 
 }  // namespace netloom::gui

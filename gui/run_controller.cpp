@@ -115,11 +115,11 @@ RunController::~RunController() {
 }
 
 bool RunController::remoteRun() const {
-  return m_remote && m_active == m_remote.get() && m_remote->running();
+  return m_active && m_active->canDetach() && m_active->running();
 }
 
 RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
-  m_remote = std::make_unique<RemoteTarget>(host);
+  m_remote = makeHostTarget(host);
   m_remote->acceptHostKey = acceptHostKey;
   m_remote->askPassphrase = askPassphrase;
   connect(m_remote.get(), &RunTarget::ended, this, &RunController::onEnded);
@@ -136,7 +136,7 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
         },
         Qt::QueuedConnection);
   });
-  connect(m_remote.get(), &RemoteTarget::notice, this, [this](const QString& text) {
+  connect(m_remote.get(), &RunTarget::notice, this, [this](const QString& text) {
     m_status->setText(tr("Run %1: %2").arg(m_current ? m_current->name : QString(), text));
     emit message(text);
   });
@@ -173,20 +173,14 @@ Status RunController::deleteRemoteJob(const RunRecord& run) {
 
 void RunController::cancel() {
   if (!running()) return;
-  if (remoteRun()) {
-    m_remote->cancel();
-  } else if (m_active == m_childProcess.get()) {
-    ::kill(pid_t(m_childProcess->processId()), SIGKILL);
-  } else {
-    m_active->stop();
-  }
+  m_active->cancel();
   m_status->setText(tr("Run %1 cancelled").arg(m_current ? m_current->name : QString()));
 }
 
 void RunController::detach() {
   if (!remoteRun()) return;
   m_poll.stop();
-  m_remote->detach();
+  m_active->detach();
   m_active = nullptr;
   m_remote.reset();
   m_progress->hide();
@@ -287,6 +281,12 @@ Status RunController::start(const RunRecord* resumeFrom) {
 
 void RunController::pause() {
   if (!running()) return;
+  if (!m_active->canPause()) {
+    m_status->setText(tr("Run %1 runs %2, which offers no pause: Stop it (it keeps a "
+                         "checkpoint), then Resume from Checkpoint")
+                          .arg(m_current->name, m_active->kind()));
+    return;
+  }
   // Ranks wait for each other with a timeout: one held for long would fail the job.
   if (m_current->project.train().distributed().ranks() > 1) {
     m_status->setText(tr("Run %1 trains on several ranks and cannot pause: Stop it, then "

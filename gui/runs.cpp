@@ -330,4 +330,8 @@ void ChildProcessTarget::stop() {
   ::kill(pid_t(m_process->processId()), SIGTERM);  // netloom-train ends after the step
 }
 
+void ChildProcessTarget::cancel() {
+  if (m_process) ::kill(pid_t(m_process->processId()), SIGKILL);
+}
+
 }  // namespace netloom::gui

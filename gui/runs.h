@@ -74,15 +74,24 @@ class RunTarget : public QObject {
 
  public:
   using QObject::QObject;
-  virtual QString kind() const = 0;  // "in-process", "local process"
+  virtual QString kind() const = 0;  // "in-process", "local process", "on gpu-box"
   virtual Status start(const RunRequest& r) = 0;
+  // What the target offers beyond start, stop and cancel: holding a run between two
+  // steps, and leaving it running where it is when the IDE lets go of it.
+  virtual bool canPause() const { return true; }
+  virtual bool canDetach() const { return false; }
   virtual void pause() = 0;
   virtual void resume() = 0;
-  virtual void stop() = 0;  // ends after the current step, with a checkpoint
+  virtual void stop() = 0;    // ends after the current step, with a checkpoint
+  virtual void cancel() = 0;  // ends at once (an in-process run: after the step)
+  // Stops following a run that keeps going on its host (canDetach()).
+  virtual void detach() {}
   virtual bool running() const = 0;
   virtual bool paused() const = 0;
 
  signals:
+  // News for the status bar while a run starts or is followed ("Uploading …").
+  void notice(const QString& text);
   // The run ended: cleanly (its last event is Finished, or it was stopped), or not,
   // with the reason. Events are already in the stream.
   void ended(bool ok, const QString& message);
@@ -103,6 +112,7 @@ class InProcessTarget : public RunTarget {
   void pause() override;
   void resume() override;
   void stop() override;
+  void cancel() override { stop(); }  // a step cannot be cut short
   bool running() const override { return m_thread != nullptr; }
   bool paused() const override { return m_paused; }
 
@@ -132,6 +142,7 @@ class ChildProcessTarget : public RunTarget {
   void pause() override;
   void resume() override;
   void stop() override;
+  void cancel() override;  // SIGKILL
   bool running() const override { return m_process != nullptr; }
   bool paused() const override { return m_paused; }
   qint64 processId() const;

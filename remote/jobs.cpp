@@ -637,6 +637,14 @@ Status deleteJob(SshSession& s, const remotepb::JobRecord& job) {
   if (!dir.is_absolute() || !isJobId(dir.filename().string()) ||
       dir.parent_path().filename() != "jobs" || dir.string().find("/../") != std::string::npos)
     return makeError(job.dir() + ": not a job folder; nothing was removed");
+  if (!job.slurm_job_id().empty()) {
+    // Queued or running, its nodes would write into the folder: it stays.
+    auto st = slurmStatus(s, job);
+    if (!st) return st.error();
+    if (st->state == "pending" || st->state == "running" || st->state == "requeued" ||
+        st->state == "paused")
+      return makeError(job.id() + " is " + st->describe() + " in Slurm: cancel it first");
+  }
   auto r = s.run({"sh", "-c", kDelete, "sh", job.dir()});
   if (!r) return r.error();
   if (r->exitStatus == 3) return makeError(job.id() + " is still running: cancel it first");

@@ -31,6 +31,8 @@ else
 fi
 
 [ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
+# The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
+[ "$mode" = test ] && packages+=(slurm-wlm munge)
 [ "$mode" = screenshot ] && packages+=(xvfb xauth)
 
 missing=()

@@ -7,12 +7,16 @@
 #include <sys/stat.h>
 
 #include <QComboBox>
+#include <QGroupBox>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "../common/wait.h"
+#include "../remote/slurm_fixture.h"
 #include "../remote/sshd_fixture.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
@@ -364,6 +368,73 @@ class TestRemoteRun : public QObject {
     MainWindow again;
     QVERIFY(again.openFile(m_dir.filePath("cancel/spirals.nlproj")));
     QVERIFY(!again.runs()->remoteRun());
+  }
+
+  // A Slurm cluster (slurm_fixture.h) behind the loopback sshd as its login node,
+  // saved through the Hosts dialog: Run queues the project with sbatch and the
+  // charts fill from the job's stream as for any host; pause is not offered.
+  void runOnASlurmClusterFillsTheCharts() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    SlurmFixture slurm;
+    if (QString why = slurm.start(m_dir.filePath("slurm")); !why.isEmpty()) QSKIP(qPrintable(why));
+    remotepb::HostList list;
+    *list.add_hosts() = loop();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+    {
+      HostsDialog d(QString::fromStdString(remote::defaultHostsPath()));
+      remotepb::Host cluster = loop();
+      cluster.set_name("cluster");
+      cluster.set_work_dir(m_dir.filePath("cluster-work").toStdString());
+      cluster.add_env(slurm.env());
+      d.addHost(cluster);
+      d.findChild<QGroupBox*>("slurmSettings")->setChecked(true);
+      d.findChild<QLineEdit*>("slurmPartition")->setText("main'; touch PWNED; '");
+      QVERIFY(!d.save().ok());
+      QVERIFY2(d.report().contains("slurm.partition"), qPrintable(d.report()));
+      d.findChild<QLineEdit*>("slurmPartition")->setText("main");
+      d.findChild<QLineEdit*>("slurmTime")->setText("10:00");
+      d.findChild<QSpinBox*>("slurmCpusPerTask")->setValue(1);
+      d.findChild<QPlainTextEdit*>("slurmExtra")->setPlainText("--comment=netloom-test\n");
+      QVERIFY2(d.save().ok(), qPrintable(d.report()));
+    }
+    auto saved = remote::loadHosts(remote::defaultHostsPath());
+    QVERIFY(saved.ok() && saved->hosts_size() == 2);
+    const remotepb::Host& cluster = saved->hosts(1);
+    QVERIFY(cluster.has_slurm());
+    QCOMPARE(cluster.slurm().partition(), std::string("main"));
+    QCOMPARE(cluster.slurm().time_limit(), std::string("10:00"));
+    QCOMPARE(cluster.slurm().extra_size(), 1);
+    {
+      MainWindow w;
+      w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+        return QMessageBox::Yes;
+      });
+      QVERIFY(w.openFile(spirals("slurm", 3)));
+      selectHost(w, "cluster");
+      QSignalSpy ended(w.runs(), &RunController::runEnded);
+      w.action("run")->trigger();
+      QVERIFY(w.runs()->running() && w.runs()->remoteRun());
+      QVERIFY(w.runs()->target()->kind().contains("Slurm"));
+      QVERIFY(!w.runs()->target()->canPause());
+      QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
+      QCOMPARE(ended.count(), 1);
+      QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
+      const RunRecord* r = w.runs()->current();
+      QVERIFY(r && r->finished());
+      remotepb::JobRecord job = jobOf(*r);
+      QVERIFY(!job.slurm_job_id().empty());
+      QVERIFY(bytesOf(r->eventsPath()) ==
+              bytesOf(QString::fromStdString(job.dir()) + "/events.pb"));
+      QCOMPARE(int64_t(w.runs()->charts()->lossPoints()), r->started()->total_steps());
+      QVERIFY(stepsInOrder(*r));
+      QVERIFY(QFile::exists(r->weightsPath()));
+      QVERIFY(bytesOf(QString::fromStdString(job.dir()) + "/job.sbatch")
+                  .contains("#SBATCH --comment=netloom-test\n"));
+    }
+    QVERIFY(!QFile::exists(m_dir.filePath("PWNED")));
+    list.Clear();
+    *list.add_hosts() = loop();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
   }
 
   void unreachableHostSaysSo() {
