@@ -61,6 +61,11 @@ Result<remotepb::JobRecord> RemoteTarget::submit(SshSession& s, const proto::Pro
   return submitJob(s, m_host, project, o);
 }
 
+QString SlurmTarget::schedulerState() const {
+  std::lock_guard lock(m_mutex);
+  return m_schedulerState;
+}
+
 QString SlurmTarget::kind() const {
   return tr("through Slurm on %1").arg(QString::fromStdString(hostTitle(host())));
 }
@@ -228,6 +233,15 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   hooks.cancelled = [this] { return m_detach.load(); };
   hooks.nextSignal = [this] { return takeSignal(); };
   hooks.passphrase = secretPrompt();
+  hooks.onStatus = [this, job](const JobStatus& st) {
+    const QString state = QString::fromStdString(st.describe());
+    {
+      std::lock_guard lock(m_mutex);
+      m_schedulerState = state;
+    }
+    emit stateChanged();
+    emit notice(tr("Slurm job %1: %2").arg(QString::fromStdString(job.slurm_job_id()), state));
+  };
   auto end = followJob(job, offset, std::move(session), hooks);
   out.reset();
   if (!writeError) return writeError;

@@ -86,8 +86,11 @@ class RemoteTarget : public RunTarget {
   QThread* m_thread = nullptr;
   std::atomic<bool> m_detach{false};
   std::atomic<bool> m_paused{false};
-  std::mutex m_mutex;
   std::deque<std::string> m_signals;
+
+ protected:
+  mutable std::mutex m_mutex;
+  QString m_schedulerState;  // guarded by m_mutex
 };
 
 // A Slurm cluster's login node (remote/slurm.h): the job is queued with sbatch and
@@ -102,6 +105,7 @@ class SlurmTarget : public RemoteTarget {
   bool canPause() const override { return false; }
   void pause() override {}
   void resume() override {}
+  QString schedulerState() const override;
 
  protected:
   Result<remotepb::JobRecord> submit(remote::SshSession& s, const proto::Project& project,

@@ -136,6 +136,7 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
         },
         Qt::QueuedConnection);
   });
+  connect(m_remote.get(), &RunTarget::stateChanged, this, &RunController::reloadHistory);
   connect(m_remote.get(), &RunTarget::notice, this, [this](const QString& text) {
     m_status->setText(tr("Run %1: %2").arg(m_current ? m_current->name : QString(), text));
     emit message(text);
@@ -405,8 +406,9 @@ void RunController::reloadHistory() {
   m_history->clear();
   for (const RunRecord& r : m_runs) {
     bool active = running() && m_current && m_current->dir == r.dir;
-    QString state =
-        active ? tr("running") : r.stateText() + tr(" · %n step(s)", "", int(r.steps()));
+    QString scheduled = active ? m_active->schedulerState() : QString();
+    QString state = active ? (scheduled.isEmpty() ? tr("running") : scheduled)
+                           : r.stateText() + tr(" · %n step(s)", "", int(r.steps()));
     if (auto job = remoteJobOf(r.dir))
       state += tr(" · on %1 (job %2)")
                    .arg(QString::fromStdString(job->host().name().empty() ? job->host().address()

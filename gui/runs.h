@@ -88,8 +88,12 @@ class RunTarget : public QObject {
   virtual void detach() {}
   virtual bool running() const = 0;
   virtual bool paused() const = 0;
+  // Where a scheduler has the run ("pending (Priority)", "requeued"); empty: none.
+  virtual QString schedulerState() const { return {}; }
 
  signals:
+  // schedulerState() changed.
+  void stateChanged();
   // News for the status bar while a run starts or is followed ("Uploading …").
   void notice(const QString& text);
   // The run ended: cleanly (its last event is Finished, or it was stopped), or not,

@@ -40,6 +40,8 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
   // is over, one more pass reads what the last `tail -F` may not have sent.
   const bool slurm = !job.slurm_job_id().empty();
   bool drained = false;
+  std::chrono::steady_clock::time_point lastStatus{};
+  std::string shownStatus;
   while (!cancelled()) {
     if (!session || !session->connected()) {
       session.reset();
@@ -82,6 +84,14 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
     std::string pending;
     bool lost = false, ended = false;
     while (!cancelled()) {
+      if (slurm && hooks.onStatus &&
+          std::chrono::steady_clock::now() - lastStatus >= std::chrono::seconds(2)) {
+        lastStatus = std::chrono::steady_clock::now();
+        if (auto st = jobStatus(*session, job); st && st->describe() != shownStatus) {
+          shownStatus = st->describe();
+          hooks.onStatus(*st);
+        }
+      }
       if (hooks.nextSignal) {
         for (std::string sig = hooks.nextSignal(); !sig.empty(); sig = hooks.nextSignal()) {
           if (sig != "TERM" && sig != "KILL" && sig != "STOP" && sig != "CONT") continue;

@@ -33,6 +33,9 @@ struct FollowHooks {
   std::function<Status(SshSession&, remotepb::JobRecord&)> launch;
   // How to authenticate again after a drop (the passphrase prompt, if any).
   std::function<std::string(const std::string& keyFile)> passphrase;
+  // A Slurm job's state as the scheduler gives it ("pending (Priority)", "running",
+  // "requeued"), asked every two seconds while following; called when it changes.
+  std::function<void(const JobStatus&)> onStatus;
 };
 
 struct FollowEnd {

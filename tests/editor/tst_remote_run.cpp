@@ -394,7 +394,7 @@ class TestRemoteRun : public QObject {
       d.findChild<QLineEdit*>("slurmPartition")->setText("main");
       d.findChild<QLineEdit*>("slurmTime")->setText("10:00");
       d.findChild<QSpinBox*>("slurmCpusPerTask")->setValue(1);
-      d.findChild<QPlainTextEdit*>("slurmExtra")->setPlainText("--comment=netloom-test\n");
+      d.findChild<QPlainTextEdit*>("slurmExtra")->setPlainText("--comment=netloom-test\n--hold\n");
       QVERIFY2(d.save().ok(), qPrintable(d.report()));
     }
     auto saved = remote::loadHosts(remote::defaultHostsPath());
@@ -403,7 +403,7 @@ class TestRemoteRun : public QObject {
     QVERIFY(cluster.has_slurm());
     QCOMPARE(cluster.slurm().partition(), std::string("main"));
     QCOMPARE(cluster.slurm().time_limit(), std::string("10:00"));
-    QCOMPARE(cluster.slurm().extra_size(), 1);
+    QCOMPARE(cluster.slurm().extra_size(), 2);
     {
       MainWindow w;
       w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
@@ -416,6 +416,16 @@ class TestRemoteRun : public QObject {
       QVERIFY(w.runs()->running() && w.runs()->remoteRun());
       QVERIFY(w.runs()->target()->kind().contains("Slurm"));
       QVERIFY(!w.runs()->target()->canPause());
+      // Held (--hold), the job is pending, and the Runs list says so while it is
+      // followed; released, it runs.
+      QVERIFY(waitUntil([&] {
+        const QString text = w.runs()->history()->item(w.runs()->history()->count() - 1)->text();
+        return !w.runs()->running() || text.contains("pending (JobHeldUser)");
+      }));
+      QVERIFY(w.runs()->running());
+      const std::string id = jobOf(*w.runs()->current()).slurm_job_id();
+      QVERIFY(!id.empty());
+      slurm.run("scontrol", {"release", QString::fromStdString(id)});
       QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
       QCOMPARE(ended.count(), 1);
       QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
