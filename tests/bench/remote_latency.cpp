@@ -7,7 +7,10 @@
 //   - Event to chart: for every event, the time from its write on the host (the
 //     event's own time stamp; one clock, since the host is this machine) to the
 //     moment the controller handed it to the charts. p50, p99 and worst.
-// Usage: remote_latency [SECONDS] [THREADS]
+// With --slurm, the host is a Slurm cluster's login node (the test fixture's cluster
+// on 127.0.0.1, which needs root): the run is queued with sbatch and the first
+// figure also holds the scheduling.
+// Usage: remote_latency [--slurm] [SECONDS] [THREADS]
 #include <QApplication>
 #include <QDateTime>
 #include <QElapsedTimer>
@@ -15,8 +18,10 @@
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "../remote/slurm_fixture.h"
 #include "../remote/sshd_fixture.h"
 #include "editor/document.h"
 #include "engine/io/project_file.h"
@@ -27,8 +32,11 @@ using namespace netloom;
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  const int seconds = argc > 1 ? std::atoi(argv[1]) : 20;
-  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const bool slurm = !args.empty() && args[0] == "--slurm";
+  if (slurm) args.erase(args.begin());
+  const int seconds = args.size() > 0 ? std::atoi(args[0].c_str()) : 20;
+  const int threads = args.size() > 1 ? std::atoi(args[1].c_str()) : 1;
   QTemporaryDir dir;
   qputenv("XDG_CONFIG_HOME", dir.filePath("config").toUtf8());
   qputenv("XDG_DATA_HOME", dir.filePath("data").toUtf8());
@@ -44,6 +52,15 @@ int main(int argc, char** argv) {
   }
   remotepb::Host host = sshd.savedHost(dir.filePath("known_hosts"), "loopback", NETLOOM_TRAIN_EXE,
                                        dir.filePath("host"));
+  SlurmFixture cluster;
+  if (slurm) {
+    if (QString why = cluster.start(dir.filePath("slurm")); !why.isEmpty()) {
+      std::fprintf(stderr, "remote_latency: no Slurm cluster: %s\n", qPrintable(why));
+      return 2;
+    }
+    host.add_env(cluster.env());
+    host.mutable_slurm()->set_cpus_per_task(threads);
+  }
 
   auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
   project->mutable_train()->set_epochs(100000);
@@ -93,7 +110,8 @@ int main(int argc, char** argv) {
   }
   std::sort(latencyMs.begin(), latencyMs.end());
   auto pct = [&](double p) { return latencyMs[size_t(p * double(latencyMs.size() - 1))]; };
-  std::printf("remote run over loopback SSH, spirals, %d thread(s), %d s\n", threads, seconds);
+  std::printf("remote run over loopback SSH%s, spirals, %d thread(s), %d s\n",
+              slurm ? " through Slurm (sbatch, one CPU rank)" : "", threads, seconds);
   std::printf(
       "  run to first remote step: %.0f ms (the step itself was written on the host at %.0f ms)\n",
       firstStepMs, firstStepOnHostMs);
