@@ -1,5 +1,6 @@
 #include "editor/scene.h"
 
+#include <QApplication>
 #include <QGraphicsSceneMouseEvent>
 #include <QGraphicsView>
 #include <QPainter>
@@ -520,6 +521,8 @@ void GraphScene::mousePressEvent(QGraphicsSceneMouseEvent* e) {
   m_dragStart.clear();
   for (NodeId id : selectedNodes()) m_dragStart[id] = m_doc->node(id).pos;
   ++m_dragId;
+  m_pressScreen = e->screenPos();
+  m_dragging = false;
 }
 
 void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
@@ -530,6 +533,13 @@ void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
     QPointF b = m_dragFromOutput ? e->scenePos() : from->inputPos(m_dragPort);
     m_pending->setPath(wirePath(a, b));
     return;
+  }
+  // A hand's jitter during a click is not a drag: nodes move (and snap) only once
+  // the pointer has gone the platform's drag distance.
+  if ((e->buttons() & Qt::LeftButton) && !m_dragging) {
+    if ((e->screenPos() - m_pressScreen).manhattanLength() < QApplication::startDragDistance())
+      return;
+    m_dragging = true;
   }
   QGraphicsScene::mouseMoveEvent(e);
 }
@@ -568,6 +578,11 @@ void GraphScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
     return;
   }
   QGraphicsScene::mouseReleaseEvent(e);
+  if (!m_dragging) {  // a click: nothing moved
+    m_dragStart.clear();
+    return;
+  }
+  m_dragging = false;
   // A node drag ends: one undoable move for everything that moved.
   std::map<NodeId, QPointF> moved;
   for (const auto& [id, start] : m_dragStart)

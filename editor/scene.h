@@ -129,6 +129,10 @@ class GraphScene : public QGraphicsScene {
   NodeId m_dragFrom = -1;
   int m_dragPort = 0;
   bool m_dragFromOutput = true;
+  // Where the left button went down, and whether the pointer has since gone far
+  // enough to be a drag (a click moves nothing).
+  QPoint m_pressScreen;
+  bool m_dragging = false;
   // A node drag: positions at its start, committed as one move on release.
   std::map<NodeId, QPointF> m_dragStart;
   int m_dragId = 0;

@@ -14,6 +14,7 @@
 #include <QMenuBar>
 #include <QProgressBar>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -62,7 +63,24 @@ MainWindow::MainWindow(QWidget* parent)
   connect(&m_autosave, &QTimer::timeout, this, &MainWindow::autosaveNow);
   m_autosave.start();
   resize(1400, 900);
+  m_defaultLayout = saveState();
+  QSettings settings;
+  restoreGeometry(settings.value("layout/geometry").toByteArray());
+  restoreState(settings.value("layout/docks").toByteArray());
   updateTitle();
+}
+
+void MainWindow::resetLayout() {
+  restoreState(m_defaultLayout);
+  for (QDockWidget* d : findChildren<QDockWidget*>()) d->show();
+  findChild<QDockWidget*>(tr("Training"))->raise();
+  findChild<QDockWidget*>(tr("Runs"))->raise();
+}
+
+void MainWindow::saveLayout() {
+  QSettings settings;
+  settings.setValue("layout/geometry", saveGeometry());
+  settings.setValue("layout/docks", saveState());
 }
 
 // The canvas goes first, while the document it draws still exists, and without
@@ -108,10 +126,17 @@ QAction* MainWindow::action(const QString& name) const {
 }
 
 void MainWindow::buildDocks() {
+  // Every dock scrolls what does not fit rather than growing the window: the
+  // window fits a laptop's screen whatever is open or selected.
   auto dock = [&](const QString& title, QWidget* w, Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(title);
-    d->setWidget(w);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(w);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setMinimumSize(80, 60);
+    d->setWidget(scroll);
     addDockWidget(area, d);
     return d;
   };
@@ -150,6 +175,12 @@ void MainWindow::buildDocks() {
   m_evaluation = new EvaluationWidget;
   QDockWidget* evaluation = dock(tr("Evaluation"), m_evaluation, Qt::BottomDockWidgetArea);
   tabifyDockWidget(charts, evaluation);
+  charts->raise();  // the training charts in front
+  // The canvas gets most of the window: narrow side docks, a low bottom one.
+  QDockWidget* layers = findChild<QDockWidget*>(tr("Layers"));
+  QDockWidget* inspector = findChild<QDockWidget*>(tr("Inspector"));
+  resizeDocks({layers, inspector, runs}, {190, 300, 300}, Qt::Horizontal);
+  resizeDocks({inspector, runs, problems}, {260, 260, 230}, Qt::Vertical);
   statusBar()->addPermanentWidget(m_runs->status());
   statusBar()->addPermanentWidget(m_runs->progress());
   connect(m_runs, &RunController::message, this, [this](const QString& t) { showMessage(t); });
@@ -256,6 +287,8 @@ void MainWindow::buildActions() {
   connect(snap, &QAction::toggled, this, [this](bool on) { m_scene->setSnapToGrid(on); });
   view->addSeparator();
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+  view->addSeparator();
+  make(view, "resetLayout", tr("&Reset Layout"), {}, [this] { resetLayout(); });
 }
 
 void MainWindow::makeBlock() {
@@ -487,10 +520,12 @@ void MainWindow::closeEvent(QCloseEvent* e) {
                            QMessageBox::Yes | QMessageBox::Cancel);
     if (answer != QMessageBox::Yes || !m_runs->stopAndWait()) return e->ignore();
   }
-  if (maybeSave())
+  if (maybeSave()) {
+    saveLayout();
     e->accept();
-  else
+  } else {
     e->ignore();
+  }
 }
 
 void MainWindow::copySelection() {

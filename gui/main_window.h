@@ -86,6 +86,10 @@ class MainWindow : public QMainWindow {
  private:
   void buildActions();
   void buildDocks();
+  // The docks as they were first laid out (View ▸ Reset Layout); the window's
+  // geometry and docks are saved on close and restored when it opens.
+  void resetLayout();
+  void saveLayout();
   void buildRunActions();
   void startRun(bool resume);
   void updateTitle();
@@ -126,6 +130,7 @@ class MainWindow : public QMainWindow {
   int m_revision = 0;  // counts document changes
   int m_backgroundLayoutFrom = 1500;
   QThread* m_layoutThread = nullptr;
+  QByteArray m_defaultLayout;
 };
 
 }  // namespace netloom::gui

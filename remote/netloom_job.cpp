@@ -239,6 +239,8 @@ int main(int argc, char** argv) {
     if (hostText.empty()) return usage();
     auto host = hostFor();
     if (!host) return fail(host.error().message);
+    if (host->has_slurm())  // before anything connects
+      if (Status st = validateSlurm(host->slurm()); !st) return fail(st.message());
     auto session = connectTo(*host);
     if (!session) return fail(session.error().message);
     if (verb == "test") {

@@ -7,7 +7,9 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QDir>
+#include <QDockWidget>
 #include <QFile>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -317,6 +319,40 @@ class TestMainWindow : public QObject {
                 ->mapToScene(w.view()->viewport()->rect())
                 .boundingRect()
                 .contains(w.scene()->nodesRect({w.document()->findNode("conv1")})));
+  }
+
+  // With every dock open, LeNet loaded and a node selected, the window still fits
+  // 1280x720, status bar and all; View > Reset Layout brings closed docks back.
+  void fitsALaptopScreen() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-lenet.nlproj")));
+    w.show();
+    const QList<QDockWidget*> docks = w.findChildren<QDockWidget*>();
+    QVERIFY(docks.size() >= 8);
+    for (QDockWidget* d : docks) d->show();
+    QApplication::processEvents();
+    auto fits = [&] {
+      const QSize m = w.minimumSizeHint().expandedTo(w.minimumSize());
+      return m.width() <= 1280 && m.height() <= 720;
+    };
+    QVERIFY2(fits(), qPrintable(QString("minimum %1x%2")
+                                    .arg(w.minimumSizeHint().width())
+                                    .arg(w.minimumSizeHint().height())));
+    const NodeId conv = w.document()->findNode("conv1");
+    QVERIFY(conv >= 0);
+    w.scene()->selectNodes({conv});
+    QApplication::processEvents();
+    QVERIFY(fits());
+    w.resize(1280, 720);
+    QApplication::processEvents();
+    QCOMPARE(w.size(), QSize(1280, 720));
+    QVERIFY(w.statusBar()->isVisible());
+    QVERIFY(w.statusBar()->geometry().bottom() < w.height());
+    // The canvas has the largest share of the window.
+    QVERIFY(w.view()->width() * w.view()->height() > 1280 * 720 / 4);
+    docks[0]->hide();
+    trigger(w, "resetLayout");
+    QVERIFY(docks[0]->isVisible());
   }
 
   void newFromTemplateIsUntitled() {

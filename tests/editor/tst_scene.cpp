@@ -164,6 +164,33 @@ class TestScene : public QObject {
     QCOMPARE(c.scene.itemFor(a)->pos(), QPointF(0, 0));
   }
 
+  // A click (press and release with no move, or a hand's jitter of a pixel) moves
+  // nothing, even a node off the grid, and records no undo entry.
+  void aClickMovesNothing() {
+    Canvas c;
+    NodeId a = c.doc.addNode("ReLU", {103, 57});
+    c.doc.undoStack()->setClean();
+    QApplication::processEvents();
+    const int steps = c.doc.undoStack()->count();
+    const QPointF grab = c.scene.itemFor(a)->mapToScene(QPointF(60, 30));
+    QWidget* vp = c.view.viewport();
+    auto send = [&](QEvent::Type t, QPoint p, Qt::MouseButtons buttons) {
+      QMouseEvent e(t, p, vp->mapToGlobal(p), Qt::LeftButton, buttons, Qt::NoModifier);
+      QApplication::sendEvent(vp, &e);
+    };
+    for (QPoint jitter : {QPoint(0, 0), QPoint(1, 1)}) {
+      send(QEvent::MouseButtonPress, c.at(grab), Qt::LeftButton);
+      send(QEvent::MouseMove, c.at(grab) + jitter, Qt::LeftButton);
+      send(QEvent::MouseButtonRelease, c.at(grab) + jitter, Qt::NoButton);
+      QApplication::processEvents();
+      QCOMPARE(c.doc.node(a).pos, QPointF(103, 57));
+      QCOMPARE(c.scene.itemFor(a)->pos(), QPointF(103, 57));
+      QCOMPARE(c.doc.undoStack()->count(), steps);
+      QVERIFY(c.doc.undoStack()->isClean());
+      QVERIFY(c.scene.itemFor(a)->isSelected());
+    }
+  }
+
   void wireOnEmptyCanvasOffersOnlyOpsThatTakeIt() {
     Canvas c;
     NodeId in = imageInput(c.doc, {0, 0}, {784});

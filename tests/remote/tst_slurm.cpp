@@ -2,6 +2,7 @@
 // login node: queued, followed, stopped, cancelled, out of time, requeued, refused;
 // and the mapping of Slurm's states and the checks on every setting, which need no
 // cluster.
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <set>
@@ -312,6 +313,51 @@ class TestSlurm : public QObject {
     QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
     QVERIFY2(end.message.find("time limit") != std::string::npos, end.message.c_str());
     QCOMPARE(QString::fromStdString(status(*job).describe()), QString("failed: time limit"));
+  }
+
+  // netloom-job, as a person types it: a saved host made a Slurm login node on the
+  // command line; a bad partition refused naming the field; submit --wait to the end;
+  // list --host with the job's state; fetch.
+  void netloomJobRunsAProjectOnTheCluster() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", m_dir.filePath("cli-config"));
+    env.insert("XDG_DATA_HOME", m_dir.filePath("cli-data"));
+    env.remove("SSH_AUTH_SOCK");
+    remotepb::HostList list;
+    remotepb::Host h = host();
+    h.clear_slurm();  // the command line says it is a Slurm cluster
+    *list.add_hosts() = h;
+    QVERIFY(saveHosts(m_dir.filePath("cli-config/netloom/hosts.txtpb").toStdString(), list).ok());
+    const QString path = m_dir.filePath("cli.nlproj");
+    QVERIFY(saveProject(path.toStdString(), spirals(1)).ok());
+    auto job = [&](const QStringList& args) {
+      auto* p = new QProcess(this);
+      p->setProcessEnvironment(env);
+      p->start(NETLOOM_JOB_EXE, args);
+      p->write("yes\n");  // the login node's key, when it is not known yet
+      p->closeWriteChannel();
+      p->waitForFinished(testing::kHangMs);
+      return p;
+    };
+    QProcess* bad = job({"submit", "--host", "cluster", "--slurm", "--partition", "a'b", path});
+    QCOMPARE(bad->exitCode(), 1);
+    QVERIFY(bad->readAllStandardError().contains("slurm.partition"));
+    QProcess* p = job({"submit", "--host", "cluster", "--slurm", "--partition", "main", "--time",
+                       "10", "--cpus-per-task", "1", "--wait", path});
+    const QString err = QString::fromUtf8(p->readAllStandardError());
+    QVERIFY2(p->exitCode() == 0, qPrintable(err));
+    QVERIFY2(err.contains("Slurm job "), qPrintable(err));
+    const QString id = QString::fromUtf8(p->readAllStandardOutput()).section(' ', 0, 0);
+    QVERIFY(isJobId(id.toStdString()));
+    QVERIFY(testing::waitUntil([&] {
+      QProcess* l = job({"list", "--host", "cluster", "--slurm"});
+      return QString::fromUtf8(l->readAllStandardOutput())
+          .contains(QRegularExpression(id + " +finished"));
+    }));
+    QProcess* fetch = job({"fetch", id, "--to", m_dir.filePath("cli-fetch")});
+    QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
+    QVERIFY(QFile::exists(m_dir.filePath("cli-fetch/weights.safetensors")));
   }
 
   void hostileNamesExecuteNothing() {
