@@ -129,8 +129,10 @@ void NodeItem::refresh() {
 }
 
 QRectF NodeItem::boundingRect() const {
+  // The ports stick out left and right, the error badge (radius 8 about
+  // (width - 2, -2)) above and right: all of it inside, or its edge stays on screen.
   qreal r = NodeGeometry::kPortRadius + 2;
-  return QRectF(-r, -8, NodeGeometry::kWidth + 2 * r, m_height + 10);
+  return QRectF(-r, -12, NodeGeometry::kWidth + 2 * r + 2, m_height + 14);
 }
 
 void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {

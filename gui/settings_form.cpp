@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -13,11 +14,13 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <type_traits>
 
+#include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/train/project_check.h"
 #include "gui/evaluation.h"
@@ -25,6 +28,26 @@
 namespace netloom::gui {
 
 namespace {
+
+// A number shown as it reads best for its size (0.002, 1e-08, 0.9), not with six
+// fixed decimals that turn 1e-8 into 0.000000; typed in either way.
+class NumberBox : public QDoubleSpinBox {
+ public:
+  NumberBox() {
+    setDecimals(12);
+    setRange(-1e9, 1e9);
+    setStepType(QAbstractSpinBox::AdaptiveDecimalStepType);
+  }
+  QString textFromValue(double v) const override { return QString::number(v, 'g', 10); }
+  double valueFromText(const QString& text) const override { return text.trimmed().toDouble(); }
+  QValidator::State validate(QString& text, int&) const override {
+    bool ok = false;
+    text.trimmed().toDouble(&ok);
+    if (ok) return QValidator::Acceptable;
+    static const QRegularExpression partial("^\\s*[-+]?[0-9]*\\.?[0-9]*([eE][-+]?[0-9]*)?\\s*$");
+    return partial.match(text).hasMatch() ? QValidator::Intermediate : QValidator::Invalid;
+  }
+};
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
@@ -163,10 +186,7 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
         }
         case FieldDescriptor::CPPTYPE_DOUBLE:
         case FieldDescriptor::CPPTYPE_FLOAT: {
-          auto* s = new QDoubleSpinBox;
-          s->setDecimals(6);
-          s->setRange(-1e9, 1e9);
-          s->setSingleStep(0.001);
+          auto* s = new NumberBox;
           connect(s, &QDoubleSpinBox::valueChanged, this, [this, edit](double v) {
             if (m_loading) return;
             edit([v](Message& m, const std::string& leaf) {
@@ -247,7 +267,12 @@ void SettingsForm::reload() {
   m_loading = true;
   const Message& root =
       m_part == Part::Train ? static_cast<const Message&>(m_doc->train()) : m_doc->data();
+  // What the optimizer uses where a field is unset (beta1 0.9, not 0).
+  auto effective = m_part == Part::Train ? optimizerSettings(m_doc->train().optimizer())
+                                         : Result<OptimizerSettings>(makeError("not shown"));
   for (auto& [path, w] : m_fields) {
+    // A field being typed in is never rewritten under the cursor.
+    if (w->hasFocus() || w->isAncestorOf(QApplication::focusWidget())) continue;
     std::string leaf;
     const Message* m = walk(root, path, leaf);
     if (!m) continue;
@@ -273,9 +298,18 @@ void SettingsForm::reload() {
       case FieldDescriptor::CPPTYPE_UINT64:
         static_cast<QSpinBox*>(w)->setValue(int(r->GetUInt64(*m, f)));
         break;
-      case FieldDescriptor::CPPTYPE_DOUBLE:
-        static_cast<QDoubleSpinBox*>(w)->setValue(r->GetDouble(*m, f));
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        double v = r->GetDouble(*m, f);
+        if (f->has_presence() && !r->HasField(*m, f) && effective &&
+            path.rfind("optimizer.", 0) == 0) {
+          if (leaf == "lr") v = effective->lr;
+          if (leaf == "beta1") v = effective->beta1;
+          if (leaf == "beta2") v = effective->beta2;
+          if (leaf == "eps") v = effective->eps;
+        }
+        static_cast<QDoubleSpinBox*>(w)->setValue(v);
         break;
+      }
       case FieldDescriptor::CPPTYPE_FLOAT:
         static_cast<QDoubleSpinBox*>(w)->setValue(r->GetFloat(*m, f));
         break;

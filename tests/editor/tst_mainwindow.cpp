@@ -8,6 +8,7 @@
 #include <QClipboard>
 #include <QDir>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -20,6 +21,7 @@
 #include "editor/view.h"
 #include "engine/compiler/compile.h"
 #include "gui/main_window.h"
+#include "gui/settings_form.h"
 
 using namespace netloom;
 using namespace netloom::editor;
@@ -353,6 +355,33 @@ class TestMainWindow : public QObject {
     docks[0]->hide();
     trigger(w, "resetLayout");
     QVERIFY(docks[0]->isVisible());
+  }
+
+  // Typing a learning rate at a person's speed, each key an edit that reloads the
+  // form, leaves what was typed; unset optimizer fields show what the run uses.
+  void aFocusedNumberKeepsWhatIsTyped() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-mlp.nlproj")));
+    w.show();
+    QApplication::setActiveWindow(&w);
+    auto* lr = w.trainingSettings()->findChild<QDoubleSpinBox*>("optimizer.lr");
+    QVERIFY(lr);
+    auto* beta1 = w.trainingSettings()->findChild<QDoubleSpinBox*>("optimizer.beta1");
+    QVERIFY(beta1);
+    QCOMPARE(beta1->text(), QString("0.9"));
+    lr->setFocus();
+    QVERIFY(lr->hasFocus());
+    lr->selectAll();
+    QTest::keyClicks(lr, "0.002", Qt::NoModifier, 20);
+    QApplication::processEvents();
+    QCOMPARE(lr->text(), QString("0.002"));
+    QCOMPARE(w.document()->train().optimizer().lr(), 0.002);
+    // Small numbers read as themselves.
+    lr->selectAll();
+    QTest::keyClicks(lr, "1e-05");
+    QCOMPARE(w.document()->train().optimizer().lr(), 1e-5);
+    beta1->setFocus();
+    QCOMPARE(lr->text(), QString("1e-05"));
   }
 
   void newFromTemplateIsUntitled() {

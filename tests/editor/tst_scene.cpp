@@ -9,6 +9,7 @@
 #include <QLineEdit>
 #include <QMimeData>
 #include <QPainter>
+#include <QScreen>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
@@ -189,6 +190,43 @@ class TestScene : public QObject {
       QVERIFY(c.doc.undoStack()->isClean());
       QVERIFY(c.scene.itemFor(a)->isSelected());
     }
+  }
+
+  // What the canvas shows on screen (the window's backing store, painted region by
+  // region as the view repaints) matches a full repaint after every kind of edit: a
+  // rename, an attribute that fixes a problem, its undo, a selection change.
+  void everyEditIsRedrawn() {
+    Canvas c;
+    NodeId in = imageInput(c.doc, {0, 0}, {4});
+    NodeId fc = c.doc.addNode("Linear", {240, 0}, "fc");
+    QVERIFY(c.doc.connectPorts(in, 0, fc, 0));
+    QVERIFY(QTest::qWaitForWindowExposed(&c.view));
+    auto shown = [&] {
+      // The scene's change notice, the view's update request and its paint are
+      // events in turn: let them all through.
+      for (int i = 0; i < 4; ++i) QApplication::processEvents();
+      const QRect r =
+          c.view.mapFromScene(c.scene.itemFor(fc)->sceneBoundingRect().adjusted(-12, -12, 12, 12))
+              .boundingRect();
+      QImage screen = c.view.screen()->grabWindow(c.view.winId()).toImage();
+      QImage fresh = c.view.grab().toImage();
+      const QPoint at = c.view.viewport()->mapTo(&c.view, QPoint(0, 0));
+      return screen.copy(r.translated(at)) == fresh.copy(r.translated(at));
+    };
+    QVERIFY(c.scene.itemFor(fc)->hasProblem());  // out_features is missing
+    QVERIFY(shown());
+    QVERIFY(c.doc.renameNode(fc, "classifier_with_a_new_name"));
+    QVERIFY(shown());
+    proto::AttrValue n;
+    n.set_i(3);
+    c.doc.setAttr(fc, "out_features", n);
+    QVERIFY(!c.scene.itemFor(fc)->hasProblem());
+    QVERIFY(shown());
+    c.doc.undoStack()->undo();
+    QVERIFY(c.scene.itemFor(fc)->hasProblem());
+    QVERIFY(shown());
+    c.scene.selectNodes({fc});
+    QVERIFY(shown());
   }
 
   void wireOnEmptyCanvasOffersOnlyOpsThatTakeIt() {
