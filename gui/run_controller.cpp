@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QProgressBar>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -210,7 +211,9 @@ bool RunController::reattach(const QString& runDir) {
 
 QString RunController::runsDir() const {
   if (m_doc->filePath().isEmpty()) return {};
-  return QFileInfo(m_doc->filePath()).absolutePath() + "/runs";
+  // Each project's own: two projects in one folder never see each other's runs.
+  const QFileInfo file(m_doc->filePath());
+  return file.absolutePath() + "/runs/" + file.completeBaseName();
 }
 
 RunTarget* RunController::target() const {
@@ -228,7 +231,7 @@ bool RunController::paused() const {
 Status RunController::start(const RunRecord* resumeFrom) {
   if (running()) return makeError("a run is in progress: stop it first");
   if (runsDir().isEmpty())
-    return makeError("save the project first: its runs are kept beside it, in runs/");
+    return makeError("save the project first: its runs are kept beside it, in runs/<project>/");
   if (!m_doc->analysis().ok()) {
     QStringList problems;
     for (const ModelProblem& p : m_doc->analysis().problems)
@@ -398,6 +401,15 @@ void RunController::onEnded(bool ok, const QString& why) {
 
 void RunController::reloadHistory() {
   m_runs = runsDir().isEmpty() ? std::vector<RunRecord>{} : listRuns(runsDir());
+  if (!runsDir().isEmpty()) {
+    // Runs from before each project had a folder of its own, directly in runs/:
+    // those whose frozen project has this one's name.
+    const std::string name = m_doc->toProject().name();
+    for (RunRecord& r : listRuns(QFileInfo(runsDir()).path()))
+      if (r.project.name() == name) m_runs.push_back(std::move(r));
+    std::stable_sort(m_runs.begin(), m_runs.end(),
+                     [](const RunRecord& a, const RunRecord& b) { return a.name < b.name; });
+  }
   QSignalBlocker block(m_history);
   std::set<QString> checked;
   for (int i = 0; i < m_history->count(); ++i)

@@ -316,10 +316,48 @@ class TestTraining : public QObject {
       QVERIFY(!w.runs()->running());
       runDir = w.runs()->current()->dir;
     }
-    auto runs = listRuns(QFileInfo(path).absolutePath() + "/runs");
+    auto runs =
+        listRuns(QFileInfo(path).absolutePath() + "/runs/" + QFileInfo(path).completeBaseName());
     QCOMPARE(int(runs.size()), 1);
     QVERIFY(runs[0].finished());
     QVERIFY(!latestCheckpoint(runs[0]).isEmpty());
+  }
+
+  // Two projects in one folder keep their runs apart: neither lists, overlays or
+  // reports the other's; a run from before (directly in runs/) stays with its project.
+  void runsOfTwoProjectsInOneFolderStayApart() {
+    const QString a = spirals("shared", 1);
+    QVERIFY(!a.isEmpty());
+    auto p = loadProject(a.toStdString());
+    p->set_name("Other spirals");
+    p->mutable_train()->mutable_optimizer()->set_lr(0);  // a warning in Problems
+    const QString b = m_dir.filePath("shared/other.nlproj");
+    QVERIFY(saveProject(b.toStdString(), *p).ok());
+    {
+      MainWindow w;
+      QVERIFY(w.openFile(b));
+      trigger(w, "run");
+      QVERIFY(waitForEnd(w));
+      QCOMPARE(int(w.runs()->runs().size()), 1);
+      QVERIFY(w.runs()->runsDir().endsWith("/runs/other"));
+    }
+    // A run folder as older versions kept it, directly in runs/, of the first project.
+    auto legacy = createRun(m_dir.filePath("shared/runs"), *loadProject(a.toStdString()),
+                            m_dir.filePath("shared"));
+    QVERIFY(legacy.ok());
+    MainWindow w;
+    QVERIFY(w.openFile(a));
+    QCOMPARE(int(w.runs()->runs().size()), 1);
+    QCOMPARE(w.runs()->runs()[0].dir, legacy->dir);
+    QCOMPARE(w.runs()->history()->count(), 1);
+    trigger(w, "run");
+    QVERIFY(waitForEnd(w));
+    QCOMPARE(int(w.runs()->runs().size()), 2);
+    for (const RunRecord& r : w.runs()->runs())
+      QCOMPARE(r.project.name(), loadProject(a.toStdString())->name());
+    MainWindow other;
+    QVERIFY(other.openFile(b));
+    QCOMPARE(int(other.runs()->runs().size()), 1);
   }
 
   // Missing data fails the run with the file named; the stream says so.
