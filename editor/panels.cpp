@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -12,6 +13,7 @@
 #include <QVBoxLayout>
 #include <climits>
 
+#include "engine/data/dataset.h"
 #include "engine/ops/op.h"
 #include "kernels/core/checked.h"
 
@@ -289,6 +291,8 @@ void InspectorWidget::reload() {
 ProblemsWidget::ProblemsWidget(GraphDocument* doc, QWidget* parent)
     : QListWidget(parent), m_doc(doc) {
   connect(doc, &GraphDocument::analysisChanged, this, &ProblemsWidget::reload);
+  connect(doc, &GraphDocument::settingsChanged, this, &ProblemsWidget::reload);
+  connect(doc, &GraphDocument::reset, this, &ProblemsWidget::reload);
   // A click is enough, as in an IDE's problem list.
   connect(this, &QListWidget::itemClicked, this, [this](QListWidgetItem* it) {
     NodeId id = m_doc->findNode(it->data(Qt::UserRole).toString().toStdString());
@@ -306,6 +310,13 @@ void ProblemsWidget::reload() {
   clear();
   for (const QString& p : m_extra) {
     auto* it = new QListWidgetItem(p, this);
+    it->setForeground(QColor(0xe0, 0x4f, 0x4f));
+  }
+  // The data, checked with the graph: a run would fail on it before its first step.
+  const QString dir =
+      m_doc->filePath().isEmpty() ? QString() : QFileInfo(m_doc->filePath()).absolutePath();
+  for (const std::string& p : dataProblems(m_doc->data(), dir.toStdString())) {
+    auto* it = new QListWidgetItem(QString::fromStdString(p), this);
     it->setForeground(QColor(0xe0, 0x4f, 0x4f));
   }
   for (const ModelProblem& p : m_doc->analysis().problems) {

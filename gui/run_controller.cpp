@@ -13,6 +13,7 @@
 #include <set>
 
 #include "editor/document.h"
+#include "engine/data/dataset.h"
 #include "engine/runtime/memory_budget.h"
 #include "gui/charts.h"
 #include "gui/remote_target.h"
@@ -240,6 +241,11 @@ Status RunController::start(const RunRecord* resumeFrom) {
                      " problem(s), listed under Problems; the run was not started");
   }
   QString projectDir = QFileInfo(m_doc->filePath()).absolutePath();
+  // A run on this computer needs its data here (a host may have its own copy).
+  if (!m_remoteHost && !resumeFrom)
+    if (auto missing = dataProblems(m_doc->data(), projectDir.toStdString()); !missing.empty())
+      return makeError(missing.front() + (missing.size() > 1 ? " (and more, under Problems)" : "") +
+                       "; the run was not started");
   RunRequest req;
   req.projectDir = projectDir;
   if (resumeFrom) {

@@ -93,6 +93,12 @@ Dataset makeBlobs(int classes, int64_t samples, int features, double stddev, uin
 // Loads a project's DataDef: relative paths resolve against `baseDir`; applies
 // limits, the validation split (seeded) and computes normalisation. What the splits
 // hold stays planned in `budget` (null: a budget of what this process can have now).
+// What would stop loadData before it reads a byte, found without reading: no
+// source, or a file that is not there. One line per problem, naming the field and
+// the path as it resolves against `baseDir` ("data.idx.train_images:
+// /x/train.gz does not exist"); empty when the data can be looked for.
+std::vector<std::string> dataProblems(const proto::DataDef& def, const std::string& baseDir);
+
 Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed,
                             const std::shared_ptr<MemoryBudget>& budget = nullptr);
 

@@ -232,6 +232,45 @@ Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset
 
 }  // namespace
 
+std::vector<std::string> dataProblems(const proto::DataDef& def, const std::string& baseDir) {
+  std::vector<std::string> out;
+  auto need = [&](const std::string& field, const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      out.push_back(field + ": " + path +
+                    (std::filesystem::exists(path, ec) ? " is not a file" : " does not exist"));
+  };
+  switch (def.source_case()) {
+    case proto::DataDef::kIdx: {
+      const proto::IdxSource& s = def.idx();
+      need("data.idx.train_images",
+           orDefault(s.train_images(), "train-images-idx3-ubyte.gz", baseDir));
+      need("data.idx.train_labels",
+           orDefault(s.train_labels(), "train-labels-idx1-ubyte.gz", baseDir));
+      need("data.idx.test_images",
+           orDefault(s.test_images(), "t10k-images-idx3-ubyte.gz", baseDir));
+      need("data.idx.test_labels",
+           orDefault(s.test_labels(), "t10k-labels-idx1-ubyte.gz", baseDir));
+      break;
+    }
+    case proto::DataDef::kCsv:
+      if (def.csv().train_path().empty())
+        out.push_back("data.csv.train_path: no file is named");
+      else
+        need("data.csv.train_path", resolve(def.csv().train_path(), baseDir));
+      if (!def.csv().test_path().empty())
+        need("data.csv.test_path", resolve(def.csv().test_path(), baseDir));
+      break;
+    case proto::DataDef::kSynthetic: break;
+    case proto::DataDef::SOURCE_NOT_SET:
+      out.push_back(
+          "data: the project has no data source (IDX files, a CSV file or a "
+          "synthetic set, under Data)");
+      break;
+  }
+  return out;
+}
+
 Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDir, uint64_t seed,
                             const std::shared_ptr<MemoryBudget>& budgetOrNull) {
   std::shared_ptr<MemoryBudget> budget = budgetOrThisProcess(budgetOrNull);

@@ -326,11 +326,13 @@ class TestScene : public QObject {
     doc.setProject({});
     doc.addNode("ReLU", {0, 0});  // its input is not connected
     ProblemsWidget problems(&doc);
-    QCOMPARE(problems.count(), 1);
-    QVERIFY(problems.item(0)->text().contains("relu"));
+    // The graph's problem, and the data's: a new project has no data source yet.
+    QCOMPARE(problems.count(), 2);
+    QVERIFY(problems.item(0)->text().contains("no data source"));
+    QVERIFY(problems.item(1)->text().contains("relu"));
     QSignalSpy activated(&problems, &ProblemsWidget::nodeActivated);
     QTest::mouseClick(problems.viewport(), Qt::LeftButton, {},
-                      problems.visualItemRect(problems.item(0)).center());
+                      problems.visualItemRect(problems.item(1)).center());
     QCOMPARE(activated.count(), 1);
     QCOMPARE(activated.first().first().toInt(), doc.nodes()[0]);
   }

@@ -21,6 +21,7 @@
 
 #include "../common/wait.h"
 #include "editor/document.h"
+#include "editor/panels.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
@@ -361,7 +362,9 @@ class TestTraining : public QObject {
   }
 
   // Missing data fails the run with the file named; the stream says so.
-  void missingDataFailsWithTheFileNamed() {
+  // Missing data is found with the graph: Problems names the file, Run is refused up
+  // front and makes no run; a project with no data source says so too.
+  void missingDataIsAProblemAndRunIsRefused() {
     auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-lenet.nlproj");
     QVERIFY(p.ok());
     p->mutable_data()->mutable_idx()->set_train_images("/nonexistent/train-images.gz");
@@ -370,16 +373,24 @@ class TestTraining : public QObject {
     QVERIFY(saveProject(path.toStdString(), *p));
     MainWindow w;
     QVERIFY(w.openFile(path));
-    QSignalSpy ended(w.runs(), &RunController::runEnded);
+    auto listed = [&](const QString& text) {
+      for (int i = 0; i < w.problems()->count(); ++i)
+        if (w.problems()->item(i)->text().contains(text)) return true;
+      return false;
+    };
+    QVERIFY(listed("data.idx.train_images: /nonexistent/train-images.gz does not exist"));
     trigger(w, "run");
-    QVERIFY(waitForEnd(w));
-    QCOMPARE(ended.count(), 1);
-    QVERIFY(!ended[0][0].toBool());
-    const RunRecord* r = w.runs()->current();
-    QVERIFY(r->failed());
-    QVERIFY2(r->failed()->message().find("/nonexistent/train-images.gz") != std::string::npos,
-             r->failed()->message().c_str());
-    QVERIFY(w.lastMessage().contains("/nonexistent/train-images.gz"));
+    QVERIFY(!w.runs()->running());
+    QVERIFY2(w.lastMessage().contains("/nonexistent/train-images.gz"), qPrintable(w.lastMessage()));
+    QVERIFY(w.runs()->runs().empty());
+    // Fixed in the Data settings, the problem goes.
+    proto::DataDef fixed = w.document()->data();
+    fixed.mutable_idx()->clear_train_images();
+    w.document()->setSettings(w.document()->train(), fixed, "fix data");
+    QVERIFY(!listed("train_images"));
+    fixed.clear_idx();
+    w.document()->setSettings(w.document()->train(), fixed, "no data");
+    QVERIFY(listed("no data source"));
   }
 
   void invalidGraphIsRefused() {
