@@ -1,5 +1,8 @@
 #include "editor/document.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
+#include <QFile>
 #include <algorithm>
 #include <set>
 
@@ -8,6 +11,7 @@
 #include "editor/node_refs.h"
 #include "engine/graph/blocks.h"
 #include "engine/graph/graph.h"
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/ops/op.h"
 
@@ -38,6 +42,9 @@ void GraphDocument::setProject(const proto::Project& project) {
   m_project = project;
   m_project.mutable_model()->clear_nodes();
   m_project.mutable_layout()->clear_positions();
+  m_fileText.clear();  // load() sets them again for a file
+  m_fileProject.Clear();
+  m_madeLayout.reset();
   m_nodes.clear();
   m_byName.clear();
   m_order.clear();
@@ -67,13 +74,25 @@ Status GraphDocument::load(const QString& path) {
   auto project = loadProject(path.toStdString());
   if (!project) return project.error();
   setProject(*project);
+  QFile file(path);
+  m_fileText = file.open(QIODevice::ReadOnly) ? file.readAll().toStdString() : std::string();
+  m_fileProject = *project;
+  m_madeLayout.reset();
   m_path = path;
   m_undo.setClean();
   return {};
 }
 
+void GraphDocument::laidOut() {
+  m_madeLayout = toProject().layout();
+}
+
 Status GraphDocument::save(const QString& path) {
-  if (Status s = saveProject(path.toStdString(), toProject()); !s) return s;
+  const std::string text = toText();
+  if (Status s = writeFileAtomic(path.toStdString(), text); !s) return s;
+  m_fileText = text;
+  m_fileProject = toProject();
+  if (m_madeLayout && !m_fileProject.has_layout()) m_madeLayout.reset();
   m_path = path;
   m_undo.setClean();
   return {};
@@ -89,7 +108,11 @@ proto::Project GraphDocument::toProject() const {
 }
 
 std::string GraphDocument::toText() const {
-  return projectToText(toProject());
+  proto::Project p = toProject();
+  using google::protobuf::util::MessageDifferencer;
+  if (m_madeLayout && MessageDifferencer::Equals(p.layout(), *m_madeLayout)) p.clear_layout();
+  if (!m_fileText.empty() && MessageDifferencer::Equals(p, m_fileProject)) return m_fileText;
+  return projectToText(p, m_fileText);
 }
 
 NodeId GraphDocument::findNode(const std::string& name) const {

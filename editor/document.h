@@ -75,7 +75,13 @@ class GraphDocument : public QObject {
   Status load(const QString& path);
   Status save(const QString& path);  // atomic; marks the undo stack clean
   proto::Project toProject() const;
+  // What save() writes: the file's own bytes when nothing in it changed, else
+  // projectToText with the file's comments and untouched lines kept; positions
+  // laid out after loading a file that had none (laidOut()) are not written unless
+  // nodes moved since.
   std::string toText() const;
+  // The positions as they are now were laid out for a file that had none: not an edit.
+  void laidOut();
   QString filePath() const { return m_path; }
   void setFilePath(const QString& path) { m_path = path; }
   // Whether the file gave a position to every node (else they sit on a grid).
@@ -221,6 +227,10 @@ class GraphDocument : public QObject {
   QUndoStack m_undo;
   QString m_path;
   bool m_hadLayout = true;
+  // The file as it was read (or last saved), and what it says; the layout made for it.
+  std::string m_fileText;
+  proto::Project m_fileProject;
+  std::optional<proto::Layout> m_madeLayout;
 };
 
 }  // namespace netloom::editor

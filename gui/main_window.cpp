@@ -359,6 +359,7 @@ void MainWindow::afterLoad() {
   if (!m_doc.hasLayout() && !m_doc.nodes().empty()) {
     autoLayout(m_doc, {});
     m_doc.undoStack()->clear();
+    m_doc.laidOut();
   }
   updateTitle();
   m_view->frameAll();

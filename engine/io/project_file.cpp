@@ -139,15 +139,9 @@ Result<proto::Project> loadProject(const std::string& path) {
   return project;
 }
 
-std::string projectToText(const proto::Project& project) {
-  std::string out;
-  google::protobuf::TextFormat::Printer printer;
-  printer.PrintToString(project, &out);
-  return out;
-}
-
-Status saveProject(const std::string& path, const proto::Project& project) {
-  return writeFileAtomic(path, projectToText(project));
+Status saveProject(const std::string& path, const proto::Project& project,
+                   const std::string& original) {
+  return writeFileAtomic(path, projectToText(project, original));
 }
 
 }  // namespace netloom

@@ -136,6 +136,36 @@ class TestMainWindow : public QObject {
     QCOMPARE(a.asked.size(), 1);
   }
 
+  // Every example, opened (and laid out, as it has no positions) and saved unedited,
+  // keeps its bytes; an edit to one node changes that node's line and nothing else,
+  // the head comment included.
+  void savingKeepsWhatWasNotEdited() {
+    for (const char* name : {"fashion-lenet.nlproj", "fashion-resnet.nlproj", "spirals.nlproj",
+                             "autoencoder.nlproj"}) {
+      const QString path = copyProject(name);
+      const QByteArray original = read(path);
+      MainWindow w;
+      QVERIFY(w.openFile(path));
+      QVERIFY(w.save());
+      QCOMPARE(read(path), original);
+      const NodeId first = w.document()->nodes()[2];
+      proto::AttrValue note;
+      note.set_s("edited");
+      w.document()->setAttr(first, "note", note);
+      QVERIFY(w.save());
+      const QList<QByteArray> before = original.split('\n'), after = read(path).split('\n');
+      QCOMPARE(after.size(), before.size());
+      int differ = 0;
+      for (int i = 0; i < before.size(); ++i) differ += before[i] != after[i];
+      QCOMPARE(differ, 1);
+      // A node moved by hand: the positions are the user's now, and are written.
+      w.document()->moveNodes({{first, QPointF(1000, 1000)}}, 1);
+      QVERIFY(w.save());
+      QVERIFY(read(path).contains("layout {"));
+      QVERIFY(read(path).startsWith("#"));
+    }
+  }
+
   void saveIsAtomicAndClean() {
     MainWindow w;
     QString path = copyProject("fashion-mlp.nlproj");

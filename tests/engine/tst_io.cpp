@@ -1,5 +1,7 @@
 // The IO layer: JSON, safetensors files (ours and ones laid out by hand as the Python
 // library writes them), atomic writes and the tailable event stream.
+#include <google/protobuf/util/message_differencer.h>
+
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
@@ -13,6 +15,7 @@
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
+#include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "output_fixture.h"
 
@@ -98,6 +101,7 @@ class TestIo : public QObject {
   void safetensorsErrors_data();
   void safetensorsErrors();
   void safetensorsRejectsBadInput();
+  void projectText();
   void atomicWrite();
   void atomicWriteFailureLeavesNothing();
   void eventsReadAll();
@@ -617,3 +621,45 @@ void TestIo::eventsCorrupt() {
 
 QTEST_APPLESS_MAIN(TestIo)
 #include "tst_io.moc"
+
+// Projects as a person writes them: every example reads back the same, stays about
+// as short as it was, keeps its head comment, and an edit to one node leaves every
+// other line of the file as it was.
+void TestIo::projectText() {
+  using google::protobuf::util::MessageDifferencer;
+  for (const QString& name : QDir(NETLOOM_SOURCE_DIR "/projects").entryList({"*.nlproj"})) {
+    const std::string path = (NETLOOM_SOURCE_DIR "/projects/" + name).toStdString();
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const std::string original = f.readAll().toStdString();
+    auto p = loadProject(path);
+    QVERIFY(p.ok());
+    // Without the original: schema order, only what is set, compact.
+    const std::string fresh = projectToText(*p);
+    auto again = parseProject(fresh, path);
+    QVERIFY2(again.ok(), fresh.c_str());
+    QVERIFY(MessageDifferencer::Equals(*again, *p));
+    QVERIFY2(std::count(fresh.begin(), fresh.end(), '\n') <=
+                 std::count(original.begin(), original.end(), '\n') + 5,
+             fresh.c_str());
+    QVERIFY(fresh.rfind("name: ", 0) == 0);
+    QVERIFY(fresh.find("format_version") < fresh.find("model {"));
+    // With it: unchanged, the same bytes.
+    QCOMPARE(QByteArray::fromStdString(projectToText(*p, original)),
+             QByteArray::fromStdString(original));
+    // One attribute of the first layer node changed: only that node's line differs.
+    proto::Project edited = *p;
+    proto::NodeDef* node = edited.mutable_model()->mutable_nodes(2);
+    (*node->mutable_attrs())["note_for_test"].set_s("x");
+    const std::string text = projectToText(edited, original);
+    auto back = parseProject(text, path);
+    QVERIFY(back.ok() && MessageDifferencer::Equals(*back, edited));
+    QStringList before = QString::fromStdString(original).split('\n');
+    QStringList after = QString::fromStdString(text).split('\n');
+    QCOMPARE(after.size(), before.size());
+    int differ = 0;
+    for (int i = 0; i < before.size(); ++i) differ += before[i] != after[i];
+    QVERIFY2(differ == 1, qPrintable(QString::fromStdString(text)));
+    QVERIFY(after[0].startsWith("#"));
+  }
+}
