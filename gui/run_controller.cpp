@@ -151,7 +151,6 @@ void RunController::begin(const QString& what) {
   emit problemsChanged({});
   m_progress->setRange(0, 0);
   m_progress->show();
-  m_firstStep = -1;
   m_status->setText(what);
   m_poll.start();
   reloadHistory();
@@ -305,11 +304,17 @@ void RunController::pause() {
     return;
   }
   m_active->pause();
-  m_status->setText(tr("Run %1 paused").arg(m_current->name));
+  // The figures stay as they were; nothing runs to change them.
+  m_status->setText(
+      tr("%1 — paused")
+          .arg(m_status->text().isEmpty() ? tr("Run %1").arg(m_current->name) : m_status->text()));
+  reloadHistory();
 }
 
 void RunController::resume() {
-  if (running()) m_active->resume();
+  if (!running()) return;
+  m_active->resume();
+  reloadHistory();
 }
 
 void RunController::stop() {
@@ -354,16 +359,18 @@ void RunController::updateProgress() {
   for (auto it = m_current->events.rbegin(); it != m_current->events.rend() && !last; ++it)
     if (it->has_step()) last = &it->step();
   if (!rs || !last || !running()) return;
+  // Paused, nothing moves: the figures stay as pause() left them.
+  if (paused()) return;
   int64_t total = std::max<int64_t>(1, rs->total_steps());
   m_progress->setRange(0, int(std::min<int64_t>(total, INT32_MAX)));
   m_progress->setValue(int(std::min<int64_t>(last->step(), total)));
   m_progress->setFormat(
       tr("epoch %1 · step %2/%3").arg(last->epoch()).arg(last->step()).arg(total));
-  // The rate this session has seen (a resumed run starts part-way).
-  if (m_firstStep < 0) m_firstStep = last->step(), m_clock.start();
-  double secs = double(m_clock.elapsed()) / 1000.0;
-  double rate = secs > 0.5 ? double(last->step() - m_firstStep) / secs : 0;
-  int64_t eta = rate > 0 ? int64_t(double(total - last->step()) / rate) : -1;
+  // The pace of the last steps, in the run's own clock: smoothed, and the same
+  // after a reattach as before it.
+  const RunRecord::Pace pace = m_current->pace();
+  int64_t eta =
+      pace.stepsPerSec > 0 ? int64_t(double(total - last->step()) / pace.stepsPerSec) : -1;
   QString etaText =
       eta < 0 ? QString("…") : QString("%1:%2").arg(eta / 60).arg(eta % 60, 2, 10, QChar('0'));
   // Memory in use on the run's device, as its last report said.
@@ -376,9 +383,9 @@ void RunController::updateProgress() {
                         QString::fromStdString(formatBytes(rs->device_memory_total())));
       break;
     }
-  m_status->setText(tr("%1%2 · %3 samples/s · ETA %4%5")
-                        .arg(m_current->name, paused() ? tr(" (paused)") : QString())
-                        .arg(last->samples_per_sec(), 0, 'f', 0)
+  m_status->setText(tr("%1 · %2 samples/s · ETA %3%4")
+                        .arg(m_current->name)
+                        .arg(pace.samplesPerSec, 0, 'f', 0)
                         .arg(etaText, memory));
 }
 
@@ -425,7 +432,9 @@ void RunController::reloadHistory() {
   for (const RunRecord& r : m_runs) {
     bool active = running() && m_current && m_current->dir == r.dir;
     QString scheduled = active ? m_active->schedulerState() : QString();
-    QString state = active ? (scheduled.isEmpty() ? tr("running") : scheduled)
+    QString state = active ? (paused()              ? tr("paused")
+                              : scheduled.isEmpty() ? tr("running")
+                                                    : scheduled)
                            : r.stateText() + tr(" · %n step(s)", "", int(r.steps()));
     if (auto job = remoteJobOf(r.dir))
       state += tr(" · on %1 (job %2)")

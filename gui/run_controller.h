@@ -139,8 +139,6 @@ class RunController : public QObject {
   std::vector<RunRecord> m_runs;
   QTimer m_poll;
   bool m_pollQueued = false;  // a poll for a target's progressed() is on its way
-  QElapsedTimer m_clock;      // since the first step this session saw
-  int64_t m_firstStep = -1;
 };
 
 }  // namespace netloom::gui

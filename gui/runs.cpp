@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QStandardPaths>
+#include <algorithm>
 #include <csignal>
 
 #include "engine/io/event_stream.h"
@@ -97,6 +98,25 @@ const proto::Finished* RunRecord::finished() const {
 
 const proto::Failed* RunRecord::failed() const {
   return !events.empty() && events.back().has_failed() ? &events.back().failed() : nullptr;
+}
+
+RunRecord::Pace RunRecord::pace(int window) const {
+  std::vector<const proto::Step*> last;
+  for (auto it = events.rbegin(); it != events.rend() && int(last.size()) < window; ++it) {
+    if (it->has_run_started()) break;  // a resumed run's earlier part ran at another pace
+    if (it->has_step()) last.push_back(&it->step());
+  }
+  Pace p;
+  if (last.empty()) return p;
+  std::vector<double> rates;
+  for (const proto::Step* s : last) rates.push_back(s->samples_per_sec());
+  std::nth_element(rates.begin(), rates.begin() + long(rates.size() / 2), rates.end());
+  p.samplesPerSec = rates[rates.size() / 2];
+  const proto::Step *newest = last.front(), *oldest = last.back();
+  const double seconds = newest->seconds() - oldest->seconds();
+  if (newest->step() > oldest->step() && seconds > 0)
+    p.stepsPerSec = double(newest->step() - oldest->step()) / seconds;
+  return p;
 }
 
 int64_t RunRecord::steps() const {

@@ -40,6 +40,13 @@ struct RunRecord {
   const proto::Finished* finished() const;
   const proto::Failed* failed() const;
   int64_t steps() const;  // Step events seen
+  // The run's pace over its last steps, from the stream alone (so the same after a
+  // reattach, and still while paused): steps per second of the run's own clock, and
+  // the median of the steps' samples/s (one slow or fast step does not swing it).
+  struct Pace {
+    double stepsPerSec = 0, samplesPerSec = 0;
+  };
+  Pace pace(int window = 64) const;
   QString eventsPath() const { return dir + "/events.pb"; }
   QString checkpointsDir() const { return dir + "/checkpoints"; }
   QString weightsPath() const { return dir + "/weights.safetensors"; }

@@ -237,9 +237,15 @@ class TestTraining : public QObject {
     if (child)
       QVERIFY(testing::processStopped(
           qobject_cast<ChildProcessTarget*>(w.runs()->target())->processId()));
+    const QString pausedStatus = w.runs()->status()->text();
+    QVERIFY2(pausedStatus.contains("samples/s") && pausedStatus.contains("paused"),
+             qPrintable(pausedStatus));
     w.runs()->poll();
     QCOMPARE(w.runs()->current()->steps(), held);  // no step while paused
     QCOMPARE(QFileInfo(w.runs()->current()->eventsPath()).size(), heldBytes);
+    // Paused reads as paused, and its figures (samples/s, ETA) stand still.
+    QCOMPARE(w.runs()->status()->text(), pausedStatus);
+    QVERIFY(w.runs()->history()->item(w.runs()->history()->count() - 1)->text().contains("paused"));
     trigger(w, "pauseRun");
     QVERIFY(!w.runs()->paused());
     QVERIFY(waitForSteps(w, held + 1));
@@ -362,6 +368,25 @@ class TestTraining : public QObject {
   }
 
   // Missing data fails the run with the file named; the stream says so.
+  // The pace shown is the stream's, smoothed: one odd step does not swing it, and it
+  // is measured in the run's own clock.
+  void paceIsTheStreamsSmoothed() {
+    RunRecord r;
+    proto::TrainEvent start;
+    start.mutable_run_started();
+    r.events.push_back(start);
+    for (int i = 1; i <= 40; ++i) {
+      proto::TrainEvent e;
+      e.mutable_step()->set_step(i);
+      e.mutable_step()->set_seconds(i * 0.5);  // two steps a second
+      e.mutable_step()->set_samples_per_sec(i == 20 ? 14000 : i == 21 ? 51 : 1000 + i % 3);
+      r.events.push_back(e);
+    }
+    const RunRecord::Pace p = r.pace();
+    QCOMPARE(p.stepsPerSec, 2.0);
+    QVERIFY(p.samplesPerSec >= 1000 && p.samplesPerSec <= 1002);
+  }
+
   // Missing data is found with the graph: Problems names the file, Run is refused up
   // front and makes no run; a project with no data source says so too.
   void missingDataIsAProblemAndRunIsRefused() {
