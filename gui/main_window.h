@@ -33,6 +33,7 @@ namespace netloom::gui {
 class EvaluationWidget;
 class SettingsForm;
 class RunController;
+struct RunRecord;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -92,6 +93,7 @@ class MainWindow : public QMainWindow {
   void saveLayout();
   void buildRunActions();
   void startRun(bool resume);
+  void compareRuns(const std::vector<const RunRecord*>& runs);
   void updateTitle();
   void updateRecent(const QString& added = {});
   bool maybeSave();  // false: the user cancelled

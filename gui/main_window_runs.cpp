@@ -1,14 +1,19 @@
 // The main window's Run menu and toolbar: running on this computer or a saved
 // host, pausing, stopping, evaluating, comparing runs, and the device selector.
 #include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QInputDialog>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QSignalBlocker>
+#include <QTableWidget>
 #include <QThread>
 #include <QToolBar>
+#include <QVBoxLayout>
 
 #include "editor/panels.h"
 #include "gui/charts.h"
@@ -120,17 +125,51 @@ void MainWindow::buildRunActions() {
   make("compareRuns", tr("Co&mpare Checked Runs…"), {}, [this] {
     auto runs = m_runs->checkedRuns();
     if (runs.size() < 2) return showMessage(tr("Check two or more runs in the Runs list"));
-    SettingsDiff d = compareSettings(runs);
-    QString text = d.keys.empty() ? tr("The runs' settings are the same.") : QString();
-    for (size_t i = 0; i < d.keys.size(); ++i) {
-      QStringList cells;
-      for (const std::string& v : d.values[i]) cells << QString::fromStdString(v.empty() ? "—" : v);
-      text += QString::fromStdString(d.keys[i]) + ": " + cells.join("  |  ") + "\n";
-    }
-    QStringList names;
-    for (const RunRecord* r : runs) names << r->name;
-    m_prompt(tr("Runs %1").arg(names.join(", ")), text, QMessageBox::Ok);
+    compareRuns(runs);
   });
+}
+
+// A table in the spirit of TensorBoard's HParams: one column per run, first how each
+// ended, then one row per setting that differs between them. It scrolls, and stays
+// open beside the charts.
+void MainWindow::compareRuns(const std::vector<const RunRecord*>& runs) {
+  SettingsDiff d = compareSettings(runs);
+  auto* dialog = new QDialog(this);
+  dialog->setObjectName("compareDialog");
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  QStringList names;
+  for (const RunRecord* r : runs) names << r->name;
+  dialog->setWindowTitle(tr("Compare runs %1").arg(names.join(", ")));
+  auto* table = new QTableWidget(int(d.results.size() + d.keys.size()), int(runs.size()));
+  table->setObjectName("compareTable");
+  table->setHorizontalHeaderLabels(names);
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  QStringList rows;
+  auto fill = [&](int row, const std::string& key, const std::vector<std::string>& values,
+                  bool result) {
+    rows << QString::fromStdString(key);
+    for (size_t c = 0; c < values.size(); ++c) {
+      auto* it = new QTableWidgetItem(values[c].empty() ? QString("—")
+                                                        : QString::fromStdString(values[c]));
+      if (result) it->setBackground(QColor(0x2a, 0x33, 0x40));
+      table->setItem(row, int(c), it);
+    }
+  };
+  int row = 0;
+  for (size_t i = 0; i < d.results.size(); ++i) fill(row++, d.results[i], d.resultValues[i], true);
+  for (size_t i = 0; i < d.keys.size(); ++i) fill(row++, d.keys[i], d.values[i], false);
+  table->setVerticalHeaderLabels(rows);
+  table->resizeColumnsToContents();
+  auto* layout = new QVBoxLayout(dialog);
+  if (d.keys.empty()) layout->addWidget(new QLabel(tr("The runs' settings are the same.")));
+  layout->addWidget(table);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+  layout->addWidget(buttons);
+  // As large as it needs, never larger than most of the window.
+  dialog->resize(std::min(width() * 9 / 10, 260 + 160 * int(runs.size())),
+                 std::min(height() * 8 / 10, 120 + 26 * (row + 1)));
+  dialog->show();
 }
 
 bool MainWindow::evaluateRun() {

@@ -60,17 +60,45 @@ std::map<std::string, std::string> settingsOf(const proto::Project& p) {
     std::string ins;
     for (const std::string& in : n.inputs()) ins += (ins.empty() ? "" : ", ") + in;
     if (!ins.empty()) out[k + ".inputs"] = ins;
-    for (const auto& [key, v] : n.attrs()) {
-      std::string text;
-      google::protobuf::TextFormat::PrintToString(v, &text);
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      out[k + "." + key] = text;
-    }
+    for (const auto& [key, v] : n.attrs()) out[k + "." + key] = attrText(v);
   }
   return out;
 }
 
+// How a run ended, as the comparison's first rows.
+void resultsOf(const RunRecord& r, std::map<std::string, std::string>& out) {
+  auto num = [](double v) { return QString::number(v, 'g', 5).toStdString(); };
+  out["result.state"] = r.stateText().section(',', 0, 0).section(':', 0, 0).toStdString();
+  out["result.steps"] = std::to_string(r.steps());
+  if (const proto::Finished* f = r.finished()) {
+    out["result.train_loss"] = num(f->train_loss());
+    if (f->test_accuracy() >= 0) out["result.test_accuracy"] = num(f->test_accuracy());
+    if (f->test_loss() > 0) out["result.test_loss"] = num(f->test_loss());
+  }
+}
+
 }  // namespace
+
+std::string attrText(const proto::AttrValue& v) {
+  auto list = [](const auto& values) {
+    std::string s = "[";
+    for (int i = 0; i < values.size(); ++i)
+      s += (i ? ", " : "") + QString::number(double(values[i]), 'g', 8).toStdString();
+    return s + "]";
+  };
+  switch (v.value_case()) {
+    case proto::AttrValue::kI: return std::to_string(v.i());
+    case proto::AttrValue::kF: return QString::number(v.f(), 'g', 8).toStdString();
+    case proto::AttrValue::kS: return v.s();
+    case proto::AttrValue::kB: return v.b() ? "true" : "false";
+    case proto::AttrValue::kInts: return list(v.ints().values());
+    case proto::AttrValue::kFloats: return list(v.floats().values());
+    case proto::AttrValue::VALUE_NOT_SET: break;
+  }
+  return {};
+}
+
+namespace {}  // namespace
 
 SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs) {
   std::vector<std::map<std::string, std::string>> all;
@@ -80,6 +108,21 @@ SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs) {
     for (const auto& [k, v] : all.back()) keys.insert(k);
   }
   SettingsDiff d;
+  // How each run ended first, whether or not they differ, as HParams shows metrics.
+  std::vector<std::map<std::string, std::string>> results(runs.size());
+  std::set<std::string> resultKeys;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    resultsOf(*runs[i], results[i]);
+    for (const auto& [k, v] : results[i]) resultKeys.insert(k);
+  }
+  for (const char* k : {"result.state", "result.steps", "result.train_loss", "result.test_loss",
+                        "result.test_accuracy"}) {
+    if (!resultKeys.count(k)) continue;
+    d.results.push_back(k);
+    std::vector<std::string> row;
+    for (const auto& r : results) row.push_back(r.count(k) ? r.at(k) : std::string());
+    d.resultValues.push_back(std::move(row));
+  }
   for (const std::string& k : keys) {
     std::vector<std::string> row;
     for (const auto& s : all) {

@@ -35,8 +35,13 @@ class RemoteTarget;
 struct SettingsDiff {
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> values;  // [row][run]; "" where unset
+  // How each run ended ("result.state", "result.test_accuracy", ...), every row.
+  std::vector<std::string> results;
+  std::vector<std::vector<std::string>> resultValues;
 };
 SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs);
+// An attribute as a person reads it: 5, [5, 5], relu, true, 0.1.
+std::string attrText(const proto::AttrValue& v);
 
 class RunController : public QObject {
   Q_OBJECT

@@ -5,6 +5,7 @@
 // overlay and the settings that differ between runs.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDialog>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFile>
@@ -296,6 +297,41 @@ class TestTraining : public QObject {
     SettingsDiff d = compareSettings(w.runs()->checkedRuns());
     QCOMPARE(d.keys, std::vector<std::string>{"train.optimizer.lr"});
     QCOMPARE(d.values[0], (std::vector<std::string>{"0.01", "0.003"}));
+    QCOMPARE(d.results.front(), std::string("result.state"));
+    // Compare Checked Runs: a table, a column per run, how each ended and then what
+    // differs; it fits in the window and scrolls.
+    w.show();
+    trigger(w, "compareRuns");
+    auto* dialog = w.findChild<QDialog*>("compareDialog");
+    QVERIFY(dialog && dialog->isVisible());
+    auto* table = dialog->findChild<QTableWidget*>("compareTable");
+    QVERIFY(table);
+    QCOMPARE(table->columnCount(), 2);
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), w.runs()->runs()[0].name);
+    int lr = -1, state = -1;
+    for (int r = 0; r < table->rowCount(); ++r) {
+      if (table->verticalHeaderItem(r)->text() == "train.optimizer.lr") lr = r;
+      if (table->verticalHeaderItem(r)->text() == "result.state") state = r;
+    }
+    QVERIFY(lr >= 0 && state >= 0);
+    QCOMPARE(table->item(lr, 1)->text(), QString("0.003"));
+    QCOMPARE(table->item(state, 0)->text(), QString("finished"));
+    QVERIFY(dialog->height() <= w.height() && dialog->width() <= w.width());
+    dialog->close();
+  }
+
+  // Attributes read as values, not as the file's syntax.
+  void attributesReadAsValues() {
+    proto::AttrValue v;
+    v.mutable_ints()->add_values(5);
+    v.mutable_ints()->add_values(5);
+    QCOMPARE(attrText(v), std::string("[5, 5]"));
+    v.set_s("relu");
+    QCOMPARE(attrText(v), std::string("relu"));
+    v.set_f(0.1);
+    QCOMPARE(attrText(v), std::string("0.1"));
+    v.set_b(false);
+    QCOMPARE(attrText(v), std::string("false"));
   }
 
   // Closing the window during a run asks; yes stops the run cleanly (its stream
