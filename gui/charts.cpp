@@ -257,12 +257,21 @@ void TrainingCharts::resmooth() {
   m_smooth->setData(keys, values, true);
 }
 
+QColor TrainingCharts::runColor(const QString& runName) {
+  static const QColor palette[] = {QColor(0xc0, 0x39, 0x2b), QColor(0x16, 0xa0, 0x85),
+                                   QColor(0xd3, 0x54, 0x00), QColor(0x8e, 0x44, 0xad),
+                                   QColor(0x27, 0xae, 0x60), QColor(0x29, 0x80, 0xb9),
+                                   QColor(0xb7, 0x95, 0x0b), QColor(0xe8, 0x43, 0x93)};
+  return palette[qHash(runName) % (sizeof palette / sizeof palette[0])];
+}
+
 void TrainingCharts::setOverlays(const std::vector<Overlay>& runs) {
   for (QCPGraph* g : m_overlayGraphs) g->parentPlot()->removeGraph(g);
   m_overlayGraphs.clear();
   int k = 0;
   for (const Overlay& r : runs) {
-    QColor c = kOverlay[k++ % 4];
+    QColor c = r.color.isValid() ? r.color : kOverlay[k % 4];
+    ++k;
     std::vector<double> steps, losses;
     QVector<double> ex, acc;
     for (const auto& e : r.events) {

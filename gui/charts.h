@@ -5,6 +5,7 @@
 // plots replot from a throttled timer, never once per event. Other runs can be overlaid.
 #pragma once
 
+#include <QColor>
 #include <QTimer>
 #include <QWidget>
 #include <map>
@@ -38,7 +39,11 @@ class TrainingCharts : public QWidget {
   struct Overlay {
     QString name;
     std::vector<proto::TrainEvent> events;
+    QColor color;  // the run's own (runColor); invalid: the next of a few
   };
+  // A run's colour, the same on every chart and in the Runs list: chosen by its
+  // folder's name, so checking other runs does not repaint it.
+  static QColor runColor(const QString& runName);
   void setOverlays(const std::vector<Overlay>& runs);
 
   void setSmoothing(double weight);  // 0 (raw) .. 0.99

@@ -9,6 +9,8 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
+#include <QMessageBox>
+#include <QRegularExpression>
 #include <QSignalBlocker>
 #include <QTableWidget>
 #include <QThread>
@@ -68,6 +70,68 @@ void MainWindow::buildRunActions() {
     showMessage(s ? tr("Deleted the job folder of run %1 on its host").arg(run->name)
                   : QString::fromStdString(s.message()));
   });
+  // The Runs list's own: on the selected run (else the single checked one).
+  auto selectedRun = [this]() -> const RunRecord* {
+    QListWidgetItem* it = m_runs->history()->currentItem();
+    auto checked = m_runs->checkedRuns();
+    const QString dir = it                    ? it->data(Qt::UserRole).toString()
+                        : checked.size() == 1 ? checked[0]->dir
+                                              : QString();
+    for (const RunRecord& r : m_runs->runs())
+      if (r.dir == dir) return &r;
+    return nullptr;
+  };
+  auto edit = [this, selectedRun](const char* name, const QString& text,
+                                  std::function<void(RunRecord&)> change) {
+    QAction* a = new QAction(text, this);
+    a->setObjectName(name);
+    connect(a, &QAction::triggered, this, [this, selectedRun, change] {
+      const RunRecord* run = selectedRun();
+      if (!run) return showMessage(tr("Select a run in the Runs list"));
+      RunRecord copy = *run;
+      change(copy);
+      if (Status s = saveRunMeta(copy); !s) return showMessage(QString::fromStdString(s.message()));
+      m_runs->reloadHistory();
+    });
+    m_runs->history()->addAction(a);
+    return a;
+  };
+  auto ask = [this](const QString& title, const QString& now) {
+    return m_namePrompt ? m_namePrompt(title, now)
+                        : QInputDialog::getText(this, title, title, QLineEdit::Normal, now);
+  };
+  edit("renameRun", tr("Rename…"), [ask](RunRecord& r) {
+    QString t = ask(tr("Rename run %1").arg(r.name), r.label());
+    if (!t.isNull()) r.title = t.trimmed() == r.name ? QString() : t.trimmed();
+  });
+  edit("tagRun", tr("Tags…"), [ask](RunRecord& r) {
+    QString t = ask(tr("Tags of run %1 (separated by spaces)").arg(r.label()), r.tags.join(" "));
+    if (!t.isNull()) r.tags = t.split(QRegularExpression("[\\s,#]+"), Qt::SkipEmptyParts);
+  });
+  edit("noteRun", tr("Note…"), [ask](RunRecord& r) {
+    QString t = ask(tr("Note on run %1").arg(r.label()), r.note);
+    if (!t.isNull()) r.note = t;
+  });
+  QAction* del = new QAction(tr("Delete Run…"), this);
+  del->setObjectName("deleteRun");
+  connect(del, &QAction::triggered, this, [this, selectedRun] {
+    const RunRecord* run = selectedRun();
+    if (!run) return showMessage(tr("Select a run in the Runs list"));
+    if (m_runs->running() && m_runs->current() && m_runs->current()->dir == run->dir)
+      return showMessage(tr("Run %1 is in progress: stop it first").arg(run->label()));
+    if (m_prompt(tr("Delete run %1?").arg(run->label()),
+                 tr("Its folder %1 goes, with its events, checkpoints and weights.").arg(run->dir),
+                 QMessageBox::Yes | QMessageBox::No) != QMessageBox::Yes)
+      return;
+    const QString label = run->label();
+    if (Status s = deleteRunFolder(*run); !s)
+      return showMessage(QString::fromStdString(s.message()));
+    m_runs->reloadHistory();
+    showMessage(tr("Deleted run %1").arg(label));
+  });
+  m_runs->history()->addAction(del);
+  m_runs->history()->setContextMenuPolicy(Qt::ActionsContextMenu);
+
   QToolBar* bar = addToolBar(tr("Run"));
   bar->setObjectName("runToolBar");
   bar->addAction(runAction);

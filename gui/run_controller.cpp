@@ -471,6 +471,9 @@ void RunController::reloadHistory() {
   for (int i = 0; i < m_history->count(); ++i)
     if (m_history->item(i)->checkState() == Qt::Checked)
       checked.insert(m_history->item(i)->data(Qt::UserRole).toString());
+  const QString selected = m_history->currentItem()
+                               ? m_history->currentItem()->data(Qt::UserRole).toString()
+                               : QString();
   m_history->clear();
   for (const RunRecord& r : m_runs) {
     bool active = running() && m_current && m_current->dir == r.dir;
@@ -484,11 +487,16 @@ void RunController::reloadHistory() {
                    .arg(QString::fromStdString(job->host().name().empty() ? job->host().address()
                                                                           : job->host().name()),
                         QString::fromStdString(job->id()));
-    auto* it = new QListWidgetItem(r.name + " — " + state, m_history);
+    QString tags;
+    for (const QString& t : r.tags) tags += " #" + t;
+    auto* it = new QListWidgetItem(r.label() + tags + " — " + state, m_history);
     it->setData(Qt::UserRole, r.dir);
     it->setFlags(it->flags() | Qt::ItemIsUserCheckable);
     it->setCheckState(checked.count(r.dir) ? Qt::Checked : Qt::Unchecked);
-    it->setToolTip(r.dir);
+    it->setToolTip(r.note.isEmpty() ? r.dir : r.dir + "\n\n" + r.note);
+    // The run's colour on every chart, as a mark in the list.
+    if (!active) it->setForeground(TrainingCharts::runColor(r.name));
+    if (r.dir == selected) m_history->setCurrentItem(it);
   }
   updateOverlays();
 }
@@ -507,7 +515,8 @@ std::vector<const RunRecord*> RunController::checkedRuns() const {
 void RunController::updateOverlays() {
   std::vector<TrainingCharts::Overlay> overlays;
   for (const RunRecord* r : checkedRuns())
-    if (!m_current || r->dir != m_current->dir) overlays.push_back({r->name, r->events});
+    if (!m_current || r->dir != m_current->dir)
+      overlays.push_back({r->label(), r->events, TrainingCharts::runColor(r->name)});
   m_charts->setOverlays(overlays);
 }
 

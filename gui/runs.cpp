@@ -7,12 +7,17 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QStandardPaths>
 #include <algorithm>
 #include <csignal>
 
 #include "engine/io/event_stream.h"
+#include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/train/trainer.h"
 
@@ -163,10 +168,35 @@ std::vector<RunRecord> listRuns(const QString& runsDir) {
     auto p = loadProject((r.dir + "/project.nlproj").toStdString());
     if (!p) continue;  // not a run folder
     r.project = *p;
+    QFile meta(r.dir + "/meta.json");
+    if (meta.open(QIODevice::ReadOnly)) {
+      const QJsonObject o = QJsonDocument::fromJson(meta.readAll()).object();
+      r.title = o["title"].toString();
+      for (const QJsonValue& t : o["tags"].toArray()) r.tags << t.toString();
+      r.note = o["note"].toString();
+    }
     r.poll();
     runs.push_back(std::move(r));
   }
   return runs;
+}
+
+Status saveRunMeta(const RunRecord& run) {
+  QJsonObject o;
+  if (!run.title.isEmpty()) o["title"] = run.title;
+  if (!run.tags.isEmpty()) o["tags"] = QJsonArray::fromStringList(run.tags);
+  if (!run.note.isEmpty()) o["note"] = run.note;
+  return writeFileAtomic((run.dir + "/meta.json").toStdString(),
+                         QJsonDocument(o).toJson().toStdString());
+}
+
+Status deleteRunFolder(const RunRecord& run) {
+  // Only a run folder: one holding its frozen project.
+  if (run.dir.isEmpty() || !QFileInfo::exists(run.dir + "/project.nlproj"))
+    return makeError(run.dir.toStdString() + " is not a run folder; nothing was removed");
+  if (!QDir(run.dir).removeRecursively())
+    return makeError(run.dir.toStdString() + ": could not be removed entirely");
+  return {};
 }
 
 QString latestCheckpoint(const RunRecord& run) {

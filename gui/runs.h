@@ -29,6 +29,11 @@ namespace netloom::gui {
 struct RunRecord {
   QString dir;
   QString name;  // the folder's name, e.g. "20261203-141503"
+  // What the user calls it, its tags and a note (meta.json in its folder); all optional.
+  QString title;
+  QStringList tags;
+  QString note;
+  QString label() const { return title.isEmpty() ? name : title; }
   proto::Project project;
   std::vector<proto::TrainEvent> events;
   int64_t offset = 0;  // bytes of events.pb read so far
@@ -61,6 +66,10 @@ Result<RunRecord> createRun(const QString& runsDir, const proto::Project& projec
                             const QString& projectDir);
 // Every run folder under `runsDir`, oldest first, with its events read.
 std::vector<RunRecord> listRuns(const QString& runsDir);
+// Writes a run's title, tags and note (meta.json, atomically).
+Status saveRunMeta(const RunRecord& run);
+// Removes a run's folder and everything in it.
+Status deleteRunFolder(const RunRecord& run);
 // The latest checkpoint of a run, or empty.
 QString latestCheckpoint(const RunRecord& run);
 // Appends a Failed event saying why to a run's stream, unless the stream already

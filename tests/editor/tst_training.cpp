@@ -318,6 +318,34 @@ class TestTraining : public QObject {
     QCOMPARE(table->item(state, 0)->text(), QString("finished"));
     QVERIFY(dialog->height() <= w.height() && dialog->width() <= w.width());
     dialog->close();
+    // Renamed, tagged, given a note and deleted from the Runs list; each run keeps
+    // one colour on the charts and in the list, whichever runs are checked.
+    QListWidget* list = w.runs()->history();
+    const QColor second = w.runs()->charts()->lossPlot()->graph(graphs + 1)->pen().color();
+    list->item(0)->setCheckState(Qt::Unchecked);
+    QCOMPARE(w.runs()->charts()->lossPlot()->graph(graphs)->pen().color(), second);
+    QCOMPARE(list->item(1)->foreground().color(), second);
+    list->setCurrentRow(0);
+    QStringList answers{"baseline", "lr-sweep  fast", "the first try"};
+    w.setNamePrompt([&](const QString&, const QString&) { return answers.takeFirst(); });
+    trigger(w, "renameRun");
+    trigger(w, "tagRun");
+    trigger(w, "noteRun");
+    QVERIFY2(list->item(0)->text().startsWith("baseline #lr-sweep #fast — finished"),
+             qPrintable(list->item(0)->text()));
+    QVERIFY(list->item(0)->toolTip().contains("the first try"));
+    MainWindow again;
+    QVERIFY(again.openFile(path));
+    QCOMPARE(again.runs()->runs()[0].title, QString("baseline"));
+    QCOMPARE(again.runs()->runs()[0].tags, (QStringList{"lr-sweep", "fast"}));
+    const QString gone = again.runs()->runs()[0].dir;
+    again.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+      return QMessageBox::Yes;
+    });
+    again.runs()->history()->setCurrentRow(0);
+    trigger(again, "deleteRun");
+    QVERIFY(!QDir(gone).exists());
+    QCOMPARE(int(again.runs()->runs().size()), 1);
   }
 
   // Attributes read as values, not as the file's syntax.
