@@ -367,6 +367,7 @@ void MainWindow::afterLoad() {
   m_runs->detach();
   m_runs->reloadHistory();
   m_runs->reattach();
+  restoreTarget();
 }
 
 bool MainWindow::openFile(const QString& path) {

@@ -106,6 +106,8 @@ class MainWindow : public QMainWindow {
   void expandOrCollapse(bool expand);
   void afterLoad();
   void reloadHosts();  // the device selector from the hosts file
+  // The target the project last ran on (or the host of the remote run it follows).
+  void restoreTarget();
   void offerRecovery(const QString& path);
 
   editor::GraphDocument m_doc;
@@ -133,6 +135,7 @@ class MainWindow : public QMainWindow {
   int m_backgroundLayoutFrom = 1500;
   QThread* m_layoutThread = nullptr;
   QByteArray m_defaultLayout;
+  bool m_restoringTarget = false;
 };
 
 }  // namespace netloom::gui

@@ -11,6 +11,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QRegularExpression>
+#include <QSettings>
 #include <QSignalBlocker>
 #include <QTableWidget>
 #include <QThread>
@@ -22,6 +23,7 @@
 #include "gui/evaluation.h"
 #include "gui/hosts_dialog.h"
 #include "gui/main_window.h"
+#include "gui/remote_target.h"
 #include "gui/run_controller.h"
 #include "remote/hosts.h"
 
@@ -159,6 +161,13 @@ void MainWindow::buildRunActions() {
     m_runs->setRankHosts(rankHosts);
     m_runs->setDevice(target.value(1).toString().toStdString());
     m_runs->setRanks(target.value(2, 1).toInt());
+    // Run says where it trains, and the project remembers it for next time.
+    const QString where = m_device->currentText();
+    QAction* run = action("run");
+    run->setText(tr("&Run on %1").arg(where.size() > 32 ? where.left(31) + "…" : where));
+    run->setToolTip(tr("Run on %1 (F5)").arg(where));
+    if (!m_restoringTarget && !m_doc.filePath().isEmpty())
+      QSettings().setValue("targets/" + QFileInfo(m_doc.filePath()).absoluteFilePath(), where);
   });
   QAction* hosts = make("manageHosts", tr("&Hosts…"), {}, [this] {
     HostsDialog dialog(QString::fromStdString(remote::defaultHostsPath()), this);
@@ -286,6 +295,19 @@ void MainWindow::startRun(bool resume) {
   QWidget* front = s ? static_cast<QWidget*>(m_runs->charts()) : m_problems;
   for (QDockWidget* d : findChildren<QDockWidget*>())
     if (d->widget() == front) d->show(), d->raise();
+}
+
+void MainWindow::restoreTarget() {
+  QString want =
+      QSettings().value("targets/" + QFileInfo(m_doc.filePath()).absoluteFilePath()).toString();
+  // Following a remote run: its host, whatever was picked last.
+  if (auto* t = qobject_cast<RemoteTarget*>(m_runs->target()); t && m_runs->remoteRun())
+    want = QString::fromStdString(t->host().name());
+  const int at = want.isEmpty() ? -1 : m_device->findText(want);
+  if (at < 0 || at == m_device->currentIndex()) return;
+  m_restoringTarget = true;
+  m_device->setCurrentIndex(at);
+  m_restoringTarget = false;
 }
 
 void MainWindow::reloadHosts() {

@@ -40,6 +40,8 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
   // is over, one more pass reads what the last `tail -F` may not have sent.
   const bool slurm = !job.slurm_job_id().empty();
   bool drained = false;
+  // A connection held before: the next one says the stream resumed.
+  bool connectedOnce = session != nullptr;
   std::chrono::steady_clock::time_point lastStatus{};
   std::string shownStatus;
   while (!cancelled()) {
@@ -57,8 +59,11 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
         continue;
       }
       session = std::move(*s);
-      if (backoffMs > 200) notice("reconnected to " + spec.label());
+      if (connectedOnce)
+        notice("reconnected to " + spec.label() + "; the stream goes on from byte " +
+               std::to_string(offset) + ", nothing lost");
       backoffMs = 200;
+      connectedOnce = true;
     }
     // A shell kept open for signals: starting a command per signal costs a shell
     // start on the host (100 ms and more where rc files are heavy), time the

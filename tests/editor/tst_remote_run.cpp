@@ -316,9 +316,20 @@ class TestRemoteRun : public QObject {
     QVERIFY(w.openFile(path));
     QVERIFY(w.runs()->remoteRun());
     QCOMPARE(w.runs()->current()->dir, runDir);
-    // A cut of every SSH connection: the run follows on after a reconnect.
+    // The selector shows where the run is, and Run says where it would train.
+    QCOMPARE(w.findChild<QComboBox*>("deviceSelector")->currentText(), QString("loop"));
+    QVERIFY(w.action("run")->text().contains("loop"));
+    // A cut of every SSH connection: the run follows on after a reconnect, which says
+    // so.
+    // Once the stream flows again (the follower is connected) ...
+    const int64_t reopened = w.runs()->current()->steps();
+    QVERIFY(waitUntil([&] { return w.runs()->current()->steps() > reopened + 5; }));
     const int64_t before = w.runs()->current()->steps();
+    QStringList said;
+    connect(w.runs(), &RunController::message, this, [&](const QString& t) { said << t; });
     m_sshd.dropConnections();
+    QVERIFY2(waitUntil([&] { return said.join("\n").contains("nothing lost"); }, 60000),
+             qPrintable(said.join("\n")));
     QVERIFY(waitUntil([&] { return w.runs()->current()->steps() > before + 20; }));
     QVERIFY(w.runs()->remoteRun());
     // Pause reaches the host, and so does Stop.
