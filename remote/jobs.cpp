@@ -67,9 +67,12 @@ const char* kStatus =
     "fi; "
     "echo \"$s $e $st ${n:--}\"; else echo \"killed - $st\"; fi";
 // $1 folder holding job folders: one kStatus line per job, after its name.
+// Each line: the job's folder, a tab, its project's name as its record quotes it, a
+// tab, then the status line.
 const char* kList =
     "cd \"$1\" 2>/dev/null || exit 0; for d in j*; do [ -d \"$d\" ] || continue; "
-    "printf '%s ' \"$d\"; sh -c \"$2\" sh \"$d\"; done";
+    "printf '%s\\t%s\\t' \"$d\" \"$(sed -n 's/^project_name: //p' \"$d/job.txtpb\" 2>/dev/null "
+    "| head -n 1)\"; sh -c \"$2\" sh \"$d\"; done";
 // $1 events.pb, $2 bytes of whole records, $3 pid. Appends stdin when the
 // process is gone, after cutting a torn last record.
 const char* kMarkFailed =
@@ -513,9 +516,17 @@ Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& hos
   std::vector<JobStatus> jobs;
   std::istringstream lines(r->out);
   for (std::string line; std::getline(lines, line);) {
-    auto sp = line.find(' ');
-    if (sp == std::string::npos || !isJobId(line.substr(0, sp))) continue;
-    const std::string id = line.substr(0, sp);
+    auto tab = line.find('\t');
+    if (tab == std::string::npos || !isJobId(line.substr(0, tab))) continue;
+    const std::string id = line.substr(0, tab);
+    auto tab2 = line.find('\t', tab + 1);
+    if (tab2 == std::string::npos) continue;
+    // The record's text-format string: quoted, with \" and \\ escaped.
+    std::string project;
+    remotepb::JobRecord named;
+    if (recordFromText("project_name: " + line.substr(tab + 1, tab2 - tab - 1), id, named))
+      project = named.project_name();
+    const size_t sp = tab2;
     if (host.has_slurm()) {
       // A job queued through sbatch: Slurm knows where it is (its record names it).
       remotepb::JobRecord job;
@@ -528,11 +539,13 @@ Result<std::vector<JobStatus>> listJobs(SshSession& s, const remotepb::Host& hos
         job.set_slurm_job_id(held.slurm_job_id());
         if (auto st = slurmStatus(s, job)) {
           jobs.push_back(*st);
+          jobs.back().project = project;
           continue;
         }
       }
     }
     jobs.push_back(parseStatus(id, line.substr(sp + 1)));
+    jobs.back().project = project;
   }
   return jobs;
 }

@@ -88,6 +88,7 @@ struct JobStatus {
   // failed ("time limit", "node failure", "out of memory", "exit status 1").
   std::string reason;
   std::string started;
+  std::string project;  // the project's name (listJobs)
   int exitCode = -1;
   int64_t stoppedAtStep = -1;  // for "stopped": the steps it made, when known
   // "stopped at step 120", "failed (exit status 1)", "failed: time limit",

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -95,11 +96,23 @@ Result<std::unique_ptr<SshSession>> connectTo(const remotepb::Host& host) {
 // Streams a job's events to the progress printer until it ends; 0 when it
 // finished, 1 when it failed.
 int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s,
-           std::function<Status(SshSession&, remotepb::JobRecord&)> launch = nullptr) {
+           std::function<Status(SshSession&, remotepb::JobRecord&)> launch = nullptr,
+           bool attaching = false) {
   ProgressPrinter progress(stderr);
+  // Attaching, what was written before is taken in quietly: the progress starts
+  // where the run is now, not from its first step.
+  int64_t backlog = 0;
+  if (attaching && s) {
+    auto size = s->run(
+        {"sh", "-c", "wc -c < \"$1\" 2>/dev/null || echo 0", "sh", job.dir() + "/events.pb"});
+    if (size) backlog = std::atoll(size->out.c_str());
+    progress.setCatchingUp(backlog > 0);
+  }
   FollowHooks hooks;
-  hooks.onEvents = [&](int64_t, const std::string&, const std::vector<proto::TrainEvent>& events) {
+  hooks.onEvents = [&](int64_t at, const std::string& bytes,
+                       const std::vector<proto::TrainEvent>& events) {
     for (const auto& e : events) progress.onEvent(e);
+    if (at + int64_t(bytes.size()) >= backlog) progress.caughtUp();
   };
   hooks.onNotice = [](const std::string& text) {
     std::fprintf(stderr, "netloom-job: %s\n", text.c_str());
@@ -253,8 +266,10 @@ int main(int argc, char** argv) {
     if (verb == "list") {
       auto jobs = listJobs(**session, *host);
       if (!jobs) return fail(jobs.error().message);
+      std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "STARTED", "HOST", "PROJECT");
       for (const auto& j : *jobs)
-        std::printf("%s  %-8s  %s\n", j.id.c_str(), j.describe().c_str(), j.started.c_str());
+        std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id.c_str(), j.describe().c_str(),
+                    j.started.c_str(), hostTitle(*host).c_str(), j.project.c_str());
       return 0;
     }
     if (target.empty()) return usage();
@@ -283,9 +298,22 @@ int main(int argc, char** argv) {
     return wait ? follow(*job, std::move(*session)) : 0;
   }
   if (verb == "list") {
-    for (const auto& j : listJobRecords(jobsDir))
-      std::printf("%s  %-24s  %s  %s\n", j.id().c_str(), hostTitle(j.host()).c_str(),
-                  j.submitted().c_str(), j.project_name().c_str());
+    // Each job's state from its host, one connection per host; a host that cannot be
+    // reached (or whose key is not known) reads "unreachable".
+    std::map<std::string, std::unique_ptr<SshSession>> sessions;
+    std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "SUBMITTED", "HOST", "PROJECT");
+    for (const auto& j : listJobRecords(jobsDir)) {
+      const std::string title = hostTitle(j.host());
+      if (!sessions.count(title)) {
+        auto s = openSession(hostSpec(j.host()), nullptr, askPassphrase);
+        sessions[title] = s ? std::move(*s) : nullptr;
+      }
+      std::string state = "unreachable";
+      if (SshSession* s = sessions[title].get())
+        if (auto st = jobStatus(*s, j)) state = st->describe();
+      std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id().c_str(), state.c_str(),
+                  j.submitted().c_str(), title.c_str(), j.project_name().c_str());
+    }
     return 0;
   }
   if (target.empty()) return usage();
@@ -294,10 +322,13 @@ int main(int argc, char** argv) {
   job->mutable_host()->MergeFrom(overrides);
   auto session = connectTo(job->host());
   if (!session) return fail(session.error().message);
-  if (verb == "attach") return follow(*job, std::move(*session));
+  if (verb == "attach") return follow(*job, std::move(*session), nullptr, true);
   if (verb == "cancel" || verb == "stop") {
     const std::string signal = verb == "cancel" ? "KILL" : "TERM";
     if (Status s = signalJob(**session, *job, signal); !s) return fail(s.message());
+    std::printf("%s: %s\n", job->id().c_str(),
+                verb == "stop" ? "asked to stop; it stops after the current step, with a checkpoint"
+                               : "cancelled");
     for (const remotepb::RankJob& rank : job->ranks()) {  // a job on several hosts
       remotepb::JobRecord other = *job;
       *other.mutable_host() = rank.host();

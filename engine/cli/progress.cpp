@@ -39,7 +39,30 @@ void ProgressPrinter::drawStep(const proto::Step& s) {
   std::fflush(m_out);
 }
 
+void ProgressPrinter::caughtUp() {
+  if (!m_catchingUp) return;
+  m_catchingUp = false;
+  if (m_totalSteps == 0) return;  // nothing had started: what comes is printed as it comes
+  std::fprintf(m_out, "now at epoch %d/%d, step %lld/%lld, loss %.4f\n", m_lastEpoch, m_epochs,
+               (long long)m_lastStep, (long long)m_totalSteps, m_smoothedLoss);
+  // A run that ended before: how it ended.
+  if (m_last.has_finished() || m_last.has_failed()) onEvent(proto::TrainEvent(m_last));
+  std::fflush(m_out);
+}
+
 void ProgressPrinter::onEvent(const proto::TrainEvent& e) {
+  m_last = e;
+  if (e.has_step()) m_lastStep = e.step().step(), m_lastEpoch = e.step().epoch();
+  if (m_catchingUp) {
+    if (e.has_run_started()) {
+      m_totalSteps = e.run_started().total_steps();
+      m_epochs = e.run_started().epochs();
+    }
+    if (e.has_step())
+      m_smoothedLoss =
+          m_smoothedLoss < 0 ? e.step().loss() : 0.95 * m_smoothedLoss + 0.05 * e.step().loss();
+    return;
+  }
   switch (e.kind_case()) {
     case proto::TrainEvent::kRunStarted: {
       const auto& r = e.run_started();

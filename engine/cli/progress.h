@@ -12,6 +12,10 @@ class ProgressPrinter {
  public:
   explicit ProgressPrinter(std::FILE* out);
   void onEvent(const proto::TrainEvent& e);
+  // While catching up with a stream written before (netloom-job attach), events are
+  // taken in but nothing is printed; caughtUp() then prints where the run is.
+  void setCatchingUp(bool on) { m_catchingUp = on; }
+  void caughtUp();
 
  private:
   void drawStep(const proto::Step& s);
@@ -23,6 +27,10 @@ class ProgressPrinter {
   double m_smoothedLoss = -1;
   double m_startSeconds = -1;
   double m_lastDraw = -1;
+  bool m_catchingUp = false;
+  proto::TrainEvent m_last;  // the last event taken in
+  int64_t m_lastStep = 0;
+  int m_lastEpoch = 0;
 };
 
 }  // namespace netloom

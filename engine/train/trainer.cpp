@@ -318,7 +318,10 @@ Status Fit::start(const proto::Project& project) {
   r->set_device_memory_total(info.totalBytes);
   r->set_threads(s.threads);
   r->set_total_steps(m_total);
-  r->set_epochs(s.epochs);
+  // The epochs this run will reach: fewer than the project's under --max-steps.
+  r->set_epochs(m_perEpoch > 0
+                    ? int(std::min<int64_t>(s.epochs, (m_total + m_perEpoch - 1) / m_perEpoch))
+                    : s.epochs);
   r->set_train_samples(s.data.train.size());
   r->set_test_samples(s.data.test.size());
   r->set_parameters(m_sum.parameters);

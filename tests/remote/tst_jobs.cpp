@@ -546,13 +546,22 @@ class TestJobs : public QObject {
     QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
     QString id = out.section(' ', 0, 0);
     QVERIFY2(isJobId(id.toStdString()), qPrintable(out));
-    QProcess* listed = job({"list"});
-    QVERIFY(listed->readAllStandardOutput().contains(id.toUtf8()));
-    QProcess* onHost = job({"list", "--host", "loop"});
-    QVERIFY(QString::fromUtf8(onHost->readAllStandardOutput())
-                .contains(QRegularExpression(id + " +finished")));
+    // Both lists have a state, a host and a project column.
+    const QString listed = QString::fromUtf8(job({"list"})->readAllStandardOutput());
+    QVERIFY2(listed.startsWith("JOB ") && listed.contains("STATE") &&
+                 listed.contains(QRegularExpression(id + " +finished +\\S+ +loop .* Spirals")),
+             qPrintable(listed));
+    const QString onHost =
+        QString::fromUtf8(job({"list", "--host", "loop"})->readAllStandardOutput());
+    QVERIFY2(onHost.contains(QRegularExpression(id + " +finished .* loop .* Spirals")),
+             qPrintable(onHost));
+    // Attached to a job that ended: where it got to and how it ended, not every step.
     QProcess* attach = job({"attach", id});
     QCOMPARE(attach->exitCode(), 0);
+    const QString attached = QString::fromUtf8(attach->readAllStandardError());
+    QVERIFY2(attached.contains("now at epoch") && attached.contains("finished:") &&
+                 !attached.contains("epoch 1/"),
+             qPrintable(attached));
     // Stopped from here once it trains: the host's list says where it stopped.
     const QString longPath = m_dir.filePath("cli-long.nlproj");
     // It never ends on its own: only the stop below ends it.
@@ -564,7 +573,9 @@ class TestJobs : public QObject {
     QCOMPARE(idAndDir.size(), 2);
     const QString longEvents = idAndDir[1].trimmed() + "/events.pb";
     QVERIFY(waitUntil([&] { return QFileInfo(longEvents).size() > 2000; }));
-    QCOMPARE(job({"stop", idAndDir[0]})->exitCode(), 0);
+    QProcess* stop = job({"stop", idAndDir[0]});
+    QCOMPARE(stop->exitCode(), 0);
+    QVERIFY(stop->readAllStandardOutput().contains("asked to stop"));
     QCOMPARE(job({"attach", idAndDir[0]})->exitCode(), 0);  // follows it to its end
     QString hostList = QString::fromUtf8(job({"list", "--host", "loop"})->readAllStandardOutput());
     QVERIFY2(hostList.contains(QRegularExpression(idAndDir[0] + " +stopped at step [1-9][0-9]* ")),
