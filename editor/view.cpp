@@ -12,7 +12,7 @@ namespace netloom::editor {
 
 namespace {
 constexpr qreal kMinZoom = 0.02, kMaxZoom = 4.0;
-constexpr int kMiniW = 220, kMiniH = 150;
+constexpr int kMiniW = 150, kMiniH = 100;  // a corner, not a quarter of the canvas
 }  // namespace
 
 // MiniMap ---------------------------------------------------------------------------
@@ -72,7 +72,7 @@ GraphView::GraphView(GraphScene* scene, QWidget* parent)
   m_minimap = new MiniMap(scene, this);
   m_quick = new QuickAdd(this);
   connect(scene, &QGraphicsScene::changed, m_minimap, [this] {
-    m_minimap->setVisible(m_scene->document()->nodes().size() >= 12);
+    m_minimap->setVisible(m_minimapOn && m_scene->document()->nodes().size() >= 12);
     m_minimap->refit();
   });
   connect(scene, &GraphScene::quickAddRequested, this,
@@ -110,6 +110,26 @@ void GraphView::frameSelection() {
 
 void GraphView::frameAll() {
   frame(m_scene->nodesRect({}));
+}
+
+void GraphView::frameForReading() {
+  const QRectF all = m_scene->nodesRect({});
+  if (all.isEmpty()) return;
+  frame(all);
+  if (zoom() >= kReadableZoom) return;
+  // Too large to read whole: readable, from where the data comes in.
+  scale(kReadableZoom / zoom(), kReadableZoom / zoom());
+  const QRectF seen = mapToScene(viewport()->rect()).boundingRect();
+  QPointF at(all.left() - 40 + seen.width() / 2, all.top() - 40 + seen.height() / 2);
+  if (all.height() + 80 < seen.height()) at.setY(all.center().y());
+  if (all.width() + 80 < seen.width()) at.setX(all.center().x());
+  centerOn(at);
+  m_minimap->viewport()->update();
+}
+
+void GraphView::setMiniMapEnabled(bool on) {
+  m_minimapOn = on;
+  m_minimap->setVisible(on && m_scene->document()->nodes().size() >= 12);
 }
 
 void GraphView::openQuickAdd(QPointF scenePos, NodeId from, int fromPort) {

@@ -46,6 +46,13 @@ class GraphView : public QGraphicsView {
   void zoomAt(qreal factor, QPoint viewPos);
   void frameSelection();  // the selected nodes, or everything when none is
   void frameAll();
+  // What opening a project shows: the whole graph when it fits at a zoom where names
+  // and shapes can be read, else its beginning (the inputs) at that zoom.
+  void frameForReading();
+  static constexpr qreal kReadableZoom = 0.75;
+  // The minimap in the canvas's corner (View > Minimap); shown only for larger graphs.
+  void setMiniMapEnabled(bool on);
+  bool miniMapEnabled() const { return m_minimapOn; }
   // Opens quick-add at `scenePos`; with `from` set, offers only ops that can take
   // that output and wires the new node to it.
   void openQuickAdd(QPointF scenePos, NodeId from = -1, int fromPort = 0);
@@ -70,6 +77,7 @@ class GraphView : public QGraphicsView {
 
   GraphScene* m_scene;
   MiniMap* m_minimap;
+  bool m_minimapOn = true;
   QuickAdd* m_quick;
   bool m_panning = false, m_space = false;
   QPoint m_panFrom;

@@ -281,6 +281,10 @@ void MainWindow::buildActions() {
        [this] { m_view->zoomAt(1.25, m_view->viewport()->rect().center()); });
   make(view, "zoomOut", tr("Zoom &Out"), QKeySequence::ZoomOut,
        [this] { m_view->zoomAt(0.8, m_view->viewport()->rect().center()); });
+  QAction* minimap = make(view, "minimap", tr("&Minimap"));
+  minimap->setCheckable(true);
+  minimap->setChecked(true);
+  connect(minimap, &QAction::toggled, this, [this](bool on) { m_view->setMiniMapEnabled(on); });
   QAction* snap = make(view, "snap", tr("&Snap to Grid"));
   snap->setCheckable(true);
   snap->setChecked(true);
@@ -362,7 +366,7 @@ void MainWindow::afterLoad() {
     m_doc.laidOut();
   }
   updateTitle();
-  m_view->frameAll();
+  m_view->frameForReading();
   m_pasteCount = 0;
   m_runs->detach();
   m_runs->reloadHistory();

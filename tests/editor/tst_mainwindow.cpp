@@ -385,6 +385,19 @@ class TestMainWindow : public QObject {
     docks[0]->hide();
     trigger(w, "resetLayout");
     QVERIFY(docks[0]->isVisible());
+    // Opened at this size, the graph is readable (names drawn, not boxes), from its
+    // input on; the minimap keeps to a corner and can be hidden.
+    QVERIFY(w.openFile(copyProject("fashion-lenet.nlproj")));
+    QApplication::processEvents();
+    QVERIFY2(w.view()->zoom() >= GraphView::kReadableZoom - 1e-9,
+             qPrintable(QString::number(w.view()->zoom())));
+    const QRectF seen = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
+    QVERIFY(seen.contains(w.scene()->itemFor(w.document()->findNode("image"))->sceneBoundingRect()));
+    QVERIFY(w.view()->miniMap()->isVisible());
+    QVERIFY(w.view()->miniMap()->width() * w.view()->miniMap()->height() * 12 <
+            w.view()->width() * w.view()->height());
+    trigger(w, "minimap");
+    QVERIFY(!w.view()->miniMap()->isVisible());
   }
 
   // Typing a learning rate at a person's speed, each key an edit that reloads the
