@@ -77,6 +77,17 @@ class TestSlurm : public QObject {
   // folder is written to (or the run is asked to stop).
   QString heldTrainer() const { return m_dir.filePath("held-train"); }
 
+  // A job of the held trainer, queued and now holding at step 3, with the write end
+  // of its hold (closed by the caller); an error when it did not get there.
+  Result<std::pair<remotepb::JobRecord, int>> heldJob(SshSession& s, int epochs) {
+    auto job = submitSlurm(s, host(qPrintable(heldTrainer())), spirals(epochs), options());
+    if (!job) return job.error();
+    const int hold =
+        testing::waitForHold(QString::fromStdString(job->dir()) + "/hold", testing::kHangMs);
+    if (hold < 0) return makeError("the job never held at step 3");
+    return std::make_pair(*job, hold);
+  }
+
  private slots:
   void initTestCase() {
     QVERIFY(m_dir.isValid());
@@ -214,36 +225,34 @@ class TestSlurm : public QObject {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
     auto s = session();
     QVERIFY(s);
-    auto job = submitSlurm(*s, host(qPrintable(heldTrainer())), spirals(3), options());
-    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    const int hold =
-        testing::waitForHold(QString::fromStdString(job->dir()) + "/hold", testing::kHangMs);
-    QVERIFY(hold >= 0);
-    QVERIFY(signalJob(*s, *job, "KILL").ok());
+    auto held = heldJob(*s, 3);
+    QVERIFY2(held.ok(), held.ok() ? "" : held.error().message.c_str());
+    const remotepb::JobRecord job = held->first;
+    const int hold = held->second;
+    QVERIFY(signalJob(*s, job, "KILL").ok());
     FollowEnd end;
-    follow(*job, &end);
+    follow(job, &end);
     ::close(hold);
-    QVERIFY(testing::waitUntil([&] { return status(*job).state == "cancelled"; }));
+    QVERIFY(testing::waitUntil([&] { return status(job).state == "cancelled"; }));
     // Pause is not offered.
-    QVERIFY(!signalJob(*s, *job, "STOP").ok());
+    QVERIFY(!signalJob(*s, job, "STOP").ok());
   }
 
   void stopEndsTheJobWithACheckpoint() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
     auto s = session();
     QVERIFY(s);
-    auto job = submitSlurm(*s, host(qPrintable(heldTrainer())), spirals(3), options());
-    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    const int hold =
-        testing::waitForHold(QString::fromStdString(job->dir()) + "/hold", testing::kHangMs);
-    QVERIFY(hold >= 0);
-    QVERIFY(signalJob(*s, *job, "TERM").ok());
+    auto held = heldJob(*s, 3);
+    QVERIFY2(held.ok(), held.ok() ? "" : held.error().message.c_str());
+    const remotepb::JobRecord job = held->first;
+    const int hold = held->second;
+    QVERIFY(signalJob(*s, job, "TERM").ok());
     FollowEnd end;
-    follow(*job, &end);
+    follow(job, &end);
     ::close(hold);
     QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
-    QVERIFY(testing::waitUntil([&] { return status(*job).state == "stopped"; }));
-    QVERIFY(!QDir(QString::fromStdString(job->dir() + "/checkpoints")).isEmpty());
+    QVERIFY(testing::waitUntil([&] { return status(job).state == "stopped"; }));
+    QVERIFY(!QDir(QString::fromStdString(job.dir() + "/checkpoints")).isEmpty());
   }
 
   // Requeued while it runs, the job runs again from its checkpoint: the stream has
@@ -252,17 +261,16 @@ class TestSlurm : public QObject {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
     auto s = session();
     QVERIFY(s);
-    auto job = submitSlurm(*s, host(qPrintable(heldTrainer())), spirals(2), options());
-    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
-    const int hold =
-        testing::waitForHold(QString::fromStdString(job->dir()) + "/hold", testing::kHangMs);
-    QVERIFY(hold >= 0);
-    m_slurm.run("scontrol", {"requeue", QString::fromStdString(job->slurm_job_id())});
+    auto held = heldJob(*s, 2);
+    QVERIFY2(held.ok(), held.ok() ? "" : held.error().message.c_str());
+    const remotepb::JobRecord job = held->first;
+    const int hold = held->second;
+    m_slurm.run("scontrol", {"requeue", QString::fromStdString(job.slurm_job_id())});
     FollowEnd end;
-    follow(*job, &end);
+    follow(job, &end);
     ::close(hold);
     QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
-    auto events = readEvents(job->dir() + "/events.pb");
+    auto events = readEvents(job.dir() + "/events.pb");
     QVERIFY(events.ok());
     std::vector<int64_t> steps;
     int runs = 0;
