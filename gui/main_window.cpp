@@ -221,7 +221,10 @@ void MainWindow::buildActions() {
   });
   make(file, "open", tr("&Open…"), QKeySequence::Open, [this] {
     if (!maybeSave()) return;
-    QString path = QFileDialog::getOpenFileName(this, tr("Open project"), templatesDir(),
+    // From the open project's folder; the examples when there is none.
+    const QString from =
+        m_doc.filePath().isEmpty() ? templatesDir() : QFileInfo(m_doc.filePath()).absolutePath();
+    QString path = QFileDialog::getOpenFileName(this, tr("Open project"), from,
                                                 tr("NetLoom projects (*.nlproj)"));
     if (!path.isEmpty()) openFile(path);
   });

@@ -94,6 +94,7 @@ class MainWindow : public QMainWindow {
   void buildRunActions();
   void startRun(bool resume);
   void compareRuns(const std::vector<const RunRecord*>& runs);
+  void raiseDockOf(QWidget* w);  // shows and raises the dock `w` is in
   void updateTitle();
   void updateRecent(const QString& added = {});
   bool maybeSave();  // false: the user cancelled

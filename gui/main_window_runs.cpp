@@ -253,6 +253,13 @@ bool MainWindow::evaluateRun() {
                                                   : &m_runs->runs().back();
   // The final weights, or while a run goes (or after one stopped early) its latest
   // checkpoint.
+  // A remote run in progress: its latest checkpoint comes from the host first.
+  if (run && m_runs->remoteRun() && m_runs->current() && run->dir == m_runs->current()->dir) {
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    Status fetched = m_runs->fetchRemoteCheckpoints();
+    QApplication::restoreOverrideCursor();
+    if (!fetched) showMessage(QString::fromStdString(fetched.message()));
+  }
   QString weights = run && QFileInfo::exists(run->weightsPath()) ? run->weightsPath()
                     : run                                        ? latestCheckpoint(*run)
                                                                  : QString();
@@ -270,8 +277,7 @@ bool MainWindow::evaluateRun() {
         tr("Evaluation of %1 failed: %2").arg(run->name, QString::fromStdString(s.message())));
     return false;
   }
-  for (QDockWidget* d : findChildren<QDockWidget*>())
-    if (d->widget() == m_evaluation) d->show(), d->raise();
+  raiseDockOf(m_evaluation);
   showMessage(tr("Run %1: test accuracy %2 on %3 samples")
                   .arg(run->name)
                   .arg(m_evaluation->evaluation().accuracy, 0, 'f', 4)
@@ -293,8 +299,13 @@ void MainWindow::startRun(bool resume) {
   if (!s) showMessage(QString::fromStdString(s.message()));
   // The charts come to the front when a run starts; the problems when it cannot.
   QWidget* front = s ? static_cast<QWidget*>(m_runs->charts()) : m_problems;
+  raiseDockOf(front);
+}
+
+void MainWindow::raiseDockOf(QWidget* w) {
+  // A dock holds its widget in a scroll area.
   for (QDockWidget* d : findChildren<QDockWidget*>())
-    if (d->widget() == front) d->show(), d->raise();
+    if (d->widget() == w || (d->widget() && d->widget()->isAncestorOf(w))) d->show(), d->raise();
 }
 
 void MainWindow::restoreTarget() {

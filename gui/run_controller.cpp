@@ -216,6 +216,19 @@ Status RunController::deleteRemoteJob(const RunRecord& run) {
   return {};
 }
 
+Status RunController::fetchRemoteCheckpoints() {
+  if (!m_current || !remoteRun()) return makeError("no remote run is in progress");
+  auto job = remoteJobOf(m_current->dir);
+  if (!job) return makeError("run " + m_current->name.toStdString() + " has no job record");
+  auto session = remote::openSession(
+      remote::hostSpec(job->host()), acceptHostKey, [this](const std::string& keyFile) {
+        return askPassphrase ? askPassphrase(QString::fromStdString(keyFile)).toStdString()
+                             : std::string();
+      });
+  if (!session) return session.error();
+  return remote::fetchJob(**session, *job, m_current->dir.toStdString(), true);
+}
+
 void RunController::cancel() {
   if (!running()) return;
   m_active->cancel();

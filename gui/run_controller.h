@@ -97,6 +97,9 @@ class RunController : public QObject {
   // Removes an ended remote run's job folder on its host (the local run folder,
   // with what was fetched, stays).
   Status deleteRemoteJob(const RunRecord& run);
+  // The checkpoints a remote run in progress has written so far, into its run
+  // folder (for Evaluate).
+  Status fetchRemoteCheckpoints();
   bool running() const;
   bool paused() const;
   RunTarget* target() const;

@@ -358,6 +358,15 @@ class TestRemoteRun : public QObject {
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     w.action("run")->trigger();
     QVERIFY(waitUntil([&] { return w.runs()->current() && w.runs()->current()->steps() > 10; }));
+    // Evaluate (F7) while it runs: the latest checkpoint comes from the host.
+    QVERIFY(waitUntil([&] {
+      for (const auto& e : w.runs()->current()->events)
+        if (e.has_checkpoint()) return true;
+      return false;
+    }));
+    QVERIFY2(w.evaluateRun(), qPrintable(w.lastMessage()));
+    QVERIFY(!latestCheckpoint(*w.runs()->current()).isEmpty());
+    QVERIFY(w.runs()->remoteRun());  // still followed
     w.action("cancelRun")->trigger();
     QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
     QCOMPARE(ended.count(), 1);
