@@ -90,8 +90,10 @@ std::string scalar(const Message& m, const FieldDescriptor* f, int index) {
     case FieldDescriptor::CPPTYPE_BOOL:
       return (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
     case FieldDescriptor::CPPTYPE_ENUM: {
-      const auto* v = rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f);
-      return v->name();
+      // A value this build does not name (a newer file's) stays a number, which reads back.
+      const int n = rep ? r->GetRepeatedEnumValue(m, f, index) : r->GetEnumValue(m, f);
+      const auto* v = f->enum_type()->FindValueByNumber(n);
+      return v ? v->name() : std::to_string(n);
     }
     case FieldDescriptor::CPPTYPE_STRING:
       return quoted(rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f));

@@ -662,4 +662,13 @@ void TestIo::projectText() {
     QVERIFY2(differ == 1, qPrintable(QString::fromStdString(text)));
     QVERIFY(after[0].startsWith("#"));
   }
+  // What the text format must escape, and an enum value this build has no name for,
+  // read back as they were.
+  proto::Project odd;
+  odd.set_name("quote \" backslash \\ newline \n tab \t ünïcode # not a comment");
+  odd.mutable_train()->mutable_optimizer()->set_kind(proto::Optimizer::Kind(42));
+  odd.mutable_train()->mutable_optimizer()->set_lr(1e-7);
+  auto back = parseProject(projectToText(odd), "odd");
+  QVERIFY2(back.ok(), projectToText(odd).c_str());
+  QVERIFY(MessageDifferencer::Equals(*back, odd));
 }
