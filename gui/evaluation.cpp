@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QImage>
@@ -110,8 +111,21 @@ EvaluationWidget::EvaluationWidget(QWidget* parent)
   rl->addLayout(controls);
   rl->addWidget(m_samples, 1);
   rl->addWidget(m_detail);
+  // The confusion matrix with its axes named: true classes down, predictions across.
+  auto* matrix = new QWidget;
+  auto* grid = new QGridLayout(matrix);
+  grid->setContentsMargins(0, 0, 0, 0);
+  auto* predicted = new QLabel(tr("Predicted class →"));
+  predicted->setObjectName("confusionPredictedAxis");
+  predicted->setAlignment(Qt::AlignCenter);
+  auto* truth = new QLabel(tr("True\nclass\n↓"));
+  truth->setObjectName("confusionTrueAxis");
+  truth->setAlignment(Qt::AlignCenter);
+  grid->addWidget(predicted, 0, 1);
+  grid->addWidget(truth, 1, 0);
+  grid->addWidget(m_confusion, 1, 1);
   auto* left = new QSplitter(Qt::Vertical);
-  left->addWidget(m_confusion);
+  left->addWidget(matrix);
   left->addWidget(m_perClass);
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(left);

@@ -511,6 +511,12 @@ class TestTraining : public QObject {
       }
     QCOMPARE(total, int64_t(600));  // the project's test samples
     QCOMPARE(w.evaluation()->confusion()->rowCount(), 3);
+    // Its axes are named.
+    QVERIFY(w.evaluation()->findChild<QLabel*>("confusionTrueAxis")->text().startsWith("True"));
+    QVERIFY(w.evaluation()
+                ->findChild<QLabel*>("confusionPredictedAxis")
+                ->text()
+                .startsWith("Predicted"));
     double runAccuracy = w.runs()->current()->finished()->test_accuracy();
     QVERIFY2(std::fabs(e.accuracy - runAccuracy) < 1e-6,
              qPrintable(QString("%1 vs %2").arg(e.accuracy).arg(runAccuracy)));
