@@ -23,6 +23,8 @@ namespace {
 
 // One chart per tick: each of the six refreshes about three times a second.
 constexpr int kReplotMs = 50;
+// The per-layer charts show a legend up to this many curves.
+constexpr size_t kMaxLegendRows = 12;
 const QColor kRaw(0x9a, 0xb4, 0xd6, 90), kSmooth(0x1f, 0x5f, 0xbf), kVal(0xd0, 0x7a, 0x1f),
     kTest(0x2a, 0x9d, 0x5c), kAccuracy(0x8e, 0x44, 0xad);
 const QColor kOverlay[] = {QColor(0xc0, 0x39, 0x2b), QColor(0x16, 0xa0, 0x85),
@@ -132,6 +134,12 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_gradNorms = makePlot(this, tr("Gradient norm per layer"), tr("step"), tr("‖∇w‖"));
   m_weightNorms = makePlot(this, tr("Weight norm per layer"), tr("step"), tr("‖w‖"));
   for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) addReadout(p);
+  for (QCustomPlot* p : {m_gradNorms, m_weightNorms}) {
+    QFont small = p->legend->font();
+    small.setPointSizeF(7);
+    p->legend->setFont(small);
+    p->legend->setRowSpacing(0);
+  }
 
   auto* grid = new QGridLayout;
   grid->addWidget(m_loss, 0, 0);
@@ -176,6 +184,9 @@ void TrainingCharts::addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*
     if (!g) {
       QColor c = QColor::fromHsv(int((graphs.size() * 47) % 360), 170, 200);
       g = addGraph(plot, c, QString::fromStdString(name));
+      // A legend names the layers while it fits beside the curves; past that, the
+      // tooltip under the cursor does.
+      plot->legend->setVisible(graphs.size() <= kMaxLegendRows);
     }
     if (!g->data()->isEmpty() && (g->data()->constEnd() - 1)->key >= step)
       g->data()->removeAfter(step - 0.5);  // a resumed run repeats steps
@@ -190,6 +201,8 @@ void TrainingCharts::clear() {
   m_ranks = 1;
   m_speed->yAxis2->setVisible(false);
   m_speed->legend->setVisible(false);
+  m_gradNorms->legend->setVisible(false);
+  m_weightNorms->legend->setVisible(false);
   for (auto* graphs : {&m_gradGraphs, &m_weightGraphs}) {
     for (auto& [name, g] : *graphs) g->parentPlot()->removeGraph(g);
     graphs->clear();

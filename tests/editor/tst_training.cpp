@@ -109,6 +109,10 @@ class TestTraining : public QObject {
     // a point every tenth step and on the first.
     QCOMPARE(w.runs()->charts()->gradNormPlot()->graphCount(), 6);
     QCOMPARE(w.runs()->charts()->weightNormPlot()->graphCount(), 6);
+    // Each per-layer chart names its curves in a legend.
+    QVERIFY(w.runs()->charts()->gradNormPlot()->legend->visible());
+    QCOMPARE(w.runs()->charts()->gradNormPlot()->legend->itemCount(), 6);
+    QVERIFY(w.runs()->charts()->weightNormPlot()->legend->visible());
     QCOMPARE(int64_t(w.runs()->charts()->gradNormPlot()->graph(0)->dataCount()),
              rs->total_steps() / 10 + 1);
     for (int i = 0; i < 6; ++i)
