@@ -392,7 +392,8 @@ class TestMainWindow : public QObject {
     QVERIFY2(w.view()->zoom() >= GraphView::kReadableZoom - 1e-9,
              qPrintable(QString::number(w.view()->zoom())));
     const QRectF seen = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
-    QVERIFY(seen.contains(w.scene()->itemFor(w.document()->findNode("image"))->sceneBoundingRect()));
+    QVERIFY(
+        seen.contains(w.scene()->itemFor(w.document()->findNode("image"))->sceneBoundingRect()));
     QVERIFY(w.view()->miniMap()->isVisible());
     QVERIFY(w.view()->miniMap()->width() * w.view()->miniMap()->height() * 12 <
             w.view()->width() * w.view()->height());
