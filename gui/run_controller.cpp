@@ -205,26 +205,26 @@ Status RunController::deleteRemoteJob(const RunRecord& run) {
   if (m_current && m_current->dir == run.dir && running())
     return makeError("run " + run.name.toStdString() +
                      " is still running: stop or cancel it first");
-  auto session = remote::openSession(
-      remote::hostSpec(job->host()), acceptHostKey, [this](const std::string& keyFile) {
-        return askPassphrase ? askPassphrase(QString::fromStdString(keyFile)).toStdString()
-                             : std::string();
-      });
+  auto session = openSession(job->host());
   if (!session) return session.error();
   if (Status s = remote::deleteJob(**session, *job); !s) return s;
   emit message(tr("Deleted job %1 on its host").arg(QString::fromStdString(job->id())));
   return {};
 }
 
+Result<std::unique_ptr<remote::SshSession>> RunController::openSession(const remotepb::Host& host) {
+  return remote::openSession(
+      remote::hostSpec(host), acceptHostKey, [this](const std::string& keyFile) {
+        return askPassphrase ? askPassphrase(QString::fromStdString(keyFile)).toStdString()
+                             : std::string();
+      });
+}
+
 Status RunController::fetchRemoteCheckpoints() {
   if (!m_current || !remoteRun()) return makeError("no remote run is in progress");
   auto job = remoteJobOf(m_current->dir);
   if (!job) return makeError("run " + m_current->name.toStdString() + " has no job record");
-  auto session = remote::openSession(
-      remote::hostSpec(job->host()), acceptHostKey, [this](const std::string& keyFile) {
-        return askPassphrase ? askPassphrase(QString::fromStdString(keyFile)).toStdString()
-                             : std::string();
-      });
+  auto session = openSession(job->host());
   if (!session) return session.error();
   return remote::fetchJob(**session, *job, m_current->dir.toStdString(), true);
 }

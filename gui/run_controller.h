@@ -16,7 +16,8 @@
 
 namespace netloom::remote {
 struct HostKey;
-}
+class SshSession;
+}  // namespace netloom::remote
 
 class QLabel;
 class QProgressBar;
@@ -124,6 +125,8 @@ class RunController : public QObject {
  private:
   void onEnded(bool ok, const QString& why);
   RemoteTarget* makeRemote(const remotepb::Host& host);
+  // A session with a job's host, asking the GUI's questions (host key, passphrase).
+  Result<std::unique_ptr<remote::SshSession>> openSession(const remotepb::Host& host);
   void begin(const QString& what);
   void updateProgress();
   void updateOverlays();

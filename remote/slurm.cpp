@@ -286,7 +286,7 @@ std::string slurmEnd(SshSession& s, const remotepb::JobRecord& job, const JobSta
   auto tail = [&](const std::string& file) -> std::string {
     auto r = s.run({"tail", "-n", "3", job.dir() + "/" + file});
     if (!r || r->exitStatus != 0) return {};
-    std::string lines, out;
+    std::string out;
     std::istringstream in(r->out);
     for (std::string line; std::getline(in, line);)
       if (!trimmed(line).empty()) out += (out.empty() ? "" : " | ") + trimmed(line);
