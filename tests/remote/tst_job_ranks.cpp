@@ -1,0 +1,212 @@
+// Data-parallel jobs on several hosts (the real sshd on 127.0.0.1 under two names,
+// each with its own work folder): one job trains with a rank on each host, and a
+// rank killed mid-run fails the job with a Failed event that names it, leaving no
+// process behind.
+#include <signal.h>
+#include <unistd.h>
+
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "../common/wait.h"
+#include "engine/io/event_stream.h"
+#include "engine/io/project_file.h"
+#include "remote/follow.h"
+#include "remote/hosts.h"
+#include "sshd_fixture.h"
+
+using namespace netloom;
+using namespace netloom::remote;
+
+class TestJobRanks : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  SshdFixture m_sshd;
+  QString m_skip;
+
+ private:
+  remotepb::Host host() const {
+    return m_sshd.savedHost(m_dir.filePath("known_hosts"), "loop", NETLOOM_TRAIN_EXE,
+                            m_dir.filePath("work"));
+  }
+
+  std::unique_ptr<SshSession> session(const remotepb::Host& h) {
+    HostSpec spec = hostSpec(h);
+    spec.readSshConfig = false;
+    auto s = openSession(spec, [](const HostKey&) { return true; });
+    return s ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<SshSession> session() { return session(host()); }
+
+  static Status writeHeldTrainer(const QString& path, int step = 60) {
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return makeError("cannot write " + path.toStdString());
+    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=" + QByteArray::number(step) +
+            " NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE "' \"$@\"\n");
+    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    return {};
+  }
+
+  static proto::Project spirals(int epochs) {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
+    p->mutable_train()->set_epochs(epochs);
+    return *p;
+  }
+
+  static SubmitOptions options(std::vector<std::string> more = {}) {
+    SubmitOptions o;
+    o.args = {"--threads", "1"};
+    o.args.insert(o.args.end(), more.begin(), more.end());
+    return o;
+  }
+
+  // Follows a job to its end.
+  static void follow(const remotepb::JobRecord& job, FollowEnd* endOut) {
+    FollowHooks hooks;
+    QElapsedTimer t;
+    t.start();
+    hooks.cancelled = [&] { return t.elapsed() > testing::kHangMs; };
+    auto end = followJob(job, 0, nullptr, hooks);
+    if (end && endOut) *endOut = *end;
+    if (!end) qWarning("%s", end.error().message.c_str());
+  }
+
+  // Whether any process of the group lives (a zombie does not: whoever reaps
+  // orphans here may take its time).
+  static bool groupAlive(pid_t group) {
+    for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      QFile f("/proc/" + pid + "/stat");
+      if (!f.open(QIODevice::ReadOnly)) continue;
+      const QByteArray stat = f.readAll();
+      // pid (comm) state ppid pgrp ...: comm may hold spaces, so after the last ')'.
+      const QList<QByteArray> rest = stat.mid(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest.size() > 2 && rest[2].toLongLong() == group && rest[0] != "Z") return true;
+    }
+    return false;
+  }
+
+ private slots:
+  void initTestCase() {
+    m_skip = m_sshd.start(m_dir.path());
+    QVERIFY(writeHeldTrainer(m_dir.filePath("held3-train"), 3).ok());
+  }
+
+  // One data-parallel job on two hosts (the loopback sshd under two names, each with
+  // its own work folder): a host named twice is refused; rank 0's stream is the job's
+  // and ends Finished, both ranks trained every step, and fetch brings rank 1's log.
+  void twoHostsTrainOneJob() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config"));
+    env.insert("XDG_DATA_HOME", m_dir.filePath("ranks-data"));
+    env.remove("SSH_AUTH_SOCK");
+    remotepb::HostList list;
+    for (const char* name : {"first", "second"}) {
+      remotepb::Host h = host();
+      h.set_name(name);
+      h.set_known_hosts(m_dir.filePath("ranks_known_hosts").toStdString());
+      h.set_work_dir(m_dir.filePath(QString("ranks-") + name).toStdString());
+      *list.add_hosts() = h;
+    }
+    QVERIFY(saveHosts(m_dir.filePath("ranks-config/netloom/hosts.txtpb").toStdString(), list).ok());
+    auto job = [&](QStringList args, const QByteArray& input = {}) {
+      auto* p = new QProcess(this);
+      p->setProcessEnvironment(env);
+      p->start(NETLOOM_JOB_EXE, args);
+      p->write(input);
+      p->closeWriteChannel();
+      p->waitForFinished(240000);
+      return p;
+    };
+    proto::Project project = spirals(3);
+    project.mutable_train()->set_threads(1);
+    const QString path = m_dir.filePath("ranks.nlproj");
+    QVERIFY(saveProject(path.toStdString(), project).ok());
+    QProcess* twice = job({"submit", "--hosts", "first,first", path}, "yes\n");
+    QCOMPARE(twice->exitCode(), 1);
+    QVERIFY(twice->readAllStandardError().contains("twice"));
+    QProcess* p = job({"submit", "--wait", "--hosts", "first,second", path}, "yes\nyes\n");
+    const QString out = QString::fromUtf8(p->readAllStandardOutput());
+    QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
+    const QStringList idAndDir = out.trimmed().split(' ');
+    QCOMPARE(idAndDir.size(), 2);
+    QVERIFY(idAndDir[1].startsWith(m_dir.filePath("ranks-first")));
+    auto events = readEvents((idAndDir[1] + "/events.pb").toStdString());
+    QVERIFY(events.ok() && !events->events.empty());
+    QVERIFY(events->events.back().has_finished());
+    const int64_t steps = events->events.back().finished().steps();
+    QVERIFY(steps > 0);
+    bool twoRanks = false;
+    for (const auto& e : events->events)
+      twoRanks =
+          twoRanks || (e.has_log() && e.log().text().find("rank 0 of 2") != std::string::npos);
+    QVERIFY(twoRanks);
+    // Rank 1 trained every step, in its own folder on the second host.
+    const QStringList secondJobs =
+        QDir(m_dir.filePath("ranks-second/jobs")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QCOMPARE(secondJobs.size(), 1);
+    QDir second(m_dir.filePath("ranks-second/jobs/" + secondJobs[0]));
+    QFile summary(second.filePath("summary.json"));
+    QVERIFY2(summary.open(QIODevice::ReadOnly), qPrintable(second.path()));
+    QCOMPARE(int64_t(QJsonDocument::fromJson(summary.readAll()).object()["steps"].toDouble()),
+             steps);
+    QProcess* fetch = job({"fetch", idAndDir[0], "--to", m_dir.filePath("ranks-fetch")});
+    QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
+    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/weights.safetensors")));
+    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/rank-1/train.log")));
+  }
+
+  // Rank 1 of a job on two hosts is killed while both ranks hold at step 3: rank 0
+  // fails on its next collective, and following the job names rank 1, its host
+  // and its log in the Failed event the job's stream ends with; nothing is left.
+  void aKilledRankFailsTheJobOnTwoHosts() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    std::vector<remotepb::Host> hosts;
+    std::vector<std::unique_ptr<SshSession>> owned;
+    std::vector<SshSession*> sessions;
+    for (const char* name : {"first", "second"}) {
+      remotepb::Host h = host();
+      h.set_name(name);
+      h.set_trainer(m_dir.filePath("held3-train").toStdString());
+      h.set_work_dir(m_dir.filePath(QString("killed-") + name).toStdString());
+      hosts.push_back(h);
+      owned.push_back(session(h));
+      QVERIFY(owned.back());
+      sessions.push_back(owned.back().get());
+    }
+    auto job = submitRanks(sessions, hosts, spirals(3), options(), 30);
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    QCOMPARE(job->ranks_size(), 1);
+    const pid_t group1 = pid_t(job->ranks(0).pid());
+    const int hold1 = testing::waitForHold(QString::fromStdString(job->ranks(0).dir()) + "/hold");
+    QVERIFY(hold1 >= 0);
+    QCOMPARE(::kill(-group1, SIGKILL), 0);
+    ::close(hold1);
+    const int hold0 = testing::waitForHold(QString::fromStdString(job->dir()) + "/hold");
+    QVERIFY(hold0 >= 0);
+    QCOMPARE(::write(hold0, "\n", 1), ssize_t(1));
+    ::close(hold0);
+    FollowEnd end;
+    follow(*job, &end);
+    QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
+    const QString why = QString::fromStdString(end.message);
+    QVERIFY2(why.startsWith("rank 1 (pid " + QString::number(group1) + " on second"),
+             qPrintable(why));
+    QVERIFY2(why.contains(") was killed; its log"), qPrintable(why));
+    QVERIFY2(why.contains("rank 0 said:"), qPrintable(why));
+    auto events = readEvents(job->dir() + "/events.pb");
+    QVERIFY(events.ok() && !events->events.empty());
+    QVERIFY(events->events.back().has_failed());
+    QCOMPARE(events->events.back().failed().message(), end.message);
+    QCOMPARE(jobStatus(*sessions[0], *job)->exitCode, 75);
+    QVERIFY(!groupAlive(pid_t(job->pid())));
+    QVERIFY(!groupAlive(group1));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestJobRanks)
+#include "tst_job_ranks.moc"
