@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "editor/layered_layout.h"
 #include "editor/scene.h"
 
 namespace netloom::editor {
@@ -12,6 +13,10 @@ namespace netloom::editor {
 namespace {
 
 constexpr double kPointsPerInch = 72.0;
+constexpr double kNodeSep = 25;   // between boxes in a rank
+constexpr double kRankSep = 100;  // between ranks: room for a shape label on every wire
+// Above this many nodes dot takes seconds; the simpler layered layout is used.
+constexpr size_t kLargeLayout = 1500;
 
 // Graphviz's attribute setters take mutable C strings.
 void set(void* obj, const char* key, const std::string& value) {
@@ -50,25 +55,39 @@ LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids
   return in;
 }
 
+namespace {
+
+// Snapped to the canvas grid, as a hand-placed node would be.
+QPointF onGrid(QPointF origin, double x, double y) {
+  return QPointF(std::round((origin.x() + x) / GraphScene::kGrid) * GraphScene::kGrid,
+                 std::round((origin.y() + y) / GraphScene::kGrid) * GraphScene::kGrid);
+}
+
+}  // namespace
+
 std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error) {
   std::map<NodeId, QPointF> out;
   if (in.boxes.empty()) return out;
+  if (in.boxes.size() > kLargeLayout) {
+    std::vector<LayeredBox> boxes;
+    std::map<NodeId, int> index;
+    for (const LayoutInput::Box& b : in.boxes) {
+      index[b.id] = int(boxes.size());
+      boxes.push_back({b.width, b.height});
+    }
+    std::vector<std::pair<int, int>> edges;
+    for (const auto& [from, to] : in.edges) edges.push_back({index.at(from), index.at(to)});
+    auto corners = layeredPositions(boxes, edges, {kRankSep, kNodeSep});
+    for (size_t i = 0; i < in.boxes.size(); ++i)
+      out[in.boxes[i].id] = onGrid(in.origin, corners[i].first, corners[i].second);
+    return out;
+  }
   Context cx;
   cx.g = agopen(const_cast<char*>("netloom"), Agdirected, nullptr);
   set(cx.g, "rankdir", "LR");
-  set(cx.g, "nodesep", "0.35");
-  set(cx.g, "ranksep", "1.4");   // room for a shape label on every wire
+  set(cx.g, "nodesep", std::to_string(kNodeSep / kPointsPerInch));
+  set(cx.g, "ranksep", std::to_string(kRankSep / kPointsPerInch));
   set(cx.g, "splines", "none");  // only node positions are read: no edge routing
-  // Bound the crossing-minimisation effort so very large graphs stay fast.
-  if (in.boxes.size() > 2000) {
-    set(cx.g, "mclimit", "0.01");
-    set(cx.g, "remincross", "false");
-    set(cx.g, "nslimit", "0.1");
-    set(cx.g, "nslimit1", "0.1");
-    set(cx.g, "searchsize", "5");
-    set(cx.g, "newrank", "true");
-    set(cx.g, "ordering", "out");
-  }
   std::map<NodeId, Agnode_t*> gv;
   for (const LayoutInput::Box& b : in.boxes) {
     std::string name = "n" + std::to_string(b.id);
@@ -96,10 +115,7 @@ std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error) {
   for (const auto& [id, n] : gv) {
     double w = ND_width(n) * kPointsPerInch, h = ND_height(n) * kPointsPerInch;
     double x = ND_coord(n).x - w / 2 - minX, y = maxY - (ND_coord(n).y + h / 2);
-    // Snap to the canvas grid, as a hand-placed node would be.
-    QPointF p(std::round((in.origin.x() + x) / GraphScene::kGrid) * GraphScene::kGrid,
-              std::round((in.origin.y() + y) / GraphScene::kGrid) * GraphScene::kGrid);
-    out[id] = p;
+    out[id] = onGrid(in.origin, x, y);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // Auto-layout: a layered left-to-right drawing of the graph (or of some of its
-// nodes) by Graphviz's `dot` layout engine, sized from the editor's node boxes.
+// nodes) by Graphviz's `dot` layout engine, sized from the editor's node boxes; past
+// 1,500 nodes, where dot takes seconds, by layeredPositions (layered_layout.h).
 #pragma once
 
 #include <QPointF>
@@ -23,7 +24,7 @@ struct LayoutInput {
   QPointF origin;  // where the drawing's top-left corner goes
 };
 LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids);
-// Runs dot; touches no Qt object, so any one thread may run it at a time.
+// Runs the layout; touches no Qt object, so any one thread may run it at a time.
 std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error = nullptr);
 
 // Top-left positions for `ids` (every node when empty). The drawing of a subset keeps

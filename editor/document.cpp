@@ -216,7 +216,7 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
   ModelAnalysis after = analyzeModel(model, batch());
   for (const ModelProblem& p : after.problems) {
     if (p.node != node(to).def.name()) continue;
-    bool old = std::any_of(m_analysis.problems.begin(), m_analysis.problems.end(),
+    bool old = std::any_of(analysis().problems.begin(), analysis().problems.end(),
                            [&](const ModelProblem& q) { return q.message == p.message; });
     bool unconnected = p.message.find("is not connected") != std::string::npos;
     if (!old && !unconnected) return QString::fromStdString(p.message);
@@ -232,8 +232,8 @@ std::vector<std::string> GraphDocument::opsAccepting(NodeId from, int fromPort) 
   std::vector<std::string> names;
   std::optional<TensorDesc> source;
   if (contains(from)) {
-    auto it = m_analysis.nodes.find(node(from).def.name());
-    if (it != m_analysis.nodes.end() && fromPort < int(it->second.outputs.size()))
+    auto it = analysis().nodes.find(node(from).def.name());
+    if (it != analysis().nodes.end() && fromPort < int(it->second.outputs.size()))
       source = it->second.outputs[fromPort];
   }
   for (const OpDef* op : OpRegistry::instance().all()) {
@@ -365,12 +365,38 @@ void GraphDocument::applyStates(const std::vector<NodeState>& states,
   if (settings) emit settingsChanged();
   emit changed();
   // The batch size is in the settings, and every shape carries it.
-  if (!removed.empty() || !inserts.empty() || !changedIds.empty() || !blocks.empty() || settings)
-    reanalyze();
+  if (!removed.empty() || !inserts.empty() || !changedIds.empty() || !blocks.empty() || settings) {
+    std::vector<NodeId> dirty = std::move(changedIds);
+    dirty.insert(dirty.end(), removed.begin(), removed.end());
+    for (const NodeState* s : inserts) dirty.push_back(s->id);
+    reanalyze(&dirty);
+  }
 }
 
-void GraphDocument::reanalyze() {
-  m_analysis = analyzeModel(toProject().model(), batch());
+void GraphDocument::reanalyze(const std::vector<NodeId>* dirty) {
+  bool instances = false;
+  for (NodeId id : m_order) {
+    const std::string& op = node(id).def.op();
+    if (op == kBlockInputOp || m_blockOps.count(op)) {
+      instances = true;
+      break;
+    }
+  }
+  if (instances) {
+    m_wholeAnalysis = analyzeModel(toProject().model(), batch());
+    m_analysisChangedAll = true;
+  } else {
+    std::vector<ModelAnalyzer::NodeRef> refs;
+    refs.reserve(m_order.size());
+    for (NodeId id : m_order) refs.push_back({id, &m_nodes.at(id).def});
+    if (!dirty || m_wholeAnalysis || m_analyzedBatch != batch())
+      m_analyzer.reset(refs, batch());
+    else
+      m_analyzer.update(refs, *dirty);
+    m_analysisChangedAll = !dirty || m_wholeAnalysis || m_analyzedBatch != batch();
+    m_wholeAnalysis.reset();
+  }
+  m_analyzedBatch = batch();
   emit analysisChanged();
 }
 
@@ -513,6 +539,11 @@ bool GraphDocument::renameNode(NodeId id, const std::string& name, QString* why)
     return refuse(tr("another node is already named '%1'").arg(QString::fromStdString(name)));
   std::vector<NodeState> before, after;
   for (NodeId other : m_order) {
+    const proto::NodeDef& def = node(other).def;
+    if (other != id &&
+        std::none_of(def.inputs().begin(), def.inputs().end(),
+                     [&](const std::string& in) { return splitRef(in).first == old; }))
+      continue;
     NodeState s = stateOf(other);
     DocNode n = *s.node;
     if (other == id) n.def.set_name(name);

@@ -117,8 +117,17 @@ class GraphDocument : public QObject {
   // Whether `ids` are the nodes an instance was expanded into (see collapse).
   bool canCollapse(const std::vector<NodeId>& ids) const;
 
-  // Live validation: refreshed after every change (see analysisChanged).
-  const ModelAnalysis& analysis() const { return m_analysis; }
+  // Live validation: refreshed after every change (see analysisChanged), inferring
+  // again only what the change reached (see ModelAnalyzer); a model with block
+  // instances is analysed whole.
+  const ModelAnalysis& analysis() const {
+    return m_wholeAnalysis ? *m_wholeAnalysis : m_analyzer.analysis();
+  }
+  // The nodes whose analysis the last analysisChanged may have changed (a superset);
+  // null when it may have changed for every node.
+  const std::vector<NodeId>* analysisChangedNodes() const {
+    return m_analysisChangedAll ? nullptr : &m_analyzer.changed();
+  }
   int64_t batch() const;
 
   // Gestures: each is one undoable command. They return false (with a reason in
@@ -203,7 +212,8 @@ class GraphDocument : public QObject {
                                    const std::string& instanceName,
                                    const std::map<std::string, proto::AttrValue>& attrs,
                                    QPointF pos, const QString& text);
-  void reanalyze();
+  // `dirty`: the nodes that changed, appeared or went; null: analyse from scratch.
+  void reanalyze(const std::vector<NodeId>* dirty = nullptr);
   // The states before and after giving `positions` to the nodes that move.
   void positionStates(const std::map<NodeId, QPointF>& positions, std::vector<NodeState>& before,
                       std::vector<NodeState>& after) const;
@@ -214,7 +224,10 @@ class GraphDocument : public QObject {
   std::unordered_map<std::string, NodeId> m_byName;
   std::vector<NodeId> m_order;
   NodeId m_nextId = 1;
-  ModelAnalysis m_analysis;
+  ModelAnalyzer m_analyzer;
+  std::optional<ModelAnalysis> m_wholeAnalysis;  // for a model with block instances
+  int64_t m_analyzedBatch = 0;
+  bool m_analysisChangedAll = true;
   std::map<std::string, OpDef> m_blockOps;  // the project's blocks as ops
   // What collapse needs of an instance that was expanded, by instance name.
   struct Expansion {

@@ -1,5 +1,6 @@
 #include "editor/panels.h"
 
+#include <QAbstractTableModel>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -291,32 +292,38 @@ void InspectorWidget::reload() {
 ProblemsWidget::ProblemsWidget(GraphDocument* doc, QWidget* parent)
     : QListWidget(parent), m_doc(doc) {
   connect(doc, &GraphDocument::analysisChanged, this, &ProblemsWidget::reload);
-  connect(doc, &GraphDocument::settingsChanged, this, &ProblemsWidget::reload);
-  connect(doc, &GraphDocument::reset, this, &ProblemsWidget::reload);
+  connect(doc, &GraphDocument::settingsChanged, this, &ProblemsWidget::recheckData);
+  connect(doc, &GraphDocument::reset, this, &ProblemsWidget::recheckData);
   // A click is enough, as in an IDE's problem list.
   connect(this, &QListWidget::itemClicked, this, [this](QListWidgetItem* it) {
     NodeId id = m_doc->findNode(it->data(Qt::UserRole).toString().toStdString());
     if (id >= 0) emit nodeActivated(id);
   });
-  reload();
+  recheckData();
 }
 
 void ProblemsWidget::setExtra(const QStringList& problems) {
   m_extra = problems;
+  recheckData();
+}
+
+void ProblemsWidget::recheckData() {
+  // The data, checked with the graph: a run would fail on it before its first step.
+  m_dataDir = m_doc->filePath().isEmpty() ? QString() : QFileInfo(m_doc->filePath()).absolutePath();
+  m_dataProblems.clear();
+  for (const std::string& p : dataProblems(m_doc->data(), m_dataDir.toStdString()))
+    m_dataProblems << QString::fromStdString(p);
   reload();
 }
 
 void ProblemsWidget::reload() {
+  // A file saved elsewhere finds its data elsewhere.
+  if (m_dataDir !=
+      (m_doc->filePath().isEmpty() ? QString() : QFileInfo(m_doc->filePath()).absolutePath()))
+    return recheckData();
   clear();
-  for (const QString& p : m_extra) {
+  for (const QString& p : m_extra + m_dataProblems) {
     auto* it = new QListWidgetItem(p, this);
-    it->setForeground(QColor(0xe0, 0x4f, 0x4f));
-  }
-  // The data, checked with the graph: a run would fail on it before its first step.
-  const QString dir =
-      m_doc->filePath().isEmpty() ? QString() : QFileInfo(m_doc->filePath()).absolutePath();
-  for (const std::string& p : dataProblems(m_doc->data(), dir.toStdString())) {
-    auto* it = new QListWidgetItem(QString::fromStdString(p), this);
     it->setForeground(QColor(0xe0, 0x4f, 0x4f));
   }
   for (const ModelProblem& p : m_doc->analysis().problems) {
@@ -330,67 +337,114 @@ void ProblemsWidget::reload() {
 
 // SummaryWidget ---------------------------------------------------------------------
 
+// The table reads the analysis as rows are drawn, so a change to thousands of nodes
+// costs what is on screen, not a row each.
+class SummaryWidget::Model : public QAbstractTableModel {
+ public:
+  explicit Model(GraphDocument* doc, QObject* parent) : QAbstractTableModel(parent), m_doc(doc) {}
+
+  int rowCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : int(m_rows.size()) + 1;
+  }
+  int columnCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : 6;
+  }
+
+  QVariant headerData(int section, Qt::Orientation o, int role) const override {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* names[] = {QT_TR_NOOP("Node"),   QT_TR_NOOP("Op"),
+                                  QT_TR_NOOP("Output"), QT_TR_NOOP("Parameters"),
+                                  QT_TR_NOOP("FLOPs"),  QT_TR_NOOP("Activations")};
+    return section < 6 ? SummaryWidget::tr(names[section]) : QVariant();
+  }
+
+  QVariant data(const QModelIndex& index, int role) const override {
+    int row = index.row(), col = index.column();
+    bool total = row == int(m_rows.size());
+    if (role == Qt::TextAlignmentRole)
+      return int((col >= 3 ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
+    if (role == Qt::FontRole && total) {
+      QFont f;
+      f.setBold(true);
+      return f;
+    }
+    if (role != Qt::DisplayRole) return {};
+    return text(row, col);
+  }
+
+  QString text(int row, int col) const {
+    if (row == int(m_rows.size())) {
+      switch (col) {
+        case 0: return SummaryWidget::tr("Total");
+        case 2: return SummaryWidget::tr("batch %1").arg(m_doc->batch());
+        case 3: return QString::number(m_params) + " (" + humanCount(double(m_params)) + ")";
+        case 4: return humanCount(double(m_flops));
+        case 5: return humanBytes(double(m_bytes));
+        default: return {};
+      }
+    }
+    if (row < 0 || row > int(m_rows.size()) || !m_doc->contains(m_rows[row])) return {};
+    const proto::NodeDef& def = m_doc->node(m_rows[row]).def;
+    if (col == 0) return QString::fromStdString(def.name());
+    if (col == 1) return QString::fromStdString(def.op());
+    auto it = m_doc->analysis().nodes.find(def.name());
+    const NodeAnalysis* n = it == m_doc->analysis().nodes.end() ? nullptr : &it->second;
+    switch (col) {
+      case 2:
+        return n && !n->outputs.empty() ? QString::fromStdString(shapeToString(n->outputs[0].shape))
+                                        : QString("?");
+      case 3: return n ? QString::number(n->params) : QString();
+      case 4: return n ? humanCount(double(n->flops)) : QString();
+      case 5: return n ? humanBytes(double(n->activationBytes)) : QString();
+      default: return {};
+    }
+  }
+
+  void reload() {
+    // Totals of a huge model saturate rather than wrap negative.
+    m_params = m_flops = m_bytes = 0;
+    for (const auto& [name, n] : m_doc->analysis().nodes) {
+      m_params = saturatingAdd(m_params, n.params);
+      m_flops = saturatingAdd(m_flops, n.flops);
+      m_bytes = saturatingAdd(m_bytes, n.activationBytes);
+    }
+    if (m_rows != m_doc->nodes()) {
+      beginResetModel();
+      m_rows = m_doc->nodes();
+      endResetModel();
+    } else {
+      emit dataChanged(index(0, 0), index(rowCount() - 1, 5));
+    }
+  }
+
+  int64_t params() const { return m_params; }
+
+ private:
+  GraphDocument* m_doc;
+  std::vector<NodeId> m_rows;  // the node of each row, in document order
+  int64_t m_params = 0, m_flops = 0, m_bytes = 0;
+};
+
 SummaryWidget::SummaryWidget(GraphDocument* doc, QWidget* parent)
-    : QTableWidget(parent), m_doc(doc) {
-  setColumnCount(6);
-  setHorizontalHeaderLabels(
-      {tr("Node"), tr("Op"), tr("Output"), tr("Parameters"), tr("FLOPs"), tr("Activations")});
+    : QTableView(parent), m_model(new Model(doc, this)) {
+  setModel(m_model);
   horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  horizontalHeader()->setResizeContentsPrecision(0);  // the rows in view
   horizontalHeader()->setStretchLastSection(true);
   verticalHeader()->hide();
   setEditTriggers(QAbstractItemView::NoEditTriggers);
   setSelectionBehavior(QAbstractItemView::SelectRows);
-  connect(doc, &GraphDocument::analysisChanged, this, &SummaryWidget::reload);
-  reload();
+  connect(doc, &GraphDocument::analysisChanged, m_model, &Model::reload);
+  connect(doc, &GraphDocument::reset, m_model, &Model::reload);
+  m_model->reload();
 }
 
-void SummaryWidget::reload() {
-  const ModelAnalysis& a = m_doc->analysis();
-  const std::vector<NodeId>& ids = m_doc->nodes();
-  setUpdatesEnabled(false);
-  setRowCount(int(ids.size()) + 1);
-  int64_t params = 0, flops = 0, bytes = 0;
-  auto set = [&](int row, int col, const QString& text, bool right = false) {
-    QTableWidgetItem* it = item(row, col);
-    if (!it) setItem(row, col, it = new QTableWidgetItem);
-    it->setText(text);
-    it->setTextAlignment(right ? Qt::AlignRight | Qt::AlignVCenter
-                               : Qt::AlignLeft | Qt::AlignVCenter);
-  };
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const proto::NodeDef& def = m_doc->node(ids[r]).def;
-    auto it = a.nodes.find(def.name());
-    const NodeAnalysis* n = it == a.nodes.end() ? nullptr : &it->second;
-    QString shape = n && !n->outputs.empty()
-                        ? QString::fromStdString(shapeToString(n->outputs[0].shape))
-                        : QString("?");
-    set(int(r), 0, QString::fromStdString(def.name()));
-    set(int(r), 1, QString::fromStdString(def.op()));
-    set(int(r), 2, shape);
-    set(int(r), 3, n ? QString::number(n->params) : QString(), true);
-    set(int(r), 4, n ? humanCount(double(n->flops)) : QString(), true);
-    set(int(r), 5, n ? humanBytes(double(n->activationBytes)) : QString(), true);
-    // Totals of a huge model saturate rather than wrap negative.
-    if (n) {
-      params = saturatingAdd(params, n->params);
-      flops = saturatingAdd(flops, n->flops);
-      bytes = saturatingAdd(bytes, n->activationBytes);
-    }
-  }
-  int last = int(ids.size());
-  set(last, 0, tr("Total"));
-  set(last, 1, QString());
-  set(last, 2, tr("batch %1").arg(m_doc->batch()));
-  set(last, 3, QString::number(params) + " (" + humanCount(double(params)) + ")", true);
-  set(last, 4, humanCount(double(flops)), true);
-  set(last, 5, humanBytes(double(bytes)), true);
-  for (int c = 0; c < 6; ++c) {
-    QFont f = item(last, c)->font();
-    f.setBold(true);
-    item(last, c)->setFont(f);
-  }
-  m_params = params;
-  setUpdatesEnabled(true);
+int64_t SummaryWidget::totalParams() const {
+  return m_model->params();
+}
+
+QString SummaryWidget::cellText(int row, int column) const {
+  return m_model->text(row, column);
 }
 
 }  // namespace netloom::editor

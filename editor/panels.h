@@ -10,7 +10,7 @@
 #pragma once
 
 #include <QListWidget>
-#include <QTableWidget>
+#include <QTableView>
 #include <QWidget>
 #include <map>
 
@@ -65,21 +65,25 @@ class ProblemsWidget : public QListWidget {
 
  private:
   void reload();
+  void recheckData();  // the data problems, then reload
   GraphDocument* m_doc;
   QStringList m_extra;
+  QStringList m_dataProblems;
+  QString m_dataDir;  // where the data problems were checked from
 };
 
-class SummaryWidget : public QTableWidget {
+// The model's cost, node by node in document order, with a last row of totals.
+class SummaryWidget : public QTableView {
   Q_OBJECT
 
  public:
   explicit SummaryWidget(GraphDocument* doc, QWidget* parent = nullptr);
-  int64_t totalParams() const { return m_params; }
+  int64_t totalParams() const;
+  QString cellText(int row, int column) const;  // as shown
 
  private:
-  void reload();
-  GraphDocument* m_doc;
-  int64_t m_params = 0;
+  class Model;
+  Model* m_model;
 };
 
 // "1.2 M", "35.3 k": counts for humans.

@@ -5,8 +5,12 @@
 #include <QGraphicsView>
 #include <QPainter>
 #include <QStyleOptionGraphicsItem>
+#include <QTimer>
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
+#include "editor/view.h"
 #include "engine/ops/op.h"
 
 namespace netloom::editor {
@@ -272,7 +276,7 @@ void WireItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget* w)
     return QGraphicsPathItem::paint(p, o, w);
   p->setPen(QPen(pen().color(), 0));
   const QPainterPath& path = this->path();
-  p->drawLine(path.pointAtPercent(0), path.currentPosition());
+  p->drawLine(QPointF(path.elementAt(0)), path.currentPosition());
 }
 
 void WireItem::refresh() {
@@ -295,7 +299,9 @@ void WireItem::relabel() {
     if (d.dtype != DType::F32) label += " " + QString(dtypeName(d.dtype)).toLower();
   }
   if (label != m_label->text()) m_label->setText(label);
-  QPointF mid = path().pointAtPercent(0.5);
+  // The wire's curve is symmetric (see wirePath): its middle is halfway between its
+  // ends, found without measuring the curve.
+  QPointF mid = (QPointF(path().elementAt(0)) + path().currentPosition()) / 2;
   QRectF r = m_label->boundingRect();
   QPointF at(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
   if (m_label->pos() != at) m_label->setPos(at);
@@ -324,7 +330,9 @@ GraphScene::GraphScene(GraphDocument* doc, QObject* parent) : QGraphicsScene(par
       m_syncing = false;
     }
   });
-  connect(doc, &GraphDocument::changed, this, &GraphScene::syncWires);
+  connect(doc, &GraphDocument::nodeAdded, this, [this] { m_added = true; });
+  connect(doc, &GraphDocument::nodeChanged, this, [this](NodeId id) { m_edited.push_back(id); });
+  connect(doc, &GraphDocument::changed, this, &GraphScene::syncEditedWires);
   connect(doc, &GraphDocument::analysisChanged, this, &GraphScene::refreshAll);
   rebuild();
 }
@@ -388,6 +396,7 @@ NodeId GraphScene::addNodeAt(const std::string& op, QPointF scenePos, NodeId fro
 }
 
 void GraphScene::rebuild() {
+  m_stale.clear();
   for (auto& [key, w] : m_wires) delete w;
   m_wires.clear();
   m_wiresOf.clear();
@@ -451,10 +460,99 @@ void GraphScene::syncWires() {
   indexWires();
 }
 
+void GraphScene::syncEditedWires() {
+  std::vector<NodeId> edited = std::move(m_edited);
+  m_edited.clear();
+  m_editedLast = edited;
+  if (std::exchange(m_added, false)) return syncWires();
+  for (NodeId id : edited) syncWiresInto(id);
+}
+
+void GraphScene::syncWiresInto(NodeId id) {
+  if (!m_doc->contains(id)) return;
+  auto dropWire = [&](std::map<std::tuple<NodeId, int>, WireItem*>::iterator it) {
+    WireItem* w = it->second;
+    for (NodeId end : {w->connection().from, w->connection().to})
+      if (auto found = m_wiresOf.find(end); found != m_wiresOf.end()) {
+        auto& list = found->second;
+        list.erase(std::remove(list.begin(), list.end(), w), list.end());
+      }
+    delete w;
+    return m_wires.erase(it);
+  };
+  int ports = m_doc->node(id).def.inputs_size();
+  for (auto it = m_wires.lower_bound({id, 0}); it != m_wires.end() && std::get<0>(it->first) == id;)
+    it = std::get<1>(it->first) >= ports ? dropWire(it) : std::next(it);
+  for (int port = 0; port < ports; ++port) {
+    std::optional<Connection> c = m_doc->inputConnection(id, port);
+    if (c && !itemFor(c->from)) c.reset();
+    auto it = m_wires.find({id, port});
+    if (it != m_wires.end() && c && it->second->connection() == *c) continue;
+    if (it != m_wires.end()) dropWire(it);
+    if (!c) continue;
+    auto* w = new WireItem(this, *c);
+    addItem(w);
+    m_wires[{id, port}] = w;
+    m_wiresOf[c->from].push_back(w);
+    if (c->to != c->from) m_wiresOf[c->to].push_back(w);
+  }
+}
+
 void GraphScene::refreshAll() {
-  for (auto& [id, it] : m_items) it->refresh();
-  syncWires();
-  for (auto& [key, w] : m_wires) w->relabel();
+  const std::vector<NodeId>* changed = m_doc->analysisChangedNodes();
+  if (!changed) syncWires();
+  const std::vector<NodeId>& ids = changed ? *changed : m_doc->nodes();
+  constexpr size_t kEager = 400;  // about what a frame can redraw
+  if (ids.size() <= kEager && m_stale.empty()) {
+    for (NodeId id : ids) refreshNode(id);
+    return;
+  }
+  m_stale.insert(ids.begin(), ids.end());
+  // What the edit itself touched may have changed shape: never left for later.
+  std::vector<NodeId> now = std::move(m_editedLast);
+  m_editedLast.clear();
+  std::vector<QRectF> seen;
+  for (QGraphicsView* v : views())
+    if (!dynamic_cast<MiniMap*>(v))  // it shows everything, too small to read
+      seen.push_back(v->mapToScene(v->viewport()->rect()).boundingRect());
+  for (NodeId id : ids)
+    if (NodeItem* it = itemFor(id);
+        it && std::any_of(seen.begin(), seen.end(),
+                          [&](const QRectF& r) { return r.intersects(it->sceneBoundingRect()); }))
+      now.push_back(id);
+  for (NodeId id : now)
+    if (m_stale.erase(id)) refreshNode(id);
+  if (!m_stale.empty() && !std::exchange(m_staleQueued, true))
+    QTimer::singleShot(0, this, &GraphScene::refreshStale);
+}
+
+void GraphScene::refreshNode(NodeId id) {
+  if (NodeItem* it = itemFor(id)) it->refresh();
+  if (auto found = m_wiresOf.find(id); found != m_wiresOf.end())
+    for (WireItem* w : found->second) w->relabel();
+}
+
+// A batch at a time, so the event loop (and the user) is not held up.
+void GraphScene::refreshStale() {
+  m_staleQueued = false;
+  constexpr int kBatch = 500;
+  for (int i = 0; i < kBatch && !m_stale.empty(); ++i) {
+    NodeId id = *m_stale.begin();
+    m_stale.erase(m_stale.begin());
+    refreshNode(id);
+  }
+  if (!m_stale.empty())
+    m_staleQueued = true, QTimer::singleShot(0, this, &GraphScene::refreshStale);
+  else
+    emit refreshFinished();
+}
+
+void GraphScene::finishRefresh() {
+  if (m_stale.empty()) return;
+  std::unordered_set<NodeId> stale = std::move(m_stale);
+  m_stale.clear();
+  for (NodeId id : stale) refreshNode(id);
+  emit refreshFinished();
 }
 
 void GraphScene::indexWires() {

@@ -11,6 +11,7 @@
 #include <QGraphicsSimpleTextItem>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "editor/document.h"
 
@@ -96,7 +97,13 @@ class GraphScene : public QGraphicsScene {
   // first input to that output; one undo step. Returns the new node.
   NodeId addNodeAt(const std::string& op, QPointF scenePos, NodeId from = -1, int fromPort = 0);
 
+  // Whether some nodes out of view still show an analysis since changed (see
+  // refreshAll); finishRefresh redraws them now.
+  bool refreshPending() const { return !m_stale.empty(); }
+  void finishRefresh();
+
  signals:
+  void refreshFinished();               // the last nodes out of view were redrawn
   void refused(const QString& reason);  // a connection refused at the drop
   // A wire from `from`:`fromPort` was dropped on empty canvas at `scenePos`.
   void quickAddRequested(QPointF scenePos, netloom::editor::NodeId from, int fromPort);
@@ -113,7 +120,15 @@ class GraphScene : public QGraphicsScene {
   void addItemFor(NodeId id);
   void removeItemFor(NodeId id);
   void syncWires();
+  // After an edit: every wire when nodes arrived (they may complete dangling
+  // references), else the wires into the nodes that changed.
+  void syncEditedWires();
+  void syncWiresInto(NodeId id);
+  // After the analysis changed: the nodes it changed and their wires. When they are
+  // many, those in view (and those the edit touched) now, the rest while idle.
   void refreshAll();
+  void refreshNode(NodeId id);
+  void refreshStale();
   void nodeDragged(NodeId id);
   NodeItem* nodeAt(QPointF scenePos) const;
 
@@ -124,6 +139,11 @@ class GraphScene : public QGraphicsScene {
   void indexWires();
   bool m_snap = true;
   bool m_syncing = false;  // positions being set from the document
+  // What the edit under way touched, until the document's changed().
+  std::vector<NodeId> m_edited, m_editedLast;
+  bool m_added = false;
+  std::unordered_set<NodeId> m_stale;  // analysis changed, not yet redrawn
+  bool m_staleQueued = false;
   // A wire being dragged out of a port.
   QGraphicsPathItem* m_pending = nullptr;
   NodeId m_dragFrom = -1;

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/proto/project.pb.h"
@@ -46,5 +47,58 @@ void measureNode(const Graph& g, const Node& n, NodeCost& cost);
 // Unconnected inputs are written as empty references (""); they are problems here
 // and in buildGraph.
 ModelAnalysis analyzeModel(const proto::ModelDef& model, int64_t batch);
+
+// The analysis of a flat model (no block instances) kept current across edits, as an
+// editor needs it at every keystroke. An edit of attributes resolves again only the
+// nodes it touched; one that adds, removes, renames or rewires nodes resolves every
+// node's wiring (cheap) but reuses what was inferred. Shapes are inferred again only
+// for the touched nodes and, downstream, for nodes whose inputs' shapes changed: an
+// edit that keeps its node's shapes costs one inference however large the graph.
+// The result equals analyzeModel's, except that a name used twice is analysed (in
+// `nodes`) as its first node.
+class ModelAnalyzer {
+ public:
+  ModelAnalyzer();
+  ~ModelAnalyzer();
+  ModelAnalyzer(const ModelAnalyzer&) = delete;
+  ModelAnalyzer& operator=(const ModelAnalyzer&) = delete;
+
+  // A node as the caller holds it: `key` names it across edits (an editor's node id)
+  // and `def` must stay valid, and unchanged unless its key is given as dirty, until
+  // the next call.
+  struct NodeRef {
+    int key = 0;
+    const proto::NodeDef* def = nullptr;
+  };
+  // Analyses `nodes`, in model order, from scratch.
+  void reset(const std::vector<NodeRef>& nodes, int64_t batch);
+  // After an edit: `nodes` is the model now, `dirty` the keys whose definitions
+  // changed or appeared (keys that went may be given too).
+  void update(const std::vector<NodeRef>& nodes, const std::vector<int>& dirty);
+  const ModelAnalysis& analysis() const { return m_out; }
+  // The keys whose analysis or problems the last call may have changed: a superset
+  // of those that did, all of them after reset().
+  const std::vector<int>& changed() const { return m_changed; }
+  // How many nodes the last call inferred shapes for.
+  int inferred() const { return m_inferred; }
+
+ private:
+  struct Entry;
+  void run(const std::vector<NodeRef>& nodes, const std::vector<int>& dirty, bool all);
+  void refreshOwn(Entry& e);
+  bool relink(Entry& e);
+  void sortTopologically();
+  void infer(Entry& e);
+  void publish(const Entry& e);
+
+  std::unordered_map<int, Entry> m_entries;
+  std::vector<Entry*> m_order;  // model order
+  std::vector<Entry*> m_topo;   // inference order; nodes on or below a cycle are left out
+  std::unordered_map<std::string, Entry*> m_byName;  // each name's first node
+  int64_t m_batch = 1;
+  ModelAnalysis m_out;
+  std::vector<int> m_changed;
+  int m_inferred = 0;
+};
 
 }  // namespace netloom

@@ -359,6 +359,53 @@ class TestScene : public QObject {
     QCOMPARE(doc.toText(), before);
   }
 
+  // An edit that changes every shape of a long chain: the wires in view show the new
+  // shapes as soon as the edit returns, the rest follow while the event loop idles,
+  // and a keystroke that changes no shape redraws one node.
+  void aLargeEditRedrawsWhatIsInViewFirst() {
+    std::string text =
+        "model { nodes { name: 'x' op: 'Input' attrs { key: 'shape' value { ints { values: [8] } "
+        "} } }\n";
+    std::string prev = "x";
+    for (int i = 0; i < 1200; ++i) {
+      std::string name = "r" + std::to_string(i);
+      text += "nodes { name: '" + name + "' op: 'ReLU' inputs: '" + prev + "' }\n";
+      prev = name;
+    }
+    auto project = parseProject(text + "}", "chain");
+    QVERIFY(project.ok());
+    Canvas c;
+    c.doc.setProject(*project);
+    QVERIFY(autoLayout(c.doc, {}));
+    c.scene.finishRefresh();
+    c.view.resetTransform();
+    c.view.centerOn(c.scene.itemFor(c.doc.findNode("r0"))->sceneBoundingRect().center());
+    QApplication::processEvents();
+    WireItem* near = c.scene.wireInto(c.doc.findNode("r1"), 0);
+    WireItem* far = c.scene.wireInto(c.doc.findNode("r1199"), 0);
+    QCOMPARE(far->label(), QString("1×8"));
+
+    proto::AttrValue shape;
+    shape.mutable_ints()->add_values(32);
+    c.doc.setAttr(c.doc.findNode("x"), "shape", shape);
+    QCOMPARE(near->label(), QString("1×32"));
+    QVERIFY(c.scene.refreshPending());
+    QCOMPARE(far->label(), QString("1×8"));  // out of view: not yet
+    QSignalSpy finished(&c.scene, &GraphScene::refreshFinished);
+    QVERIFY(finished.wait());
+    QVERIFY(!c.scene.refreshPending());
+    QCOMPARE(far->label(), QString("1×32"));
+    for (WireItem* w : c.scene.wires()) QCOMPARE(w->label(), QString("1×32"));
+
+    proto::AttrValue field;
+    field.set_s("x");
+    c.doc.setAttr(c.doc.findNode("x"), "field", field);  // the default: nothing changes
+    c.doc.setAttr(c.doc.findNode("r600"), "inplace", std::nullopt);
+    QVERIFY(c.doc.analysisChangedNodes());
+    QVERIFY(c.doc.analysisChangedNodes()->size() <= 1);
+    QVERIFY(!c.scene.refreshPending());
+  }
+
   void unknownOpsAreShownAsUnknown() {
     GraphDocument doc;
     auto p = netloom::parseProject(
