@@ -4,6 +4,7 @@
 
 #include <QBuffer>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QGridLayout>
@@ -21,7 +22,7 @@ namespace netloom::gui {
 
 namespace {
 
-// One chart per tick: each of the six refreshes about three times a second.
+// One chart per tick: each of six refreshes about three times a second.
 constexpr int kReplotMs = 50;
 // The per-layer charts show a legend up to this many curves.
 constexpr size_t kMaxLegendRows = 12;
@@ -78,6 +79,116 @@ void addReadout(QCustomPlot* p) {
   });
 }
 
+// How a chart's curve reads its values off the event stream.
+using StepReader = bool (*)(const proto::Step& s, int ranks, double& y);
+using EpochReader = bool (*)(const proto::Epoch& e, double& y);
+using Family = const google::protobuf::Map<std::string, double>& (proto::Step::*)() const;
+
+struct CurveDesc {
+  const char* name;
+  QColor color;
+  StepReader step = nullptr;    // one point per step...
+  EpochReader epoch = nullptr;  // ... or per epoch, drawn with markers
+  bool right = false;           // on the right axis
+};
+
+// Every chart, in the order of the grid (two to a row): adding a chart is one entry.
+struct ChartDesc {
+  const char* title;
+  const char* y;
+  const char* y2 = nullptr;  // the right axis, shown once one of its curves has data
+  double y2Max = 0;          // a fixed right axis 0..y2Max (0: scaled to the data)
+  std::vector<CurveDesc> curves;
+  bool smooth = false;      // plus the first curve, smoothed
+  Family family = nullptr;  // instead: one curve per parameter, from this map
+  bool legend = false;      // always; otherwise once a curve needs naming
+};
+
+// The charts the window reads or draws more on, by their place in the table.
+enum { kLossChart, kEvaluationChart, kRateChart, kThroughputChart, kGradChart, kWeightChart };
+
+const std::vector<ChartDesc>& chartTable() {
+  static const std::vector<ChartDesc> table = {
+      {QT_TR_NOOP("Training loss"),
+       QT_TR_NOOP("loss"),
+       nullptr,
+       0,
+       {{QT_TR_NOOP("loss"), kRaw,
+         [](const proto::Step& s, int, double& y) {
+           y = s.loss();
+           return true;
+         }}},
+       true},
+      {QT_TR_NOOP("Evaluation"),
+       QT_TR_NOOP("loss"),
+       QT_TR_NOOP("accuracy"),
+       0,
+       {{QT_TR_NOOP("validation loss"), kVal, nullptr,
+         [](const proto::Epoch& e, double& y) {
+           return e.has_val() && ((y = e.val_loss()), true);
+         }},
+        {QT_TR_NOOP("test loss"), kTest, nullptr,
+         [](const proto::Epoch& e, double& y) {
+           return e.has_test() && ((y = e.test_loss()), true);
+         }},
+        {QT_TR_NOOP("test accuracy"), kAccuracy, nullptr,
+         [](const proto::Epoch& e, double& y) {
+           return (e.has_test() && accuracyOf(e.test_metrics(), y)) ||
+                  (e.has_val() && accuracyOf(e.val_metrics(), y));
+         },
+         true}},
+       false,
+       nullptr,
+       true},
+      {QT_TR_NOOP("Learning rate"),
+       QT_TR_NOOP("lr"),
+       nullptr,
+       0,
+       {{QT_TR_NOOP("lr"), kSmooth,
+         [](const proto::Step& s, int, double& y) {
+           y = s.lr();
+           return true;
+         }}}},
+      // A data-parallel run's own curves: each rank's samples/s, and the share of
+      // time spent waiting for gradient sums.
+      {QT_TR_NOOP("Throughput"),
+       QT_TR_NOOP("samples/s"),
+       QT_TR_NOOP("waiting for gradient sums, %"),
+       100,
+       {{QT_TR_NOOP("samples/s"), kSmooth,
+         [](const proto::Step& s, int, double& y) {
+           y = s.samples_per_sec();
+           return true;
+         }},
+        {QT_TR_NOOP("samples/s per rank"), kVal,
+         [](const proto::Step& s, int ranks, double& y) {
+           y = s.samples_per_sec() / ranks;
+           return ranks > 1;
+         }},
+        {QT_TR_NOOP("waiting for gradient sums, %"), kTest,
+         [](const proto::Step& s, int ranks, double& y) {
+           y = 100.0 * s.comm_share();
+           return ranks > 1;
+         },
+         nullptr, true}}},
+      {QT_TR_NOOP("Gradient norm per layer"),
+       "‖∇w‖",
+       nullptr,
+       0,
+       {},
+       false,
+       &proto::Step::grad_norms},
+      {QT_TR_NOOP("Weight norm per layer"),
+       "‖w‖",
+       nullptr,
+       0,
+       {},
+       false,
+       &proto::Step::weight_norms},
+  };
+  return table;
+}
+
 }  // namespace
 
 std::vector<double> smoothed(const std::vector<double>& values, double weight) {
@@ -98,6 +209,17 @@ std::vector<double> smoothed(const std::vector<double>& values, double weight) {
   return out;
 }
 
+struct TrainingCharts::Chart {
+  const ChartDesc* desc;
+  QCustomPlot* plot;
+  std::vector<QCPGraph*> curves;  // one per desc->curves entry
+  std::map<std::string, QCPGraph*> family;
+};
+
+double TrainingCharts::Key::on(XAxis axis) const {
+  return axis == XAxis::Step ? step : axis == XAxis::Epoch ? epoch : seconds;
+}
+
 TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("Smoothing")));
@@ -108,46 +230,44 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   top->addWidget(m_smoothing);
   m_log = new QCheckBox(tr("Log scale"));
   top->addWidget(m_log);
+  top->addWidget(new QLabel(tr("x-axis")));
+  m_axisChoice = new QComboBox;
+  m_axisChoice->addItems({tr("Step"), tr("Epoch"), tr("Time")});
+  top->addWidget(m_axisChoice);
   auto* exportButton = new QPushButton(tr("Export…"));
   top->addWidget(exportButton);
   top->addStretch();
 
-  m_loss = makePlot(this, tr("Training loss"), tr("step"), tr("loss"));
-  m_epoch = makePlot(this, tr("Evaluation"), tr("epoch"), tr("loss"));
-  m_lr = makePlot(this, tr("Learning rate"), tr("step"), tr("lr"));
-  m_speed = makePlot(this, tr("Throughput"), tr("step"), tr("samples/s"));
-  m_raw = addGraph(m_loss, kRaw, tr("loss"));
-  m_smooth = addGraph(m_loss, kSmooth, tr("smoothed"));
-  m_epoch->yAxis2->setVisible(true);
-  m_epoch->yAxis2->setLabel(tr("accuracy"));
-  m_valLoss = addGraph(m_epoch, kVal, tr("validation loss"));
-  m_testLoss = addGraph(m_epoch, kTest, tr("test loss"));
-  m_accuracy = addGraph(m_epoch, kAccuracy, tr("test accuracy"), m_epoch->yAxis2);
-  for (QCPGraph* g : {m_valLoss, m_testLoss, m_accuracy})
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
-  m_epoch->legend->setVisible(true);
-  m_lrGraph = addGraph(m_lr, kSmooth, tr("lr"));
-  m_speedGraph = addGraph(m_speed, kSmooth, tr("samples/s"));
-  m_perRankGraph = addGraph(m_speed, kVal, tr("samples/s per rank"));
-  m_speed->yAxis2->setLabel(tr("waiting for gradient sums, %"));
-  m_commGraph = addGraph(m_speed, kTest, tr("waiting for gradient sums, %"), m_speed->yAxis2);
-  m_gradNorms = makePlot(this, tr("Gradient norm per layer"), tr("step"), tr("‖∇w‖"));
-  m_weightNorms = makePlot(this, tr("Weight norm per layer"), tr("step"), tr("‖w‖"));
-  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) addReadout(p);
-  for (QCustomPlot* p : {m_gradNorms, m_weightNorms}) {
-    QFont small = p->legend->font();
-    small.setPointSizeF(7);
-    p->legend->setFont(small);
-    p->legend->setRowSpacing(0);
-  }
-
   auto* grid = new QGridLayout;
-  grid->addWidget(m_loss, 0, 0);
-  grid->addWidget(m_epoch, 0, 1);
-  grid->addWidget(m_lr, 1, 0);
-  grid->addWidget(m_speed, 1, 1);
-  grid->addWidget(m_gradNorms, 2, 0);
-  grid->addWidget(m_weightNorms, 2, 1);
+  for (const ChartDesc& d : chartTable()) {
+    auto c = std::make_unique<Chart>();
+    c->desc = &d;
+    c->plot = makePlot(this, tr(d.title), tr("step"), tr(d.y));
+    for (const CurveDesc& curve : d.curves) {
+      QCPGraph* g =
+          addGraph(c->plot, curve.color, tr(curve.name), curve.right ? c->plot->yAxis2 : nullptr);
+      if (curve.epoch) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+      c->curves.push_back(g);
+    }
+    if (d.y2) c->plot->yAxis2->setLabel(tr(d.y2));
+    c->plot->legend->setVisible(d.legend);
+    if (d.family) {
+      QFont small = c->plot->legend->font();
+      small.setPointSizeF(7);
+      c->plot->legend->setFont(small);
+      c->plot->legend->setRowSpacing(0);
+    }
+    addReadout(c->plot);
+    int index = int(m_charts.size());
+    grid->addWidget(c->plot, index / 2, index % 2);
+    m_charts.push_back(std::move(c));
+  }
+  // The charts the window itself reads or draws more on.
+  m_raw = chart(kLossChart).curves[0];
+  m_smooth = addGraph(chart(kLossChart).plot, kSmooth, tr("smoothed"));
+  m_accuracy = chart(kEvaluationChart).curves[2];
+  m_perRankGraph = chart(kThroughputChart).curves[1];
+  m_commGraph = chart(kThroughputChart).curves[2];
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(top);
@@ -156,6 +276,8 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   connect(m_smoothing, &QSlider::valueChanged, this,
           [this](int v) { setSmoothing(double(v) / 100.0); });
   connect(m_log, &QCheckBox::toggled, this, &TrainingCharts::setLogScale);
+  connect(m_axisChoice, &QComboBox::currentIndexChanged, this,
+          [this](int i) { setXAxis(XAxis(i)); });
   connect(exportButton, &QPushButton::clicked, this, [this] {
     QString path =
         QFileDialog::getSaveFileName(this, tr("Export the loss chart"), "loss.png",
@@ -165,7 +287,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_replot.setInterval(kReplotMs);
   connect(&m_replot, &QTimer::timeout, this, [this] {
     if (m_dirty) {
-      m_stale = {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms};
+      m_stale = plots();
       m_dirty = false;
     }
     if (m_stale.empty()) return;
@@ -176,98 +298,166 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   m_replot.start();
 }
 
-void TrainingCharts::addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*>& graphs,
-                              const google::protobuf::Map<std::string, double>& norms,
-                              double step) {
-  for (const auto& [name, v] : norms) {
-    QCPGraph*& g = graphs[name];
+TrainingCharts::~TrainingCharts() = default;
+
+TrainingCharts::Chart& TrainingCharts::chart(int index) const {
+  return *m_charts[index];
+}
+
+std::vector<QCustomPlot*> TrainingCharts::plots() const {
+  std::vector<QCustomPlot*> out;
+  for (const auto& c : m_charts) out.push_back(c->plot);
+  return out;
+}
+
+QCustomPlot* TrainingCharts::lossPlot() const {
+  return chart(kLossChart).plot;
+}
+QCustomPlot* TrainingCharts::epochPlot() const {
+  return chart(kEvaluationChart).plot;
+}
+QCustomPlot* TrainingCharts::gradNormPlot() const {
+  return chart(kGradChart).plot;
+}
+QCustomPlot* TrainingCharts::weightNormPlot() const {
+  return chart(kWeightChart).plot;
+}
+
+TrainingCharts::Key TrainingCharts::stepKey(const proto::Step& s) const {
+  Key k;
+  k.step = double(s.step());
+  k.epoch = m_totalSteps > 0 && m_epochs > 0 ? k.step * m_epochs / double(m_totalSteps)
+                                             : double(s.epoch());
+  k.seconds = s.seconds();
+  return k;
+}
+
+void TrainingCharts::addFamily(Chart& c, const google::protobuf::Map<std::string, double>& values,
+                               double x) {
+  for (const auto& [name, v] : values) {
+    QCPGraph*& g = c.family[name];
     if (!g) {
-      QColor c = QColor::fromHsv(int((graphs.size() * 47) % 360), 170, 200);
-      g = addGraph(plot, c, QString::fromStdString(name));
+      QColor color = QColor::fromHsv(int((c.family.size() * 47) % 360), 170, 200);
+      g = addGraph(c.plot, color, QString::fromStdString(name));
       // A legend names the layers while it fits beside the curves; past that, the
       // tooltip under the cursor does.
-      plot->legend->setVisible(graphs.size() <= kMaxLegendRows);
+      c.plot->legend->setVisible(c.family.size() <= kMaxLegendRows);
     }
-    if (!g->data()->isEmpty() && (g->data()->constEnd() - 1)->key >= step)
-      g->data()->removeAfter(step - 0.5);  // a resumed run repeats steps
-    g->addData(step, v);
+    g->addData(x, v);
   }
 }
 
 void TrainingCharts::clear() {
-  for (QCPGraph* g : {m_raw, m_smooth, m_valLoss, m_testLoss, m_accuracy, m_lrGraph, m_speedGraph,
-                      m_perRankGraph, m_commGraph})
-    g->data()->clear();
-  m_ranks = 1;
-  m_speed->yAxis2->setVisible(false);
-  m_speed->legend->setVisible(false);
-  m_gradNorms->legend->setVisible(false);
-  m_weightNorms->legend->setVisible(false);
-  for (auto* graphs : {&m_gradGraphs, &m_weightGraphs}) {
-    for (auto& [name, g] : *graphs) g->parentPlot()->removeGraph(g);
-    graphs->clear();
+  for (const auto& c : m_charts) {
+    for (QCPGraph* g : c->curves) g->data()->clear();
+    for (auto& [name, g] : c->family) c->plot->removeGraph(g);
+    c->family.clear();
+    c->plot->legend->setVisible(c->desc->legend);
+    if (c->desc->y2) c->plot->yAxis2->setVisible(false);
   }
-  m_steps.clear();
+  m_smooth->data()->clear();
+  m_ranks = 1;
+  m_totalSteps = 0;
+  m_epochs = 0;
+  m_stepKeys.clear();
+  m_epochKeys.clear();
   m_losses.clear();
   m_dirty = true;
 }
 
 void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
-  QVector<double> keys, loss, lr, speed, perRank, comm;
   for (const proto::TrainEvent& e : events) {
-    if (e.has_run_started()) m_ranks = std::max(1, e.run_started().ranks());
+    if (e.has_run_started()) {
+      m_ranks = std::max(1, e.run_started().ranks());
+      m_totalSteps = e.run_started().total_steps();
+      m_epochs = e.run_started().epochs();
+    }
     if (e.has_step()) {
       const proto::Step& s = e.step();
-      if (!m_steps.empty() && double(s.step()) <= m_steps.back()) {
+      Key key = stepKey(s);
+      double x = key.on(m_xAxis);
+      if (!m_stepKeys.empty() && key.step <= m_stepKeys.back().step) {
         // A resumed run repeats the steps after its checkpoint: they replace.
-        while (!m_steps.empty() && m_steps.back() >= double(s.step()))
-          m_steps.pop_back(), m_losses.pop_back();
-        m_raw->data()->removeAfter(double(s.step()) - 0.5);
-        m_lrGraph->data()->removeAfter(double(s.step()) - 0.5);
-        m_speedGraph->data()->removeAfter(double(s.step()) - 0.5);
-        m_perRankGraph->data()->removeAfter(double(s.step()) - 0.5);
-        m_commGraph->data()->removeAfter(double(s.step()) - 0.5);
-        m_raw->addData(keys, loss, true);
-        m_lrGraph->addData(keys, lr, true);
-        m_speedGraph->addData(keys, speed, true);
-        addRankData(keys, perRank, comm);
-        keys.clear(), loss.clear(), lr.clear(), speed.clear(), perRank.clear(), comm.clear();
+        double from = m_stepKeys.back().on(m_xAxis);
+        while (!m_stepKeys.empty() && m_stepKeys.back().step >= key.step)
+          from = m_stepKeys.back().on(m_xAxis), m_stepKeys.pop_back(), m_losses.pop_back();
+        for (const auto& c : m_charts) {
+          for (size_t i = 0; i < c->curves.size(); ++i)
+            if (c->desc->curves[i].step) c->curves[i]->data()->removeAfter(from - 1e-9);
+          for (auto& [name, g] : c->family) g->data()->removeAfter(from - 1e-9);
+        }
       }
-      if (s.grad_norms_size())
-        addNorms(m_gradNorms, m_gradGraphs, s.grad_norms(), double(s.step()));
-      if (s.weight_norms_size())
-        addNorms(m_weightNorms, m_weightGraphs, s.weight_norms(), double(s.step()));
-      m_steps.push_back(double(s.step()));
+      m_stepKeys.push_back(key);
       m_losses.push_back(s.loss());
-      keys << double(s.step());
-      loss << s.loss();
-      lr << s.lr();
-      speed << s.samples_per_sec();
-      perRank << s.samples_per_sec() / m_ranks;
-      comm << 100.0 * s.comm_share();
+      for (const auto& c : m_charts) {
+        const ChartDesc& d = *c->desc;
+        for (size_t i = 0; i < d.curves.size(); ++i) {
+          double y = 0;
+          if (!d.curves[i].step || !d.curves[i].step(s, m_ranks, y)) continue;
+          c->curves[i]->addData(x, y);
+          if (d.curves[i].right && !c->plot->yAxis2->visible()) {
+            c->plot->yAxis2->setVisible(true);
+            if (d.y2Max > 0) c->plot->yAxis2->setRange(0, d.y2Max);
+            c->plot->legend->setVisible(true);
+          }
+        }
+        if (d.family && (s.*d.family)().size()) addFamily(*c, (s.*d.family)(), x);
+      }
     } else if (e.has_epoch()) {
       const proto::Epoch& ep = e.epoch();
-      double x = ep.epoch(), acc = 0;
-      if (ep.has_val()) m_valLoss->addData(x, ep.val_loss());
-      if (ep.has_test()) m_testLoss->addData(x, ep.test_loss());
-      if (ep.has_test() && accuracyOf(ep.test_metrics(), acc))
-        m_accuracy->addData(x, acc);
-      else if (ep.has_val() && accuracyOf(ep.val_metrics(), acc))
-        m_accuracy->addData(x, acc);
+      Key key{m_stepKeys.empty() ? 0.0 : m_stepKeys.back().step, double(ep.epoch()), ep.seconds()};
+      m_epochKeys.push_back(key);
+      for (const auto& c : m_charts)
+        for (size_t i = 0; i < c->desc->curves.size(); ++i) {
+          double y = 0;
+          if (c->desc->curves[i].epoch && c->desc->curves[i].epoch(ep, y)) {
+            c->curves[i]->addData(key.on(m_xAxis), y);
+            if (c->desc->curves[i].right) c->plot->yAxis2->setVisible(true);
+          }
+        }
     }
   }
-  m_raw->addData(keys, loss, true);
-  m_lrGraph->addData(keys, lr, true);
-  m_speedGraph->addData(keys, speed, true);
-  addRankData(keys, perRank, comm);
   resmooth();
   m_dirty = true;
 }
 
 void TrainingCharts::resmooth() {
   std::vector<double> s = smoothed(m_losses, m_weight);
-  QVector<double> keys(m_steps.begin(), m_steps.end()), values(s.begin(), s.end());
+  QVector<double> keys, values(s.begin(), s.end());
+  keys.reserve(int(m_stepKeys.size()));
+  for (const Key& k : m_stepKeys) keys << k.on(m_xAxis);
   m_smooth->setData(keys, values, true);
+}
+
+void TrainingCharts::remap(QCPGraph* g, const std::vector<Key>& keys, XAxis from) {
+  // Keys grow with the step on every axis, so a point's key finds its step.
+  QVector<double> x, y;
+  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) {
+    auto k = std::lower_bound(keys.begin(), keys.end(), it->key - 1e-9,
+                              [&](const Key& a, double v) { return a.on(from) < v; });
+    if (k == keys.end()) continue;
+    x << k->on(m_xAxis);
+    y << it->value;
+  }
+  g->setData(x, y, true);
+}
+
+void TrainingCharts::setXAxis(XAxis axis) {
+  if (m_axisChoice->currentIndex() != int(axis)) m_axisChoice->setCurrentIndex(int(axis));
+  if (axis == m_xAxis) return;
+  XAxis from = std::exchange(m_xAxis, axis);
+  const QString label = axis == XAxis::Step    ? tr("step")
+                        : axis == XAxis::Epoch ? tr("epoch")
+                                               : tr("time (s)");
+  for (const auto& c : m_charts) {
+    c->plot->xAxis->setLabel(label);
+    for (size_t i = 0; i < c->curves.size(); ++i)
+      remap(c->curves[i], c->desc->curves[i].epoch ? m_epochKeys : m_stepKeys, from);
+    for (auto& [name, g] : c->family) remap(g, m_stepKeys, from);
+  }
+  resmooth();
+  setOverlays(std::vector<Overlay>(m_overlays));
+  m_dirty = true;
 }
 
 QColor TrainingCharts::runColor(const QString& runName) {
@@ -279,31 +469,48 @@ QColor TrainingCharts::runColor(const QString& runName) {
 }
 
 void TrainingCharts::setOverlays(const std::vector<Overlay>& runs) {
+  m_overlays = runs;
   for (QCPGraph* g : m_overlayGraphs) g->parentPlot()->removeGraph(g);
   m_overlayGraphs.clear();
   int k = 0;
   for (const Overlay& r : runs) {
     QColor c = r.color.isValid() ? r.color : kOverlay[k % 4];
     ++k;
-    std::vector<double> steps, losses;
-    QVector<double> ex, acc;
+    // Where the run's own steps and evaluations lie on the x-axis chosen.
+    int64_t total = 0;
+    int epochs = 0;
+    double lastStep = 0;
+    std::vector<double> losses;
+    QVector<double> steps, ex, acc;
     for (const auto& e : r.events) {
-      if (e.has_step()) steps.push_back(double(e.step().step())), losses.push_back(e.step().loss());
+      if (e.has_run_started())
+        total = e.run_started().total_steps(), epochs = e.run_started().epochs();
+      if (e.has_step()) {
+        const proto::Step& s = e.step();
+        lastStep = double(s.step());
+        Key key{lastStep,
+                total > 0 && epochs > 0 ? lastStep * epochs / double(total) : double(s.epoch()),
+                s.seconds()};
+        steps << key.on(m_xAxis);
+        losses.push_back(s.loss());
+      }
       double a = 0;
-      if (e.has_epoch() && e.epoch().has_test() && accuracyOf(e.epoch().test_metrics(), a))
-        ex << e.epoch().epoch(), acc << a;
+      if (e.has_epoch() && e.epoch().has_test() && accuracyOf(e.epoch().test_metrics(), a)) {
+        Key key{lastStep, double(e.epoch().epoch()), e.epoch().seconds()};
+        ex << key.on(m_xAxis), acc << a;
+      }
     }
     std::vector<double> s = smoothed(losses, m_weight);
-    QCPGraph* g = addGraph(m_loss, c, r.name);
+    QCPGraph* g = addGraph(lossPlot(), c, r.name);
     g->setPen(QPen(c, 1.2, Qt::DashLine));
-    g->setData(QVector<double>(steps.begin(), steps.end()), QVector<double>(s.begin(), s.end()));
-    QCPGraph* a = addGraph(m_epoch, c, r.name + " " + tr("accuracy"), m_epoch->yAxis2);
+    g->setData(steps, QVector<double>(s.begin(), s.end()));
+    QCPGraph* a = addGraph(epochPlot(), c, r.name + " " + tr("accuracy"), epochPlot()->yAxis2);
     a->setPen(QPen(c, 1.2, Qt::DashLine));
     a->setData(ex, acc);
     m_overlayGraphs.push_back(g);
     m_overlayGraphs.push_back(a);
   }
-  m_loss->legend->setVisible(!runs.empty());
+  lossPlot()->legend->setVisible(!runs.empty());
   m_dirty = true;
 }
 
@@ -317,11 +524,12 @@ void TrainingCharts::setSmoothing(double weight) {
 
 void TrainingCharts::setLogScale(bool on) {
   if (m_log->isChecked() != on) m_log->setChecked(on);
-  m_loss->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  QCPAxis* y = lossPlot()->yAxis;
+  y->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
   if (on)
-    m_loss->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    y->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   else
-    m_loss->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    y->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
   m_dirty = true;
 }
 
@@ -333,21 +541,10 @@ void TrainingCharts::replotOne(QCustomPlot* p) {
 void TrainingCharts::replotNow() {
   QElapsedTimer t;
   t.start();
-  for (QCustomPlot* p : {m_loss, m_epoch, m_lr, m_speed, m_gradNorms, m_weightNorms}) replotOne(p);
+  for (QCustomPlot* p : plots()) replotOne(p);
   m_replotMs = double(t.nsecsElapsed()) / 1e6;
   m_dirty = false;
   m_stale.clear();
-}
-
-// Only for a run on several ranks: one rank alone has neither curve.
-void TrainingCharts::addRankData(const QVector<double>& keys, const QVector<double>& perRank,
-                                 const QVector<double>& comm) {
-  if (m_ranks < 2) return;
-  m_perRankGraph->addData(keys, perRank, true);
-  m_commGraph->addData(keys, comm, true);
-  m_speed->yAxis2->setVisible(true);
-  m_speed->yAxis2->setRange(0, 100);
-  m_speed->legend->setVisible(true);
 }
 
 int TrainingCharts::perRankPoints() const {
@@ -373,24 +570,25 @@ bool TrainingCharts::exportLoss(const QString& path) const {
   buffer.open(QIODevice::WriteOnly);
   if (path.endsWith(".csv", Qt::CaseInsensitive)) {
     QTextStream out(&buffer);
-    out << "step,loss,smoothed\n";
+    out << "step,epoch,seconds,loss,smoothed\n";
     std::vector<double> s = smoothed(m_losses, m_weight);
-    for (size_t i = 0; i < m_steps.size(); ++i)
-      out << qint64(m_steps[i]) << "," << m_losses[i] << "," << s[i] << "\n";
+    for (size_t i = 0; i < m_stepKeys.size(); ++i)
+      out << qint64(m_stepKeys[i].step) << "," << m_stepKeys[i].epoch << ","
+          << m_stepKeys[i].seconds << "," << m_losses[i] << "," << s[i] << "\n";
     out.flush();
   } else if (path.endsWith(".pdf", Qt::CaseInsensitive)) {
-    return m_loss->savePdf(path);  // QCustomPlot writes PDFs to a file name only
+    return lossPlot()->savePdf(path);  // QCustomPlot writes PDFs to a file name only
   } else if (path.endsWith(".svg", Qt::CaseInsensitive)) {
     QSvgGenerator svg;
     svg.setOutputDevice(&buffer);
-    svg.setSize(m_loss->size());
-    svg.setViewBox(m_loss->rect());
+    svg.setSize(lossPlot()->size());
+    svg.setViewBox(lossPlot()->rect());
     svg.setTitle(tr("Training loss"));
     QCPPainter painter;
     if (!painter.begin(&svg)) return false;
-    m_loss->toPainter(&painter, m_loss->width(), m_loss->height());
+    lossPlot()->toPainter(&painter, lossPlot()->width(), lossPlot()->height());
     if (!painter.end()) return false;
-  } else if (!m_loss->toPixmap().save(&buffer, "PNG")) {
+  } else if (!lossPlot()->toPixmap().save(&buffer, "PNG")) {
     return false;
   }
   return writeFileAtomic(path.toStdString(), bytes.toStdString()).ok();

@@ -1,14 +1,19 @@
-// Live training charts (QCustomPlot): the training loss per step with TensorBoard's
-// smoothing, the evaluation loss and accuracy per epoch, the learning rate and the
-// throughput, and each parameter's gradient and weight norm. Points arrive in step order and are
-// appended sorted; QCustomPlot's adaptive sampling draws a million of them as a few thousand; the
-// plots replot from a throttled timer, never once per event. Other runs can be overlaid.
+// Live training charts (QCustomPlot), each described by one entry of a table in
+// charts.cpp: the training loss per step with TensorBoard's smoothing, the evaluation
+// loss and accuracy per epoch, the learning rate and the throughput, and each
+// parameter's gradient and weight norm. The x-axis is the step, the epoch or the
+// time since the run started, switchable at any moment. Points arrive in step order
+// and are appended sorted; QCustomPlot's adaptive sampling draws a million of them as
+// a few thousand; the plots replot from a throttled timer, never once per event.
+// Other runs can be overlaid.
 #pragma once
 
 #include <QColor>
+#include <QString>
 #include <QTimer>
 #include <QWidget>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,7 @@
 class QCustomPlot;
 class QCPGraph;
 class QCheckBox;
+class QComboBox;
 class QSlider;
 
 namespace netloom::gui {
@@ -29,6 +35,7 @@ class TrainingCharts : public QWidget {
 
  public:
   explicit TrainingCharts(QWidget* parent = nullptr);
+  ~TrainingCharts() override;
 
   // Starts over for a new current run.
   void clear();
@@ -48,8 +55,13 @@ class TrainingCharts : public QWidget {
 
   void setSmoothing(double weight);  // 0 (raw) .. 0.99
   void setLogScale(bool on);
+  // What every chart's x-axis counts: steps, epochs (fractions of one between their
+  // ends) or seconds since the run started.
+  enum class XAxis { Step, Epoch, Time };
+  void setXAxis(XAxis axis);
+  XAxis xAxis() const { return m_xAxis; }
   // Replots every chart that changed (the timer replots one per tick, in turn, so
-  // the window never waits for all four at once).
+  // the window never waits for all of them at once).
   void replotNow();
 
   int lossPoints() const;   // points on the current run's loss curve
@@ -58,35 +70,49 @@ class TrainingCharts : public QWidget {
   // waiting for gradient sums (on the throughput chart's right axis, in %).
   int perRankPoints() const;
   int commPoints() const;
-  QCustomPlot* lossPlot() const { return m_loss; }
-  QCustomPlot* gradNormPlot() const { return m_gradNorms; }
-  QCustomPlot* weightNormPlot() const { return m_weightNorms; }
-  QCustomPlot* epochPlot() const { return m_epoch; }
+  QCustomPlot* lossPlot() const;
+  QCustomPlot* gradNormPlot() const;
+  QCustomPlot* weightNormPlot() const;
+  QCustomPlot* epochPlot() const;
+  std::vector<QCustomPlot*> plots() const;  // in the table's order
   // Writes the loss chart as PNG, SVG, PDF (by extension) or its data as CSV.
   bool exportLoss(const QString& path) const;
   // Milliseconds the last replotNow took, for the responsiveness benchmark.
   double lastReplotMs() const { return m_replotMs; }
 
  private:
+  struct Chart;  // a chart of the table, made
+  // Where one step or one evaluation lies on each x-axis.
+  struct Key {
+    double step = 0, epoch = 0, seconds = 0;
+    double on(XAxis axis) const;
+  };
+  Key stepKey(const proto::Step& s) const;
   void resmooth();
+  // One curve per parameter, made as its first value arrives.
+  void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);
+  // Moves every point of `g` from the x-axis `from` to the current one.
+  void remap(QCPGraph* g, const std::vector<Key>& keys, XAxis from);
+  void replotOne(QCustomPlot* p);
+  Chart& chart(int index) const;
 
-  // One curve per parameter, made as its first norm arrives.
-  void addNorms(QCustomPlot* plot, std::map<std::string, QCPGraph*>& graphs,
-                const google::protobuf::Map<std::string, double>& norms, double step);
-
-  QCustomPlot *m_loss, *m_epoch, *m_lr, *m_speed, *m_gradNorms, *m_weightNorms;
-  std::map<std::string, QCPGraph*> m_gradGraphs, m_weightGraphs;
-  QCPGraph *m_raw, *m_smooth, *m_valLoss, *m_testLoss, *m_accuracy, *m_lrGraph, *m_speedGraph;
-  QCPGraph *m_perRankGraph, *m_commGraph;
-  int m_ranks = 1;  // the current run's, from RunStarted
-  void addRankData(const QVector<double>& keys, const QVector<double>& perRank,
-                   const QVector<double>& comm);
+  std::vector<std::unique_ptr<Chart>> m_charts;
+  QCPGraph *m_raw = nullptr, *m_smooth = nullptr, *m_accuracy = nullptr;
+  QCPGraph *m_perRankGraph = nullptr, *m_commGraph = nullptr;
+  // The current run's: its ranks and length (from RunStarted), where each of its
+  // steps and evaluations lie, and its losses, for smoothing.
+  int m_ranks = 1;
+  int64_t m_totalSteps = 0;
+  int m_epochs = 0;
+  std::vector<Key> m_stepKeys, m_epochKeys;
+  std::vector<double> m_losses;
   QSlider* m_smoothing;
   QCheckBox* m_log;
-  std::vector<double> m_steps, m_losses;
+  QComboBox* m_axisChoice;
+  XAxis m_xAxis = XAxis::Step;
   double m_weight = 0.6;
+  std::vector<Overlay> m_overlays;
   std::vector<QCPGraph*> m_overlayGraphs;
-  void replotOne(QCustomPlot* p);
 
   QTimer m_replot;
   bool m_dirty = false;

@@ -1,0 +1,127 @@
+// The training charts: every chart of the table is made and laid out, the x-axis
+// switches between step, epoch and time (and back, exactly) with the points of the
+// current run, its evaluations and an overlaid run, and a resumed run's repeated
+// steps replace the old ones whatever the axis.
+#include <qcustomplot.h>
+
+#include <QComboBox>
+#include <QtTest>
+
+#include "gui/charts.h"
+
+using namespace netloom;
+using namespace netloom::gui;
+
+namespace {
+
+// A run of `steps` steps over `epochs` epochs, half a second a step, with an
+// evaluation at the end of each epoch.
+std::vector<proto::TrainEvent> run(int steps, int epochs, int from = 1) {
+  std::vector<proto::TrainEvent> out;
+  proto::TrainEvent start;
+  start.mutable_run_started()->set_total_steps(steps);
+  start.mutable_run_started()->set_epochs(epochs);
+  if (from == 1) out.push_back(start);
+  for (int i = from; i <= steps; ++i) {
+    proto::TrainEvent e;
+    e.mutable_step()->set_step(i);
+    e.mutable_step()->set_epoch(1 + (i - 1) * epochs / steps);
+    e.mutable_step()->set_loss(1.0 / i);
+    e.mutable_step()->set_seconds(0.5 * i);
+    (*e.mutable_step()->mutable_grad_norms())["fc.weight"] = 0.1 * i;
+    out.push_back(e);
+    if (i % (steps / epochs) == 0) {
+      proto::TrainEvent ep;
+      ep.mutable_epoch()->set_epoch(i / (steps / epochs));
+      ep.mutable_epoch()->set_has_test(true);
+      ep.mutable_epoch()->set_test_loss(0.5);
+      (*ep.mutable_epoch()->mutable_test_metrics())["accuracy"] = 0.2 * ep.epoch().epoch();
+      ep.mutable_epoch()->set_seconds(0.5 * i + 0.1);
+      out.push_back(ep);
+    }
+  }
+  return out;
+}
+
+std::vector<double> keys(QCPGraph* g) {
+  std::vector<double> out;
+  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) out.push_back(it->key);
+  return out;
+}
+
+}  // namespace
+
+class TestCharts : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void everyChartOfTheTableIsLaidOut() {
+    TrainingCharts charts;
+    std::vector<QCustomPlot*> plots = charts.plots();
+    QCOMPARE(int(plots.size()), 6);
+    auto* grid = qobject_cast<QGridLayout*>(charts.layout()->itemAt(1)->layout());
+    QVERIFY(grid);
+    for (QCustomPlot* p : plots) QVERIFY(grid->indexOf(p) >= 0);
+    QCOMPARE(charts.lossPlot(), plots[0]);
+    QCOMPARE(charts.gradNormPlot(), plots[4]);
+  }
+
+  void theXAxisSwitchesAndComesBackExactly() {
+    TrainingCharts charts;
+    charts.append(run(100, 4));
+    QCPGraph* loss = charts.lossPlot()->graph(0);
+    QCPGraph* smooth = charts.lossPlot()->graph(1);
+    QCPGraph* accuracy = charts.epochPlot()->graph(2);
+    QCPGraph* norms = charts.gradNormPlot()->graph(0);
+    std::vector<double> steps = keys(loss);
+    QCOMPARE(steps.front(), 1.0);
+    QCOMPARE(steps.back(), 100.0);
+    QCOMPARE(keys(accuracy), (std::vector<double>{25, 50, 75, 100}));
+
+    charts.setXAxis(TrainingCharts::XAxis::Epoch);
+    QCOMPARE(charts.lossPlot()->xAxis->label(), QString("epoch"));
+    QCOMPARE(keys(loss).front(), 0.04);
+    QCOMPARE(keys(loss).back(), 4.0);
+    QCOMPARE(keys(smooth).back(), 4.0);
+    QCOMPARE(keys(norms).back(), 4.0);
+    QCOMPARE(keys(accuracy), (std::vector<double>{1, 2, 3, 4}));
+    QCOMPARE(loss->data()->at(99)->value, 0.01);  // values stay with their steps
+
+    charts.setXAxis(TrainingCharts::XAxis::Time);
+    QCOMPARE(keys(loss).back(), 50.0);
+    QCOMPARE(keys(accuracy).back(), 50.1);
+    // The choice box follows, and drives.
+    auto* box = charts.findChild<QComboBox*>();
+    QCOMPARE(box->currentIndex(), 2);
+    box->setCurrentIndex(0);
+    QCOMPARE(charts.xAxis(), TrainingCharts::XAxis::Step);
+    QCOMPARE(keys(loss), steps);
+    QCOMPARE(keys(accuracy), (std::vector<double>{25, 50, 75, 100}));
+  }
+
+  void aResumedRunReplacesItsStepsOnAnyAxis() {
+    TrainingCharts charts;
+    charts.setXAxis(TrainingCharts::XAxis::Epoch);
+    charts.append(run(100, 4));
+    charts.append(run(100, 4, 61));  // resumed from the checkpoint at step 60
+    QCOMPARE(charts.lossPoints(), 100);
+    std::vector<double> k = keys(charts.lossPlot()->graph(0));
+    QVERIFY(std::is_sorted(k.begin(), k.end()));
+    QCOMPARE(int(std::unique(k.begin(), k.end()) - k.begin()), 100);
+  }
+
+  void overlaysFollowTheAxis() {
+    TrainingCharts charts;
+    charts.append(run(100, 4));
+    int own = charts.lossPlot()->graphCount();
+    charts.setOverlays({{"other", run(40, 2), QColor()}});
+    QCOMPARE(charts.lossPlot()->graphCount(), own + 1);
+    QCOMPARE(keys(charts.lossPlot()->graph(own)).back(), 40.0);
+    charts.setXAxis(TrainingCharts::XAxis::Epoch);
+    QCOMPARE(charts.lossPlot()->graphCount(), own + 1);
+    QCOMPARE(keys(charts.lossPlot()->graph(own)).back(), 2.0);
+  }
+};
+
+QTEST_MAIN(TestCharts)
+#include "tst_charts.moc"
