@@ -533,8 +533,38 @@ void TrainingCharts::setLogScale(bool on) {
   m_dirty = true;
 }
 
+namespace {
+
+// An axis over one value (one evaluation, a constant learning rate) spans a unit
+// around it, not below zero for values that cannot be, rather than QCustomPlot's
+// arbitrary range (it centres its previous span on the value: −1.5 to 3.5).
+void widenDegenerate(QCustomPlot* p, QCPAxis* axis) {
+  bool found = false;
+  QCPRange data;
+  for (int i = 0; i < p->graphCount(); ++i) {
+    QCPGraph* g = p->graph(i);
+    if (!g->visible() || g->data()->isEmpty()) continue;
+    bool ok = false;
+    QCPRange r;
+    if (g->keyAxis() == axis) r = g->getKeyRange(ok);
+    if (g->valueAxis() == axis) r = g->getValueRange(ok);
+    if (!ok) continue;
+    data = found ? QCPRange(std::min(data.lower, r.lower), std::max(data.upper, r.upper)) : r;
+    found = true;
+  }
+  if (!found || data.size() > 1e-12 * std::max(1.0, std::abs(data.center()))) return;
+  double c = data.center(), half = std::max(0.5, std::abs(c) * 0.1);
+  double lower = c >= 0 ? std::max(0.0, c - half) : c - half;
+  axis->setRange(lower, lower + 2 * half);
+}
+
+}  // namespace
+
 void TrainingCharts::replotOne(QCustomPlot* p) {
   p->rescaleAxes(true);
+  for (QCPAxis* axis : {p->xAxis, p->yAxis, p->yAxis2}) widenDegenerate(p, axis);
+  for (const auto& c : m_charts)
+    if (c->plot == p && c->desc->y2Max > 0) p->yAxis2->setRange(0, c->desc->y2Max);
   if (p->isVisible()) p->replot();  // a hidden chart is drawn when it is shown
 }
 

@@ -63,6 +63,18 @@ std::vector<std::pair<int32_t, float>> topClasses(const float* probs, int32_t cl
   return all;
 }
 
+void showAsThumbnails(QListWidget* list, int icon) {
+  list->setViewMode(QListView::IconMode);
+  list->setIconSize(QSize(icon, icon));
+  list->setResizeMode(QListView::Adjust);
+  list->setMovement(QListView::Static);
+  list->setWordWrap(true);
+  list->setUniformItemSizes(true);
+  QFontMetrics fm(list->font());
+  list->setGridSize(
+      QSize(std::max(icon + 16, fm.averageCharWidth() * 15), icon + 2 * fm.lineSpacing() + 12));
+}
+
 QImage sampleImage(const Dataset& d, int64_t index) {
   if (d.bytes.empty() || d.sampleShape.size() != 3) return {};
   int64_t c = d.sampleShape[0], h = d.sampleShape[1], w = d.sampleShape[2];
@@ -91,10 +103,7 @@ EvaluationWidget::EvaluationWidget(QWidget* parent)
   }
   m_confusion->setToolTip(tr("Rows: true class; columns: predicted class"));
   m_sort->addItems({tr("Test-set order"), tr("Least confident first"), tr("Most confident first")});
-  m_samples->setViewMode(QListView::IconMode);
-  m_samples->setIconSize(QSize(56, 56));
-  m_samples->setResizeMode(QListView::Adjust);
-  m_samples->setUniformItemSizes(true);
+  showAsThumbnails(m_samples, 56);
   m_detail->setWordWrap(true);
   m_detail->setTextFormat(Qt::RichText);
   auto* open = new QPushButton(tr("Predict an Image…"));
@@ -227,14 +236,16 @@ void EvaluationWidget::fillSamples() {
   m_samples->clear();
   for (int64_t i : shownSamples()) {
     int32_t truth = m_pred.samples.labels[size_t(i)], pred = m_eval.predicted[size_t(i)];
-    QString text = QString("#%1 %2").arg(i).arg(className(pred));
-    if (pred != truth) text += " ≠ " + className(truth);
+    // Two short lines under the picture; the sample's number is in the tooltip.
+    QString text = className(pred);
+    if (pred != truth) text += "\n≠ " + className(truth);
     auto* it = new QListWidgetItem(text, m_samples);
     QImage img = sampleImage(m_pred.samples, i);
     if (!img.isNull()) it->setIcon(QPixmap::fromImage(img.scaled(56, 56)));
     it->setData(Qt::UserRole, qlonglong(i));
     it->setForeground(pred == truth ? QColor(0x2a, 0x9d, 0x5c) : QColor(0xd0, 0x3b, 0x3b));
-    it->setToolTip(tr("true %1, predicted %2 (%3%)")
+    it->setToolTip(tr("#%1: true %2, predicted %3 (%4%)")
+                       .arg(i)
                        .arg(className(truth), className(pred))
                        .arg(100.0 * m_eval.confidence[size_t(i)], 0, 'f', 1));
   }

@@ -39,6 +39,10 @@ std::vector<std::pair<int32_t, float>> topClasses(const float* probs, int32_t cl
 // A sample of an image dataset (channels × height × width, bytes) as an image;
 // null for other data.
 QImage sampleImage(const Dataset& d, int64_t index);
+// Sets `list` up as a grid of `icon`-pixel thumbnails, each in a cell wide enough for
+// a class name and tall enough for two lines of caption: no caption is cut off or
+// drawn over a neighbour.
+void showAsThumbnails(QListWidget* list, int icon);
 
 class EvaluationWidget : public QWidget {
   Q_OBJECT

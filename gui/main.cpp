@@ -27,9 +27,18 @@ int main(int argc, char** argv) {
                           "FILE");
   QCommandLineOption shotSteps("screenshot-steps", "training steps before the screenshot", "N",
                                "300");
-  cli.addOptions({run, shot, shotSteps});
+  QCommandLineOption size("window-size", "open the window at this size, as WIDTHxHEIGHT", "SIZE");
+  cli.addOptions({run, shot, shotSteps, size});
   cli.process(app);
   netloom::gui::MainWindow w;
+  if (cli.isSet(size)) {
+    QStringList wh = cli.value(size).split('x');
+    if (wh.size() != 2 || wh[0].toInt() <= 0 || wh[1].toInt() <= 0) {
+      std::fprintf(stderr, "netloom: --window-size wants WIDTHxHEIGHT, e.g. 1366x768\n");
+      return 2;
+    }
+    w.resize(wh[0].toInt(), wh[1].toInt());
+  }
   w.show();
   if (!cli.positionalArguments().isEmpty() && !w.openFile(cli.positionalArguments().first()))
     return 1;
@@ -48,10 +57,8 @@ int main(int argc, char** argv) {
       bool enough = w.runs()->charts()->lossPoints() >= steps;
       if (!enough && w.runs()->running()) return;
       watch.stop();
-      // The start of the graph at full size, so its shapes can be read.
-      QRectF all = w.scene()->nodesRect({});
-      w.view()->resetTransform();
-      w.view()->centerOn(all.left() + w.view()->viewport()->width() / 2.0 - 40, all.center().y());
+      // The graph as opening it shows it: whole if it can be read so, else its start.
+      w.view()->frameForReading();
       w.runs()->charts()->replotNow();
       QApplication::processEvents();
       bool saved = w.grab().save(file);

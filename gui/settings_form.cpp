@@ -107,8 +107,7 @@ SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* paren
   if (part == Part::Data) {
     auto* button = new QPushButton(tr("Preview Samples"));
     m_samples = new QListWidget;
-    m_samples->setViewMode(QListView::IconMode);
-    m_samples->setIconSize(QSize(42, 42));
+    showAsThumbnails(m_samples, 42);
     m_samples->setMinimumHeight(120);
     m_counts = new QLabel;
     m_counts->setWordWrap(true);

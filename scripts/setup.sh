@@ -72,15 +72,23 @@ case "$mode" in
     exec "$build/engine/netloom-train" projects/fashion-mlp.nlproj "$@"
     ;;
   screenshot)
-    # The README's screenshot: the real IDE under Xvfb, mid-training on a copy of the
-    # LeNet project (so its runs/ folder stays out of the repository).
+    # The README's screenshots: the real IDE under Xvfb, mid-training on a copy of the
+    # LeNet project (so its runs/ folder stays out of the repository), at 1600x1000
+    # and on a 1366x768 laptop screen; with settings of its own, so a layout saved by
+    # this machine's user does not show.
     out=${2:-resources/screenshots/netloom-training.png}
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     cp projects/fashion-lenet.nlproj "$tmp/"
-    xvfb-run -a -s "-screen 0 1600x1000x24" "$build/gui/netloom" --run \
-      --screenshot "$here/$out" --screenshot-steps 400 "$tmp/fashion-lenet.nlproj"
-    echo "netloom: wrote $out"
+    for size in 1600x1000 1366x768; do
+      file=$out
+      [ "$size" = 1600x1000 ] || file=${out%.png}-$size.png
+      rm -rf "$tmp/runs" "$tmp/config"
+      XDG_CONFIG_HOME="$tmp/config" xvfb-run -a -s "-screen 0 ${size}x24" "$build/gui/netloom" \
+        --window-size "$size" --run --screenshot "$here/$file" --screenshot-steps 400 \
+        "$tmp/fashion-lenet.nlproj"
+      echo "netloom: wrote $file"
+    done
     ;;
   test)
     exec ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout 900

@@ -1,7 +1,8 @@
 // The training charts: every chart of the table is made and laid out, the x-axis
 // switches between step, epoch and time (and back, exactly) with the points of the
 // current run, its evaluations and an overlaid run, and a resumed run's repeated
-// steps replace the old ones whatever the axis.
+// steps replace the old ones whatever the axis, and one evaluation is drawn on sensible
+// axes.
 #include <qcustomplot.h>
 
 #include <QComboBox>
@@ -108,6 +109,22 @@ class TestCharts : public QObject {
     std::vector<double> k = keys(charts.lossPlot()->graph(0));
     QVERIFY(std::is_sorted(k.begin(), k.end()));
     QCOMPARE(int(std::unique(k.begin(), k.end()) - k.begin()), 100);
+  }
+
+  // One evaluation: the axes span a unit around it, never below zero, not
+  // QCustomPlot's arbitrary range around a single point.
+  void oneEvaluationGetsSensibleAxes() {
+    TrainingCharts charts;
+    charts.setXAxis(TrainingCharts::XAxis::Epoch);
+    charts.append(run(25, 1));
+    charts.replotNow();
+    QCPRange x = charts.epochPlot()->xAxis->range();
+    QCOMPARE(x.lower, 0.5);
+    QCOMPARE(x.upper, 1.5);
+    QCPRange acc = charts.epochPlot()->yAxis2->range();
+    QCOMPARE(acc.lower, 0.0);
+    QCOMPARE(acc.upper, 1.0);
+    QVERIFY(charts.plots()[3]->yAxis2->range().upper >= 0);
   }
 
   void overlaysFollowTheAxis() {

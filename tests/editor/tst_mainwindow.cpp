@@ -10,6 +10,8 @@
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFile>
+#include <QLabel>
+#include <QLayout>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -399,6 +401,33 @@ class TestMainWindow : public QObject {
             w.view()->width() * w.view()->height());
     trigger(w, "minimap");
     QVERIFY(!w.view()->miniMap()->isVisible());
+  }
+
+  // On a laptop screen, with a node of long descriptions selected, every wrapped line
+  // of the inspector is shown whole: each label is as tall as its text needs.
+  void inspectorLinesAreNotClipped() {
+    MainWindow w;
+    QVERIFY(w.openFile(copyProject("fashion-lenet.nlproj")));
+    w.resize(1366, 768);
+    w.show();
+    for (const char* node : {"conv1", "pool1", "loss"}) {
+      w.scene()->selectNodes({w.document()->findNode(node)});
+      // The dock's scroll area settles in passes: a scroll bar appears, the width
+      // shrinks, the lines wrap again.
+      for (int pass = 0; pass < 4; ++pass) QApplication::processEvents();
+      int wrapped = 0;
+      for (QLabel* l : w.inspector()->findChildren<QLabel*>()) {
+        if (!l->isVisible() || !l->wordWrap() || l->text().isEmpty()) continue;
+        ++wrapped;
+        QVERIFY2(l->height() >= l->heightForWidth(l->width()),
+                 qPrintable(QString("%1: %2 px for %3 px of '%4'")
+                                .arg(node)
+                                .arg(l->height())
+                                .arg(l->heightForWidth(l->width()))
+                                .arg(l->text())));
+      }
+      QVERIFY(wrapped >= 2);
+    }
   }
 
   // Typing a learning rate at a person's speed, each key an edit that reloads the

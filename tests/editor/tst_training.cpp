@@ -531,6 +531,15 @@ class TestTraining : public QObject {
     w.evaluation()->mistakesOnly()->setChecked(true);
     QCOMPARE(int64_t(w.evaluation()->shownSamples().size()), total - diagonal);
     QCOMPARE(int64_t(w.evaluation()->samples()->count()), total - diagonal);
+    // Each caption line fits its cell: nothing cut off, nothing over a neighbour.
+    QListWidget* grid = w.evaluation()->samples();
+    QFontMetrics fm(grid->font());
+    for (int i = 0; i < grid->count(); ++i) {
+      const QStringList lines = grid->item(i)->text().split('\n');
+      QVERIFY(lines.size() <= 2);
+      for (const QString& line : lines)
+        QVERIFY2(fm.horizontalAdvance(line) + 4 <= grid->gridSize().width(), qPrintable(line));
+    }
     w.evaluation()->mistakesOnly()->setChecked(false);
     w.evaluation()->sortBy()->setCurrentIndex(1);  // least confident first
     std::vector<int64_t> order = w.evaluation()->shownSamples();
@@ -616,6 +625,11 @@ class TestTraining : public QObject {
     QCOMPARE(samples->value(), 1500);
     QVERIFY(w.dataSettings()->preview().ok());
     QCOMPARE(w.dataSettings()->previewSamples()->count(), 48);
+    QListWidget* preview = w.dataSettings()->previewSamples();
+    QVERIFY(preview->gridSize().isValid());  // a cell per sample: captions never overlap
+    for (int i = 1; i < preview->count(); ++i)
+      QVERIFY(!preview->visualItemRect(preview->item(i))
+                   .intersects(preview->visualItemRect(preview->item(i - 1))));
     QVERIFY2(w.dataSettings()->classCounts()->text().startsWith("1500 training"),
              qPrintable(w.dataSettings()->classCounts()->text()));
   }
