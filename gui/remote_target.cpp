@@ -121,12 +121,12 @@ Status RemoteTarget::start(const RunRequest& r) {
   if (r.maxSteps > 0) o.args.insert(o.args.end(), {"--max-steps", std::to_string(r.maxSteps)});
   if (r.threads > 0) o.args.insert(o.args.end(), {"--threads", std::to_string(r.threads)});
   const QString runDir = r.runDir;
-  o.progress = [this](const std::string& name, uint64_t done, uint64_t total) {
-    if (done == total || done % (4 << 20) < 32768)
-      emit notice(tr("Uploading %1 to %2: %3 of %4 MiB")
-                      .arg(QString::fromStdString(name), QString::fromStdString(m_host.name()))
-                      .arg(done >> 20)
-                      .arg(total >> 20));
+  // At most every 1/200th of a file (and its start and end): a real bar, not a flood.
+  o.progress = [this, shown = uint64_t(0)](const std::string& name, uint64_t done,
+                                           uint64_t total) mutable {
+    if (done != 0 && done != total && done - shown < std::max<uint64_t>(total / 200, 1)) return;
+    shown = done;
+    emit transfer(QString::fromStdString(name), qint64(done), qint64(total));
   };
   if (m_rankHosts.size() > 1) return startRanks(*project, o, runDir);
   launch([this, project = *project, o, runDir]() -> Status {

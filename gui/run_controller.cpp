@@ -13,6 +13,7 @@
 #include <set>
 
 #include "editor/document.h"
+#include "editor/panels.h"
 #include "engine/data/dataset.h"
 #include "engine/runtime/memory_budget.h"
 #include "gui/charts.h"
@@ -182,11 +183,25 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
         Qt::QueuedConnection);
   });
   connect(m_remote.get(), &RunTarget::stateChanged, this, &RunController::reloadHistory);
+  // News goes to the window's message line, once; uploads to the run's status and
+  // its bar.
   connect(m_remote.get(), &RunTarget::notice, this, [this](const QString& text) {
-    m_status->setText(tr("Run %1: %2").arg(m_current ? m_current->name : QString(), text));
+    if (m_progress->maximum() == 1000 && m_progress->format() == tr("uploading %p%"))
+      m_progress->setRange(0, 0);  // the upload is over: busy until the run's first step
     emit message(text);
   });
+  connect(m_remote.get(), &RunTarget::transfer, this, &RunController::showTransfer);
   return m_remote.get();
+}
+
+void RunController::showTransfer(const QString& what, qint64 done, qint64 total) {
+  m_status->setText(tr("Run %1: uploading %2: %3 of %4")
+                        .arg(m_current ? m_current->name : QString(), what,
+                             editor::humanBytes(double(done)), editor::humanBytes(double(total))));
+  // In thousandths, so files past 2 GiB fit the bar's int.
+  m_progress->setFormat(tr("uploading %p%"));
+  m_progress->setRange(0, 1000);
+  m_progress->setValue(total > 0 ? int(done * 1000 / total) : 1000);
 }
 
 void RunController::begin(const QString& what) {

@@ -128,6 +128,8 @@ class RunController : public QObject {
   // A session with a job's host, asking the GUI's questions (host key, passphrase).
   Result<std::unique_ptr<remote::SshSession>> openSession(const remotepb::Host& host);
   void begin(const QString& what);
+  // Upload progress: a real bar, and the bytes in the run status.
+  void showTransfer(const QString& what, qint64 done, qint64 total);
   void updateProgress();
   void updateOverlays();
 

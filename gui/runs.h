@@ -110,8 +110,10 @@ class RunTarget : public QObject {
  signals:
   // schedulerState() changed.
   void stateChanged();
-  // News for the status bar while a run starts or is followed ("Uploading …").
+  // News for the status bar while a run starts or is followed ("Connecting …").
   void notice(const QString& text);
+  // A file on its way to the host: `done` of `total` bytes of `what`.
+  void transfer(const QString& what, qint64 done, qint64 total);
   // The run ended: cleanly (its last event is Finished, or it was stopped), or not,
   // with the reason. Events are already in the stream.
   void ended(bool ok, const QString& message);

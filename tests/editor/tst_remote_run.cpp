@@ -8,12 +8,15 @@
 
 #include <QComboBox>
 #include <QGroupBox>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include "../common/wait.h"
 #include "../remote/slurm_fixture.h"
@@ -53,6 +56,24 @@ class TestRemoteRun : public QObject {
     p->mutable_train()->mutable_checkpoint()->set_every_epochs(5);
     QDir(m_dir.path()).mkpath(name);
     QString path = m_dir.filePath(name + "/spirals.nlproj");
+    return saveProject(path.toStdString(), *p) ? path : QString();
+  }
+
+  // The spirals project reading its points from a CSV file beside it (some 60 KiB),
+  // which a remote run uploads.
+  QString spiralsFromCsv(const QString& name, int epochs) {
+    QString path = spirals(name, epochs);
+    auto p = loadProject(path.toStdString());
+    QFile csv(m_dir.filePath(name + "/points.csv"));
+    if (!p || !csv.open(QIODevice::WriteOnly)) return {};
+    for (int i = 0; i < 3000; ++i)
+      csv.write(QString("%1,%2,%3\n")
+                    .arg(std::sin(i * 0.37), 0, 'f', 6)
+                    .arg(std::cos(i * 0.11), 0, 'f', 6)
+                    .arg(i % 3)
+                    .toUtf8());
+    p->mutable_data()->clear_synthetic();
+    p->mutable_data()->mutable_csv()->set_train_path("points.csv");
     return saveProject(path.toStdString(), *p) ? path : QString();
   }
 
@@ -263,12 +284,31 @@ class TestRemoteRun : public QObject {
       asked += title.contains("host key");
       return QMessageBox::Yes;
     });
-    QVERIFY(w.openFile(spirals("remote", 12)));
+    QVERIFY(w.openFile(spiralsFromCsv("remote", 12)));
     selectHost(w, "loop");
     QSignalSpy ended(w.runs(), &RunController::runEnded);
+    // The upload shows on a real bar, with its bytes in the run's status, and not
+    // again in the window's messages.
+    std::vector<int> bar;
+    QStringList uploads, messages;
+    connect(w.runs()->progress(), &QProgressBar::valueChanged, this, [&](int v) {
+      if (w.runs()->progress()->maximum() != 1000) return;
+      bar.push_back(v);
+      uploads << w.runs()->status()->text();
+    });
+    connect(w.runs(), &RunController::message, this, [&](const QString& t) { messages << t; });
     w.action("run")->trigger();
     QVERIFY(w.runs()->running() && w.runs()->remoteRun());
     QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
+    QVERIFY(!bar.empty());
+    QCOMPARE(bar.back(), 1000);
+    for (const QString& text : uploads) {
+      QVERIFY2(text.contains("uploading") && text.contains(" of ") && !text.contains(" 0 of 0"),
+               qPrintable(text));
+      QVERIFY2(text.contains(QRegularExpression("\\d (B|KiB|MiB|GiB) of ")), qPrintable(text));
+    }
+    QVERIFY2(!messages.join("\n").contains("pload", Qt::CaseInsensitive),
+             qPrintable(messages.join("\n")));
     QCOMPARE(ended.count(), 1);
     QVERIFY2(ended[0][0].toBool(), qPrintable(ended[0][1].toString()));
     const RunRecord* r = w.runs()->current();
