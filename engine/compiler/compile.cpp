@@ -279,6 +279,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
           }
       if (opts.gradientNorms || scaled) {
         const OpDef* squares = OpRegistry::instance().find("SumSquares");
+        const OpDef* histogram = OpRegistry::instance().find("Histogram");
         Node check;
         check.name = "loss_scale/check";
         check.op = OpRegistry::instance().find("LossScaleCheck");
@@ -300,6 +301,18 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
           prog->gradientSquares[g.values[param].name] = out;
           pinned.insert(out);
           roots.push_back(out);
+          Node h;
+          h.name = g.values[param].name + "/grad_histogram";
+          h.op = histogram;
+          h.backward = true;
+          h.origin = g.values[param].name;
+          h.inputs = {grad};
+          auto hid = g.addNode(std::move(h));
+          if (!hid) return hid.error();
+          ValueId counts = g.nodes[*hid].outputs[0];
+          prog->gradientHistograms[g.values[param].name] = counts;
+          pinned.insert(counts);
+          roots.push_back(counts);
         }
         if (scaled)
           if (auto id = g.addNode(std::move(check)); !id) return id.error();

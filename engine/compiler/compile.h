@@ -17,7 +17,7 @@ struct CompileOptions {
   int64_t batch = 32;
   bool training = true;                  // add the backward pass
   bool updateParams = true;              // with training: add the optimizer update
-  bool gradientNorms = false;            // with the update: Σ grad² per parameter, each step
+  bool gradientNorms = false;  // with the update: Σ grad² and a histogram per parameter, each step
   std::vector<std::string> gradientsOf;  // further tensors (e.g. inputs) to differentiate
   proto::Optimizer optimizer;            // used when training
   std::string loss;                      // loss node; empty: the model's only loss node

@@ -1,7 +1,8 @@
-// SumSquares: Σ x², a scalar. The compiler emits it on each parameter's gradient
-// when a run reports gradient norms; it reads any layout, since the sum does not
-// depend on where the numbers lie.
+// SumSquares: Σ x², a scalar; Histogram: the values' histogram (fn::Histogram). The
+// compiler emits both on each parameter's gradient when a run reports gradient norms;
+// they read any layout, since neither depends on where the numbers lie.
 #include "engine/ops/op_helpers.h"
+#include "kernels/core/functors.h"
 
 namespace netloom {
 
@@ -18,6 +19,19 @@ void registerSumSquares(OpRegistry& r) {
     return true;
   };
   r.add(std::move(d));
+
+  OpDef h;
+  h.name = "Histogram";
+  h.category = "Internal";
+  h.role = OpRole::Internal;
+  h.doc = "The minimum, the maximum and the counts of equal bins between them";
+  h.inputs = {{"x", "any tensor"}};
+  h.outputs = {{"y", "[min, max, count per bin]"}};
+  h.infer = [](InferCtx& c) {
+    c.out[0] = TensorDesc{{fn::Histogram::kSize}, DType::F32, c.in[0].device};
+    return true;
+  };
+  r.add(std::move(h));
 }
 
 }  // namespace netloom

@@ -68,8 +68,10 @@ struct Program {
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;
-  // With CompileOptions::gradientNorms: per parameter, the scalar Σ grad² of the step.
+  // With CompileOptions::gradientNorms: per parameter, the scalar Σ grad² of the step,
+  // and the gradient's histogram (fn::Histogram).
   std::map<std::string, ValueId> gradientSquares;
+  std::map<std::string, ValueId> gradientHistograms;
   double compileMs = 0;
   // train.precision, and the matrix ops autocast rounds around (insertAutocast).
   Precision precision = Precision::F32;

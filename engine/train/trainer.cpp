@@ -18,6 +18,7 @@
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/metric_watch.h"
+#include "engine/train/norms.h"
 #include "engine/train/run_setup.h"
 #include "engine/train/schedule.h"
 #include "kernels/core/checked.h"
@@ -477,19 +478,7 @@ std::string Fit::drain() {
       if (it.prog->metrics[m].second != it.prog->loss)
         (*st->mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
     // Norms are asked for only of a step drained before the next one is issued.
-    if (it.norms) {
-      double unscale = 1;  // under loss scaling the squares are of scaled gradients
-      if (it.prog->lossScale != kNoValue)
-        unscale = 1.0 / double(it.prog->read(it.prog->lossScale)[fn::LossScale::kUsed]);
-      for (const auto& [name, sq] : it.prog->gradientSquares)
-        (*st->mutable_grad_norms())[name] = std::sqrt(double(it.prog->scalar(sq))) * unscale;
-      for (const auto& entry : m_store->entries()) {
-        if (entry->kind != ValueKind::Param) continue;
-        double squares = 0;  // no layout pads, so the norm reads the stored values as they lie
-        for (float x : ParamStore::stored(*entry)) squares += double(x) * double(x);
-        (*st->mutable_weight_norms())[entry->name] = std::sqrt(squares);
-      }
-    }
+    if (it.norms) reportNorms(*it.prog, *m_store, *st);
     m_sink(e);
   }
   m_issued.clear();

@@ -245,6 +245,33 @@ struct RoundHalf {  // one of the two, chosen at plan time
   NL_HD float operator()(float x) const { return fp16 ? RoundFp16{}(x) : RoundBf16{}(x); }
 };
 
+// A tensor's values in Histogram::kBins equal bins between their finite minimum
+// and maximum, as a run reports its weights and gradients (TensorBoard's
+// distributions); non-finite values are left out. Laid out as [min, max, count of
+// each bin], all floats: [0, 0, 0, ...] when nothing is finite.
+struct Histogram {
+  static constexpr int kBins = 30;
+  static constexpr int kSize = kBins + 2;
+  // The bin of x (finite, in [lo, hi]); all in the first when lo == hi.
+  NL_HD static int bin(float x, float lo, float hi) {
+    if (!(hi > lo)) return 0;
+    int b = int(float(kBins) * ((x - lo) / (hi - lo)));
+    return b < 0 ? 0 : b >= kBins ? kBins - 1 : b;
+  }
+};
+
+// The host's histogram of n values (the CPU kernel's, and the weights' a run reports).
+inline void histogramOf(const float* x, int64_t n, float* out) {
+  float lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+  for (int b = 0; b < Histogram::kSize; ++b) out[b] = 0.f;
+  if (!(lo <= hi)) return;
+  out[0] = lo, out[1] = hi;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) out[2 + Histogram::bin(x[i], lo, hi)] += 1.f;
+}
+
 // Dynamic loss scaling for fp16, as PyTorch's GradScaler: the loss gradient starts at
 // `scale`; a step whose scaled gradients are not all finite changes no weight and
 // halves the scale, and `interval` finite steps in a row double it. The state, kept

@@ -152,6 +152,13 @@ void registerOptimizers(KernelRegistry& r) {
   });
   squares.anyLayout = true;
   r.add("SumSquares", DeviceKind::Cpu, std::move(squares));
+  KernelImpl histogram = kernel("cpu.histogram", [](const KernelSig&) -> KernelFn {
+    return [](const KernelIO& io) {
+      fn::histogramOf(io.in[0].f32(), io.in[0].numel(), io.out[0].f32());
+    };
+  });
+  histogram.anyLayout = true;
+  r.add("Histogram", DeviceKind::Cpu, std::move(histogram));
 
   // Loss scaling's state, five floats: the seed reads this step's scale, the check
   // sums the gradients' squares (in order, as SumSquares) and moves the state on.

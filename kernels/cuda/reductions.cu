@@ -2,6 +2,7 @@
 // (SumSquares) and global average pooling with its gradient. Sums run in double in an
 // order fixed by the shapes (reduce.cuh), so a result does not change from launch to
 // launch; the scratch a sum needs is the launch's workspace, planned in the arena.
+#include "kernels/core/functors.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/reduce.cuh"
@@ -99,6 +100,40 @@ KernelFn sumSquares(const KernelSig& s) {
   };
 }
 
+struct MinOp {
+  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+
+// One block walks the tensor twice: its finite range, then the bins (counted in
+// shared memory). Reported every few steps, it is not worth more blocks.
+__global__ void histogramKernel(const float* x, int64_t n, float* out) {
+  __shared__ unsigned int counts[fn::Histogram::kBins];
+  float lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += kBlock)
+    if (isfinite(x[i])) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+  lo = teamReduce<kBlock>(lo, MinOp{});
+  hi = teamReduce<kBlock>(hi, MaxOp{});
+  for (int b = threadIdx.x; b < fn::Histogram::kBins; b += kBlock) counts[b] = 0;
+  __syncthreads();
+  if (lo <= hi)
+    for (int64_t i = threadIdx.x; i < n; i += kBlock)
+      if (isfinite(x[i])) atomicAdd(&counts[fn::Histogram::bin(x[i], lo, hi)], 1u);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    out[0] = lo <= hi ? lo : 0.f;
+    out[1] = lo <= hi ? hi : 0.f;
+  }
+  for (int b = threadIdx.x; b < fn::Histogram::kBins; b += kBlock) out[2 + b] = float(counts[b]);
+}
+
+KernelFn histogram(const KernelSig& s) {
+  cudaStream_t st = streamOf(s);
+  return [st](const KernelIO& io) {
+    histogramKernel<<<1, kBlock, 0, st>>>(io.in[0].f32(), io.in[0].numel(), io.out[0].f32());
+    NL_CHECK_LAUNCH(histogramKernel);
+  };
+}
+
 KernelFn globalAvgPool(const KernelSig& s) {
   const Shape& x = s.in[0].shape;
   int64_t planes = x[0] * x[1], area = x[2] * x[3];
@@ -142,6 +177,7 @@ void registerReductions(KernelRegistry& r) {
   add("SumSquares", "cuda.sum_squares", sumSquares, [](const KernelSig& s) {
     return std::max<int64_t>(1, squaresChunks(numel(s.in[0].shape))) * int64_t(sizeof(double));
   });
+  add("Histogram", "cuda.histogram", histogram);
   add("GlobalAvgPool2d", "cuda.global_avg_pool2d", globalAvgPool);
   add("GlobalAvgPool2dGrad", "cuda.global_avg_pool2d_grad", globalAvgPoolGrad);
 }

@@ -42,6 +42,38 @@ class TestFunctors : public QObject {
   Q_OBJECT
 
  private slots:
+  // The histogram the CPU kernel and the weights' report use (and whose bin() the
+  // GPU kernel calls): equal bins over the finite range, ends included, non-finite
+  // values left out, one value in the first bin, nothing finite all zeros.
+  void histogramBinsTheFiniteRange() {
+    const int k = fn::Histogram::kBins;
+    std::vector<float> x;
+    for (int i = 0; i <= 3 * k; ++i) x.push_back(-1.f + 2.f * float(i) / float(3 * k));
+    x.push_back(NAN);
+    x.push_back(INFINITY);
+    float h[fn::Histogram::kSize];
+    fn::histogramOf(x.data(), int64_t(x.size()), h);
+    QCOMPARE(h[0], -1.f);
+    QCOMPARE(h[1], 1.f);
+    double total = 0;
+    for (int b = 0; b < k; ++b) {
+      total += h[2 + b];
+      // 3 a bin, give or take a value on a boundary that rounds into its neighbour.
+      QVERIFY2(h[2 + b] >= 2.f && h[2 + b] <= 5.f, qPrintable(QString::number(h[2 + b])));
+    }
+    QCOMPARE(total, double(3 * k + 1));  // the maximum sits in the last bin
+    QCOMPARE(fn::Histogram::bin(1.f, -1.f, 1.f), k - 1);
+    QCOMPARE(fn::Histogram::bin(-1.f, -1.f, 1.f), 0);
+    float same[] = {2.f, 2.f, 2.f};
+    fn::histogramOf(same, 3, h);
+    QCOMPARE(h[0], 2.f);
+    QCOMPARE(h[1], 2.f);
+    QCOMPARE(h[2], 3.f);
+    float none[] = {NAN, -INFINITY};
+    fn::histogramOf(none, 2, h);
+    for (float v : h) QCOMPARE(v, 0.f);
+  }
+
   // std::max's rule: a NaN first argument is kept, a NaN second one dropped.
   void maxOfKeepsStdMaxNanRule() {
     QVERIFY(std::isnan(fn::maxOf(kNan, 1.f)));

@@ -4,10 +4,12 @@
 #include <QtTest>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/train/trainer.h"
+#include "kernels/core/functors.h"
 
 using namespace netloom;
 
@@ -94,6 +96,50 @@ class TestTrain : public QObject {
                (entry.path().string() + ": " + (plans.ok() ? "" : plans.error().message)).c_str());
     }
     QVERIFY(count >= 6);
+  }
+
+  // A run that reports norms: on its first step and every tenth, each parameter's
+  // gradient and weight come with an L2 norm and a histogram whose counts cover the
+  // tensor and whose range bounds the norm.
+  void normsComeWithHistograms() {
+    proto::Project p = load("spirals.nlproj");
+    TrainOptions o;
+    o.threads = 1;
+    o.maxSteps = 21;
+    o.reportNorms = true;
+    Run r = train(p, o);
+    QVERIFY2(r.result.ok(), r.result.ok() ? "" : r.result.error().message.c_str());
+    std::map<std::string, int64_t> sizes{{"fc1.weight", 64 * 2},    {"fc1.bias", 64},
+                                         {"fc2.weight", 64 * 64},   {"fc2.bias", 64},
+                                         {"logits.weight", 3 * 64}, {"logits.bias", 3}};
+    std::vector<int64_t> reported;
+    for (const auto& e : r.events) {
+      if (!e.has_step() || e.step().weight_histograms().empty()) continue;
+      const proto::Step& s = e.step();
+      reported.push_back(s.step());
+      QCOMPARE(s.weight_histograms_size(), int(sizes.size()));
+      QCOMPARE(s.grad_histograms_size(), int(sizes.size()));
+      for (const auto& [name, numel] : sizes) {
+        for (const auto* maps : {&s.weight_histograms(), &s.grad_histograms()}) {
+          const proto::Histogram& h = maps->at(name);
+          QCOMPARE(h.counts_size(), fn::Histogram::kBins);
+          double total = 0;
+          for (double c : h.counts()) total += c;
+          QCOMPARE(int64_t(total), numel);
+          QVERIFY(h.min() <= h.max());
+        }
+        // Every value lies within the range, so the norm is at most √n × its end.
+        const proto::Histogram& w = s.weight_histograms().at(name);
+        double bound = std::max(std::abs(w.min()), std::abs(w.max()));
+        QVERIFY(s.weight_norms().at(name) <= std::sqrt(double(numel)) * bound * (1 + 1e-6));
+        QVERIFY(s.weight_norms().at(name) >= bound * (1 - 1e-6));
+        const proto::Histogram& g = s.grad_histograms().at(name);
+        double gbound = std::max(std::abs(g.min()), std::abs(g.max()));
+        QVERIFY(s.grad_norms().at(name) >= gbound * (1 - 1e-5));
+        QVERIFY(gbound > 0);
+      }
+    }
+    QCOMPARE(reported, (std::vector<int64_t>{1, 10, 20}));
   }
 
   void oneThreadIsBitForBitDeterministic() {
