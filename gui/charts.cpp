@@ -83,6 +83,8 @@ void addReadout(QCustomPlot* p) {
 using StepReader = bool (*)(const proto::Step& s, int ranks, double& y);
 using EpochReader = bool (*)(const proto::Epoch& e, double& y);
 using Family = const google::protobuf::Map<std::string, double>& (proto::Step::*)() const;
+using Distributions =
+    const google::protobuf::Map<std::string, proto::Histogram>& (proto::Step::*)() const;
 
 struct CurveDesc {
   const char* name;
@@ -94,97 +96,112 @@ struct CurveDesc {
 
 // Every chart, in the order of the grid (two to a row): adding a chart is one entry.
 struct ChartDesc {
-  const char* title;
-  const char* y;
+  const char* title = nullptr;
+  const char* y = nullptr;
   const char* y2 = nullptr;  // the right axis, shown once one of its curves has data
   double y2Max = 0;          // a fixed right axis 0..y2Max (0: scaled to the data)
   std::vector<CurveDesc> curves;
   bool smooth = false;      // plus the first curve, smoothed
   Family family = nullptr;  // instead: one curve per parameter, from this map
   bool legend = false;      // always; otherwise once a curve needs naming
+  // Instead: the distribution of one parameter's values over time (TensorBoard's
+  // distributions), chosen among those this map names.
+  Distributions distributions = nullptr;
 };
 
 // The charts the window reads or draws more on, by their place in the table.
-enum { kLossChart, kEvaluationChart, kRateChart, kThroughputChart, kGradChart, kWeightChart };
+enum {
+  kLossChart,
+  kEvaluationChart,
+  kRateChart,
+  kThroughputChart,
+  kGradChart,
+  kWeightChart,
+  kGradDistChart,
+  kWeightDistChart
+};
 
 const std::vector<ChartDesc>& chartTable() {
   static const std::vector<ChartDesc> table = {
-      {QT_TR_NOOP("Training loss"),
-       QT_TR_NOOP("loss"),
-       nullptr,
-       0,
-       {{QT_TR_NOOP("loss"), kRaw,
-         [](const proto::Step& s, int, double& y) {
-           y = s.loss();
-           return true;
-         }}},
-       true},
-      {QT_TR_NOOP("Evaluation"),
-       QT_TR_NOOP("loss"),
-       QT_TR_NOOP("accuracy"),
-       0,
-       {{QT_TR_NOOP("validation loss"), kVal, nullptr,
-         [](const proto::Epoch& e, double& y) {
-           return e.has_val() && ((y = e.val_loss()), true);
-         }},
-        {QT_TR_NOOP("test loss"), kTest, nullptr,
-         [](const proto::Epoch& e, double& y) {
-           return e.has_test() && ((y = e.test_loss()), true);
-         }},
-        {QT_TR_NOOP("test accuracy"), kAccuracy, nullptr,
-         [](const proto::Epoch& e, double& y) {
-           return (e.has_test() && accuracyOf(e.test_metrics(), y)) ||
-                  (e.has_val() && accuracyOf(e.val_metrics(), y));
-         },
-         true}},
-       false,
-       nullptr,
-       true},
-      {QT_TR_NOOP("Learning rate"),
-       QT_TR_NOOP("lr"),
-       nullptr,
-       0,
-       {{QT_TR_NOOP("lr"), kSmooth,
-         [](const proto::Step& s, int, double& y) {
-           y = s.lr();
-           return true;
-         }}}},
+      {.title = QT_TR_NOOP("Training loss"),
+       .y = QT_TR_NOOP("loss"),
+       .curves = {{.name = QT_TR_NOOP("loss"),
+                   .color = kRaw,
+                   .step =
+                       [](const proto::Step& s, int, double& y) {
+                         y = s.loss();
+                         return true;
+                       }}},
+       .smooth = true},
+      {.title = QT_TR_NOOP("Evaluation"),
+       .y = QT_TR_NOOP("loss"),
+       .y2 = QT_TR_NOOP("accuracy"),
+       .curves = {{.name = QT_TR_NOOP("validation loss"),
+                   .color = kVal,
+                   .epoch = [](const proto::Epoch& e,
+                               double& y) { return e.has_val() && ((y = e.val_loss()), true); }},
+                  {.name = QT_TR_NOOP("test loss"),
+                   .color = kTest,
+                   .epoch = [](const proto::Epoch& e,
+                               double& y) { return e.has_test() && ((y = e.test_loss()), true); }},
+                  {.name = QT_TR_NOOP("test accuracy"),
+                   .color = kAccuracy,
+                   .epoch =
+                       [](const proto::Epoch& e, double& y) {
+                         return (e.has_test() && accuracyOf(e.test_metrics(), y)) ||
+                                (e.has_val() && accuracyOf(e.val_metrics(), y));
+                       },
+                   .right = true}},
+       .legend = true},
+      {.title = QT_TR_NOOP("Learning rate"),
+       .y = QT_TR_NOOP("lr"),
+       .curves = {{.name = QT_TR_NOOP("lr"),
+                   .color = kSmooth,
+                   .step =
+                       [](const proto::Step& s, int, double& y) {
+                         y = s.lr();
+                         return true;
+                       }}}},
       // A data-parallel run's own curves: each rank's samples/s, and the share of
       // time spent waiting for gradient sums.
-      {QT_TR_NOOP("Throughput"),
-       QT_TR_NOOP("samples/s"),
-       QT_TR_NOOP("waiting for gradient sums, %"),
-       100,
-       {{QT_TR_NOOP("samples/s"), kSmooth,
-         [](const proto::Step& s, int, double& y) {
-           y = s.samples_per_sec();
-           return true;
-         }},
-        {QT_TR_NOOP("samples/s per rank"), kVal,
-         [](const proto::Step& s, int ranks, double& y) {
-           y = s.samples_per_sec() / ranks;
-           return ranks > 1;
-         }},
-        {QT_TR_NOOP("waiting for gradient sums, %"), kTest,
-         [](const proto::Step& s, int ranks, double& y) {
-           y = 100.0 * s.comm_share();
-           return ranks > 1;
-         },
-         nullptr, true}}},
-      {QT_TR_NOOP("Gradient norm per layer"),
-       "‖∇w‖",
-       nullptr,
-       0,
-       {},
-       false,
-       &proto::Step::grad_norms},
-      {QT_TR_NOOP("Weight norm per layer"),
-       "‖w‖",
-       nullptr,
-       0,
-       {},
-       false,
-       &proto::Step::weight_norms},
+      {.title = QT_TR_NOOP("Throughput"),
+       .y = QT_TR_NOOP("samples/s"),
+       .y2 = QT_TR_NOOP("waiting for gradient sums, %"),
+       .y2Max = 100,
+       .curves = {{.name = QT_TR_NOOP("samples/s"),
+                   .color = kSmooth,
+                   .step =
+                       [](const proto::Step& s, int, double& y) {
+                         y = s.samples_per_sec();
+                         return true;
+                       }},
+                  {.name = QT_TR_NOOP("samples/s per rank"),
+                   .color = kVal,
+                   .step =
+                       [](const proto::Step& s, int ranks, double& y) {
+                         y = s.samples_per_sec() / ranks;
+                         return ranks > 1;
+                       }},
+                  {.name = QT_TR_NOOP("waiting for gradient sums, %"),
+                   .color = kTest,
+                   .step =
+                       [](const proto::Step& s, int ranks, double& y) {
+                         y = 100.0 * s.comm_share();
+                         return ranks > 1;
+                       },
+                   .right = true}}},
+      {.title = QT_TR_NOOP("Gradient norm per layer"),
+       .y = "‖∇w‖",
+       .family = &proto::Step::grad_norms},
+      {.title = QT_TR_NOOP("Weight norm per layer"),
+       .y = "‖w‖",
+       .family = &proto::Step::weight_norms},
+      {.title = QT_TR_NOOP("Gradient distribution"),
+       .y = "∇w",
+       .distributions = &proto::Step::grad_histograms},
+      {.title = QT_TR_NOOP("Weight distribution"),
+       .y = "w",
+       .distributions = &proto::Step::weight_histograms},
   };
   return table;
 }
@@ -214,7 +231,37 @@ struct TrainingCharts::Chart {
   QCustomPlot* plot;
   std::vector<QCPGraph*> curves;  // one per desc->curves entry
   std::map<std::string, QCPGraph*> family;
+  // A distribution chart: the parameter shown, its percentiles' curves (the bands
+  // fill between them), and every parameter's percentiles over the run.
+  QComboBox* layers = nullptr;
+  std::vector<QCPGraph*> bands;
+  std::map<std::string, std::vector<std::pair<Key, Percentiles>>> spread;
 };
+
+Percentiles histogramPercentiles(const proto::Histogram& h) {
+  Percentiles out{};
+  double total = 0;
+  for (double c : h.counts()) total += c;
+  const double width = h.counts_size() ? (h.max() - h.min()) / h.counts_size() : 0;
+  for (size_t k = 0; k < kPercentiles.size(); ++k) {
+    const double q = kPercentiles[k];
+    if (total <= 0 || q <= 0) {
+      out[k] = h.min();
+      continue;
+    }
+    if (q >= 1) {
+      out[k] = h.max();
+      continue;
+    }
+    // Within the bin where the count passes q of the total, values spread evenly.
+    double target = q * total, before = 0;
+    int b = 0;
+    while (b + 1 < h.counts_size() && before + h.counts(b) < target) before += h.counts(b++);
+    double inside = h.counts(b) > 0 ? (target - before) / h.counts(b) : 0;
+    out[k] = h.min() + (double(b) + std::clamp(inside, 0.0, 1.0)) * width;
+  }
+  return out;
+}
 
 double TrainingCharts::Key::on(XAxis axis) const {
   return axis == XAxis::Step ? step : axis == XAxis::Epoch ? epoch : seconds;
@@ -258,8 +305,10 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
       c->plot->legend->setRowSpacing(0);
     }
     addReadout(c->plot);
+    QWidget* cell = c->plot;
+    if (d.distributions) cell = makeDistribution(*c);
     int index = int(m_charts.size());
-    grid->addWidget(c->plot, index / 2, index % 2);
+    grid->addWidget(cell, index / 2, index % 2);
     m_charts.push_back(std::move(c));
   }
   // The charts the window itself reads or draws more on.
@@ -322,6 +371,9 @@ QCustomPlot* TrainingCharts::gradNormPlot() const {
 QCustomPlot* TrainingCharts::weightNormPlot() const {
   return chart(kWeightChart).plot;
 }
+QCustomPlot* TrainingCharts::distributionPlot(bool gradients) const {
+  return chart(gradients ? kGradDistChart : kWeightDistChart).plot;
+}
 
 TrainingCharts::Key TrainingCharts::stepKey(const proto::Step& s) const {
   Key k;
@@ -347,6 +399,65 @@ void TrainingCharts::addFamily(Chart& c, const google::protobuf::Map<std::string
   }
 }
 
+// A parameter chooser over the plot; the percentiles' curves, the bands between
+// them shaded the darker the nearer the median, as TensorBoard draws them.
+QWidget* TrainingCharts::makeDistribution(Chart& c) {
+  auto* cell = new QWidget(this);
+  auto* lay = new QVBoxLayout(cell);
+  lay->setContentsMargins(0, 0, 0, 0);
+  lay->setSpacing(1);
+  c.layers = new QComboBox(cell);
+  c.layers->setObjectName(c.desc->distributions == &proto::Step::grad_histograms
+                              ? "gradDistributionLayer"
+                              : "weightDistributionLayer");
+  c.layers->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  c.layers->setToolTip(tr("The parameter whose values are shown"));
+  lay->addWidget(c.layers);
+  lay->addWidget(c.plot, 1);
+  const QColor base = kSmooth;
+  for (size_t k = 0; k < kPercentiles.size(); ++k) {
+    QCPGraph* g = addGraph(c.plot, base, QString("p%1").arg(kPercentiles[k] * 100, 0, 'f', 0));
+    g->setPen(k == kPercentiles.size() / 2 ? QPen(base.darker(130), 1.5) : QPen(Qt::NoPen));
+    c.bands.push_back(g);
+  }
+  for (size_t k = 0; k < kPercentiles.size() / 2; ++k) {
+    QColor fill = base;
+    fill.setAlpha(40 + 35 * int(k));
+    c.bands[k]->setBrush(fill);
+    c.bands[k]->setChannelFillGraph(c.bands[kPercentiles.size() - 1 - k]);
+  }
+  connect(c.layers, &QComboBox::currentTextChanged, this, [this, &c] {
+    showDistribution(c);
+    m_dirty = true;
+  });
+  return cell;
+}
+
+void TrainingCharts::showDistribution(Chart& c) {
+  for (QCPGraph* g : c.bands) g->data()->clear();
+  auto it = c.spread.find(c.layers->currentText().toStdString());
+  if (it == c.spread.end()) return;
+  for (size_t k = 0; k < c.bands.size(); ++k) {
+    QVector<double> x, y;
+    for (const auto& [key, p] : it->second) x << key.on(m_xAxis), y << p[k];
+    c.bands[k]->setData(x, y, true);
+  }
+}
+
+void TrainingCharts::addDistributions(
+    Chart& c, const google::protobuf::Map<std::string, proto::Histogram>& values, const Key& key) {
+  const std::string shown = c.layers->currentText().toStdString();
+  for (const auto& [name, h] : values) {
+    auto& points = c.spread[name];
+    points.push_back({key, histogramPercentiles(h)});
+    if (c.layers->findText(QString::fromStdString(name)) < 0)
+      c.layers->addItem(QString::fromStdString(name));  // the first becomes current
+    else if (name == shown)
+      for (size_t k = 0; k < c.bands.size(); ++k)
+        c.bands[k]->addData(key.on(m_xAxis), points.back().second[k]);
+  }
+}
+
 void TrainingCharts::clear() {
   for (const auto& c : m_charts) {
     for (QCPGraph* g : c->curves) g->data()->clear();
@@ -354,6 +465,11 @@ void TrainingCharts::clear() {
     c->family.clear();
     c->plot->legend->setVisible(c->desc->legend);
     if (c->desc->y2) c->plot->yAxis2->setVisible(false);
+    if (c->layers) {
+      c->spread.clear();
+      c->layers->clear();
+      for (QCPGraph* g : c->bands) g->data()->clear();
+    }
   }
   m_smooth->data()->clear();
   m_ranks = 1;
@@ -385,6 +501,9 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
           for (size_t i = 0; i < c->curves.size(); ++i)
             if (c->desc->curves[i].step) c->curves[i]->data()->removeAfter(from - 1e-9);
           for (auto& [name, g] : c->family) g->data()->removeAfter(from - 1e-9);
+          for (auto& [name, points] : c->spread)
+            while (!points.empty() && points.back().first.step >= key.step) points.pop_back();
+          if (c->layers) showDistribution(*c);
         }
       }
       m_stepKeys.push_back(key);
@@ -402,6 +521,8 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
           }
         }
         if (d.family && (s.*d.family)().size()) addFamily(*c, (s.*d.family)(), x);
+        if (d.distributions && (s.*d.distributions)().size())
+          addDistributions(*c, (s.*d.distributions)(), key);
       }
     } else if (e.has_epoch()) {
       const proto::Epoch& ep = e.epoch();
@@ -454,6 +575,7 @@ void TrainingCharts::setXAxis(XAxis axis) {
     for (size_t i = 0; i < c->curves.size(); ++i)
       remap(c->curves[i], c->desc->curves[i].epoch ? m_epochKeys : m_stepKeys, from);
     for (auto& [name, g] : c->family) remap(g, m_stepKeys, from);
+    if (c->layers) showDistribution(*c);
   }
   resmooth();
   setOverlays(std::vector<Overlay>(m_overlays));

@@ -12,6 +12,7 @@
 #include <QString>
 #include <QTimer>
 #include <QWidget>
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,14 @@ namespace netloom::gui {
 
 // TensorBoard's smoothing: an exponential moving average with its start debiased.
 std::vector<double> smoothed(const std::vector<double>& values, double weight);
+
+// The percentiles a distribution chart draws (TensorBoard's: the minimum, ±1.5, ±1
+// and ±0.5 standard deviations of a normal, the median, the maximum), read off a
+// histogram whose values spread evenly within each bin.
+constexpr std::array<double, 9> kPercentiles = {0,      0.0668, 0.1587, 0.3085, 0.5,
+                                                0.6915, 0.8413, 0.9332, 1};
+using Percentiles = std::array<double, 9>;
+Percentiles histogramPercentiles(const proto::Histogram& h);
 
 class TrainingCharts : public QWidget {
   Q_OBJECT
@@ -74,6 +83,8 @@ class TrainingCharts : public QWidget {
   QCustomPlot* gradNormPlot() const;
   QCustomPlot* weightNormPlot() const;
   QCustomPlot* epochPlot() const;
+  // A parameter's values over time (its choice box names the parameters reported).
+  QCustomPlot* distributionPlot(bool gradients) const;
   std::vector<QCustomPlot*> plots() const;  // in the table's order
   // Writes the loss chart as PNG, SVG, PDF (by extension) or its data as CSV.
   bool exportLoss(const QString& path) const;
@@ -91,6 +102,11 @@ class TrainingCharts : public QWidget {
   void resmooth();
   // One curve per parameter, made as its first value arrives.
   void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);
+  QWidget* makeDistribution(Chart& chart);
+  void showDistribution(Chart& chart);  // the chosen parameter's, on the current axis
+  void addDistributions(Chart& chart,
+                        const google::protobuf::Map<std::string, proto::Histogram>& values,
+                        const Key& key);
   // Moves every point of `g` from the x-axis `from` to the current one.
   void remap(QCPGraph* g, const std::vector<Key>& keys, XAxis from);
   void replotOne(QCustomPlot* p);

@@ -2,7 +2,7 @@
 // switches between step, epoch and time (and back, exactly) with the points of the
 // current run, its evaluations and an overlaid run, and a resumed run's repeated
 // steps replace the old ones whatever the axis, and one evaluation is drawn on sensible
-// axes.
+// axes; distributions show the parameter chosen.
 #include <qcustomplot.h>
 
 #include <QComboBox>
@@ -59,10 +59,11 @@ class TestCharts : public QObject {
   void everyChartOfTheTableIsLaidOut() {
     TrainingCharts charts;
     std::vector<QCustomPlot*> plots = charts.plots();
-    QCOMPARE(int(plots.size()), 6);
+    QCOMPARE(int(plots.size()), 8);
     auto* grid = qobject_cast<QGridLayout*>(charts.layout()->itemAt(1)->layout());
     QVERIFY(grid);
-    for (QCustomPlot* p : plots) QVERIFY(grid->indexOf(p) >= 0);
+    for (QCustomPlot* p : plots)  // a distribution sits under its parameter chooser
+      QVERIFY(grid->indexOf(p) >= 0 || grid->indexOf(p->parentWidget()) >= 0);
     QCOMPARE(charts.lossPlot(), plots[0]);
     QCOMPARE(charts.gradNormPlot(), plots[4]);
   }
@@ -125,6 +126,58 @@ class TestCharts : public QObject {
     QCOMPARE(acc.lower, 0.0);
     QCOMPARE(acc.upper, 1.0);
     QVERIFY(charts.plots()[3]->yAxis2->range().upper >= 0);
+  }
+
+  void percentilesAreReadOffAHistogram() {
+    proto::Histogram h;
+    h.set_min(-1);
+    h.set_max(3);
+    for (int b = 0; b < 4; ++b) h.add_counts(25);  // even: the percentiles are linear
+    Percentiles p = histogramPercentiles(h);
+    for (size_t k = 0; k < p.size(); ++k)
+      QVERIFY(std::abs(p[k] - (-1.0 + 4 * kPercentiles[k])) < 1e-9);
+    h.clear_counts();
+    for (double c : {0, 10, 0, 0}) h.add_counts(c);  // all in [0, 1)
+    p = histogramPercentiles(h);
+    QCOMPARE(p[0], -1.0);
+    QCOMPARE(p[4], 0.5);
+    QCOMPARE(p[8], 3.0);
+  }
+
+  // Histograms of two parameters at three steps: the chooser names both, the bands
+  // show the one chosen, and follow the x-axis.
+  void distributionsShowTheChosenParameter() {
+    TrainingCharts charts;
+    std::vector<proto::TrainEvent> events = run(30, 3);
+    for (auto& e : events) {
+      if (!e.has_step() || (e.step().step() != 1 && e.step().step() % 10)) continue;
+      for (const char* name : {"fc.weight", "fc.bias"}) {
+        proto::Histogram& h = (*e.mutable_step()->mutable_weight_histograms())[name];
+        double centre = name[3] == 'w' ? double(e.step().step()) : -5.0;
+        h.set_min(centre - 1);
+        h.set_max(centre + 1);
+        for (int b = 0; b < 4; ++b) h.add_counts(1);
+      }
+    }
+    charts.append(events);
+    QCustomPlot* plot = charts.distributionPlot(false);
+    auto* layers = charts.findChild<QComboBox*>("weightDistributionLayer");
+    QVERIFY(layers);
+    QCOMPARE(layers->count(), 2);
+    QCOMPARE(plot->graphCount(), 9);
+    layers->setCurrentText("fc.weight");
+    QCPGraph* median = plot->graph(4);
+    QCOMPARE(keys(median), (std::vector<double>{1, 10, 20, 30}));
+    QCOMPARE(median->data()->at(2)->value, 20.0);
+    QCOMPARE(plot->graph(0)->data()->at(2)->value, 19.0);  // the minimum
+    layers->setCurrentText("fc.bias");
+    QCOMPARE(median->data()->at(2)->value, -5.0);
+    charts.setXAxis(TrainingCharts::XAxis::Epoch);
+    QCOMPARE(keys(median).back(), 3.0);
+    QCOMPARE(charts.distributionPlot(true)->graph(4)->dataCount(), 0);  // no gradients sent
+    charts.clear();
+    QCOMPARE(layers->count(), 0);
+    QCOMPARE(median->dataCount(), 0);
   }
 
   void overlaysFollowTheAxis() {

@@ -117,6 +117,18 @@ class TestTraining : public QObject {
              rs->total_steps() / 10 + 1);
     for (int i = 0; i < 6; ++i)
       QVERIFY(w.runs()->charts()->weightNormPlot()->graph(i)->data()->at(0)->value > 0);
+    // The distributions offer the same six tensors, each with a band at those steps.
+    for (const char* chooser : {"gradDistributionLayer", "weightDistributionLayer"}) {
+      auto* layers = w.runs()->charts()->findChild<QComboBox*>(chooser);
+      QVERIFY(layers);
+      QCOMPARE(layers->count(), 6);
+    }
+    for (bool gradients : {true, false}) {
+      QCPGraph* median = w.runs()->charts()->distributionPlot(gradients)->graph(4);
+      QCOMPARE(int64_t(median->dataCount()), rs->total_steps() / 10 + 1);
+      QCPGraph* lowest = w.runs()->charts()->distributionPlot(gradients)->graph(0);
+      QVERIFY(lowest->data()->at(0)->value <= median->data()->at(0)->value);
+    }
     QVERIFY2(r->finished()->test_accuracy() >= 0.9,
              qPrintable(QString::number(r->finished()->test_accuracy())));
     // The run folder: frozen project, stream, checkpoints, final weights.
