@@ -15,6 +15,9 @@ namespace {
 constexpr double kPointsPerInch = 72.0;
 constexpr double kNodeSep = 25;   // between boxes in a rank
 constexpr double kRankSep = 100;  // between ranks: room for a shape label on every wire
+// Top to bottom, shape labels sit beside the wires: ranks closer, nodes further apart.
+constexpr double kVerticalNodeSep = 60;
+constexpr double kVerticalRankSep = 50;
 // Above this many nodes dot takes seconds; the simpler layered layout is used.
 constexpr size_t kLargeLayout = 1500;
 
@@ -37,15 +40,18 @@ struct Context {
 
 }  // namespace
 
-LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids) {
+LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids,
+                        std::optional<bool> vertical) {
   LayoutInput in;
+  in.vertical = vertical.value_or(doc.vertical());
   std::vector<NodeId> nodes = ids.empty() ? doc.nodes() : ids;
   std::set<NodeId> chosen;
   in.origin = QPointF(1e300, 1e300);
   for (NodeId id : nodes) {
     if (!doc.contains(id) || !chosen.insert(id).second) continue;
-    int rows = std::max(1, std::max(doc.inputPortCount(id), doc.outputPortCount(id)));
-    in.boxes.push_back({id, NodeGeometry::kWidth, NodeGeometry::height(rows)});
+    in.boxes.push_back(
+        {id, NodeGeometry::kWidth,
+         NodeGeometry::heightFor(in.vertical, doc.inputPortCount(id), doc.outputPortCount(id))});
     QPointF p = doc.node(id).pos;
     in.origin = QPointF(std::min(in.origin.x(), p.x()), std::min(in.origin.y(), p.y()));
   }
@@ -69,24 +75,31 @@ std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error) {
   std::map<NodeId, QPointF> out;
   if (in.boxes.empty()) return out;
   if (in.boxes.size() > kLargeLayout) {
+    // Ranks run along x; top to bottom, the drawing is made on its side and turned.
     std::vector<LayeredBox> boxes;
     std::map<NodeId, int> index;
     for (const LayoutInput::Box& b : in.boxes) {
       index[b.id] = int(boxes.size());
-      boxes.push_back({b.width, b.height});
+      boxes.push_back(in.vertical ? LayeredBox{b.height, b.width} : LayeredBox{b.width, b.height});
     }
     std::vector<std::pair<int, int>> edges;
     for (const auto& [from, to] : in.edges) edges.push_back({index.at(from), index.at(to)});
-    auto corners = layeredPositions(boxes, edges, {kRankSep, kNodeSep});
-    for (size_t i = 0; i < in.boxes.size(); ++i)
-      out[in.boxes[i].id] = onGrid(in.origin, corners[i].first, corners[i].second);
+    auto corners = layeredPositions(
+        boxes, edges,
+        {in.vertical ? kVerticalRankSep : kRankSep, in.vertical ? kVerticalNodeSep : kNodeSep});
+    for (size_t i = 0; i < in.boxes.size(); ++i) {
+      auto [x, y] = corners[i];
+      out[in.boxes[i].id] = in.vertical ? onGrid(in.origin, y, x) : onGrid(in.origin, x, y);
+    }
     return out;
   }
   Context cx;
   cx.g = agopen(const_cast<char*>("netloom"), Agdirected, nullptr);
-  set(cx.g, "rankdir", "LR");
-  set(cx.g, "nodesep", std::to_string(kNodeSep / kPointsPerInch));
-  set(cx.g, "ranksep", std::to_string(kRankSep / kPointsPerInch));
+  set(cx.g, "rankdir", in.vertical ? "TB" : "LR");
+  set(cx.g, "nodesep",
+      std::to_string((in.vertical ? kVerticalNodeSep : kNodeSep) / kPointsPerInch));
+  set(cx.g, "ranksep",
+      std::to_string((in.vertical ? kVerticalRankSep : kRankSep) / kPointsPerInch));
   set(cx.g, "splines", "none");  // only node positions are read: no edge routing
   std::map<NodeId, Agnode_t*> gv;
   for (const LayoutInput::Box& b : in.boxes) {

@@ -1,11 +1,13 @@
-// Auto-layout: a layered left-to-right drawing of the graph (or of some of its
-// nodes) by Graphviz's `dot` layout engine, sized from the editor's node boxes; past
-// 1,500 nodes, where dot takes seconds, by layeredPositions (layered_layout.h).
+// Auto-layout: a layered drawing of the graph (or of some of its nodes), left to
+// right or top to bottom as the document is drawn, by Graphviz's `dot` layout engine,
+// sized from the editor's node boxes; past 1,500 nodes, where dot takes seconds, by
+// layeredPositions (layered_layout.h).
 #pragma once
 
 #include <QPointF>
 #include <QString>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "editor/document.h"
@@ -21,9 +23,12 @@ struct LayoutInput {
   };
   std::vector<Box> boxes;
   std::vector<std::pair<NodeId, NodeId>> edges;
-  QPointF origin;  // where the drawing's top-left corner goes
+  QPointF origin;         // where the drawing's top-left corner goes
+  bool vertical = false;  // ranks run down the canvas (Layout.direction TOP_TO_BOTTOM)
 };
-LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids);
+// For the document's direction, or for `vertical` when given (to turn the drawing).
+LayoutInput layoutInput(const GraphDocument& doc, const std::vector<NodeId>& ids,
+                        std::optional<bool> vertical = std::nullopt);
 // Runs the layout; touches no Qt object, so any one thread may run it at a time.
 std::map<NodeId, QPointF> runLayout(const LayoutInput& in, QString* error = nullptr);
 

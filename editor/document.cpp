@@ -296,9 +296,12 @@ NodeState GraphDocument::stateOf(NodeId id) const {
 void GraphDocument::applyStates(const std::vector<NodeState>& states,
                                 const std::vector<BlockState>& blocks,
                                 const std::optional<SettingsState>& settings) {
+  bool turned = false;
   if (settings) {
     *m_project.mutable_train() = settings->train;
     *m_project.mutable_data() = settings->data;
+    turned = settings->direction != direction();
+    m_project.mutable_layout()->set_direction(settings->direction);
   }
   // Block definitions first, so nodes that arrive with them find their ops.
   std::set<std::string> redefined;
@@ -362,6 +365,7 @@ void GraphDocument::applyStates(const std::vector<NodeState>& states,
   if (!blocks.empty()) emit blocksChanged();
   for (NodeId id : changedIds) emit nodeChanged(id);
   for (NodeId id : moved) emit nodeMoved(id);
+  if (turned) emit directionChanged();
   if (settings) emit settingsChanged();
   emit changed();
   // The batch size is in the settings, and every shape carries it.
@@ -621,11 +625,30 @@ std::vector<NodeId> GraphDocument::duplicate(const std::vector<NodeId>& ids, QPo
 
 void GraphDocument::setSettings(const proto::TrainDef& train, const proto::DataDef& data,
                                 const QString& text, int typingId) {
-  SettingsState before{m_project.train(), m_project.data()}, after{train, data};
+  SettingsState before{m_project.train(), m_project.data(), direction()},
+      after{train, data, direction()};
   if (before.train.SerializeAsString() == after.train.SerializeAsString() &&
       before.data.SerializeAsString() == after.data.SerializeAsString())
     return;
   pushEdit(text, {}, {}, MergeSettings, typingId, {}, {}, before, after);
+}
+
+void GraphDocument::setDirection(proto::Layout::Direction to,
+                                 const std::map<NodeId, QPointF>& positions) {
+  if (to == direction()) return;
+  std::vector<NodeState> before, after;
+  positionStates(positions, before, after);
+  SettingsState was{m_project.train(), m_project.data(), direction()}, now = was;
+  now.direction = to;
+  pushEdit(to == proto::Layout::TOP_TO_BOTTOM ? tr("Lay Out Top to Bottom")
+                                              : tr("Lay Out Left to Right"),
+           std::move(before), std::move(after), 0, 0, {}, {}, was, now);
+}
+
+void GraphDocument::directionForLayout(proto::Layout::Direction to) {
+  if (to == direction()) return;
+  m_project.mutable_layout()->set_direction(to);
+  emit directionChanged();
 }
 
 }  // namespace netloom::editor

@@ -58,10 +58,12 @@ struct BlockState {
   std::optional<proto::ModelDef> def;
 };
 
-// The project's training and data settings before or after an edit.
+// The project's training and data settings, and the canvas's direction, before or
+// after an edit.
 struct SettingsState {
   proto::TrainDef train;
   proto::DataDef data;
+  proto::Layout::Direction direction = proto::Layout::LEFT_TO_RIGHT;
 };
 
 class GraphDocument : public QObject {
@@ -173,6 +175,13 @@ class GraphDocument : public QObject {
   const proto::DataDef& data() const { return m_project.data(); }
   void setSettings(const proto::TrainDef& train, const proto::DataDef& data, const QString& text,
                    int typingId = 0);
+  // Which way the graph is drawn (Layout.direction). setDirection turns the drawing
+  // and moves the nodes to `positions` as one undoable step; directionForLayout sets
+  // it with no step, for a file laid out as it opens.
+  proto::Layout::Direction direction() const { return m_project.layout().direction(); }
+  bool vertical() const { return direction() == proto::Layout::TOP_TO_BOTTOM; }
+  void setDirection(proto::Layout::Direction direction, const std::map<NodeId, QPointF>& positions);
+  void directionForLayout(proto::Layout::Direction direction);
 
   QUndoStack* undoStack() { return &m_undo; }
 
@@ -188,11 +197,12 @@ class GraphDocument : public QObject {
   void nodeRemoved(netloom::editor::NodeId id);
   void nodeChanged(netloom::editor::NodeId id);  // name, attributes or inputs
   void nodeMoved(netloom::editor::NodeId id);
-  void reset();            // setProject: everything is new
-  void blocksChanged();    // a block definition was added, changed or removed
-  void settingsChanged();  // the training or data settings
-  void changed();          // after any edit, once
-  void analysisChanged();  // shapes and problems were recomputed
+  void reset();             // setProject: everything is new
+  void blocksChanged();     // a block definition was added, changed or removed
+  void settingsChanged();   // the training or data settings
+  void directionChanged();  // the graph is drawn the other way
+  void changed();           // after any edit, once
+  void analysisChanged();   // shapes and problems were recomputed
 
  private:
   void pushEdit(const QString& text, std::vector<NodeState> before, std::vector<NodeState> after,

@@ -66,10 +66,16 @@ QString attrSummary(const proto::NodeDef& def, const OpDef* op) {
   return parts.join(" · ");
 }
 
-QPainterPath wirePath(QPointF a, QPointF b) {
-  qreal dx = std::max<qreal>(40, std::abs(b.x() - a.x()) * 0.5);
+// Out of a port and into one along the direction data flows: rightwards, or down.
+QPainterPath wirePath(QPointF a, QPointF b, bool vertical) {
   QPainterPath path(a);
-  path.cubicTo(a + QPointF(dx, 0), b - QPointF(dx, 0), b);
+  if (vertical) {
+    qreal dy = std::max<qreal>(30, std::abs(b.y() - a.y()) * 0.5);
+    path.cubicTo(a + QPointF(0, dy), b - QPointF(0, dy), b);
+  } else {
+    qreal dx = std::max<qreal>(40, std::abs(b.x() - a.x()) * 0.5);
+    path.cubicTo(a + QPointF(dx, 0), b - QPointF(dx, 0), b);
+  }
   return path;
 }
 
@@ -119,7 +125,8 @@ void NodeItem::refresh() {
       m_problems << QString::fromStdString(p.message);
       if (p.port >= 0) m_badPorts.push_back(p.port);
     }
-  qreal height = NodeGeometry::height(std::max(1, std::max(nin, nout)));
+  m_vertical = doc->vertical();
+  qreal height = NodeGeometry::heightFor(m_vertical, nin, nout);
   if (height != m_height) {
     prepareGeometryChange();
     m_height = height;
@@ -133,10 +140,11 @@ void NodeItem::refresh() {
 }
 
 QRectF NodeItem::boundingRect() const {
-  // The ports stick out left and right, the error badge (radius 8 about
-  // (width - 2, -2)) above and right: all of it inside, or its edge stays on screen.
+  // The ports stick out left and right (or above and below), the error badge
+  // (radius 8 about (width - 2, -2)) above and right: all of it inside, or its edge
+  // stays on screen.
   qreal r = NodeGeometry::kPortRadius + 2;
-  return QRectF(-r, -12, NodeGeometry::kWidth + 2 * r + 2, m_height + 14);
+  return QRectF(-r, -12, NodeGeometry::kWidth + 2 * r + 2, m_height + 12 + r);
 }
 
 void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
@@ -185,7 +193,10 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
   p->setPen(m_known ? kDim : kText);
   p->drawText(caption, Qt::AlignVCenter | Qt::AlignRight,
               m_known ? m_op : QObject::tr("%1 (unknown)").arg(m_op));
-  QRectF line(8, NodeGeometry::kHeader, NodeGeometry::kWidth - 16, NodeGeometry::kSummary);
+  // Top to bottom, a row of input names (when there are several) comes first.
+  const qreal namesIn = m_vertical && m_inputs.size() > 1 ? NodeGeometry::kRow : 0;
+  QRectF line(8, NodeGeometry::kHeader + namesIn, NodeGeometry::kWidth - 16,
+              NodeGeometry::kSummary);
   p->setPen(kDim);
   p->drawText(line, Qt::AlignVCenter | Qt::AlignLeft,
               QFontMetricsF(f).elidedText(m_summary, Qt::ElideRight, line.width()));
@@ -196,13 +207,33 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
     p->drawEllipse(c, NodeGeometry::kPortRadius, NodeGeometry::kPortRadius);
   };
   p->setPen(kText);
-  for (int i = 0; i < m_inputs.size(); ++i) {
+  if (m_vertical) {
+    // Names only where a side has several ports, each over its port.
+    auto names = [&](const QStringList& list, qreal top, bool inputs) {
+      qreal w = NodeGeometry::kWidth / qreal(list.size());
+      for (int i = 0; i < list.size(); ++i) {
+        bool bad = inputs && std::find(m_badPorts.begin(), m_badPorts.end(), i) != m_badPorts.end();
+        p->setPen(bad ? kError : kText);
+        QRectF r(NodeGeometry::portX(i, int(list.size())) - w / 2, top, w, NodeGeometry::kRow);
+        p->drawText(r, Qt::AlignCenter,
+                    QFontMetricsF(f).elidedText(list[i], Qt::ElideRight, w - 2));
+      }
+    };
+    if (m_inputs.size() > 1) names(m_inputs, NodeGeometry::kHeader, true);
+    if (m_outputs.size() > 1) names(m_outputs, line.bottom(), false);
+    for (int i = 0; i < m_inputs.size(); ++i)
+      port(QPointF(NodeGeometry::portX(i, int(m_inputs.size())), 0),
+           std::find(m_badPorts.begin(), m_badPorts.end(), i) != m_badPorts.end());
+    for (int i = 0; i < m_outputs.size(); ++i)
+      port(QPointF(NodeGeometry::portX(i, int(m_outputs.size())), m_height), false);
+  }
+  for (int i = 0; i < m_inputs.size() && !m_vertical; ++i) {
     bool bad = std::find(m_badPorts.begin(), m_badPorts.end(), i) != m_badPorts.end();
     port(QPointF(0, NodeGeometry::portY(i)), bad);
     p->setPen(bad ? kError : kText);
     p->drawText(QRectF(10, NodeGeometry::portY(i) - 8, 80, 16), Qt::AlignVCenter, m_inputs[i]);
   }
-  for (int i = 0; i < m_outputs.size(); ++i) {
+  for (int i = 0; i < m_outputs.size() && !m_vertical; ++i) {
     port(QPointF(NodeGeometry::kWidth, NodeGeometry::portY(i)), false);
     p->setPen(kText);
     p->drawText(QRectF(NodeGeometry::kWidth - 90, NodeGeometry::portY(i) - 8, 80, 16),
@@ -221,10 +252,13 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
 }
 
 QPointF NodeItem::inputPos(int port) const {
+  if (m_vertical) return mapToScene(QPointF(NodeGeometry::portX(port, int(m_inputs.size())), 0));
   return mapToScene(QPointF(0, NodeGeometry::portY(port)));
 }
 
 QPointF NodeItem::outputPos(int port) const {
+  if (m_vertical)
+    return mapToScene(QPointF(NodeGeometry::portX(port, int(m_outputs.size())), m_height));
   return mapToScene(QPointF(NodeGeometry::kWidth, NodeGeometry::portY(port)));
 }
 
@@ -284,7 +318,7 @@ void WireItem::refresh() {
   NodeItem* to = m_scene->itemFor(m_c.to);
   if (!from || !to) return;
   QPointF a = from->outputPos(m_c.fromPort), b = to->inputPos(m_c.toPort);
-  setPath(wirePath(a, b));
+  setPath(wirePath(a, b, m_scene->document()->vertical()));
   relabel();
 }
 
@@ -303,7 +337,9 @@ void WireItem::relabel() {
   // ends, found without measuring the curve.
   QPointF mid = (QPointF(path().elementAt(0)) + path().currentPosition()) / 2;
   QRectF r = m_label->boundingRect();
-  QPointF at(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
+  // Above a wire that runs across, beside one that runs down.
+  QPointF at = doc->vertical() ? QPointF(mid.x() + 6, mid.y() - r.height() / 2)
+                               : QPointF(mid.x() - r.width() / 2, mid.y() - r.height() - 2);
   if (m_label->pos() != at) m_label->setPos(at);
   bool bad = false;
   if (!doc->analysis().problems.empty()) {
@@ -321,6 +357,7 @@ void WireItem::relabel() {
 GraphScene::GraphScene(GraphDocument* doc, QObject* parent) : QGraphicsScene(parent), m_doc(doc) {
   setItemIndexMethod(QGraphicsScene::BspTreeIndex);
   connect(doc, &GraphDocument::reset, this, &GraphScene::rebuild);
+  connect(doc, &GraphDocument::directionChanged, this, &GraphScene::rebuild);
   connect(doc, &GraphDocument::nodeAdded, this, &GraphScene::addItemFor);
   connect(doc, &GraphDocument::nodeRemoved, this, &GraphScene::removeItemFor);
   connect(doc, &GraphDocument::nodeMoved, this, [this](NodeId id) {
@@ -631,7 +668,7 @@ void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
     if (!from) return;
     QPointF a = m_dragFromOutput ? from->outputPos(m_dragPort) : e->scenePos();
     QPointF b = m_dragFromOutput ? e->scenePos() : from->inputPos(m_dragPort);
-    m_pending->setPath(wirePath(a, b));
+    m_pending->setPath(wirePath(a, b, m_doc->vertical()));
     return;
   }
   // A hand's jitter during a click is not a drag: nodes move (and snap) only once

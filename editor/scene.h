@@ -9,6 +9,7 @@
 #include <QGraphicsPathItem>
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,6 +26,17 @@ struct NodeGeometry {
   static constexpr qreal kPortRadius = 5;
   static qreal height(int rows) { return kHeader + kSummary + rows * kRow + kPad; }
   static qreal portY(int index) { return kHeader + kSummary + index * kRow + kRow / 2; }
+  // Drawn top to bottom (Layout.direction): inputs spread along the top edge,
+  // outputs along the bottom, with a row of names for a side with more than one.
+  static qreal verticalHeight(int inputs, int outputs) {
+    return kHeader + kSummary + ((inputs > 1) + (outputs > 1)) * kRow + kPad;
+  }
+  static qreal portX(int index, int count) { return kWidth * (index + 1) / (count + 1); }
+  // A node's height either way.
+  static qreal heightFor(bool vertical, int inputs, int outputs) {
+    return vertical ? verticalHeight(inputs, outputs)
+                    : height(std::max(1, std::max(inputs, outputs)));
+  }
 };
 
 class NodeItem : public QGraphicsItem {
@@ -54,6 +66,7 @@ class NodeItem : public QGraphicsItem {
   std::vector<int> m_badPorts;
   bool m_known = true;
   bool m_instance = false;  // a block instance: drawn with a block's header
+  bool m_vertical = false;  // drawn top to bottom
   qreal m_height = 60;
 };
 

@@ -288,6 +288,13 @@ void MainWindow::buildActions() {
   minimap->setCheckable(true);
   minimap->setChecked(true);
   connect(minimap, &QAction::toggled, this, [this](bool on) { m_view->setMiniMapEnabled(on); });
+  // Which way the graph is drawn; turning it lays the graph out again, one undo step.
+  QAction* vertical = make(view, "topToBottom", tr("Draw &Top to Bottom"));
+  vertical->setCheckable(true);
+  connect(vertical, &QAction::triggered, this, [this](bool on) { turnGraph(on); });
+  auto follow = [this, vertical] { vertical->setChecked(m_doc.vertical()); };
+  connect(&m_doc, &GraphDocument::directionChanged, this, follow);
+  connect(&m_doc, &GraphDocument::reset, this, follow);
   QAction* snap = make(view, "snap", tr("&Snap to Grid"));
   snap->setCheckable(true);
   snap->setChecked(true);
@@ -364,6 +371,8 @@ void MainWindow::afterLoad() {
   // A file without positions (written by hand or by a script) is laid out once; that
   // is no edit of the user's.
   if (!m_doc.hasLayout() && !m_doc.nodes().empty()) {
+    // Top to bottom, as Netron draws networks: a long chain reads down the canvas.
+    m_doc.directionForLayout(proto::Layout::TOP_TO_BOTTOM);
     autoLayout(m_doc, {});
     m_doc.undoStack()->clear();
     m_doc.laidOut();
@@ -558,6 +567,19 @@ void MainWindow::paste() {
 void MainWindow::deleteSelection() {
   std::vector<NodeId> sel = m_scene->selectedNodes();
   if (!sel.empty()) m_doc.removeNodes(sel);
+}
+
+void MainWindow::turnGraph(bool vertical) {
+  if (vertical == m_doc.vertical()) return;
+  QString why;
+  auto positions = runLayout(layoutInput(m_doc, {}, vertical), &why);
+  if (positions.empty() && !m_doc.nodes().empty()) {
+    action("topToBottom")->setChecked(m_doc.vertical());
+    return showMessage(why);
+  }
+  m_doc.setDirection(vertical ? proto::Layout::TOP_TO_BOTTOM : proto::Layout::LEFT_TO_RIGHT,
+                     positions);
+  m_view->frameForReading();
 }
 
 // Large graphs are laid out on a worker thread from a copy of the graph, so the

@@ -103,6 +103,8 @@ class MainWindow : public QMainWindow {
   void paste();
   void deleteSelection();
   void layoutGraph();
+  // Draws the graph top to bottom (or left to right), laid out again: one undo step.
+  void turnGraph(bool vertical);
   void makeBlock();
   void expandOrCollapse(bool expand);
   void afterLoad();

@@ -60,6 +60,12 @@ void trigger(MainWindow& w, const char* name) {
   a->trigger();
 }
 
+// A wire runs the way the document is drawn: down, or to the right.
+bool flowsOn(const GraphDocument& d, const Connection& c) {
+  QPointF from = d.node(c.from).pos, to = d.node(c.to).pos;
+  return d.vertical() ? from.y() < to.y() : from.x() < to.x();
+}
+
 }  // namespace
 
 class TestMainWindow : public QObject {
@@ -112,10 +118,12 @@ class TestMainWindow : public QObject {
     for (int i = 0; i < w.problems()->count(); ++i) rows << w.problems()->item(i)->text();
     QVERIFY2(rows.join("\n").contains("fc") && rows.join("\n").contains("act"),
              qPrintable(rows.join("\n")));
-    // Laid out on open, since the file has no positions, and still unmodified.
+    // Laid out on open, top to bottom, since the file has no positions, and still
+    // unmodified.
     QVERIFY(!w.isWindowModified());
+    QVERIFY(w.document()->vertical());
     NodeId x = w.document()->findNode("x"), fc = w.document()->findNode("fc");
-    QVERIFY(w.document()->node(x).pos.x() < w.document()->node(fc).pos.x());
+    QVERIFY(w.document()->node(x).pos.y() < w.document()->node(fc).pos.y());
   }
 
   void titleModifiedMarkAndCloseAsks() {
@@ -310,8 +318,7 @@ class TestMainWindow : public QObject {
     QVERIFY(w.layoutRunning());
     QVERIFY(testing::waitUntil([&] { return !w.layoutRunning(); }));
     QCOMPARE(doc->undoStack()->count(), steps + 1);
-    for (const Connection& c : doc->connections())
-      QVERIFY(doc->node(c.from).pos.x() < doc->node(c.to).pos.x());
+    for (const Connection& c : doc->connections()) QVERIFY(flowsOn(*doc, c));
     doc->undoStack()->undo();
     QCOMPARE(doc->toText(), before);
     // An edit while it runs: the stale result is dropped, and the window says so.
@@ -340,8 +347,7 @@ class TestMainWindow : public QObject {
       scattered[id] = QPointF((i * 37) % 300, (i * 91) % 500), ++i;
     w.document()->placeNodes(scattered, "scatter");
     QTest::keyClick(w.view(), Qt::Key_L, Qt::ControlModifier);
-    for (const Connection& c : w.document()->connections())
-      QVERIFY(w.document()->node(c.from).pos.x() < w.document()->node(c.to).pos.x());
+    for (const Connection& c : w.document()->connections()) QVERIFY(flowsOn(*w.document(), c));
     QTest::keyClick(w.view(), Qt::Key_Z, Qt::ControlModifier);
     for (const auto& [id, p] : scattered) QCOMPARE(w.document()->node(id).pos, p);
     QTest::keyClick(w.view(), Qt::Key_Z, Qt::ControlModifier);
@@ -401,6 +407,43 @@ class TestMainWindow : public QObject {
             w.view()->width() * w.view()->height());
     trigger(w, "minimap");
     QVERIFY(!w.view()->miniMap()->isVisible());
+  }
+
+  // A project opened without positions is drawn top to bottom, inputs on each
+  // node's top edge; View > Draw Top to Bottom turns it to left to right and back, one
+  // undo step each way; none of it is an edit the file keeps.
+  void theGraphTurnsBetweenDownAndAcross() {
+    MainWindow w;
+    QString path = copyProject("fashion-lenet.nlproj");
+    QVERIFY(w.openFile(path));
+    GraphDocument* doc = w.document();
+    QVERIFY(doc->vertical());
+    QVERIFY(w.action("topToBottom")->isChecked());
+    NodeItem* conv = w.scene()->itemFor(doc->findNode("conv1"));
+    QCOMPARE(conv->inputPos(0).y(), conv->scenePos().y());
+    QVERIFY(conv->outputPos(0).y() > conv->inputPos(0).y());
+    for (const Connection& c : doc->connections()) QVERIFY(flowsOn(*doc, c));
+    for (WireItem* wire : w.scene()->wires())
+      QVERIFY(wire->path().currentPosition().y() > wire->path().elementAt(0).y);
+    std::string before = doc->toText();
+    QByteArray file = [&] {
+      QFile f(path);
+      f.open(QIODevice::ReadOnly);
+      return f.readAll();
+    }();
+    QCOMPARE(QByteArray::fromStdString(before), file);
+
+    w.action("topToBottom")->trigger();
+    QVERIFY(!doc->vertical());
+    QVERIFY(!w.action("topToBottom")->isChecked());
+    for (const Connection& c : doc->connections()) QVERIFY(flowsOn(*doc, c));
+    conv = w.scene()->itemFor(doc->findNode("conv1"));
+    QCOMPARE(conv->inputPos(0).x(), conv->scenePos().x());
+    QVERIFY(w.isWindowModified());
+    doc->undoStack()->undo();
+    QVERIFY(doc->vertical());
+    QVERIFY(w.action("topToBottom")->isChecked());
+    QCOMPARE(doc->toText(), before);
   }
 
   // On a laptop screen, with a node of long descriptions selected, every wrapped line
