@@ -286,33 +286,32 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
         check.attrs = scaling;
         check.backward = true;
         check.inputs = {lossScale};
-        for (const auto& [param, grad] : *grads) {
+        // A backward node reading `grad` (its squares, its histogram); its output.
+        auto readGradient = [&](ValueId param, ValueId grad, const OpDef* op,
+                                const char* suffix) -> Result<ValueId> {
           Node n;
-          n.name = g.values[param].name + "/grad_sq";
-          n.op = squares;
+          n.name = g.values[param].name + suffix;
+          n.op = op;
           n.backward = true;
           n.origin = g.values[param].name;
           n.inputs = {grad};
           auto id = g.addNode(std::move(n));
           if (!id) return id.error();
-          ValueId out = g.nodes[*id].outputs[0];
-          check.inputs.push_back(out);
+          return g.nodes[*id].outputs[0];
+        };
+        for (const auto& [param, grad] : *grads) {
+          auto out = readGradient(param, grad, squares, "/grad_sq");
+          if (!out) return out.error();
+          check.inputs.push_back(*out);
           if (!opts.gradientNorms) continue;
-          prog->gradientSquares[g.values[param].name] = out;
-          pinned.insert(out);
-          roots.push_back(out);
-          Node h;
-          h.name = g.values[param].name + "/grad_histogram";
-          h.op = histogram;
-          h.backward = true;
-          h.origin = g.values[param].name;
-          h.inputs = {grad};
-          auto hid = g.addNode(std::move(h));
-          if (!hid) return hid.error();
-          ValueId counts = g.nodes[*hid].outputs[0];
-          prog->gradientHistograms[g.values[param].name] = counts;
-          pinned.insert(counts);
-          roots.push_back(counts);
+          auto counts = readGradient(param, grad, histogram, "/grad_histogram");
+          if (!counts) return counts.error();
+          prog->gradientSquares[g.values[param].name] = *out;
+          prog->gradientHistograms[g.values[param].name] = *counts;
+          for (ValueId v : {*out, *counts}) {
+            pinned.insert(v);
+            roots.push_back(v);
+          }
         }
         if (scaled)
           if (auto id = g.addNode(std::move(check)); !id) return id.error();
