@@ -89,7 +89,7 @@ class ModelAnalyzer {
   bool relink(Entry& e);
   void sortTopologically();
   void infer(Entry& e);
-  void publish(const Entry& e);
+  void publish(Entry& e);
 
   std::unordered_map<int, Entry> m_entries;
   std::vector<Entry*> m_order;  // model order

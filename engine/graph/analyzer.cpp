@@ -5,6 +5,7 @@
 //   links:  from the names it refers to (sources, wiring problems);
 //   shapes: from its sources' shapes (inference, costs).
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "engine/graph/analyze.h"
@@ -39,6 +40,17 @@ struct ModelAnalyzer::Entry {
   std::vector<TensorDesc> outputs;
   NodeCost cost;
   std::vector<ModelProblem> inferProblems;
+  // The last inference that ran, by the inputs' shapes it saw: a node whose inputs
+  // come back as they were (an edit upstream undone, a typo fixed) takes its result
+  // again without inferring. Dropped when the node or its wiring changes.
+  struct Memo {
+    std::vector<TensorDesc> inputs, outputs;
+    NodeCost cost;
+    std::vector<ModelProblem> problems;
+    bool inferred = false;
+  };
+  std::optional<Memo> memo;
+  NodeAnalysis* published = nullptr;  // its entry in the analysis, while the name is its own
   // This call's marks.
   bool dirty = false, relinked = false, outChanged = false, touched = false;
 
@@ -88,6 +100,7 @@ void ModelAnalyzer::update(const std::vector<NodeRef>& nodes, const std::vector<
 
 void ModelAnalyzer::refreshOwn(Entry& e) {
   const proto::NodeDef& nd = *e.def;
+  e.memo.reset();
   e.name = nd.name();
   e.op = nd.op();
   e.inputs.assign(nd.inputs().begin(), nd.inputs().end());
@@ -182,6 +195,7 @@ bool ModelAnalyzer::relink(Entry& e) {
   }
   bool differs = complete != e.complete || sources != e.sources || ports != e.ports ||
                  !sameProblems(problems, e.problems);
+  if (sources != e.sources || ports != e.ports) e.memo.reset();
   e.problems = std::move(problems);
   e.sources = std::move(sources);
   e.ports = std::move(ports);
@@ -230,7 +244,6 @@ void ModelAnalyzer::sortTopologically() {
 // Infers `e`'s shapes where every input is known; a node downstream of a problem
 // stays unknown without a message of its own, since the message upstream explains it.
 void ModelAnalyzer::infer(Entry& e) {
-  ++m_inferred;
   e.inferred = false;
   e.outputs.clear();
   e.cost = {};
@@ -238,6 +251,27 @@ void ModelAnalyzer::infer(Entry& e) {
   if (!e.complete || !e.ordered) return;
   for (Entry* src : e.sources)
     if (!src->built()) return;
+  auto input = [&](size_t k) -> const TensorDesc& { return e.sources[k]->outputs[e.ports[k]]; };
+  bool same = e.memo && e.memo->inputs.size() == e.sources.size();
+  for (size_t k = 0; k < e.sources.size() && same; ++k)
+    same = sameDesc(e.memo->inputs[k], input(k));
+  if (same) {
+    e.inferred = e.memo->inferred;
+    e.outputs = e.memo->outputs;
+    e.cost = e.memo->cost;
+    e.inferProblems = e.memo->problems;
+    return;
+  }
+  ++m_inferred;
+  struct Remember {  // the result, however the inference ends
+    Entry& e;
+    ~Remember() {
+      Entry::Memo m{{}, e.outputs, e.cost, e.inferProblems, e.inferred};
+      for (size_t k = 0; k < e.sources.size(); ++k)
+        m.inputs.push_back(e.sources[k]->outputs[e.ports[k]]);
+      e.memo = std::move(m);
+    }
+  } remember{e};
   Graph g;
   Node node;
   node.name = e.name;
@@ -265,10 +299,13 @@ void ModelAnalyzer::infer(Entry& e) {
 }
 
 // Writes `e`'s analysis under its name, if the name is its own.
-void ModelAnalyzer::publish(const Entry& e) {
-  auto owner = m_byName.find(e.name);
-  if (owner == m_byName.end() || owner->second != &e) return;
-  NodeAnalysis& na = m_out.nodes[e.name];
+void ModelAnalyzer::publish(Entry& e) {
+  if (!e.published) {
+    auto owner = m_byName.find(e.name);
+    if (owner == m_byName.end() || owner->second != &e) return;
+    e.published = &m_out.nodes[e.name];
+  }
+  NodeAnalysis& na = *e.published;
   na.known = e.opDef != nullptr;
   na.outputs = e.built() ? e.outputs : std::vector<TensorDesc>{};
   na.params = e.built() ? e.cost.params : 0;
@@ -281,35 +318,43 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
   m_changed.clear();
   m_inferred = 0;
   bool structural = all;
-  for (auto& [key, e] : m_entries) e.seen = false;
   for (int key : dirty)
     if (auto it = m_entries.find(key); it != m_entries.end()) it->second.dirty = true;
-  // Which nodes there are, and in what order.
-  std::vector<Entry*> order;
-  order.reserve(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    auto [it, added] = m_entries.try_emplace(nodes[i].key);
-    Entry& e = it->second;
-    e.key = nodes[i].key;
-    e.def = nodes[i].def;
-    e.seen = true;
-    if (added || all) e.dirty = true;
-    if (added || i >= m_order.size() || m_order[i] != &e || e.pos != int(i)) structural = true;
-    e.pos = int(i);
-    order.push_back(&e);
-  }
-  // Names that went or changed hands: their analysis is written again (or dropped).
+  // The same nodes in the same order (an edit of some of them): only their
+  // definitions' addresses are read again.
+  bool same = !all && nodes.size() == m_order.size();
+  for (size_t i = 0; i < nodes.size() && same; ++i) same = nodes[i].key == m_order[i]->key;
+  if (same)
+    for (size_t i = 0; i < nodes.size(); ++i) m_order[i]->def = nodes[i].def;
+  // Else which nodes there are, and in what order; names that went or changed
+  // hands have their analysis written again (or dropped).
   std::vector<std::string> names;
-  for (auto it = m_entries.begin(); it != m_entries.end();) {
-    if (it->second.seen) {
-      ++it;
-      continue;
+  if (!same) {
+    for (auto& [key, e] : m_entries) e.seen = false;
+    std::vector<Entry*> order;
+    order.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      auto [it, added] = m_entries.try_emplace(nodes[i].key);
+      Entry& e = it->second;
+      e.key = nodes[i].key;
+      e.def = nodes[i].def;
+      e.seen = true;
+      if (added || all) e.dirty = true;
+      if (added || i >= m_order.size() || m_order[i] != &e || e.pos != int(i)) structural = true;
+      e.pos = int(i);
+      order.push_back(&e);
     }
-    structural = true;
-    names.push_back(it->second.name);
-    it = m_entries.erase(it);
+    for (auto it = m_entries.begin(); it != m_entries.end();) {
+      if (it->second.seen) {
+        ++it;
+        continue;
+      }
+      structural = true;
+      names.push_back(it->second.name);
+      it = m_entries.erase(it);
+    }
+    m_order = std::move(order);
   }
-  m_order = std::move(order);
   for (Entry* e : m_order) {
     if (!e->dirty) continue;
     const proto::NodeDef& nd = *e->def;
@@ -324,6 +369,7 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
   if (structural) {
     m_byName.clear();
     m_byName.reserve(m_order.size());
+    for (Entry* e : m_order) e->published = nullptr;  // names may have changed hands
     for (Entry* e : m_order) m_byName.emplace(e->name, e);
     for (Entry* e : m_order) e->relinked = relink(*e);
     sortTopologically();

@@ -127,6 +127,10 @@ class TestAnalyzer : public QObject {
     a.update(m.refs(), {fc10});
     QVERIFY(a.analysis().ok());
     QCOMPARE(a.analysis().nodes.at("relu49").outputs[0].shape, (Shape{2, 16}));
+    // Below the fix, every input came back as it was: each node takes its last
+    // result again, and only the edited node is inferred.
+    QCOMPARE(a.inferred(), 1);
+    QCOMPARE(int(a.changed().size()), 80);
   }
 
   // Random edits of a random graph; after each, the incremental analysis equals one
