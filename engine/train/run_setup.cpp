@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/runtime/memory_budget.h"
 #include "engine/train/project_check.h"
+#include "kernels/core/checked.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom {
@@ -131,6 +133,40 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
   return s;
+}
+
+namespace {
+
+// The batch sizes an epoch over `n` samples uses: a full batch, and a short last one.
+std::vector<int64_t> epochBatches(int64_t n, int64_t batch) {
+  if (n <= 0) return {};
+  if (n <= batch) return {n};
+  if (n % batch == 0) return {batch};
+  return {batch, n % batch};
+}
+
+}  // namespace
+
+Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
+  for (int64_t b : epochBatches(s.data.train.size(), s.batch))
+    if (auto p = train.get(b); !p) return p.error();
+  for (const Dataset* d : {&s.data.val, &s.data.test})
+    for (int64_t b : epochBatches(d->size(), s.batch))
+      if (auto p = eval.get(b); !p) return p.error();
+  // A loader holds up to `prefetch` ready batches, the one it is assembling and the one
+  // the step reads: features, an int32 label and a float label per sample. The
+  // training loader stays alive while an evaluation loader (prefetch 2) runs.
+  auto loaderBytes = [&](const Dataset& d, int64_t prefetch) {
+    int64_t batches = std::min(prefetch, (d.size() + s.batch - 1) / s.batch) + 2;
+    int64_t perSample = saturatingMul(d.featuresPerSample() + 2, 4);
+    return saturatingMul(saturatingMul(batches, std::min(d.size(), s.batch)), perSample);
+  };
+  const int prefetch = s.project.data().prefetch_batches();
+  int64_t bytes = loaderBytes(s.data.train, prefetch > 0 ? prefetch : 2);
+  bytes = saturatingAdd(bytes, std::max(loaderBytes(s.data.val, 2), loaderBytes(s.data.test, 2)));
+  return s.budget->reserve("data.prefetch_batches " + std::to_string(prefetch > 0 ? prefetch : 2) +
+                               ": the batches prepared ahead",
+                           bytes);
 }
 
 }  // namespace netloom

@@ -63,4 +63,9 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts);
 // Checks the data fits the model's inputs before anything runs; `split` names it.
 Status checkDataFits(const Program& prog, const Dataset& data, const std::string& split);
 
+// Compiles, and so plans the memory of, every program the run will use, and plans
+// the batches the loaders prepare ahead: all of it is known before the first step,
+// so a run that cannot fit is refused before it starts rather than after an epoch.
+Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval);
+
 }  // namespace netloom

@@ -17,6 +17,7 @@
 #include "engine/runtime/nonfinite.h"
 #include "engine/runtime/profile.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/eval_pass.h"
 #include "engine/train/metric_watch.h"
 #include "engine/train/norms.h"
 #include "engine/train/run_setup.h"
@@ -59,110 +60,6 @@ std::string nonFiniteStep(const Program& p, const StepContext& ctx, const Batch&
   auto first = firstNonFinite(p, ctx);
   return "step " + std::to_string(ctx.step) + " (epoch " + std::to_string(epoch) + "): " + what +
          "; first non-finite tensor: " + (first ? first->describe() : "none found on replay");
-}
-
-struct Totals {
-  double loss = 0;
-  std::map<std::string, double> metrics;
-  int64_t samples = 0;
-
-  void add(const Program& p, int64_t n) {
-    std::vector<float> values{p.scalar(p.loss)};
-    for (const auto& [name, v] : p.metrics) values.push_back(p.scalar(v));
-    add(p, n, values.data());
-  }
-  // With the loss and each of p.metrics already read: `values`.
-  void add(const Program& p, int64_t n, const float* values) {
-    loss += double(values[0]) * double(n);
-    for (size_t m = 0; m < p.metrics.size(); ++m)
-      if (p.metrics[m].second != p.loss)
-        metrics[p.metrics[m].first] += double(values[1 + m]) * double(n);
-    samples += n;
-  }
-  double meanLoss() const { return samples ? loss / double(samples) : 0; }
-  void fill(google::protobuf::Map<std::string, double>* out) const {
-    for (const auto& [name, v] : metrics) (*out)[name] = samples ? v / double(samples) : 0;
-  }
-};
-
-}  // namespace
-
-namespace {
-
-// An evaluation pass: eval mode, no gradients, no optimizer. Across ranks each
-// takes its share of every batch and the totals are summed, so every sample counts
-// once; `metrics` names the sums in the same order on every rank.
-Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normalizer& norm,
-                        int64_t batch, uint64_t seed, Communicator* comm,
-                        const std::vector<std::string>& metrics) {
-  Totals t;
-  BatchLoader::Options lo;
-  lo.batchSize = batch;
-  lo.shuffle = false;
-  if (comm) {
-    lo.rank = comm->rank();
-    lo.ranks = comm->size();
-    lo.dropShort = false;
-  }
-  BatchLoader loader(data, norm, lo);
-  Batch b;
-  StepContext ctx;
-  ctx.training = false;
-  ctx.seed = seed;
-  while (loader.next(b)) {
-    auto prog = cache.get(b.size);
-    if (!prog) return prog.error();
-    feed(**prog, b);
-    (*prog)->run(ctx);
-    t.add(**prog, b.size);
-  }
-  if (comm && comm->size() > 1) {
-    std::vector<double> sums{t.loss};
-    for (const std::string& m : metrics) sums.push_back(t.metrics[m]);
-    sums.push_back(double(t.samples));
-    comm->allreduce(sums.data(), int64_t(sums.size()));
-    t.loss = sums[0];
-    for (size_t k = 0; k < metrics.size(); ++k) t.metrics[metrics[k]] = sums[1 + k];
-    t.samples = int64_t(sums.back());
-  }
-  return t;
-}
-
-}  // namespace
-
-namespace {
-
-// The batch sizes an epoch over `n` samples uses: a full batch, and a short last one.
-std::vector<int64_t> epochBatches(int64_t n, int64_t batch) {
-  if (n <= 0) return {};
-  if (n <= batch) return {n};
-  if (n % batch == 0) return {batch};
-  return {batch, n % batch};
-}
-
-// Compiles, and so plans the memory of, every program the run will use, and plans
-// the batches the loaders prepare ahead: all of it is known before the first step,
-// so a run that cannot fit is refused before it starts rather than after an epoch.
-Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
-  for (int64_t b : epochBatches(s.data.train.size(), s.batch))
-    if (auto p = train.get(b); !p) return p.error();
-  for (const Dataset* d : {&s.data.val, &s.data.test})
-    for (int64_t b : epochBatches(d->size(), s.batch))
-      if (auto p = eval.get(b); !p) return p.error();
-  // A loader holds up to `prefetch` ready batches, the one it is assembling and the one
-  // the step reads: features, an int32 label and a float label per sample. The
-  // training loader stays alive while an evaluation loader (prefetch 2) runs.
-  auto loaderBytes = [&](const Dataset& d, int64_t prefetch) {
-    int64_t batches = std::min(prefetch, (d.size() + s.batch - 1) / s.batch) + 2;
-    int64_t perSample = saturatingMul(d.featuresPerSample() + 2, 4);
-    return saturatingMul(saturatingMul(batches, std::min(d.size(), s.batch)), perSample);
-  };
-  const int prefetch = s.project.data().prefetch_batches();
-  int64_t bytes = loaderBytes(s.data.train, prefetch > 0 ? prefetch : 2);
-  bytes = saturatingAdd(bytes, std::max(loaderBytes(s.data.val, 2), loaderBytes(s.data.test, 2)));
-  return s.budget->reserve("data.prefetch_batches " + std::to_string(prefetch > 0 ? prefetch : 2) +
-                               ": the batches prepared ahead",
-                           bytes);
 }
 
 // One training run, split as fit (the whole run: run()), epoch (epoch(), endEpoch())
