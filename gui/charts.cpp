@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "engine/io/output_file.h"
+#include "gui/chart_table.h"
 
 namespace netloom::gui {
 
@@ -26,8 +27,6 @@ namespace {
 constexpr int kReplotMs = 50;
 // The per-layer charts show a legend up to this many curves.
 constexpr size_t kMaxLegendRows = 12;
-const QColor kRaw(0x9a, 0xb4, 0xd6, 90), kSmooth(0x1f, 0x5f, 0xbf), kVal(0xd0, 0x7a, 0x1f),
-    kTest(0x2a, 0x9d, 0x5c), kAccuracy(0x8e, 0x44, 0xad);
 const QColor kOverlay[] = {QColor(0xc0, 0x39, 0x2b), QColor(0x16, 0xa0, 0x85),
                            QColor(0x7f, 0x8c, 0x8d), QColor(0xd3, 0x54, 0x00)};
 
@@ -55,14 +54,6 @@ QCPGraph* addGraph(QCustomPlot* p, const QColor& c, const QString& name, QCPAxis
   return g;
 }
 
-// The accuracy-like metric of an evaluation: "accuracy" when there is one.
-bool accuracyOf(const google::protobuf::Map<std::string, double>& m, double& v) {
-  if (m.empty()) return false;
-  auto it = m.find("accuracy");
-  v = it != m.end() ? it->second : m.begin()->second;
-  return true;
-}
-
 // Shows the value under the cursor in the plot's tooltip.
 void addReadout(QCustomPlot* p) {
   QObject::connect(p, &QCustomPlot::mouseMove, p, [p](QMouseEvent* e) {
@@ -77,133 +68,6 @@ void addReadout(QCustomPlot* p) {
     }
     p->setToolTip(lines.join("\n"));
   });
-}
-
-// How a chart's curve reads its values off the event stream.
-using StepReader = bool (*)(const proto::Step& s, int ranks, double& y);
-using EpochReader = bool (*)(const proto::Epoch& e, double& y);
-using Family = const google::protobuf::Map<std::string, double>& (proto::Step::*)() const;
-using Distributions =
-    const google::protobuf::Map<std::string, proto::Histogram>& (proto::Step::*)() const;
-
-struct CurveDesc {
-  const char* name;
-  QColor color;
-  StepReader step = nullptr;    // one point per step...
-  EpochReader epoch = nullptr;  // ... or per epoch, drawn with markers
-  bool right = false;           // on the right axis
-};
-
-// Every chart, in the order of the grid (two to a row): adding a chart is one entry.
-struct ChartDesc {
-  const char* title = nullptr;
-  const char* y = nullptr;
-  const char* y2 = nullptr;  // the right axis, shown once one of its curves has data
-  double y2Max = 0;          // a fixed right axis 0..y2Max (0: scaled to the data)
-  std::vector<CurveDesc> curves;
-  bool smooth = false;      // plus the first curve, smoothed
-  Family family = nullptr;  // instead: one curve per parameter, from this map
-  bool legend = false;      // always; otherwise once a curve needs naming
-  // Instead: the distribution of one parameter's values over time (TensorBoard's
-  // distributions), chosen among those this map names.
-  Distributions distributions = nullptr;
-};
-
-// The charts the window reads or draws more on, by their place in the table.
-enum {
-  kLossChart,
-  kEvaluationChart,
-  kRateChart,
-  kThroughputChart,
-  kGradChart,
-  kWeightChart,
-  kGradDistChart,
-  kWeightDistChart
-};
-
-const std::vector<ChartDesc>& chartTable() {
-  static const std::vector<ChartDesc> table = {
-      {.title = QT_TR_NOOP("Training loss"),
-       .y = QT_TR_NOOP("loss"),
-       .curves = {{.name = QT_TR_NOOP("loss"),
-                   .color = kRaw,
-                   .step =
-                       [](const proto::Step& s, int, double& y) {
-                         y = s.loss();
-                         return true;
-                       }}},
-       .smooth = true},
-      {.title = QT_TR_NOOP("Evaluation"),
-       .y = QT_TR_NOOP("loss"),
-       .y2 = QT_TR_NOOP("accuracy"),
-       .curves = {{.name = QT_TR_NOOP("validation loss"),
-                   .color = kVal,
-                   .epoch = [](const proto::Epoch& e,
-                               double& y) { return e.has_val() && ((y = e.val_loss()), true); }},
-                  {.name = QT_TR_NOOP("test loss"),
-                   .color = kTest,
-                   .epoch = [](const proto::Epoch& e,
-                               double& y) { return e.has_test() && ((y = e.test_loss()), true); }},
-                  {.name = QT_TR_NOOP("test accuracy"),
-                   .color = kAccuracy,
-                   .epoch =
-                       [](const proto::Epoch& e, double& y) {
-                         return (e.has_test() && accuracyOf(e.test_metrics(), y)) ||
-                                (e.has_val() && accuracyOf(e.val_metrics(), y));
-                       },
-                   .right = true}},
-       .legend = true},
-      {.title = QT_TR_NOOP("Learning rate"),
-       .y = QT_TR_NOOP("lr"),
-       .curves = {{.name = QT_TR_NOOP("lr"),
-                   .color = kSmooth,
-                   .step =
-                       [](const proto::Step& s, int, double& y) {
-                         y = s.lr();
-                         return true;
-                       }}}},
-      // A data-parallel run's own curves: each rank's samples/s, and the share of
-      // time spent waiting for gradient sums.
-      {.title = QT_TR_NOOP("Throughput"),
-       .y = QT_TR_NOOP("samples/s"),
-       .y2 = QT_TR_NOOP("waiting for gradient sums, %"),
-       .y2Max = 100,
-       .curves = {{.name = QT_TR_NOOP("samples/s"),
-                   .color = kSmooth,
-                   .step =
-                       [](const proto::Step& s, int, double& y) {
-                         y = s.samples_per_sec();
-                         return true;
-                       }},
-                  {.name = QT_TR_NOOP("samples/s per rank"),
-                   .color = kVal,
-                   .step =
-                       [](const proto::Step& s, int ranks, double& y) {
-                         y = s.samples_per_sec() / ranks;
-                         return ranks > 1;
-                       }},
-                  {.name = QT_TR_NOOP("waiting for gradient sums, %"),
-                   .color = kTest,
-                   .step =
-                       [](const proto::Step& s, int ranks, double& y) {
-                         y = 100.0 * s.comm_share();
-                         return ranks > 1;
-                       },
-                   .right = true}}},
-      {.title = QT_TR_NOOP("Gradient norm per layer"),
-       .y = "‖∇w‖",
-       .family = &proto::Step::grad_norms},
-      {.title = QT_TR_NOOP("Weight norm per layer"),
-       .y = "‖w‖",
-       .family = &proto::Step::weight_norms},
-      {.title = QT_TR_NOOP("Gradient distribution"),
-       .y = "∇w",
-       .distributions = &proto::Step::grad_histograms},
-      {.title = QT_TR_NOOP("Weight distribution"),
-       .y = "w",
-       .distributions = &proto::Step::weight_histograms},
-  };
-  return table;
 }
 
 }  // namespace
