@@ -196,7 +196,7 @@ bool GraphDocument::reaches(NodeId from, NodeId to) const {
   return false;
 }
 
-QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int toPort) const {
+QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int toPort) {
   if (!contains(from) || !contains(to)) return tr("no such node");
   const QString toName = QString::fromStdString(node(to).def.name());
   const QString fromName = QString::fromStdString(node(from).def.name());
@@ -209,12 +209,19 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
     return tr("this would make a cycle: '%1' already feeds '%2'").arg(toName, fromName);
 
   // Would the engine accept the wire? Only a problem that this wire creates on the
-  // target counts; the graph may have others already.
-  proto::ModelDef model = toProject().model();
-  int index = indexOf(to);
-  setInput(*model.mutable_nodes(index), toPort, joinRef(node(from).def.name(), fromPort));
-  ModelAnalysis after = analyzeModel(model, batch());
-  for (const ModelProblem& p : after.problems) {
+  // target counts; the graph may have others already. The target alone is analysed
+  // with the wire, unless blocks make the whole model the unit.
+  std::vector<ModelProblem> problems;
+  if (!m_wholeAnalysis) {
+    proto::NodeDef def = node(to).def;
+    setInput(def, toPort, joinRef(node(from).def.name(), fromPort));
+    problems = m_analyzer.problemsIf(to, def);
+  } else {
+    proto::ModelDef model = toProject().model();
+    setInput(*model.mutable_nodes(indexOf(to)), toPort, joinRef(node(from).def.name(), fromPort));
+    problems = analyzeModel(model, batch()).problems;
+  }
+  for (const ModelProblem& p : problems) {
     if (p.node != node(to).def.name()) continue;
     bool old = std::any_of(analysis().problems.begin(), analysis().problems.end(),
                            [&](const ModelProblem& q) { return q.message == p.message; });

@@ -102,7 +102,7 @@ class GraphDocument : public QObject {
   // A fresh node name from `base`: "conv" -> "conv", "conv_2", "conv_3", ...
   std::string uniqueName(const std::string& base) const;
   // Why `from:fromPort -> to:toPort` may not be drawn, or empty when it may.
-  QString connectRefusal(NodeId from, int fromPort, NodeId to, int toPort) const;
+  QString connectRefusal(NodeId from, int fromPort, NodeId to, int toPort);
   bool reaches(NodeId from, NodeId to) const;  // a path of wires from -> to exists
   // The placeable ops whose first input takes the tensor `from`:`fromPort` produces
   // (every op with an input while that shape is unknown), by name.

@@ -81,12 +81,17 @@ class ModelAnalyzer {
   const std::vector<int>& changed() const { return m_changed; }
   // How many nodes the last call inferred shapes for.
   int inferred() const { return m_inferred; }
+  // The problems the node `key` would have with definition `def` instead (its
+  // wiring, and its shapes from its sources as they are now), the analysis left as
+  // it is: whether an edit would be accepted, at the cost of one node.
+  std::vector<ModelProblem> problemsIf(int key, const proto::NodeDef& def);
 
  private:
   struct Entry;
   void run(const std::vector<NodeRef>& nodes, const std::vector<int>& dirty, bool all);
   void refreshOwn(Entry& e);
-  bool relink(Entry& e);
+  // `self`: the node whose name `e` holds (a copy of it stands in for it).
+  bool relink(Entry& e, const Entry* self = nullptr);
   void sortTopologically();
   void infer(Entry& e);
   void publish(Entry& e);

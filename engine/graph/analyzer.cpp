@@ -125,7 +125,8 @@ void ModelAnalyzer::refreshOwn(Entry& e) {
 
 // Resolves `e`'s references against the names as they are now; returns whether what
 // it found differs from before.
-bool ModelAnalyzer::relink(Entry& e) {
+bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
+  if (!self) self = &e;
   std::vector<ModelProblem> problems;
   std::vector<Entry*> sources;
   std::vector<int> ports;
@@ -135,7 +136,7 @@ bool ModelAnalyzer::relink(Entry& e) {
   };
   if (e.name.empty()) {
     problem(-1, "node #" + std::to_string(e.pos + 1) + " (" + e.op + ") has no name");
-  } else if (auto it = m_byName.find(e.name); it != m_byName.end() && it->second != &e) {
+  } else if (auto it = m_byName.find(e.name); it != m_byName.end() && it->second != self) {
     problem(-1, "node '" + e.name + "': the name is used by another node");
   } else if (!e.nameProblem.empty()) {
     problem(-1, e.nameProblem);
@@ -296,6 +297,21 @@ void ModelAnalyzer::infer(Entry& e) {
   const Node& added = g.nodes[*id];
   for (ValueId v : added.outputs) e.outputs.push_back(g.values[v].desc);
   measureNode(g, added, e.cost);
+}
+
+std::vector<ModelProblem> ModelAnalyzer::problemsIf(int key, const proto::NodeDef& def) {
+  auto it = m_entries.find(key);
+  if (it == m_entries.end()) return {};
+  Entry e = it->second;  // a copy: the analysis stays as it is
+  e.def = &def;
+  refreshOwn(e);
+  relink(e, &it->second);
+  const int inferred = m_inferred;
+  infer(e);
+  m_inferred = inferred;
+  std::vector<ModelProblem> out = e.problems;
+  out.insert(out.end(), e.inferProblems.begin(), e.inferProblems.end());
+  return out;
 }
 
 // Writes `e`'s analysis under its name, if the name is its own.

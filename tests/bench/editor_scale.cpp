@@ -3,8 +3,8 @@
 // user waits for: opening it (parse, document, live analysis, scene), validating it
 // again, laying it out with Graphviz's dot, framing it, drawing a frame fitted and
 // at 1:1 while panning, and edits with the scene and the panels alive: an attribute
-// that keeps the shapes (a keystroke in the inspector), a rename, and the worst case,
-// a kernel size that changes every shape below it.
+// that keeps the shapes (a keystroke in the inspector), a rename, a rewire, and the
+// worst case, a kernel size that changes every shape below it.
 // Usage: bench_editor_scale [N ...]   (default: 1000 10000); run with
 // QT_QPA_PLATFORM=offscreen where there is no display.
 #include <QApplication>
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {1000, 10000};
   QTemporaryDir dir;
-  std::printf("%8s %9s %9s %9s %10s %9s %11s %11s %8s %9s %10s %9s\n", "nodes", "load ms",
+  std::printf("%8s %9s %9s %9s %10s %9s %11s %11s %8s %9s %9s %10s %9s\n", "nodes", "load ms",
               "scene ms", "valid ms", "layout ms", "frame ms", "draw fit ms", "draw 1:1 ms",
-              "edit ms", "rename ms", "reshape ms", "+ idle ms");
+              "edit ms", "rename ms", "rewire ms", "reshape ms", "+ idle ms");
   for (int n : sizes) {
     QString path = dir.filePath(QString("stack-%1.nlproj").arg(n));
     QFile f(path);
@@ -160,6 +160,17 @@ int main(int argc, char** argv) {
       doc.renameNode(mid, i % 2 ? "b" + std::to_string(n / 14) + "_c1" : "renamed");
       rename += ms(t) / edits;
     }
+    // A rewire near the end, as a drag from port to port: the connection is checked,
+    // every node's references are resolved again and the order redone.
+    const std::string lastBlock = "b" + std::to_string((n - 1) / 7 - 1) + "_";
+    NodeId out = doc.findNode(lastBlock + "out");
+    NodeId sum = doc.findNode(lastBlock + "add"), n2 = doc.findNode(lastBlock + "n2");
+    double rewire = 0;
+    for (int i = 0; i < edits; ++i) {
+      t.restart();
+      doc.connectPorts(i % 2 ? sum : n2, 0, out, 0);
+      rewire += ms(t) / edits;
+    }
     // The worst case: the first conv's kernel changes the shape of everything below
     // it (the first Add then fails, and everything under it is unknown), and the
     // padding brings it back.
@@ -184,9 +195,9 @@ int main(int argc, char** argv) {
       scene.finishRefresh();
       rest += ms(t) / (2 * edits);
     }
-    std::printf("%8d %9.1f %9.1f %9.1f %10.1f %9.1f %11.1f %11.1f %8.2f %9.2f %10.2f %9.2f\n",
+    std::printf("%8d %9.1f %9.1f %9.1f %10.1f %9.1f %11.1f %11.1f %8.2f %9.2f %9.2f %10.2f %9.2f\n",
                 int(doc.nodes().size()), load, sceneMs, validate, layout, frame, fit, pan, edit,
-                rename, reshape, rest);
+                rename, rewire, reshape, rest);
     std::fflush(stdout);
     (void)a;
   }

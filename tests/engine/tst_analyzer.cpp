@@ -133,6 +133,30 @@ class TestAnalyzer : public QObject {
     QCOMPARE(int(a.changed().size()), 80);
   }
 
+  // What an edit would do, asked of one node, leaves the analysis as it is.
+  void aWireIsTriedOnOneNode() {
+    Model m;
+    m.setInts(m.add("x", "Input", {}), "shape", {16});
+    m.setInt(m.add("fc", "Linear", {"x"}), "out_features", 8);
+    int sum = m.add("sum", "Add", {"fc", "fc"});
+    ModelAnalyzer a;
+    a.reset(m.refs(), 2);
+    QVERIFY(a.analysis().ok());
+    const std::string before = describe(a.analysis());
+    proto::NodeDef tried = m.defs.at(sum);
+    tried.set_inputs(1, "x");  // [2, 8] + [2, 16]
+    std::vector<ModelProblem> problems = a.problemsIf(sum, tried);
+    QCOMPARE(int(problems.size()), 1);
+    QCOMPARE(problems[0].node, std::string("sum"));
+    QVERIFY2(problems[0].message.find("'x'") != std::string::npos, problems[0].message.c_str());
+    tried.set_inputs(1, "nowhere");
+    problems = a.problemsIf(sum, tried);
+    QCOMPARE(int(problems.size()), 1);
+    QVERIFY(problems[0].message.find("dangling") != std::string::npos);
+    QVERIFY(a.problemsIf(sum, m.defs.at(sum)).empty());  // its own name is no clash
+    QCOMPARE(describe(a.analysis()), before);
+  }
+
   // Random edits of a random graph; after each, the incremental analysis equals one
   // from scratch, and every node whose analysis changed is reported.
   void randomEditsMatchAnAnalysisFromScratch() {
