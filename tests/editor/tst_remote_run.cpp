@@ -393,6 +393,9 @@ class TestRemoteRun : public QObject {
   void cancelMarksTheRunFailed() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     MainWindow w;
+    w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+      return QMessageBox::Yes;  // the loopback server's key, when this test runs alone
+    });
     QVERIFY(w.openFile(spirals("cancel", testing::kEndlessEpochs)));
     selectHost(w, "loop");
     QSignalSpy ended(w.runs(), &RunController::runEnded);
