@@ -39,6 +39,13 @@ using namespace netloom::editor;
 namespace {
 constexpr int kAutosaveMs = 60 * 1000;
 constexpr int kRecentMax = 8;
+
+// An empty project, drawn top to bottom as projects opened without positions are.
+proto::Project newProject() {
+  proto::Project p;
+  p.mutable_layout()->set_direction(proto::Layout::TOP_TO_BOTTOM);
+  return p;
+}
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent)
@@ -47,6 +54,7 @@ MainWindow::MainWindow(QWidget* parent)
     return QMessageBox::question(this, title, text, b);
   };
   setCentralWidget(m_view);
+  m_doc.setProject(newProject());
   m_runs = new RunController(&m_doc, this);
   buildDocks();
   buildActions();
@@ -215,7 +223,7 @@ void MainWindow::buildActions() {
   }
   make(file, "new", tr("&New"), QKeySequence::New, [this] {
     if (!maybeSave()) return;
-    m_doc.setProject(proto::Project{});
+    m_doc.setProject(newProject());
     m_doc.setFilePath({});
     updateTitle();
   });

@@ -409,9 +409,9 @@ class TestMainWindow : public QObject {
     QVERIFY(!w.view()->miniMap()->isVisible());
   }
 
-  // A project opened without positions is drawn top to bottom, inputs on each
-  // node's top edge; View > Draw Top to Bottom turns it to left to right and back, one
-  // undo step each way; none of it is an edit the file keeps.
+  // A project opened without positions, or a new one, is drawn top to bottom,
+  // inputs on each node's top edge; View > Draw Top to Bottom turns it to left to
+  // right and back, one undo step each way; none of it is an edit the file keeps.
   void theGraphTurnsBetweenDownAndAcross() {
     MainWindow w;
     QString path = copyProject("fashion-lenet.nlproj");
@@ -444,6 +444,11 @@ class TestMainWindow : public QObject {
     QVERIFY(doc->vertical());
     QVERIFY(w.action("topToBottom")->isChecked());
     QCOMPARE(doc->toText(), before);
+    // A new project is drawn top to bottom too.
+    doc->directionForLayout(proto::Layout::LEFT_TO_RIGHT);
+    trigger(w, "new");
+    QVERIFY(doc->nodes().empty());
+    QVERIFY(doc->vertical());
   }
 
   // On a laptop screen, with a node of long descriptions selected, every wrapped line
