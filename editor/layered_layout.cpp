@@ -10,6 +10,9 @@ namespace {
 
 using Adjacency = std::vector<std::vector<int>>;
 
+// The longest wire (in ranks crossed) that gets dummies.
+constexpr int kMaxDummySpan = 64;
+
 // Marks the edges that close a cycle (those into a node still on the depth-first
 // path), searching from nodes in index order; the rest form a DAG.
 std::vector<bool> backEdges(int n, const std::vector<std::pair<int, int>>& edges,
@@ -111,14 +114,21 @@ std::vector<std::pair<double, double>> layeredPositions(
       rank[v] = first - 1;
     }
 
-  // The layered graph: wires spanning ranks pass through one dummy per rank.
+  // The layered graph: wires spanning ranks pass through one dummy per rank, as
+  // long as the dummies stay few (a source read across thousands of ranks would
+  // need thousands); longer wires do not take part in the ordering.
   std::vector<int> layerOf = rank;
   std::vector<double> height(n), order(n);
   for (int v = 0; v < n; ++v) height[v] = boxes[v].height;
   for (int i = 0; i < n; ++i) order[topo[i]] = i;
   Adjacency up(n), down(n);
+  int64_t dummies = 0;
+  const int64_t maxDummies = 4 * int64_t(n) + 1000;
   for (int v : topo)
     for (int w : succ[v]) {
+      int span = rank[w] - rank[v] - 1;
+      if (span > 0 && (span > kMaxDummySpan || dummies + span > maxDummies)) continue;
+      dummies += std::max(span, 0);
       int from = v;
       for (int r = rank[v] + 1; r < rank[w]; ++r) {
         int d = int(layerOf.size());

@@ -91,6 +91,22 @@ class TestLayout : public QObject {
     QVERIFY(layeredPositions({}, {}).empty());
   }
 
+  // A source read by every tenth node of a 3,000-node chain, and a wire from end
+  // to end: long wires take no dummies past a bound, and everything is still placed.
+  void longWiresStayCheap() {
+    const int n = 3000;
+    std::vector<LayeredBox> boxes(n + 1, {176, 70});
+    std::vector<std::pair<int, int>> edges;
+    for (int i = 1; i < n; ++i) edges.push_back({i - 1, i});
+    for (int i = 10; i < n; i += 10) edges.push_back({n, i});
+    edges.push_back({0, n - 1});
+    Corners at = layeredPositions(boxes, edges);
+    QCOMPARE(int(at.size()), n + 1);
+    QVERIFY(overlapFree(boxes, at));
+    for (int i = 1; i < n; ++i) QVERIFY(at[i - 1].first < at[i].first);
+    QVERIFY(at[n].first < at[10].first);  // the source sits before its first reader
+  }
+
   void aLargeResidualStackLaysOutThroughAutoLayout() {
     auto project = parseProject(residualStack(600), "stack");
     QVERIFY2(project.ok(), project.ok() ? "" : project.error().message.c_str());
