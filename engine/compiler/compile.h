@@ -15,8 +15,8 @@ namespace netloom {
 
 struct CompileOptions {
   int64_t batch = 32;
-  bool training = true;                  // add the backward pass
-  bool updateParams = true;              // with training: add the optimizer update
+  bool training = true;        // add the backward pass
+  bool updateParams = true;    // with training: add the optimizer update
   bool gradientNorms = false;  // with the update: Σ grad² and a histogram per parameter, each step
   std::vector<std::string> gradientsOf;  // further tensors (e.g. inputs) to differentiate
   proto::Optimizer optimizer;            // used when training
