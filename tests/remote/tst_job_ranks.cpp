@@ -14,12 +14,14 @@
 #include "../common/wait.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
+#include "job_helpers.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 #include "sshd_fixture.h"
 
 using namespace netloom;
 using namespace netloom::remote;
+using namespace netloom::testing;
 
 class TestJobRanks : public QObject {
   Q_OBJECT
@@ -34,46 +36,8 @@ class TestJobRanks : public QObject {
                             m_dir.filePath("work"));
   }
 
-  std::unique_ptr<SshSession> session(const remotepb::Host& h) {
-    HostSpec spec = hostSpec(h);
-    spec.readSshConfig = false;
-    auto s = openSession(spec, [](const HostKey&) { return true; });
-    return s ? std::move(*s) : nullptr;
-  }
+  std::unique_ptr<SshSession> session(const remotepb::Host& h) { return testSession(h); }
   std::unique_ptr<SshSession> session() { return session(host()); }
-
-  static Status writeHeldTrainer(const QString& path, int step = 60) {
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return makeError("cannot write " + path.toStdString());
-    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=" + QByteArray::number(step) +
-            " NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE "' \"$@\"\n");
-    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    return {};
-  }
-
-  static proto::Project spirals(int epochs) {
-    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
-    p->mutable_train()->set_epochs(epochs);
-    return *p;
-  }
-
-  static SubmitOptions options(std::vector<std::string> more = {}) {
-    SubmitOptions o;
-    o.args = {"--threads", "1"};
-    o.args.insert(o.args.end(), more.begin(), more.end());
-    return o;
-  }
-
-  // Follows a job to its end.
-  static void follow(const remotepb::JobRecord& job, FollowEnd* endOut) {
-    FollowHooks hooks;
-    QElapsedTimer t;
-    t.start();
-    hooks.cancelled = [&] { return t.elapsed() > testing::kHangMs; };
-    auto end = followJob(job, 0, nullptr, hooks);
-    if (end && endOut) *endOut = *end;
-    if (!end) qWarning("%s", end.error().message.c_str());
-  }
 
   // Whether any process of the group lives (a zombie does not: whoever reaps
   // orphans here may take its time).
@@ -191,7 +155,7 @@ class TestJobRanks : public QObject {
     QCOMPARE(::write(hold0, "\n", 1), ssize_t(1));
     ::close(hold0);
     FollowEnd end;
-    follow(*job, &end);
+    followToEnd(*job, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
     const QString why = QString::fromStdString(end.message);
     QVERIFY2(why.startsWith("rank 1 (pid " + QString::number(group1) + " on second"),

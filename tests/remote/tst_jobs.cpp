@@ -18,6 +18,7 @@
 
 #include "../common/wait.h"
 #include "engine/io/project_file.h"
+#include "job_helpers.h"
 #include "kernels/core/device.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
@@ -26,7 +27,7 @@
 
 using namespace netloom;
 using namespace netloom::remote;
-using netloom::testing::waitUntil;
+using namespace netloom::testing;
 
 class TestJobs : public QObject {
   Q_OBJECT
@@ -41,12 +42,7 @@ class TestJobs : public QObject {
                             m_dir.filePath("work"));
   }
 
-  std::unique_ptr<SshSession> session(const remotepb::Host& h) {
-    HostSpec spec = hostSpec(h);
-    spec.readSshConfig = false;
-    auto s = openSession(spec, [](const HostKey&) { return true; });
-    return s ? std::move(*s) : nullptr;
-  }
+  std::unique_ptr<SshSession> session(const remotepb::Host& h) { return testSession(h); }
   std::unique_ptr<SshSession> session() { return session(host()); }
 
   // The same host, whose trainer holds every job at step 60 until a line is written
@@ -56,33 +52,6 @@ class TestJobs : public QObject {
     h.set_trainer(m_dir.filePath("held-train").toStdString());
     return h;
   }
-  static Status writeHeldTrainer(const QString& path, int step = 60) {
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return makeError("cannot write " + path.toStdString());
-    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=" + QByteArray::number(step) +
-            " NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE "' \"$@\"\n");
-    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    return {};
-  }
-
-  static proto::Project spirals(int epochs) {
-    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
-    p->mutable_train()->set_epochs(epochs);
-    return *p;
-  }
-
-  static SubmitOptions options(std::vector<std::string> more = {}) {
-    SubmitOptions o;
-    o.args = {"--threads", "1"};
-    o.args.insert(o.args.end(), more.begin(), more.end());
-    return o;
-  }
-
-  static QByteArray remoteEvents(const remotepb::JobRecord& job) {
-    QFile f(QString::fromStdString(job.dir() + "/events.pb"));
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-  }
-
   // Follows a job to its end; `cuts` times, once events flow, every SSH connection
   // is cut. Returns every byte received, in order.
   std::string follow(const remotepb::JobRecord& job, int cuts, FollowEnd* endOut = nullptr,

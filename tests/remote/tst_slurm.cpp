@@ -9,6 +9,7 @@
 
 #include "../common/wait.h"
 #include "engine/io/project_file.h"
+#include "job_helpers.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 #include "remote/slurm.h"
@@ -16,6 +17,7 @@
 
 using namespace netloom;
 using namespace netloom::remote;
+using namespace netloom::testing;
 
 class TestSlurm : public QObject {
   Q_OBJECT
@@ -33,41 +35,7 @@ class TestSlurm : public QObject {
     h.mutable_slurm();
     return h;
   }
-  std::unique_ptr<SshSession> session() {
-    HostSpec spec = hostSpec(host());
-    auto s = openSession(spec, [](const HostKey&) { return true; });
-    return s ? std::move(*s) : nullptr;
-  }
-  static proto::Project spirals(int epochs) {
-    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
-    p->mutable_train()->set_epochs(epochs);
-    return *p;
-  }
-  static SubmitOptions options() {
-    SubmitOptions o;
-    o.args = {"--threads", "1"};
-    return o;
-  }
-  // Follows a job to its end: every byte received, in order.
-  static std::string follow(const remotepb::JobRecord& job, FollowEnd* endOut) {
-    std::string bytes;
-    FollowHooks hooks;
-    hooks.onEvents = [&](int64_t at, const std::string& b, const std::vector<proto::TrainEvent>&) {
-      if (at != int64_t(bytes.size())) qWarning("gap or overlap at %lld", (long long)at);
-      bytes += b;
-    };
-    QElapsedTimer t;
-    t.start();
-    hooks.cancelled = [&] { return t.elapsed() > testing::kHangMs; };
-    auto end = followJob(job, 0, nullptr, hooks);
-    if (end && endOut) *endOut = *end;
-    if (!end) qWarning("%s", end.error().message.c_str());
-    return bytes;
-  }
-  static QByteArray remoteEvents(const remotepb::JobRecord& job) {
-    QFile f(QString::fromStdString(job.dir() + "/events.pb"));
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-  }
+  std::unique_ptr<SshSession> session() { return testSession(host()); }
   JobStatus status(const remotepb::JobRecord& job) {
     auto s = session();
     auto st = s ? jobStatus(*s, job) : Result<JobStatus>(makeError("no session"));
@@ -91,12 +59,7 @@ class TestSlurm : public QObject {
  private slots:
   void initTestCase() {
     QVERIFY(m_dir.isValid());
-    QFile f(heldTrainer());
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write("#!/bin/sh\nNETLOOM_HOLD_AT_STEP=3 NETLOOM_HOLD_FIFO=hold exec '" NETLOOM_TRAIN_EXE
-            "' \"$@\"\n");
-    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    f.close();
+    QVERIFY(writeHeldTrainer(heldTrainer(), 3).ok());
     m_skip = m_sshd.start(m_dir.path());
     if (m_skip.isEmpty()) m_skip = m_slurm.start(m_dir.filePath("slurm"));
     if (!m_skip.isEmpty()) qWarning("Slurm tests skip: %s", qPrintable(m_skip));
@@ -187,7 +150,7 @@ class TestSlurm : public QObject {
     QCOMPARE(QString::fromStdString(st.describe()), QString("pending (JobHeldUser)"));
     m_slurm.run("scontrol", {"release", QString::fromStdString(job->slurm_job_id())});
     FollowEnd end;
-    const std::string bytes = follow(*job, &end);
+    const std::string bytes = followToEnd(*job, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
     QCOMPARE(QByteArray::fromStdString(bytes), remoteEvents(*job));
     QVERIFY(testing::waitUntil([&] { return status(*job).state == "finished"; }));
@@ -210,7 +173,7 @@ class TestSlurm : public QObject {
     auto job = submitSlurm(*s, h, spirals(1), options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     FollowEnd end;
-    const std::string bytes = follow(*job, &end);
+    const std::string bytes = followToEnd(*job, &end);
     QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
     auto events = readEvents(job->dir() + "/events.pb");
     QVERIFY(events.ok());
@@ -231,7 +194,7 @@ class TestSlurm : public QObject {
     const int hold = held->second;
     QVERIFY(signalJob(*s, job, "KILL").ok());
     FollowEnd end;
-    follow(job, &end);
+    followToEnd(job, &end);
     ::close(hold);
     QVERIFY(testing::waitUntil([&] { return status(job).state == "cancelled"; }));
     // Pause is not offered.
@@ -248,7 +211,7 @@ class TestSlurm : public QObject {
     const int hold = held->second;
     QVERIFY(signalJob(*s, job, "TERM").ok());
     FollowEnd end;
-    follow(job, &end);
+    followToEnd(job, &end);
     ::close(hold);
     QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
     QVERIFY(testing::waitUntil([&] { return status(job).state == "stopped"; }));
@@ -267,7 +230,7 @@ class TestSlurm : public QObject {
     const int hold = held->second;
     m_slurm.run("scontrol", {"requeue", QString::fromStdString(job.slurm_job_id())});
     FollowEnd end;
-    follow(job, &end);
+    followToEnd(job, &end);
     ::close(hold);
     QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
     auto events = readEvents(job.dir() + "/events.pb");
@@ -317,7 +280,7 @@ class TestSlurm : public QObject {
     auto job = submitSlurm(*s, h, spirals(3), options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     FollowEnd end;
-    follow(*job, &end);
+    followToEnd(*job, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Failed));
     QVERIFY2(end.message.find("time limit") != std::string::npos, end.message.c_str());
     QCOMPARE(QString::fromStdString(status(*job).describe()), QString("failed: time limit"));
@@ -379,7 +342,7 @@ class TestSlurm : public QObject {
     auto job = submitSlurm(*s, h, p, options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     FollowEnd end;
-    follow(*job, &end);
+    followToEnd(*job, &end);
     QCOMPARE(int(end.how), int(FollowEnd::How::Finished));
     h.mutable_slurm()->set_account("a'; touch PWNED5; '");
     QVERIFY(!submitSlurm(*s, h, p, options()).ok());
