@@ -185,11 +185,7 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
   connect(m_remote.get(), &RunTarget::stateChanged, this, &RunController::reloadHistory);
   // News goes to the window's message line, once; uploads to the run's status and
   // its bar.
-  connect(m_remote.get(), &RunTarget::notice, this, [this](const QString& text) {
-    if (m_progress->maximum() == 1000 && m_progress->format() == tr("uploading %p%"))
-      m_progress->setRange(0, 0);  // the upload is over: busy until the run's first step
-    emit message(text);
-  });
+  connect(m_remote.get(), &RunTarget::notice, this, &RunController::message);
   connect(m_remote.get(), &RunTarget::transfer, this, &RunController::showTransfer);
   return m_remote.get();
 }
@@ -202,6 +198,7 @@ void RunController::showTransfer(const QString& what, qint64 done, qint64 total)
   m_progress->setFormat(tr("uploading %p%"));
   m_progress->setRange(0, 1000);
   m_progress->setValue(total > 0 ? int(done * 1000 / total) : 1000);
+  if (done >= total) m_progress->setRange(0, 0);  // sent: busy until the run's first step
 }
 
 void RunController::begin(const QString& what) {
