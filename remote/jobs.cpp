@@ -134,6 +134,7 @@ std::vector<std::pair<std::string, std::string*>> dataPaths(proto::Project& p) {
     add("data.csv.train_path", csv->mutable_train_path());
     add("data.csv.test_path", csv->mutable_test_path());
   }
+  add("train.init_weights", p.mutable_train()->mutable_init_weights());
   return out;
 }
 

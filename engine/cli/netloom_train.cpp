@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cli/convert.h"
 #include "engine/cli/hold.h"
 #include "engine/cli/progress.h"
 #include "engine/cli/ranks.h"
@@ -35,6 +36,9 @@ namespace {
 
 const char* kUsage =
     "usage: netloom-train PROJECT.nlproj [options]\n"
+    "       netloom-train PROJECT.nlproj --export-onnx F.onnx [--init-weights W] [--fold-bn]\n"
+    "       netloom-train --import-onnx F.onnx --to P.nlproj\n"
+    "       netloom-train PROJECT.nlproj --export-pytorch DIR\n"
     "  --epochs N          train for N epochs (default: the project's)\n"
     "  --max-steps N       stop after N optimizer steps\n"
     "  --batch-size N      samples per step (default: the project's)\n"
@@ -75,7 +79,16 @@ const char* kUsage =
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
     "                      activation memory, then exit\n"
     "  --quiet             no progress output\n"
-    "  --version           print the version and exit\n";
+    "  --version           print the version and exit\n"
+    "conversions:\n"
+    "  --export-onnx F     write the evaluation graph as ONNX (opset 17) with the\n"
+    "                      weights of --init-weights, or else the project's initial ones\n"
+    "  --fold-bn           fold each BatchNorm into the layer before it in the export\n"
+    "  --import-onnx F --to P.nlproj\n"
+    "                      make a project of an ONNX model, its initializers saved as\n"
+    "                      P.safetensors, the project's initial weights\n"
+    "  --export-pytorch DIR  write model.py (an nn.Module that loads this project's\n"
+    "                      safetensors) and train.py (the same training in PyTorch)\n";
 
 struct Args {
   std::string project, events, summaryJson, devices;
@@ -284,6 +297,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  if (int rc = netloom::cli::runConversion(argc, argv); rc >= 0) return rc;
   Args a;
   if (std::string err = parseArgs(argc, argv, a); !err.empty()) {
     std::fprintf(stderr, "netloom-train: %s\n%s", err.c_str(),

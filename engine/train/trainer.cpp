@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -170,11 +171,14 @@ Status Fit::start(const proto::Project& project) {
   if (Status st = checkDataFits(*m_main, s.data.val, "validation"); !st) return fail(st.message());
   if (Status st = checkDataFits(*m_main, s.data.test, "test"); !st) return fail(st.message());
   if (Status st = planRun(s, *m_train, *m_eval); !st) return failWith(st.error());
-  if (!m_opts.initWeights.empty()) {
-    auto tensors = readSafetensors(m_opts.initWeights);
+  // --init-weights wins over the project's own initial weights (an imported model's).
+  std::string init = m_opts.initWeights;
+  if (init.empty() && !s.project.train().init_weights().empty())
+    init = (std::filesystem::path(m_opts.projectDir) / s.project.train().init_weights()).string();
+  if (!init.empty()) {
+    auto tensors = readSafetensors(init);
     if (!tensors) return fail(tensors.error().message);
-    if (Status st = m_store->importParams(*tensors, m_opts.initWeights); !st)
-      return fail(st.message());
+    if (Status st = m_store->importParams(*tensors, init); !st) return fail(st.message());
   }
   if (!m_opts.resume.empty()) {
     auto ckpt = readCheckpoint(m_opts.resume);
