@@ -1,7 +1,55 @@
+// exportPytorch: generates every file's text first and writes only when all of it
+// exists, each file through a temporary name, so a refused project leaves the
+// folder as it was.
 #include "engine/interop/pytorch_export.h"
 
+#include <filesystem>
+#include <fstream>
+
+#include "engine/interop/pytorch_gen.h"
+
 namespace netloom {
-Status exportPytorch(const proto::Project&, const std::string&, const std::string&) {
-  return makeError("PyTorch export is not built yet");
+
+namespace {
+
+Status writeText(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return makeError("cannot write '" + tmp.string() + "'");
+    f << text;
+    if (!f.flush()) return makeError("cannot write '" + tmp.string() + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return makeError("cannot write '" + path.string() + "': " + ec.message());
+  return {};
 }
+
+}  // namespace
+
+Status exportPytorch(const proto::Project& project, const std::string& projectDir,
+                     const std::string& outDir) {
+  auto model = pytorch::generateModel(project);
+  if (!model) return makeError("PyTorch export: " + model.error().message);
+  auto train = pytorch::generateTrain(project, projectDir, *model);
+  if (!train) return makeError("PyTorch export: " + train.error().message);
+  std::string readme =
+      "# " + (project.name().empty() ? model->className : project.name()) +
+      " in PyTorch\n\n"
+      "`model.py` holds the model (`build_model()`, `load_weights(model, \"run.safetensors\")`"
+      " loads a NetLoom run's weights strictly); `python3 train.py --epochs 1` trains it as "
+      "NetLoom would (`--max-steps`, `--train-limit`, `--test-limit`, `--weights F`, `--save F`"
+      "; see `--help`).\n";
+
+  std::error_code ec;
+  std::filesystem::create_directories(outDir, ec);
+  if (ec) return makeError("PyTorch export: cannot make '" + outDir + "': " + ec.message());
+  const std::filesystem::path dir(outDir);
+  if (Status st = writeText(dir / "model.py", model->text); !st) return st;
+  if (Status st = writeText(dir / "train.py", *train); !st) return st;
+  return writeText(dir / "README.md", readme);
+}
+
 }  // namespace netloom
