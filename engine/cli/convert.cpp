@@ -47,16 +47,16 @@ std::string parse(int argc, char** argv, ConvertArgs& c) {
       c.foldBn = true;
     } else if (k == "--quiet") {
     } else if (!k.empty() && k[0] == '-') {
-      return "'" + k + "' does not go with a conversion (--export-onnx, --import-onnx, "
-                       "--export-pytorch)";
+      return "'" + k +
+             "' does not go with a conversion (--export-onnx, --import-onnx, "
+             "--export-pytorch)";
     } else if (c.project.empty()) {
       c.project = k;
     } else {
       return "more than one project given ('" + c.project + "' and '" + k + "')";
     }
   }
-  const int conversions =
-      !c.exportOnnx.empty() + !c.importOnnx.empty() + !c.exportPytorch.empty();
+  const int conversions = !c.exportOnnx.empty() + !c.importOnnx.empty() + !c.exportPytorch.empty();
   if (conversions > 1) return "give one of --export-onnx, --import-onnx and --export-pytorch";
   if (!c.importOnnx.empty()) {
     if (c.to.empty()) return "--import-onnx needs --to PROJECT.nlproj";

@@ -10,7 +10,9 @@
 namespace netloom {
 
 int64_t Dataset::memoryBytes() const {
-  return int64_t(bytes.size() + (floats.size() + labels.size() + targets.size()) * 4);
+  int64_t paths = 0;
+  for (const std::string& f : files) paths += int64_t(sizeof f + f.capacity());
+  return int64_t(bytes.size() + (floats.size() + labels.size() + targets.size()) * 4) + paths;
 }
 
 Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
@@ -23,7 +25,11 @@ Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
   if (!targets.empty()) out.targets.resize(n);
   out.labelFile = labelFile;
   out.originsAreLines = originsAreLines;
+  out.image = image;
+  out.skipUnreadable = skipUnreadable;
+  out.decodeThreads = decodeThreads;
   if (!origins.empty()) out.origins.resize(n);
+  if (!files.empty()) out.files.resize(n);
   if (!bytes.empty()) out.bytes.resize(n * f);
   if (!floats.empty()) out.floats.resize(n * f);
   for (int64_t i = 0; i < n; ++i) {
@@ -32,6 +38,7 @@ Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
     out.labels[i] = labels[src];
     if (!targets.empty()) out.targets[i] = targets[src];
     if (!origins.empty()) out.origins[i] = origins[src];
+    if (!files.empty()) out.files[i] = files[src];
     if (!bytes.empty()) std::memcpy(&out.bytes[i * f], &bytes[src * f], f);
     if (!floats.empty()) std::memcpy(&out.floats[i * f], &floats[src * f], f * sizeof(float));
   }

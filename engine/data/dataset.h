@@ -1,16 +1,19 @@
-// In-memory datasets and the loader that turns them into batches. Sources (IDX,
-// CSV, synthetic) produce a Dataset; splitting, normalisation, augmentation,
-// shuffling, batching and prefetching happen here so every source behaves alike.
+// Datasets and the loader that turns them into batches. Sources (IDX, CSV, image
+// folders and lists, synthetic) produce a Dataset; splitting, normalisation,
+// augmentation, shuffling, batching and prefetching happen here so every source
+// behaves alike.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/data/image_decode.h"
 #include "engine/proto/project.pb.h"
 #include "engine/runtime/memory_budget.h"
 #include "engine/util/status.h"
@@ -33,6 +36,14 @@ struct Dataset {
   std::string labelFile;
   std::vector<int64_t> origins;
   bool originsAreLines = false;
+  // Images left on disk: one file per sample, decoded to `image` as batches are
+  // assembled, on `decodeThreads` threads; `bytes` stays empty. An unreadable file
+  // fails the pass, naming it, or with `skipUnreadable` is replaced by the next
+  // readable sample and counted.
+  std::vector<std::string> files;
+  ImageSpec image;
+  bool skipUnreadable = false;
+  int decodeThreads = 1;
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   int64_t featuresPerSample() const { return numel(sampleShape); }
@@ -47,9 +58,11 @@ struct Dataset {
 // ("training", "test") when the labels have no file.
 Status checkClassLabels(const Dataset& data, int32_t classes, const std::string& split);
 
-// Scale then affine: x' = (x * scale - mean) / std.
+// Scale then affine: x' = (x * scale - mean) / std, with one mean and std per channel
+// of C × H × W samples where `channelMean` is set.
 struct Normalizer {
   float scale = 1.0f, mean = 0.0f, std = 1.0f;
+  std::vector<float> channelMean, channelStd;  // empty, or one per channel
 };
 
 // Random crop, horizontal flip and translation of C×H×W images, applied to raw
@@ -76,8 +89,34 @@ struct Augmenter {
 struct DataSplits {
   Dataset train, val, test;
   Normalizer norm;
-  Augmenter augment{};  // for the training loader only; off unless the DataDef asks
+  Augmenter augment{};                  // for the training loader only; off unless the DataDef asks
+  std::vector<std::string> classNames;  // label i's name, where the source names classes
+  std::vector<std::string> warnings;    // what was accepted but should be looked at
 };
+
+// What an image folder or list holds, before anything is decoded.
+struct ImageIndex {
+  std::vector<std::string> paths;  // one per sample, in label-then-name order for folders
+  std::vector<int32_t> labels;
+  std::vector<int64_t> lines;           // lists: each sample's line in its CSV
+  std::vector<std::string> classNames;  // sorted folder names, or the list's class names
+  std::vector<int64_t> perClass;        // samples per class
+  std::vector<std::string> warnings;    // empty class folders, files that are not images
+};
+
+// Lists `dir`'s class folders (sorted) and their PNG and JPEG files (sorted), without
+// opening any. `classNames`, when given, fixes the classes (a test folder must use
+// the training folder's): a folder not among them is an error naming it.
+Result<ImageIndex> listImageFolder(const std::string& dir,
+                                   const std::vector<std::string>* classNames = nullptr);
+// Reads a CSV of path,label lines; paths resolve against the CSV's folder. Labels are
+// all whole numbers (class indices) or else class names, sorted into indices unless
+// `classNames` fixes them.
+Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
+                                 const std::vector<std::string>* classNames = nullptr);
+// Where an image source's shape is unset (0), takes it from the model's first Input
+// whose sample shape is channels × height × width.
+void resolveImageShape(proto::DataDef& def, const proto::ModelDef& model);
 
 // Readers. Errors name the file and what is wrong with it. Sizes a file claims are
 // checked against its real size, and what the reader allocates is planned in
@@ -143,31 +182,45 @@ class BatchLoader {
   int64_t batchesPerEpoch() const;
   // The steps of an epoch over n samples, with batches of `batch` per rank.
   static int64_t steps(int64_t n, int64_t batch, int ranks, bool dropShort = true);
-  // Fails when the options do not fit the data (augmentation of non-image samples);
-  // such a loader yields no batches.
-  const Status& status() const { return m_status; }
+  // Fails when the options do not fit the data (augmentation of non-image samples),
+  // and once next() has returned false, when an image could not be decoded: the
+  // batches before it were delivered.
+  Status status() const;
+  // Unreadable images replaced so far (the dataset's skipUnreadable), and the first.
+  int64_t skipped() const { return m_skipped; }
+  std::string firstSkipped() const;
+  // Batches a loader over `data` holds at once: ready, being assembled, being read.
+  static int64_t batchesHeld(const Dataset& data, int prefetch);
 
   // The sample order for one epoch, exposed for tests.
   static std::vector<int64_t> epochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
  private:
-  void produce();
+  struct Range {
+    int64_t start, count, global;  // this rank's share of a step's batch, in m_order
+  };
+  class Assembler;
+  void work();
+  void noteSkipped(const std::string& what);
 
   const Dataset& m_data;
   Normalizer m_norm;
   Options m_opts;
   Status m_status;
   std::vector<int64_t> m_order;
-  struct Range {
-    int64_t start, count, global;  // this rank's share of a step's batch, in m_order
-  };
   std::vector<Range> m_batches;  // those left to load
-  std::thread m_thread;
-  std::mutex m_mutex;
+  std::vector<std::thread> m_threads;
+  mutable std::mutex m_mutex;
   std::condition_variable m_cv;
-  std::deque<Batch> m_ready;
-  bool m_done = false;
+  // Workers claim batches in order and hand them back by index; next() takes them in
+  // order. A batch that fails stops the claims at it.
+  std::map<int64_t, Batch> m_ready;
+  int64_t m_nextClaim = 0, m_nextOut = 0;
+  int64_t m_failedAt = INT64_MAX;
+  int m_running = 0;
   bool m_stop = false;
+  std::atomic<int64_t> m_skipped{0};
+  std::string m_firstSkipped;
 };
 
 }  // namespace netloom

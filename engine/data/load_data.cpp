@@ -2,26 +2,23 @@
 // normaliser. Every source passes through the same limit, split and
 // normalisation steps, so they all behave alike.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
-#include "engine/data/dataset.h"
+#include "engine/data/sources.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
 
 namespace netloom {
+using data_internal::resolve;
+using data_internal::splitOff;
 namespace {
 
 constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist/";
 // Stream tags keep the seeded splits independent of each other and of the shuffle.
 constexpr uint64_t kTestSplitStream = 0x7E57;
 constexpr uint64_t kValSplitStream = 0x7A11D;
-
-std::string resolve(const std::string& path, const std::string& baseDir) {
-  std::filesystem::path p(path);
-  if (baseDir.empty() || p.is_absolute()) return path;
-  return (std::filesystem::path(baseDir) / p).string();
-}
 
 std::string orDefault(const std::string& path, const char* file, const std::string& baseDir) {
   return path.empty() ? std::string(kFashionDir) + file : resolve(path, baseDir);
@@ -36,20 +33,6 @@ std::vector<int64_t> prefix(int64_t n) {
 Dataset takeFirst(const Dataset& ds, int64_t limit) {
   if (limit <= 0 || limit >= ds.size()) return ds;
   return ds.subset(prefix(limit));
-}
-
-// Holds out round(n * fraction) samples chosen by a seeded shuffle. Both parts
-// keep the original order, so a later "first N" still means the file's first N.
-void splitOff(const Dataset& all, double fraction, uint64_t key, Dataset& keep, Dataset& held) {
-  const int64_t n = all.size();
-  const auto k = std::clamp<int64_t>(std::llround(n * fraction), 0, n);
-  std::vector<int64_t> order = BatchLoader::epochOrder(n, true, key, 0);
-  std::vector<int64_t> heldIdx(order.begin(), order.begin() + k);
-  std::vector<int64_t> keepIdx(order.begin() + k, order.end());
-  std::sort(heldIdx.begin(), heldIdx.end());
-  std::sort(keepIdx.begin(), keepIdx.end());
-  held = all.subset(heldIdx);
-  keep = all.subset(keepIdx);
 }
 
 Result<DataSplits> loadIdx(const proto::IdxSource& src, const std::string& baseDir,
@@ -159,27 +142,27 @@ Result<DataSplits> loadSynthetic(const proto::SyntheticSource& src, uint64_t see
   }
 }
 
-// Mean and standard deviation of every feature value (after `scale`) in `ds`.
-void featureStats(const Dataset& ds, double scale, double& mean, double& stddev) {
+// Mean and standard deviation (after `scale`) of the byte values counted in `hist`.
+void histogramStats(const std::array<int64_t, 256>& hist, double scale, double& mean,
+                    double& stddev) {
   double sum = 0, sumSq = 0;
   int64_t count = 0;
-  if (!ds.bytes.empty()) {
-    // A histogram makes byte data one pass of integer increments.
-    std::vector<int64_t> hist(256, 0);
-    for (uint8_t v : ds.bytes) ++hist[v];
-    for (int v = 0; v < 256; ++v) {
-      const double x = v * scale;
-      sum += x * hist[v];
-      count += hist[v];
-    }
-    mean = count ? sum / count : 0.0;
-    for (int v = 0; v < 256; ++v) sumSq += hist[v] * (v * scale - mean) * (v * scale - mean);
-  } else {
-    for (float v : ds.floats) sum += v * scale;
-    count = static_cast<int64_t>(ds.floats.size());
-    mean = count ? sum / count : 0.0;
-    for (float v : ds.floats) sumSq += (v * scale - mean) * (v * scale - mean);
+  for (int v = 0; v < 256; ++v) {
+    sum += v * scale * hist[v];
+    count += hist[v];
   }
+  mean = count ? sum / count : 0.0;
+  for (int v = 0; v < 256; ++v) sumSq += hist[v] * (v * scale - mean) * (v * scale - mean);
+  stddev = count ? std::sqrt(sumSq / count) : 1.0;
+}
+
+// Mean and standard deviation of every feature value (after `scale`) in float data.
+void featureStats(const Dataset& ds, double scale, double& mean, double& stddev) {
+  double sum = 0, sumSq = 0;
+  for (float v : ds.floats) sum += v * scale;
+  const auto count = static_cast<int64_t>(ds.floats.size());
+  mean = count ? sum / count : 0.0;
+  for (float v : ds.floats) sumSq += (v * scale - mean) * (v * scale - mean);
   stddev = count ? std::sqrt(sumSq / count) : 1.0;
 }
 
@@ -192,6 +175,32 @@ Status checkFinite(const char* field, double v, const char* why = "") {
                                      : std::to_string(v);
   return makeError(std::string("data.normalization.") + field + " is " + text +
                    ": it must be a finite number" + why);
+}
+
+// FIXED per-channel values: one per channel of C × H × W samples.
+Status fixedChannels(const proto::Normalization& def, const Dataset& train, Normalizer& n) {
+  if (def.channel_mean().empty() && def.channel_std().empty()) return {};
+  const int64_t channels = train.sampleShape.size() == 3 ? train.sampleShape[0] : 0;
+  for (auto [field, values] :
+       {std::pair{"channel_mean", &def.channel_mean()}, {"channel_std", &def.channel_std()}}) {
+    if (values->empty() || values->size() == channels) continue;
+    return makeError("data.normalization." + std::string(field) + " has " +
+                     std::to_string(values->size()) + " values but the samples have " +
+                     (channels ? std::to_string(channels) + " channels"
+                               : shapeToString(train.sampleShape) + " features, not channels"));
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    const double mean = def.channel_mean().empty() ? def.mean() : def.channel_mean(int(c));
+    const double sd = def.channel_std().empty() ? n.std : def.channel_std(int(c));
+    if (Status st = checkFinite("channel_mean", mean); !st) return st;
+    if (Status st = checkFinite("channel_std", sd); !st) return st;
+    if (!(sd > 0))
+      return makeError("data.normalization.channel_std must be positive, got " +
+                       std::to_string(sd));
+    n.channelMean.push_back(float(mean));
+    n.channelStd.push_back(float(sd));
+  }
+  return {};
 }
 
 Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset& train) {
@@ -211,18 +220,36 @@ Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset
       }
       n.mean = static_cast<float>(def.mean());
       n.std = def.std() == 0 ? 1.0f : static_cast<float>(def.std());  // 0: unset
+      if (Status st = fixedChannels(def, train, n); !st) return st.error();
       break;
     case proto::Normalization::STANDARDIZE: {
-      double mean = 0, stddev = 1;
-      featureStats(train, scale, mean, stddev);
       const char* why =
           " (STANDARDIZE computed it from the training split, which holds "
           "non-finite or huge values)";
-      if (Status st = checkFinite("mean", mean, why); !st) return st.error();
-      if (Status st = checkFinite("std", stddev, why); !st) return st.error();
-      n.mean = static_cast<float>(mean);
-      // A constant feature set has nothing to rescale; 1 keeps it finite.
-      n.std = stddev > 1e-12 ? static_cast<float>(stddev) : 1.0f;
+      std::vector<double> means(1), stds(1, 1.0);
+      if (train.bytes.empty() && train.files.empty()) {
+        featureStats(train, scale, means[0], stds[0]);
+      } else {
+        // Images: one mean and std per channel, from every training pixel.
+        auto hist = data_internal::channelHistograms(train);
+        if (!hist) return hist.error();
+        means.resize(hist->size());
+        stds.resize(hist->size());
+        for (size_t c = 0; c < hist->size(); ++c)
+          histogramStats((*hist)[c], scale, means[c], stds[c]);
+      }
+      for (size_t c = 0; c < means.size(); ++c) {
+        if (Status st = checkFinite("mean", means[c], why); !st) return st.error();
+        if (Status st = checkFinite("std", stds[c], why); !st) return st.error();
+        // A constant feature set has nothing to rescale; 1 keeps it finite.
+        if (!(stds[c] > 1e-12)) stds[c] = 1.0;
+      }
+      n.mean = static_cast<float>(means[0]);
+      n.std = static_cast<float>(stds[0]);
+      if (means.size() > 1) {
+        n.channelMean.assign(means.begin(), means.end());
+        n.channelStd.assign(stds.begin(), stds.end());
+      }
       break;
     }
     default: return makeError("unknown normalization kind " + std::to_string(def.kind()));
@@ -262,9 +289,31 @@ std::vector<std::string> dataProblems(const proto::DataDef& def, const std::stri
         need("data.csv.test_path", resolve(def.csv().test_path(), baseDir));
       break;
     case proto::DataDef::kSynthetic: break;
+    case proto::DataDef::kImageFolder:
+    case proto::DataDef::kImageList: {
+      const bool folder = def.has_image_folder();
+      const proto::ImageSource& s = folder ? def.image_folder() : def.image_list();
+      const std::string field = folder ? "data.image_folder." : "data.image_list.";
+      auto check = [&](const char* which, const std::string& path) {
+        if (path.empty()) return;
+        const std::string full = resolve(path, baseDir), name = field + which;
+        std::error_code ec;
+        if (!folder) return need(name, full);
+        if (!std::filesystem::is_directory(full, ec))
+          out.push_back(
+              name + ": " + full +
+              (std::filesystem::exists(full, ec) ? " is not a folder" : " does not exist"));
+      };
+      if (s.train().empty())
+        out.push_back(field + "train: no " + (folder ? "folder" : "list") + " is named");
+      check("train", s.train());
+      check("test", s.test());
+      check("validation", s.validation());
+      break;
+    }
     case proto::DataDef::SOURCE_NOT_SET:
       out.push_back(
-          "data: the project has no data source (IDX files, a CSV file or a "
+          "data: the project has no data source (IDX files, a CSV file, images or a "
           "synthetic set, under Data)");
       break;
   }
@@ -280,6 +329,10 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
     case proto::DataDef::kIdx: loaded = loadIdx(def.idx(), baseDir, budget); break;
     case proto::DataDef::kCsv: loaded = loadCsv(def.csv(), baseDir, seed, budget); break;
     case proto::DataDef::kSynthetic: loaded = loadSynthetic(def.synthetic(), seed, *budget); break;
+    case proto::DataDef::kImageFolder:
+    case proto::DataDef::kImageList:
+      loaded = data_internal::loadImages(def, baseDir, seed, *budget);
+      break;
     case proto::DataDef::SOURCE_NOT_SET: break;
   }
   if (!loaded) return loaded;
@@ -297,12 +350,16 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
   if (!(valFraction >= 0 && valFraction < 1)) {
     return makeError("validation_fraction must be in [0, 1), got " + std::to_string(valFraction));
   }
+  if (valFraction > 0 && s.val.size() > 0)
+    return makeError(
+        "data.validation_fraction is set but the images name a validation set of their "
+        "own: use one or the other");
   if (valFraction > 0) {
     if (Status st = budget->check("data.validation_fraction", s.train.memoryBytes()); !st)
       return st.error();
     Dataset all = std::move(s.train);
     splitOff(all, valFraction, hashCombine(seed, kValSplitStream), s.train, s.val);
-  } else {
+  } else if (s.val.size() == 0) {
     s.val.sampleShape = s.train.sampleShape;
   }
 
@@ -325,4 +382,25 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
   return loaded;
 }
 
+namespace data_internal {
+
+std::string resolve(const std::string& path, const std::string& baseDir) {
+  std::filesystem::path p(path);
+  if (baseDir.empty() || p.is_absolute()) return path;
+  return (std::filesystem::path(baseDir) / p).string();
+}
+
+void splitOff(const Dataset& all, double fraction, uint64_t key, Dataset& keep, Dataset& held) {
+  const int64_t n = all.size();
+  const auto k = std::clamp<int64_t>(std::llround(n * fraction), 0, n);
+  std::vector<int64_t> order = BatchLoader::epochOrder(n, true, key, 0);
+  std::vector<int64_t> heldIdx(order.begin(), order.begin() + k);
+  std::vector<int64_t> keepIdx(order.begin() + k, order.end());
+  std::sort(heldIdx.begin(), heldIdx.end());
+  std::sort(keepIdx.begin(), keepIdx.end());
+  held = all.subset(heldIdx);
+  keep = all.subset(keepIdx);
+}
+
+}  // namespace data_internal
 }  // namespace netloom

@@ -9,19 +9,115 @@
 namespace netloom {
 namespace {
 
-// One sample to normalised floats. Byte data goes through a 256-entry table so the
-// inner loop is one load per element.
-void normaliseBytes(const uint8_t* row, int64_t f, const std::array<float, 256>& table,
-                    float* out) {
-  for (int64_t j = 0; j < f; ++j) out[j] = table[row[j]];
-}
-
-void normaliseFloats(const float* row, int64_t f, const Normalizer& norm, float* out) {
-  const float scale = norm.scale, mean = norm.mean, invStd = 1.0f / norm.std;
-  for (int64_t j = 0; j < f; ++j) out[j] = (row[j] * scale - mean) * invStd;
-}
+// Samples whose image cannot be read are replaced by the next readable one, up to
+// this many tries, so a batch keeps its size and every rank its step count.
+constexpr int kSubstituteTries = 64;
 
 }  // namespace
+
+// Turns samples into a batch's normalised rows: decodes, augments, then normalises.
+// One per worker thread, with its own scratch rows.
+class BatchLoader::Assembler {
+ public:
+  explicit Assembler(BatchLoader& l) : m_l(l) {
+    const Dataset& d = l.m_data;
+    m_f = d.featuresPerSample();
+    m_files = !d.files.empty();
+    m_bytes = m_files || !d.bytes.empty();
+    m_floats = !m_bytes && !d.floats.empty();
+    const bool augmenting = l.m_opts.augment.enabled();
+    m_byteScratch.resize(augmenting && m_bytes ? m_f : 0);
+    m_floatScratch.resize(augmenting && m_floats ? m_f : 0);
+    m_decoded.resize(m_files ? m_f : 0);
+    // One 256-entry table per channel (or one for all) makes normalising a byte one load.
+    const Normalizer& n = l.m_norm;
+    const int64_t channels = n.channelMean.empty() ? 1 : int64_t(n.channelMean.size());
+    m_plane = n.channelMean.empty() || d.sampleShape.size() != 3 ? m_f : m_f / channels;
+    m_tables.resize(m_bytes ? channels : 0);
+    for (int64_t c = 0; c < int64_t(m_tables.size()); ++c) {
+      const float mean = n.channelMean.empty() ? n.mean : n.channelMean[c];
+      const float invStd = 1.0f / (n.channelMean.empty() ? n.std : n.channelStd[c]);
+      for (int v = 0; v < 256; ++v) m_tables[c][v] = (float(v) * n.scale - mean) * invStd;
+    }
+  }
+
+  // Fills `out` with the samples of `range`; false with `error` set when an image
+  // cannot be read (and may not be skipped).
+  bool assemble(const Range& range, Batch& out, std::string& error) {
+    const Dataset& d = m_l.m_data;
+    const int64_t count = range.count;
+    const int64_t* idx = m_l.m_order.data() + range.start;
+    out.size = count;
+    out.globalSize = range.global;
+    out.x.resize(count * m_f);
+    out.labels.resize(count);
+    out.labelFloats.resize(count);
+    const Augmenter& augment = m_l.m_opts.augment;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t sample = idx[i];
+      float* dst = out.x.data() + i * m_f;
+      const uint64_t key =
+          augment.enabled() ? Augmenter::sampleKey(m_l.m_opts.seed, m_l.m_opts.epoch, sample) : 0;
+      if (m_bytes) {
+        const uint8_t* row = nullptr;
+        if (m_files) {
+          if (!decode(sample, error)) return false;
+          row = m_decoded.data();
+        } else {
+          row = d.bytes.data() + sample * m_f;
+        }
+        if (augment.enabled()) {
+          augment.apply(row, m_byteScratch.data(), d.sampleShape, key);
+          row = m_byteScratch.data();
+        }
+        for (int64_t j = 0; j < m_f; ++j) dst[j] = m_tables[j / m_plane][row[j]];
+      } else if (m_floats) {
+        const float* row = d.floats.data() + sample * m_f;
+        if (augment.enabled()) {
+          augment.apply(row, m_floatScratch.data(), d.sampleShape, key);
+          row = m_floatScratch.data();
+        }
+        const Normalizer& n = m_l.m_norm;
+        const float scale = n.scale, mean = n.mean, invStd = 1.0f / n.std;
+        for (int64_t j = 0; j < m_f; ++j) dst[j] = (row[j] * scale - mean) * invStd;
+      }
+      out.labels[i] = d.labels[sample];
+      out.labelFloats[i] = d.targets.empty() ? float(out.labels[i]) : d.targets[sample];
+    }
+    return true;
+  }
+
+ private:
+  // Decodes `sample` into m_decoded; a substitute's label replaces the sample's.
+  bool decode(int64_t& sample, std::string& error) {
+    const Dataset& d = m_l.m_data;
+    std::string why;
+    if (decodeImage(d.files[sample], d.image, m_decoded.data(), why)) return true;
+    const std::string first = "'" + d.files[sample] + "' " + why;
+    if (!d.skipUnreadable) {
+      error = first;
+      return false;
+    }
+    m_l.noteSkipped(first);
+    for (int k = 1; k < kSubstituteTries && k < d.size(); ++k) {
+      const int64_t next = (sample + k) % d.size();
+      if (decodeImage(d.files[next], d.image, m_decoded.data(), why)) {
+        sample = next;
+        return true;
+      }
+    }
+    error = first + ", and the " + std::to_string(kSubstituteTries - 1) +
+            " images after it cannot be read either";
+    return false;
+  }
+
+  BatchLoader& m_l;
+  int64_t m_f = 0, m_plane = 1;
+  bool m_files = false, m_bytes = false, m_floats = false;
+  std::vector<uint8_t> m_byteScratch, m_decoded;
+  std::vector<float> m_floatScratch;
+  std::vector<std::array<float, 256>> m_tables;
+};
 
 std::vector<int64_t> BatchLoader::epochOrder(int64_t n, bool shuffle, uint64_t seed,
                                              int64_t epoch) {
@@ -58,7 +154,10 @@ BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options op
       if (count > 0) m_batches.push_back({at + r * share + std::min(r, extra), count, size});
     }
   }
-  m_thread = std::thread([this] { produce(); });
+  const int workers = m_data.files.empty() ? 1 : std::max(1, m_data.decodeThreads);
+  m_opts.prefetch = std::max(m_opts.prefetch, workers);
+  m_running = workers;
+  for (int w = 0; w < workers; ++w) m_threads.emplace_back([this] { work(); });
 }
 
 BatchLoader::~BatchLoader() {
@@ -67,7 +166,27 @@ BatchLoader::~BatchLoader() {
     m_stop = true;
   }
   m_cv.notify_all();
-  if (m_thread.joinable()) m_thread.join();
+  for (std::thread& t : m_threads) t.join();
+}
+
+Status BatchLoader::status() const {
+  std::lock_guard lock(m_mutex);
+  return m_status;
+}
+
+std::string BatchLoader::firstSkipped() const {
+  std::lock_guard lock(m_mutex);
+  return m_firstSkipped;
+}
+
+void BatchLoader::noteSkipped(const std::string& what) {
+  std::lock_guard lock(m_mutex);
+  if (m_skipped++ == 0) m_firstSkipped = what;
+}
+
+int64_t BatchLoader::batchesHeld(const Dataset& data, int prefetch) {
+  const int workers = data.files.empty() ? 1 : std::max(1, data.decodeThreads);
+  return std::max(prefetch, workers) + 2;
 }
 
 int64_t BatchLoader::batchesPerEpoch() const {
@@ -82,83 +201,50 @@ int64_t BatchLoader::steps(int64_t n, int64_t batch, int ranks, bool dropShort) 
 
 bool BatchLoader::next(Batch& out) {
   std::unique_lock lock(m_mutex);
-  m_cv.wait(lock, [this] { return !m_ready.empty() || m_done; });
-  if (m_ready.empty()) return false;
-  out = std::move(m_ready.front());
-  m_ready.pop_front();
+  m_cv.wait(lock, [this] {
+    return m_ready.count(m_nextOut) || m_nextOut >= m_failedAt || m_running == 0;
+  });
+  auto it = m_ready.find(m_nextOut);
+  if (it == m_ready.end()) return false;
+  out = std::move(it->second);
+  m_ready.erase(it);
+  ++m_nextOut;
   lock.unlock();
   m_cv.notify_all();
   return true;
 }
 
-void BatchLoader::produce() {
-  const int64_t f = m_data.featuresPerSample();
-  const bool isBytes = !m_data.bytes.empty();
-  const bool isFloats = !isBytes && !m_data.floats.empty();
-  // Augmentation works on raw values, as torchvision pads before normalising: each
-  // sample is augmented into a scratch row, then normalised from there.
-  const Augmenter& augment = m_opts.augment;
-  const bool augmenting = augment.enabled();
-  std::vector<uint8_t> byteScratch(augmenting && isBytes ? f : 0);
-  std::vector<float> floatScratch(augmenting && isFloats ? f : 0);
-  std::array<float, 256> table{};
-  if (isBytes) {
-    const float invStd = 1.0f / m_norm.std;
-    for (int v = 0; v < 256; ++v) {
-      table[v] = (static_cast<float>(v) * m_norm.scale - m_norm.mean) * invStd;
-    }
-  }
-
-  for (const Range& range : m_batches) {
+void BatchLoader::work() {
+  Assembler assembler(*this);
+  const auto batches = int64_t(m_batches.size());
+  for (;;) {
+    int64_t b = 0;
     {
       std::unique_lock lock(m_mutex);
-      m_cv.wait(lock, [this] {
-        return m_stop || static_cast<int64_t>(m_ready.size()) < m_opts.prefetch;
+      m_cv.wait(lock, [&] {
+        return m_stop || m_nextClaim >= std::min(batches, m_failedAt) ||
+               m_nextClaim < m_nextOut + m_opts.prefetch;
       });
-      if (m_stop) return;
+      if (m_stop || m_nextClaim >= std::min(batches, m_failedAt)) break;
+      b = m_nextClaim++;
     }
-    const int64_t count = range.count;
-    const int64_t* idx = m_order.data() + range.start;
     Batch out;
-    out.size = count;
-    out.globalSize = range.global;
-    out.x.resize(count * f);
-    out.labels.resize(count);
-    out.labelFloats.resize(count);
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t sample = idx[i];
-      float* dst = out.x.data() + i * f;
-      const uint64_t key = augmenting ? Augmenter::sampleKey(m_opts.seed, m_opts.epoch, sample) : 0;
-      if (isBytes) {
-        const uint8_t* row = m_data.bytes.data() + sample * f;
-        if (augmenting) {
-          augment.apply(row, byteScratch.data(), m_data.sampleShape, key);
-          row = byteScratch.data();
-        }
-        normaliseBytes(row, f, table, dst);
-      } else if (isFloats) {
-        const float* row = m_data.floats.data() + sample * f;
-        if (augmenting) {
-          augment.apply(row, floatScratch.data(), m_data.sampleShape, key);
-          row = floatScratch.data();
-        }
-        normaliseFloats(row, f, m_norm, dst);
-      }
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      out.labels[i] = m_data.labels[idx[i]];
-      out.labelFloats[i] =
-          m_data.targets.empty() ? static_cast<float>(out.labels[i]) : m_data.targets[idx[i]];
-    }
+    std::string error;
+    const bool ok = assembler.assemble(m_batches[b], out, error);
     {
       std::lock_guard lock(m_mutex);
-      m_ready.push_back(std::move(out));
+      if (ok) {
+        m_ready.emplace(b, std::move(out));
+      } else if (b < m_failedAt) {
+        m_failedAt = b;
+        m_status = makeError(error);
+      }
     }
     m_cv.notify_all();
   }
   {
     std::lock_guard lock(m_mutex);
-    m_done = true;
+    --m_running;
   }
   m_cv.notify_all();
 }

@@ -28,6 +28,7 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
     (*prog)->run(ctx);
     t.add(**prog, b.size);
   }
+  if (Status st = loader.status(); !st) return st.error();
   if (comm && comm->size() > 1) {
     std::vector<double> sums{t.loss};
     for (const std::string& m : metrics) sums.push_back(t.metrics[m]);

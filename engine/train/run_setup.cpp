@@ -81,9 +81,15 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   // planned apart from the host's, which keeps the data and the batches.
   std::shared_ptr<MemoryBudget> programs =
       s.device->hostAddressable() ? s.budget : MemoryBudget::forDevice(*s.device);
+  resolveImageShape(*s.project.mutable_data(), s.project.model());
   auto data = loadData(s.project.data(), opts.projectDir, s.seed, s.budget);
   if (!data) return data.error();
   s.data = std::move(*data);
+  s.warnings.insert(s.warnings.end(), s.data.warnings.begin(), s.data.warnings.end());
+  // Classes named by the images' folders name the evaluation views' rows too.
+  if (s.project.data().class_names().empty())
+    for (const std::string& name : s.data.classNames)
+      s.project.mutable_data()->add_class_names(name);
   if (s.data.train.size() == 0) return makeError("the training set is empty");
 
   auto watch = [&](const std::string& spec, proto::MetricMode mode, double delta,
@@ -157,7 +163,9 @@ Status planRun(const Setup& s, ProgramCache& train, ProgramCache& eval) {
   // the step reads: features, an int32 label and a float label per sample. The
   // training loader stays alive while an evaluation loader (prefetch 2) runs.
   auto loaderBytes = [&](const Dataset& d, int64_t prefetch) {
-    int64_t batches = std::min(prefetch, (d.size() + s.batch - 1) / s.batch) + 2;
+    int64_t batches = std::min(BatchLoader::batchesHeld(d, int(prefetch)) - 2,
+                               (d.size() + s.batch - 1) / s.batch) +
+                      2;
     int64_t perSample = saturatingMul(d.featuresPerSample() + 2, 4);
     return saturatingMul(saturatingMul(batches, std::min(d.size(), s.batch)), perSample);
   };

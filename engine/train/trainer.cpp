@@ -499,6 +499,13 @@ Status Fit::epoch(bool& more) {
     std::swap(b, next);
   }
   if (std::string bad = drain(); !bad.empty()) return fail(bad);
+  if (Status st = loader.status(); !st) return fail(st.message());
+  if (loader.skipped() > 0)
+    log(proto::Log::WARNING, "epoch " + std::to_string(m_pos.epoch) + ": " +
+                                 std::to_string(loader.skipped()) +
+                                 " unreadable image(s) replaced by the next readable one; the "
+                                 "first " +
+                                 loader.firstSkipped());
   more = !stopped;
   // Complete unless the run stopped before its last batch.
   return endEpoch(!stopped || m_pos.batchInEpoch >= m_perEpoch, epochStart, more);

@@ -1,0 +1,145 @@
+// stb_image, limited to PNG and JPEG, and the resampling that fits a decoded image to
+// the model's input. Only this file compiles stb_image's implementation.
+#include "engine/data/image_decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#define STBI_ONLY_JPEG
+#define STBI_NO_LINEAR
+#define STBI_NO_HDR
+#define STBI_ASSERT(x) ((void)0)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <stb/stb_image.h>
+#pragma GCC diagnostic pop
+
+namespace netloom {
+namespace {
+
+// Images larger than this (per side) are refused rather than decoded into gigabytes.
+constexpr int kMaxSide = 1 << 14;
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+
+File openFile(const std::string& path, std::string& error) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) error = "cannot be opened";
+  return f;
+}
+
+std::string reason(const char* what) {
+  const char* r = stbi_failure_reason();
+  return std::string(what) + (r ? std::string(" (") + r + ")" : std::string());
+}
+
+// Reads the header and leaves the file where it was.
+bool readHeader(FILE* f, int& width, int& height, int& channels, std::string& error) {
+  if (!stbi_info_from_file(f, &width, &height, &channels)) {
+    error = reason("is not a PNG or JPEG image this decoder reads");
+    return false;
+  }
+  if (width > kMaxSide || height > kMaxSide) {
+    error = "is " + std::to_string(width) + "×" + std::to_string(height) +
+            " pixels, more than the " + std::to_string(kMaxSide) + " per side decoded";
+    return false;
+  }
+  return true;
+}
+
+// Bilinear sampling with pixel centres aligned (as PIL and torchvision resize without
+// antialiasing): out(x) reads the source at (x + 0.5) * in / out - 0.5.
+struct Axis {
+  std::vector<int> lo, hi;
+  std::vector<float> t;
+
+  Axis(int outSize, double start, double span, int inSize) : lo(outSize), hi(outSize), t(outSize) {
+    const double step = span / outSize;
+    for (int i = 0; i < outSize; ++i) {
+      double src = start + (i + 0.5) * step - 0.5;
+      src = std::clamp(src, 0.0, double(inSize - 1));
+      lo[i] = int(std::floor(src));
+      hi[i] = std::min(lo[i] + 1, inSize - 1);
+      t[i] = float(src - lo[i]);
+    }
+  }
+};
+
+}  // namespace
+
+bool isImageFile(const std::string& name) {
+  auto dot = name.rfind('.');
+  if (dot == std::string::npos) return false;
+  std::string ext = name.substr(dot + 1);
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "png" || ext == "jpg" || ext == "jpeg";
+}
+
+bool probeImage(const std::string& path, int& width, int& height, int& channels,
+                std::string& error) {
+  File f = openFile(path, error);
+  return f && readHeader(f.get(), width, height, channels, error);
+}
+
+void fitImage(const uint8_t* pixels, int width, int height, int channels, const ImageSpec& spec,
+              uint8_t* out) {
+  // The region of the source that fills the output: all of it, or for a centre crop
+  // the centred part with the output's aspect ratio.
+  double x0 = 0, y0 = 0, w = width, h = height;
+  if (spec.fit == proto::ImageSource::CENTER_CROP) {
+    const double scale = std::max(double(spec.width) / width, double(spec.height) / height);
+    w = spec.width / scale;
+    h = spec.height / scale;
+    x0 = (width - w) / 2;
+    y0 = (height - h) / 2;
+  }
+  const Axis xs(spec.width, x0, w, width), ys(spec.height, y0, h, height);
+  const int64_t plane = int64_t(spec.height) * spec.width;
+  const bool same = spec.width == width && spec.height == height && x0 == 0 && y0 == 0;
+  for (int c = 0; c < spec.channels; ++c) {
+    uint8_t* dst = out + c * plane;
+    for (int y = 0; y < spec.height; ++y) {
+      const uint8_t* rowLo = pixels + int64_t(ys.lo[y]) * width * channels;
+      const uint8_t* rowHi = pixels + int64_t(ys.hi[y]) * width * channels;
+      for (int x = 0; x < spec.width; ++x) {
+        if (same) {
+          dst[int64_t(y) * spec.width + x] = rowLo[int64_t(x) * channels + c];
+          continue;
+        }
+        const int a = xs.lo[x] * channels + c, b = xs.hi[x] * channels + c;
+        const float top = rowLo[a] + (rowLo[b] - rowLo[a]) * xs.t[x];
+        const float bottom = rowHi[a] + (rowHi[b] - rowHi[a]) * xs.t[x];
+        const float v = top + (bottom - top) * ys.t[y];
+        dst[int64_t(y) * spec.width + x] = uint8_t(std::clamp(std::lround(v), 0L, 255L));
+      }
+    }
+  }
+}
+
+bool decodeImage(const std::string& path, const ImageSpec& spec, uint8_t* out, std::string& error) {
+  File f = openFile(path, error);
+  int width = 0, height = 0, channels = 0;
+  if (!f || !readHeader(f.get(), width, height, channels, error)) return false;
+  // stb converts to the channels asked for: grey from RGB by luminance, RGB from grey
+  // by repetition; alpha is dropped.
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+      stbi_load_from_file(f.get(), &width, &height, &channels, spec.channels), stbi_image_free);
+  if (!pixels) {
+    error = reason("cannot be decoded");
+    return false;
+  }
+  fitImage(pixels.get(), width, height, spec.channels, spec, out);
+  return true;
+}
+
+}  // namespace netloom
