@@ -16,7 +16,7 @@ build=${NETLOOM_BUILD_DIR:-build}
 packages=(
   g++ cmake ninja-build pkg-config zlib1g-dev nlohmann-json3-dev
   protobuf-compiler libprotobuf-dev
-  libdnnl-dev ocl-icd-opencl-dev libgloo-dev
+  libdnnl-dev ocl-icd-opencl-dev libgloo-dev libstb-dev
 )
 cmake_options=()
 if [ "$mode" = node ]; then
@@ -26,13 +26,15 @@ else
   packages+=(
     qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
     libssh-dev libssl-dev openssh-server openssh-client
-    dataset-fashion-mnist
+    dataset-fashion-mnist libonnx-dev
   )
 fi
 
 [ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
 # The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
+# The interchange tests check exports against PyTorch and the ONNX checker.
+[ "$mode" = test ] && packages+=(python3-torch python3-onnx python3-numpy)
 [ "$mode" = screenshot ] && packages+=(xvfb xauth)
 
 missing=()
