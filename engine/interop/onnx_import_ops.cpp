@@ -1,0 +1,212 @@
+// ONNX nodes as NetLoom nodes (onnx_import.h). Each mapping reads every attribute
+// the ONNX op has and refuses, by name, what NetLoom would compute differently;
+// patterns of several nodes (GELU written out, a product and its bias, pooling then
+// flattening) become the one NetLoom op they compute.
+#ifdef NETLOOM_WITH_ONNX
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+
+#include "engine/interop/onnx_import.h"
+#include "engine/interop/onnx_import_map.h"
+
+namespace netloom::onnxio {
+
+int ImportState::users(const std::string& v) const {
+  auto it = readers.find(v);
+  return (it == readers.end() ? 0 : int(it->second.size())) + int(graphOutputs.count(v));
+}
+
+void ImportState::countReaders() {
+  readers.clear();
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (!done[size_t(i)])
+      for (const std::string& in : node(i).input())
+        if (!in.empty()) readers[in].push_back(i);
+}
+
+std::string ImportState::nameFor(const onnx::NodeProto& n) {
+  std::vector<std::string> parts;
+  std::string cur;
+  const std::string src = n.name().empty() ? n.output(0) : n.name();
+  for (char c : src + "/") {
+    if (c == '/') {
+      if (!cur.empty()) parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += (c == ':' || c == '.' || std::iscntrl(static_cast<unsigned char>(c))) ? '_' : c;
+    }
+  }
+  // PyTorch names a layer's node "/layer/Conv": the layer is the name.
+  auto lower = [](std::string s) {
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  if (parts.size() > 1 && lower(parts.back()).rfind(lower(n.op_type()), 0) == 0) parts.pop_back();
+  std::string base;
+  for (const std::string& p : parts) base += (base.empty() ? "" : "_") + p;
+  if (base.empty()) base = lower(n.op_type());
+  return unique(base);
+}
+
+std::string ImportState::unique(const std::string& wanted) {
+  std::string base = wanted.size() > 200 ? wanted.substr(0, 200) : wanted;
+  std::string name = base;
+  for (int k = 2; names.count(name); ++k) name = base + "_" + std::to_string(k);
+  names.insert(name);
+  return name;
+}
+
+std::string ImportState::where(const onnx::NodeProto& n) {
+  return "node '" + (n.name().empty() ? n.output(0) : n.name()) + "' (op " +
+         (n.domain().empty() ? "" : n.domain() + ".") + n.op_type() + ")";
+}
+
+void ImportState::problem(const onnx::NodeProto& n, const std::string& what) {
+  problems.push_back(where(n) + ": " + what);
+}
+
+namespace {
+
+const std::set<std::string> kPointwise = {"Div", "Mul",  "Add",  "Sub", "Pow",
+                                          "Erf", "Tanh", "Sqrt", "Neg", "Sigmoid"};
+
+// Evaluates the element-wise region `nodes` (in graph order) on `xs` for input `x`;
+// nullopt when a node reads something else.
+std::optional<std::vector<double>> evaluate(const ImportState& s, const std::vector<int>& nodes,
+                                            const std::string& x, const std::string& out,
+                                            const std::vector<double>& xs) {
+  std::map<std::string, std::vector<double>> v{{x, xs}};
+  for (int i : nodes) {
+    const onnx::NodeProto& n = s.node(i);
+    std::vector<std::vector<double>> in;
+    for (const std::string& name : n.input()) {
+      if (auto it = v.find(name); it != v.end()) {
+        in.push_back(it->second);
+      } else if (const ConstTensor* c = s.constOf(name); c && c->size() == 1) {
+        in.push_back(std::vector<double>(xs.size(), c->at(0)));
+      } else {
+        return std::nullopt;
+      }
+    }
+    std::vector<double> y(xs.size());
+    const std::string& op = n.op_type();
+    for (size_t k = 0; k < xs.size(); ++k) {
+      double a = in[0][k], b = in.size() > 1 ? in[1][k] : 0;
+      y[k] = op == "Div"    ? a / b
+             : op == "Mul"  ? a * b
+             : op == "Add"  ? a + b
+             : op == "Sub"  ? a - b
+             : op == "Pow"  ? std::pow(a, b)
+             : op == "Erf"  ? std::erf(a)
+             : op == "Tanh" ? std::tanh(a)
+             : op == "Sqrt" ? std::sqrt(a)
+             : op == "Neg"  ? -a
+                            : 1 / (1 + std::exp(-a));
+    }
+    v[n.output(0)] = y;
+  }
+  auto it = v.find(out);
+  if (it == v.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace
+
+// GELU as exporters write it out (0.5·x·(1 + erf(x/√2)), or the tanh form): a
+// region of element-wise nodes over one input and scalar constants that computes,
+// at sample points, what GELU computes. Returns the approximation matched.
+std::optional<std::string> Mapper::matchGelu(int head, std::vector<int>& region, std::string& x,
+                                             std::string& out) {
+  const onnx::NodeProto& h = s.node(head);
+  if (!kPointwise.count(h.op_type()) || h.output_size() != 1) return std::nullopt;
+  x.clear();
+  for (const std::string& in : h.input()) {
+    if (s.isConst(in)) continue;
+    if (!x.empty() && in != x) return std::nullopt;
+    x = in;
+  }
+  if (x.empty()) return std::nullopt;
+  std::vector<int> nodes{head};
+  std::set<std::string> made{h.output(0)};
+  // Exporters write the pattern's nodes one after another.
+  for (int j = head + 1; j < s.graph.node_size() && j < head + 24; ++j) {
+    const onnx::NodeProto& n = s.node(j);
+    if (s.done[size_t(j)] || !kPointwise.count(n.op_type()) || n.output_size() != 1) continue;
+    bool reads = false, ok = true;
+    for (const std::string& in : n.input()) {
+      if (made.count(in)) {
+        reads = true;
+      } else if (in != x) {
+        const ConstTensor* c = s.constOf(in);
+        ok = ok && c && c->size() == 1;
+      }
+    }
+    if (!reads || !ok) continue;
+    nodes.push_back(j);
+    made.insert(n.output(0));
+  }
+  static const std::vector<double> xs = {-3.1, -1.7, -0.6, -0.05, 0.2, 0.9, 1.6, 2.8};
+  // The longest closed prefix first: every value it makes but its last is read
+  // inside it.
+  for (size_t end = nodes.size(); end-- > 0;) {
+    std::vector<int> sub(nodes.begin(), nodes.begin() + long(end) + 1);
+    const std::string last = s.node(sub.back()).output(0);
+    bool closed = true;
+    std::set<int> inside(sub.begin(), sub.end());
+    for (size_t k = 0; closed && k + 1 < sub.size(); ++k) {
+      const std::string& v = s.node(sub[k]).output(0);
+      if (s.graphOutputs.count(v)) closed = false;
+      auto it = s.readers.find(v);
+      if (it != s.readers.end())
+        for (int r : it->second) closed = closed && inside.count(r);
+    }
+    if (!closed) continue;
+    auto y = evaluate(s, sub, x, last, xs);
+    if (!y) continue;
+    for (const char* approx : {"none", "tanh"}) {
+      bool same = true;
+      for (size_t k = 0; k < xs.size() && same; ++k) {
+        double t = xs[k];
+        double want =
+            std::string(approx) == "none"
+                ? 0.5 * t * (1 + std::erf(t / std::sqrt(2.0)))
+                : 0.5 * t * (1 + std::tanh(std::sqrt(2 / M_PI) * (t + 0.044715 * t * t * t)));
+        same = std::abs((*y)[k] - want) <= 1e-5 * (1 + std::abs(want));
+      }
+      if (same) {
+        region = sub;
+        out = last;
+        return std::string(approx);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void mapNodes(ImportState& s) {
+  s.countReaders();
+  Mapper m(s);
+  for (int i = 0; i < s.graph.node_size(); ++i) {
+    if (s.done[size_t(i)]) continue;
+    const onnx::NodeProto& n = s.node(i);
+    std::vector<int> region;
+    std::string x, out;
+    if (auto approx = m.matchGelu(i, region, x, out)) {
+      for (int r : region) s.done[size_t(r)] = true;
+      const onnx::NodeProto& last = s.node(region.back());
+      proto::NodeDef& d = m.add(last, "GELU", {m.ref(last, x)});
+      m.setS(d, "approximate", *approx);
+      s.refOf[out] = d.name();
+      continue;
+    }
+    s.done[size_t(i)] = true;
+    if (!m.map(i)) m.failed(n);
+  }
+}
+
+}  // namespace netloom::onnxio
+
+#endif  // NETLOOM_WITH_ONNX
