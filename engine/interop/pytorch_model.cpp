@@ -133,7 +133,8 @@ class ModelGen {
     text += "\n\nINPUT_SHAPE = " + pyTuple(m_inputShape) + "\n";
     text +=
         "\n# NetLoom's tensor name -> the PyTorch state dict's, where a NetLoom name holds\n"
-        "# characters a module path cannot (\"/\" outside a block instance, \".\", \"-\").\n"
+        "# that differ: \"/\" between a block instance and its nodes, \".\" or \"-\" in a node "
+        "name.\n"
         "TORCH_NAMES = {";
     for (const auto& [from, to] : m_renames)
       text += "\n    " + pyStr(from) + ": " + pyStr(to) + ",";
@@ -403,6 +404,14 @@ class ModelGen {
           return it->second;
         }
       }
+      // A value that follows another argument everywhere (a BatchNorm's channels after
+      // its convolution's) reads the same argument.
+      if (a.slot.empty())
+        for (size_t k = 0; k < c.params.size(); ++k)
+          if (valuesOf(c, int(k), members) == vals) {
+            c.params[k].forward = c.params[k].forward || fwd;
+            return int(k);
+          }
       std::string base = !a.slot.empty() && !bySlot.count(a.slot)
                              ? sanitize(a.slot)
                              : first.lines[li].outs[0] + "_" + (a.key.empty() ? a.label : a.key);
