@@ -3,6 +3,7 @@
 // would compute differently records it and declines.
 #ifdef NETLOOM_WITH_ONNX
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/interop/onnx_import_map.h"
@@ -128,6 +129,26 @@ bool Mapper::symmetricPads(const onnx::NodeProto& n, std::vector<int64_t>& pads)
   return true;
 }
 
+bool Mapper::sameUpper(const onnx::NodeProto& n, const ConstTensor& w,
+                       const std::vector<int64_t>& strides, const std::vector<int64_t>& dil) {
+  // Uneven pads are NetLoom's same_padding when they are what it computes: output
+  // ceil(input / stride), the odd row or column at the end.
+  std::vector<int64_t> p = NodeAttrs(n).ints("pads", {0, 0, 0, 0});
+  const Shape* x = s.shapeOf(n.input(0));
+  if (p.size() != 4 || (p[0] == p[2] && p[1] == p[3]) || !x || x->size() != 4 ||
+      strides.size() != 2 || dil.size() != 2)
+    return false;
+  for (int d = 0; d < 2; ++d) {
+    const int64_t in = (*x)[size_t(2 + d)], st = strides[size_t(d)];
+    if (in <= 0 || st <= 0) return false;
+    const int64_t out = (in + st - 1) / st;
+    const int64_t total = std::max<int64_t>(
+        0, (out - 1) * st + (w.shape[size_t(2 + d)] - 1) * dil[size_t(d)] + 1 - in);
+    if (p[size_t(d)] != total / 2 || p[size_t(d + 2)] != total - total / 2) return false;
+  }
+  return true;
+}
+
 bool Mapper::map(int i) {
   const onnx::NodeProto& n = s.node(i);
   const std::string& op = n.op_type();
@@ -213,6 +234,8 @@ bool Mapper::conv(const onnx::NodeProto& n, bool transposed) {
   bool same = false;
   if (autoPad == "SAME_UPPER" && !transposed) {
     same = true;  // NetLoom's "same" puts the odd padding at the end, as SAME_UPPER
+  } else if (autoPad == "NOTSET" && !transposed && sameUpper(n, *w, strides, dil)) {
+    same = true;
   } else if (autoPad == "NOTSET") {
     ok = symmetricPads(n, pads) && ok;
   } else if (autoPad != "VALID") {

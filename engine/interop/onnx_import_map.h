@@ -47,6 +47,8 @@ class Mapper {
   void produce(const onnx::NodeProto& n, const proto::NodeDef& d);
   // Symmetric pads [top, left, bottom, right] as NetLoom's [ph, pw].
   bool symmetricPads(const onnx::NodeProto& n, std::vector<int64_t>& pads);
+  bool sameUpper(const onnx::NodeProto& n, const ConstTensor& w,
+                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dil);
 
   bool conv(const onnx::NodeProto& n, bool transposed);
   bool gemm(const onnx::NodeProto& n);
