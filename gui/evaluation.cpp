@@ -76,10 +76,18 @@ void showAsThumbnails(QListWidget* list, int icon) {
 }
 
 QImage sampleImage(const Dataset& d, int64_t index) {
-  if (d.bytes.empty() || d.sampleShape.size() != 3) return {};
+  if ((d.bytes.empty() && d.files.empty()) || d.sampleShape.size() != 3) return {};
   int64_t c = d.sampleShape[0], h = d.sampleShape[1], w = d.sampleShape[2];
   if (c != 1 && c != 3) return {};
-  const uint8_t* s = d.bytes.data() + index * d.featuresPerSample();
+  // Images left on disk are decoded as the loader would.
+  std::vector<uint8_t> decoded;
+  if (d.bytes.empty()) {
+    decoded.resize(size_t(d.featuresPerSample()));
+    std::string error;
+    if (!decodeImage(d.files[size_t(index)], d.image, decoded.data(), error)) return {};
+  }
+  const uint8_t* s =
+      decoded.empty() ? d.bytes.data() + index * d.featuresPerSample() : decoded.data();
   QImage img(int(w), int(h), c == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
   for (int64_t y = 0; y < h; ++y) {
     uchar* line = img.scanLine(int(y));

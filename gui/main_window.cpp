@@ -1,5 +1,6 @@
 #include "gui/main_window.h"
 
+
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
@@ -29,6 +30,7 @@
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
 #include "gui/evaluation.h"
+#include "gui/interop_actions.h"
 #include "gui/run_controller.h"
 #include "gui/settings_form.h"
 
@@ -242,6 +244,9 @@ void MainWindow::buildActions() {
   make(file, "saveAs", tr("Save &As…"), QKeySequence::SaveAs, [this] { saveAs(); });
   make(file, "revert", tr("Re&vert"), {}, [this] { revert(); });
   file->addSeparator();
+  QMenu* data = new QMenu(tr("&Data"), this);
+  m_interop = new InteropActions(this, file, data);
+  file->addSeparator();
   make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
   updateRecent();
 
@@ -311,6 +316,7 @@ void MainWindow::buildActions() {
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
   view->addSeparator();
   make(view, "resetLayout", tr("&Reset Layout"), {}, [this] { resetLayout(); });
+  menuBar()->addMenu(data);
 }
 
 void MainWindow::makeBlock() {

@@ -31,6 +31,7 @@ class SummaryWidget;
 namespace netloom::gui {
 
 class EvaluationWidget;
+class InteropActions;
 class SettingsForm;
 class RunController;
 struct RunRecord;
@@ -58,6 +59,7 @@ class MainWindow : public QMainWindow {
   EvaluationWidget* evaluation() const { return m_evaluation; }
   SettingsForm* trainingSettings() const { return m_trainForm; }
   SettingsForm* dataSettings() const { return m_dataForm; }
+  InteropActions* interop() const { return m_interop; }
   // Shows the evaluation of a run (the checked one, else the current or latest).
   bool evaluateRun();
 
@@ -113,8 +115,11 @@ class MainWindow : public QMainWindow {
   void restoreTarget();
   void offerRecovery(const QString& path);
 
+  friend class InteropActions;  // reports through showMessage, asks maybeSave
+
   editor::GraphDocument m_doc;
   RunController* m_runs = nullptr;
+  InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
   SettingsForm* m_trainForm = nullptr;
   SettingsForm* m_dataForm = nullptr;

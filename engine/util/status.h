@@ -42,6 +42,8 @@ class Result {
   }
   T& operator*() { return value(); }
   T* operator->() { return &value(); }
+  const T& operator*() const { return value(); }
+  const T* operator->() const { return &value(); }
   const Error& error() const {
     assert(!ok());
     return std::get<1>(m_v);
