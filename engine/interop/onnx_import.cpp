@@ -183,8 +183,9 @@ Status importOnnx(const std::string& onnxPath, const std::string& projectPath) {
   if (Status st = addInput(s, onnxPath); !st) return st;
   foldConstants(s);
   mapNodes(s);
+  // An output a refused node computes is no problem of its own.
   for (const auto& o : model.graph().output())
-    if (!s.refOf.count(o.name()))
+    if (s.problems.empty() && !s.refOf.count(o.name()))
       s.problems.push_back("graph output '" + o.name() + "' is not computed by NetLoom nodes");
   if (!s.problems.empty()) {
     std::string msg =

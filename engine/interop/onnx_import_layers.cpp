@@ -179,6 +179,7 @@ bool Mapper::map(int i) {
   if (op == "Resize" || op == "Upsample") return resize(n);
   if (op == "Dropout") return dropout(n);
   if (op == "Concat") return concat(n);
+  if (op == "Pad") return pad(n);
   if (op == "Relu") return simple("ReLU", {});
   if (op == "Sigmoid") return simple("Sigmoid", {});
   if (op == "Tanh") return simple("Tanh", {});
@@ -251,8 +252,15 @@ bool Mapper::conv(const onnx::NodeProto& n, bool transposed) {
         n, "a bias of shape " + shapeText(b->shape) + " for " + std::to_string(out) + " channels");
     ok = false;
   }
+  std::vector<int64_t> extra;
+  const std::string x = paddedInput(n, extra);
+  if ((extra[0] || extra[1]) && (same || transposed)) {
+    s.problem(n, "a Pad before it with auto_pad or a transposed convolution");
+    ok = false;
+  }
   if (!ok) return false;
-  proto::NodeDef& d = add(n, transposed ? "ConvTranspose2d" : "Conv2d", {ref(n, n.input(0))});
+  pads = {pads[0] + extra[0], pads[1] + extra[1]};
+  proto::NodeDef& d = add(n, transposed ? "ConvTranspose2d" : "Conv2d", {x});
   setI(d, "out_channels", out);
   setInts(d, "kernel_size", {w->shape[2], w->shape[3]});
   setInts(d, "stride", strides);
@@ -482,13 +490,25 @@ bool Mapper::pool(const onnx::NodeProto& n, bool average) {
     s.problem(n, "attribute auto_pad=" + autoPad + " has no NetLoom form");
     ok = false;
   }
+  std::vector<int64_t> extra;
+  const std::string x = average ? paddedInput(n, extra) : ref(n, n.input(0));
+  bool countPad = a.i("count_include_pad", 0) != 0;
+  if (average && (extra[0] || extra[1])) {
+    // Explicit zeros always count; the pool's own padding must count alike.
+    if ((pads[0] || pads[1]) && !countPad) {
+      s.problem(n, "a Pad before it and its own pads without count_include_pad");
+      return false;
+    }
+    countPad = true;
+    pads = {pads[0] + extra[0], pads[1] + extra[1]};
+  }
   if (!ok) return false;
-  proto::NodeDef& d = add(n, average ? "AvgPool2d" : "MaxPool2d", {ref(n, n.input(0))});
+  proto::NodeDef& d = add(n, average ? "AvgPool2d" : "MaxPool2d", {x});
   setInts(d, "kernel_size", k);
   setInts(d, "stride", strides);
   setInts(d, "padding", pads);
   setB(d, "ceil_mode", a.i("ceil_mode", 0) != 0);
-  if (average) setB(d, "count_include_pad", a.i("count_include_pad", 0) != 0);
+  if (average) setB(d, "count_include_pad", countPad);
   produce(n, d);
   return true;
 }

@@ -2,6 +2,7 @@
 // live in onnx_import_ops.cpp, one mapping per ONNX op in onnx_import_layers.cpp.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,9 +65,18 @@ class Mapper {
   bool resize(const onnx::NodeProto& n);
   bool dropout(const onnx::NodeProto& n);
   bool concat(const onnx::NodeProto& n);
+  bool pad(const onnx::NodeProto& n);
+  // A convolution's or average pooling's input, through a zero Pad before it: the
+  // value it reads and the padding [ph, pw] the Pad added.
+  std::string paddedInput(const onnx::NodeProto& n, std::vector<int64_t>& extra);
 
   ImportState& s;
   std::set<std::string> m_failed;
+  struct PadBefore {
+    std::string input;
+    int64_t ph = 0, pw = 0;
+  };
+  std::map<std::string, PadBefore> m_pads;  // Pad output -> what it pads, for its one reader
 };
 
 }  // namespace netloom::onnxio

@@ -197,6 +197,56 @@ bool Mapper::concat(const onnx::NodeProto& n) {
   return true;
 }
 
+bool Mapper::pad(const onnx::NodeProto& n) {
+  NodeAttrs a(n);
+  if (!onlyAttrs(n, {"mode", "pads", "value"})) return false;
+  std::vector<int64_t> p = a.ints("pads");
+  double value = a.f("value", 0.f);
+  const ConstTensor* pc = n.input_size() > 1 ? s.constOf(n.input(1)) : nullptr;
+  const ConstTensor* vc =
+      n.input_size() > 2 && !n.input(2).empty() ? s.constOf(n.input(2)) : nullptr;
+  if (pc && !pc->isFloat) p = pc->i;
+  if (vc && vc->size() == 1) value = vc->at(0);
+  const bool known = (n.input_size() < 2 || pc) && (n.input_size() < 3 || n.input(2).empty() || vc);
+  if (a.s("mode", "constant") != "constant" || value != 0 || !known || n.input_size() > 3) {
+    s.problem(n,
+              "only padding with zeros by amounts known before the model runs has a NetLoom "
+              "form");
+    return false;
+  }
+  bool zero = true;
+  for (int64_t v : p) zero = zero && v == 0;
+  if (zero) {  // PyTorch writes an empty Pad before AveragePool
+    s.refOf[n.output(0)] = ref(n, n.input(0));
+    return true;
+  }
+  // Zeros around H×W before a convolution or an average pooling that counts them:
+  // that op's own padding.
+  const std::string& y = n.output(0);
+  auto readers = s.readers.find(y);
+  const bool spatial = p.size() == 8 && p[0] == 0 && p[1] == 0 && p[4] == 0 && p[5] == 0 &&
+                       p[2] == p[6] && p[3] == p[7] && p[2] >= 0 && p[3] >= 0;
+  if (spatial && s.users(y) == 1 && readers != s.readers.end()) {
+    const onnx::NodeProto& r = s.node(readers->second[0]);
+    if (r.input(0) == y && (r.op_type() == "Conv" || r.op_type() == "AveragePool")) {
+      m_pads[y] = PadBefore{n.input(0), p[2], p[3]};
+      return true;
+    }
+  }
+  s.problem(n,
+            "padding other than zeros around height and width before a convolution or "
+            "average pooling has no NetLoom form");
+  return false;
+}
+
+std::string Mapper::paddedInput(const onnx::NodeProto& n, std::vector<int64_t>& extra) {
+  extra = {0, 0};
+  auto it = m_pads.find(n.input(0));
+  if (it == m_pads.end()) return ref(n, n.input(0));
+  extra = {it->second.ph, it->second.pw};
+  return ref(n, it->second.input);
+}
+
 }  // namespace netloom::onnxio
 
 #endif  // NETLOOM_WITH_ONNX
