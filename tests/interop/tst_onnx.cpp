@@ -355,6 +355,14 @@ model {
         QVERIFY(
             exportOnnx(project, dir.path().toStdString(), (base + ".onnx").toStdString(), o).ok());
         QVERIFY(writeFloats(base + ".input.bin", x));
+        QFile shape(base + ".shape");
+        QVERIFY(shape.open(QIODevice::WriteOnly));
+        shape.write(QByteArray::number(qlonglong(n)));
+        for (const auto& node : project.model().nodes())
+          if (node.op() == "Input" && !node.attrs().count("field"))
+            for (int64_t d : node.attrs().at("shape").ints().values())
+              shape.write(" " + QByteArray::number(qlonglong(d)));
+        shape.close();
         QVERIFY(writeFloats(base + ".netloom.bin", want.values));
       }
     }
