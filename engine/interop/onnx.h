@@ -16,13 +16,26 @@ struct OnnxExportOptions {
   bool foldBatchNorm = false;  // fold each BatchNorm into the convolution or linear before it
 };
 
+// The exported graph runs from the model's Input nodes to its outputs (ModelDef.outputs,
+// else what the loss reads), without losses or metrics, Dropout as Identity and
+// BatchNorm on its running statistics; the batch dimension is the symbol "batch". The
+// project's data normalisation is not part of it: the model's metadata says it
+// ("netloom.normalization"). The weights are `initWeights`, else the project's
+// train.init_weights, else the seeded initialisation a run of the project starts from.
 // Writes `path` atomically. `projectDir` resolves the project's relative paths.
 Status exportOnnx(const proto::Project& project, const std::string& projectDir,
                   const std::string& path, const OnnxExportOptions& options = {});
 
 // Reads `onnxPath` and writes `projectPath` (an .nlproj) and its weights beside it
 // (the same name with .safetensors, which the project's train.init_weights names).
-// Nothing is written when any node cannot be imported.
+// The model has one Input (the ONNX input's shape without the batch dimension), the
+// imported nodes and the ONNX outputs as its outputs. An output of [batch, classes]
+// gets a SoftmaxCrossEntropy loss and an Accuracy metric on int32 labels (reading the
+// logits before a final Softmax); any other output is left for the user to give a
+// loss. The data is left for the user to choose, and the layout empty: the IDE lays
+// out a project without positions when it opens it. Nothing is written when any node
+// or attribute cannot be imported; the error lists every one, by node and op.
+
 Status importOnnx(const std::string& onnxPath, const std::string& projectPath);
 
 // Whether this build has ONNX support (false when libonnx was not found).

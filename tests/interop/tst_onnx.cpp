@@ -68,6 +68,30 @@ model {
 train { seed: 3 }
 )";
 
+// Two instances of one block (convolution, BatchNorm, ReLU): inlined as "b1/conv"...
+const char* kBlocks = R"(
+name: "blocks"
+model {
+  name: "blocks"
+  nodes { name: "x" op: "Input" attrs { key: "shape" value { ints { values: [2, 6, 6] } } } }
+  nodes { name: "b1" op: "Unit" inputs: "x" attrs { key: "ch" value { i: 4 } } }
+  nodes { name: "b2" op: "Unit" inputs: "b1" attrs { key: "ch" value { i: 5 } } }
+  nodes { name: "fl" op: "Flatten" inputs: "b2" }
+  nodes { name: "fc" op: "Linear" inputs: "fl" attrs { key: "out_features" value { i: 3 } } }
+  outputs: "fc"
+  blocks {
+    name: "Unit"
+    params { key: "ch" value { i: 4 } }
+    nodes { name: "in" op: "BlockInput" }
+    nodes { name: "conv" op: "Conv2d" inputs: "in" attrs { key: "out_channels" value { s: "$ch" } } attrs { key: "kernel_size" value { ints { values: [3] } } } attrs { key: "padding" value { ints { values: [1] } } } attrs { key: "bias" value { b: false } } }
+    nodes { name: "bn" op: "BatchNorm" inputs: "conv" }
+    nodes { name: "act" op: "ReLU" inputs: "bn" }
+    outputs: "act"
+  }
+}
+train { seed: 5 }
+)";
+
 proto::Project parse(const char* text) {
   auto p = parseProject(text, "test.nlproj");
   if (!p) qFatal("%s", p.error().message.c_str());
@@ -184,14 +208,15 @@ print("checked", len(sys.argv) - 1)
     QTest::addColumn<QString>("name");
     for (const QString& name : kProjects) QTest::newRow(qPrintable(name)) << name;
     QTest::newRow("all-ops") << QString("all-ops");
+    QTest::newRow("blocks") << QString("blocks");
   }
 
   void roundTripGivesTheSameOutputs() {
     QFETCH(QString, name);
     QTemporaryDir dir;
     proto::Project project;
-    if (name == "all-ops") {
-      project = parse(kAllOps);
+    if (name == "all-ops" || name == "blocks") {
+      project = parse(name == "all-ops" ? kAllOps : kBlocks);
     } else {
       auto loaded = loadProject(projectPath(name).toStdString());
       QVERIFY(loaded.ok());
@@ -225,7 +250,7 @@ print("checked", len(sys.argv) - 1)
       qInfo("%s %s: max abs diff %.3g over %lld samples", qPrintable(name), qPrintable(tag), diff,
             static_cast<long long>(n));
       QVERIFY2(diff <= 1e-5, qPrintable(QString::number(diff)));
-      const int bn = countOps(project, "BatchNorm");
+      const int bn = name == "blocks" ? 2 : countOps(project, "BatchNorm");
       if (!fold) QCOMPARE(countOps(*imported, "BatchNorm"), bn);
       if (fold && bn > 0) QVERIFY(countOps(*imported, "BatchNorm") < bn);
     }
