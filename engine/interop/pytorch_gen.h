@@ -76,5 +76,7 @@ Result<std::string> generateTrain(const proto::Project& project, const std::stri
 
 // The Python text of train.py that does not depend on the project.
 std::string trainRuntime();
+// Its part that reads image folders and lists as NetLoom does (PIL, numpy).
+std::string imageRuntime();
 
 }  // namespace netloom::pytorch

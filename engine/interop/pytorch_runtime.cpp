@@ -254,16 +254,63 @@ def load_sources(data, seed):
         both = make_blobs(data["classes"], n, data["features"], data["noise"], seed)
         return (both.subset(range(data["train_samples"])),
                 both.subset(range(data["train_samples"], n)))
+    if kind in ("image_folder", "image_list"):
+        return load_images(data, seed)
     sys.exit(f"data source '{kind}' is not exported to PyTorch")
 
 
+def _histogram_stats(hist, scale):
+    # In NetLoom's order of double operations, so the values are the same bits.
+    total, count = 0.0, 0
+    for v, h in enumerate(hist):
+        total += v * scale * h
+        count += h
+    mean = total / count if count else 0.0
+    sum_sq = 0.0
+    for v, h in enumerate(hist):
+        sum_sq += h * (v * scale - mean) * (v * scale - mean)
+    return mean, (math.sqrt(sum_sq / count) if count else 1.0)
+
+
+def standardize(train, scale):
+    """Mean and std of the training split: per channel of byte images (C × H × W),
+    over every value of other data."""
+    if train.x.dtype == torch.uint8:
+        channels = train.x.shape[1] if train.x.dim() == 4 else 1
+        planes = train.x.reshape(len(train), channels, -1).transpose(0, 1).reshape(channels, -1)
+        stats = [_histogram_stats(torch.bincount(p.long(), minlength=256).tolist(), scale)
+                 for p in planes]
+    else:
+        values = train.x.double() * scale
+        mean = values.mean().item()
+        stats = [(mean, ((values - mean) ** 2).mean().sqrt().item())]
+    means = [m for m, _ in stats]
+    stds = [s if s > 1e-12 else 1.0 for _, s in stats]
+    return (means[0], stds[0]) if len(stats) == 1 else (means, stds)
+
+
+def fixed_channels(norm, train, std):
+    """FIXED per-channel values, a list's missing values taken from mean and std."""
+    cm, cs = norm["channel_mean"], norm["channel_std"]
+    channels = train.x.shape[1] if train.x.dim() == 4 else 0
+    for name, values in (("channel_mean", cm), ("channel_std", cs)):
+        if values and len(values) != channels:
+            sys.exit(f"data.normalization.{name} has {len(values)} values but the samples "
+                     f"have {channels} channels")
+    return ([cm[c] if cm else norm["mean"] for c in range(channels)],
+            [cs[c] if cs else std for c in range(channels)])
+
+
 def load_data(data, seed):
-    train, test = load_sources(data, seed)
+    train, test, *rest = load_sources(data, seed)
+    val = rest[0] if rest else None
     if data["train_limit"] > 0:
         train = train.subset(range(min(data["train_limit"], len(train))))
     if data["test_limit"] > 0:
         test = test.subset(range(min(data["test_limit"], len(test))))
-    val = None
+    if data["validation_fraction"] > 0 and val is not None:
+        sys.exit("data.validation_fraction is set but the images name a validation set of "
+                 "their own: use one or the other")
     if data["validation_fraction"] > 0:
         train, val = split_off(train, data["validation_fraction"], hash_combine(seed, 0x7A11D))
     classes = max(train.classes, test.classes)
@@ -274,17 +321,19 @@ def load_data(data, seed):
     scale, mean, std = norm["scale"], 0.0, 1.0
     if norm["kind"] == "fixed":
         mean, std = norm["mean"], norm["std"] if norm["std"] != 0 else 1.0
+        if norm["channel_mean"] or norm["channel_std"]:
+            mean, std = fixed_channels(norm, train, std)
     elif norm["kind"] == "standardize":
-        values = train.x.double() * scale
-        mean = values.mean().item()
-        std = ((values - mean) ** 2).mean().sqrt().item()
-        std = std if std > 1e-12 else 1.0
+        mean, std = standardize(train, scale)
     return train, val, test, (scale, mean, std)
 
 
 def normalise(x, norm):
-    # x' = (x * scale - mean) / std in float, as NetLoom's loader computes it.
+    # x' = (x * scale - mean) * (1 / std) in float, as NetLoom's loader computes it;
+    # per channel when mean and std are lists.
     scale, mean, std = (torch.tensor(v, dtype=torch.float32) for v in norm)
+    if mean.dim() == 1:
+        mean, std = mean.view(-1, 1, 1), std.view(-1, 1, 1)
     return (x.float() * scale - mean) * (1.0 / std)
 
 
@@ -389,6 +438,9 @@ def main():
     parser.add_argument("--weights", help="start from these weights (safetensors)")
     parser.add_argument("--save", help="write the trained weights here (safetensors)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0, ...")
+    parser.add_argument("--dump-first-batch", metavar="F",
+                        help="write the first training batch (float32) to F, its labels and "
+                        "the normalisation to F.json, and stop")
     args = parser.parse_args()
 
     seed = TRAIN["seed"]
@@ -401,6 +453,17 @@ def main():
     if args.test_limit is not None:
         data["test_limit"] = args.test_limit
     train, val, test, norm = load_data(data, seed)
+
+    if args.dump_first_batch:
+        x, y, _ = next(batches(train, norm, args.batch_size, not DATA["no_shuffle"], seed, 1,
+                               DATA["augmentation"]))
+        with open(args.dump_first_batch, "wb") as f:
+            f.write(x.contiguous().numpy().tobytes())
+        with open(args.dump_first_batch + ".json", "w") as f:
+            json.dump({"labels": y.tolist(), "scale": norm[0], "mean": norm[1], "std": norm[2],
+                       "train": len(train), "test": len(test),
+                       "validation": len(val) if val else 0}, f)
+        return
 
     device = torch.device(args.device)
     model = netloom_model.build_model()

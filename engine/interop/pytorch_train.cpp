@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "engine/compiler/passes.h"
+#include "engine/data/dataset.h"
 #include "engine/graph/blocks.h"
 #include "engine/interop/pytorch_gen.h"
 
@@ -21,6 +22,33 @@ std::string path(const std::string& p, const std::string& projectDir, const char
 
 std::string entry(const std::string& key, const std::string& value) {
   return "    " + pyStr(key) + ": " + value + ",\n";
+}
+
+std::string pyList(const google::protobuf::RepeatedField<double>& v) {
+  std::string s = "[";
+  for (int i = 0; i < v.size(); ++i) s += (i ? ", " : "") + pyFloat(v[i]);
+  return s + "]";
+}
+
+// An image folder or list: its files, split, the shape images become (the model's
+// Input where the project leaves it unset) and how they are read.
+std::string imageSettings(const proto::DataDef& d, const std::string& dir) {
+  const bool folder = d.has_image_folder();
+  const proto::ImageSource& s = folder ? d.image_folder() : d.image_list();
+  auto optional = [&](const std::string& p) { return p.empty() ? "\"\"" : path(p, dir, ""); };
+  std::string t = entry("source", folder ? "\"image_folder\"" : "\"image_list\"");
+  t += entry("train", optional(s.train()));
+  t += entry("test", optional(s.test()));
+  t += entry("validation", optional(s.validation()));
+  t += entry("test_fraction", pyFloat(s.test_fraction() == 0 ? 0.2 : s.test_fraction()));
+  t += entry("channels", pyInt(s.channels()));
+  t += entry("height", pyInt(s.height()));
+  t += entry("width", pyInt(s.width()));
+  t += entry("fit", s.fit() == proto::ImageSource::CENTER_CROP ? "\"center_crop\"" : "\"resize\"");
+  t += entry("skip_unreadable", pyBool(s.skip_unreadable()));
+  t += entry("has_header", pyBool(s.has_header()));
+  t += entry("decode_threads", pyInt(s.decode_threads()));
+  return t;
 }
 
 Result<std::string> dataSettings(const proto::DataDef& d, const std::string& dir) {
@@ -60,10 +88,12 @@ Result<std::string> dataSettings(const proto::DataDef& d, const std::string& dir
       t += entry("features", pyInt(blobs && s.features() > 0 ? s.features() : 2));
       break;
     }
+    case proto::DataDef::kImageFolder:
+    case proto::DataDef::kImageList: t += imageSettings(d, dir); break;
     case proto::DataDef::SOURCE_NOT_SET: return makeError("data: the project has no data source");
     default: {
-      // Sources added to the schema later (image folders and lists) are named in the
-      // settings; train.py says it cannot read them.
+      // Sources added to the schema later are named in the settings; train.py says
+      // it cannot read them.
       const auto* field = d.GetDescriptor()->FindFieldByNumber(int(d.source_case()));
       t += entry("source", pyStr(field ? field->name() : "unknown"));
       break;
@@ -79,7 +109,9 @@ Result<std::string> dataSettings(const proto::DataDef& d, const std::string& dir
   t += entry("no_shuffle", pyBool(d.no_shuffle()));
   t += "    \"normalization\": {\"kind\": " + kind +
        ", \"scale\": " + pyFloat(n.scale() == 0 ? 1.0 : n.scale()) +
-       ", \"mean\": " + pyFloat(n.mean()) + ", \"std\": " + pyFloat(n.std()) + "},\n";
+       ", \"mean\": " + pyFloat(n.mean()) + ", \"std\": " + pyFloat(n.std()) +
+       ",\n                      \"channel_mean\": " + pyList(n.channel_mean()) +
+       ", \"channel_std\": " + pyList(n.channel_std()) + "},\n";
   const proto::Augmentation& a = d.augmentation();
   t += "    \"augmentation\": {\"crop_padding\": " + pyInt(a.crop_padding()) +
        ", \"horizontal_flip\": " + pyBool(a.horizontal_flip()) +
@@ -232,7 +264,9 @@ std::string notCarried(const proto::TrainDef& t) {
 
 Result<std::string> generateTrain(const proto::Project& project, const std::string& projectDir,
                                   const ModelText& model) {
-  auto data = dataSettings(project.data(), projectDir);
+  proto::DataDef dataDef = project.data();
+  resolveImageShape(dataDef, project.model());
+  auto data = dataSettings(dataDef, projectDir);
   if (!data) return data.error();
   auto train = trainSettings(project.train());
   if (!train) return train.error();
@@ -243,7 +277,8 @@ Result<std::string> generateTrain(const proto::Project& project, const std::stri
       "\"\"\"" + name +
       ": training as NetLoom runs it, in plain PyTorch.\n\n"
       "    /usr/bin/python3 train.py [--epochs N] [--max-steps N] [--train-limit N]\n"
-      "                              [--test-limit N] [--weights F] [--save F]\n\n"
+      "                              [--test-limit N] [--weights F] [--save F]\n"
+      "                              [--dump-first-batch F]\n\n"
       "The same as NetLoom: the data (files, limits, validation split, normalisation),\n"
       "every epoch's sample order and augmentation draws (NetLoom's SplitMix64 streams,\n"
       "reimplemented below; synthetic sets by NetLoom's generators, the same up to the\n"
@@ -251,15 +286,20 @@ Result<std::string> generateTrain(const proto::Project& project, const std::stri
       "resolves them, each step's learning rate (warm-up, step, cosine), loss and metrics.\n"
       "Different: initial weights and dropout masks are drawn by PyTorch's generator\n"
       "(seeded with the project's seed); start from a NetLoom run with --weights.\n" +
+      (project.data().has_image_folder() || project.data().has_image_list()
+           ? "Images are decoded once, at the start, by PIL: a PNG gives the same pixels as\n"
+             "in NetLoom; JPEG decoders differ, by a level or two in some pixels.\n"
+           : "") +
       notCarried(project.train()) +
       "\"\"\"\n"
-      "import argparse\nimport gzip\nimport math\nimport os\nimport struct\nimport sys\n"
+      "import argparse\nimport gzip\nimport json\nimport math\nimport os\nimport struct\n"
+      "import sys\n"
       "import time\n\nimport torch\nimport torch.nn.functional as F\n\n"
       "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
       "import model as netloom_model  # noqa: E402\n\n"
       "# ---- the project's settings -------------------------------------------------------\n\n";
   t += *data + "\n" + *train + *fns;
-  return t + trainRuntime();
+  return t + imageRuntime() + trainRuntime();
 }
 
 }  // namespace netloom::pytorch
