@@ -138,6 +138,21 @@ std::vector<std::pair<std::string, std::string*>> dataPaths(proto::Project& p) {
   return out;
 }
 
+// The folders and lists of images a project names, which a job does not upload.
+std::vector<std::pair<std::string, std::string*>> imagePaths(proto::Project& p) {
+  std::vector<std::pair<std::string, std::string*>> out;
+  const bool folder = p.data().has_image_folder();
+  if (!folder && !p.data().has_image_list()) return out;
+  proto::ImageSource* src =
+      folder ? p.mutable_data()->mutable_image_folder() : p.mutable_data()->mutable_image_list();
+  const std::string field = folder ? "data.image_folder." : "data.image_list.";
+  for (auto [which, v] : {std::pair{"train", src->mutable_train()},
+                          {"test", src->mutable_test()},
+                          {"validation", src->mutable_validation()}})
+    if (!v->empty()) out.emplace_back(field + which, v);
+  return out;
+}
+
 }  // namespace
 
 std::string newJobId() {
@@ -233,6 +248,20 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
   // The dataset: the host's own copy where asked and present, else uploaded once
   // under its checksum and reused by every later job.
   proto::Project remoteProject = project;
+  // Images stay where they are: a folder of them (or a list naming them) is not
+  // uploaded, so the host must hold it, at the path given (absolute, as a shared
+  // file system or a copy made beforehand has it).
+  for (auto& [field, path] : imagePaths(remoteProject)) {
+    fs::path local = *path;
+    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
+    auto there = s.stat(local.string());
+    if (!there) return there.error();
+    if (!there->exists)
+      return makeError(field + ": " + local.string() + " is not on " + label +
+                       ": images are not uploaded with a job; copy them to the host and "
+                       "give their path there");
+    *path = local.string();
+  }
   for (auto& [field, path] : dataPaths(remoteProject)) {
     remotepb::DataFile* df = job.add_data();
     fs::path local = *path;

@@ -43,18 +43,20 @@ std::string reason(const char* what) {
   return std::string(what) + (r ? std::string(" (") + r + ")" : std::string());
 }
 
+bool sizeOk(int width, int height, std::string& error) {
+  if (width <= kMaxSide && height <= kMaxSide) return true;
+  error = "is " + std::to_string(width) + "×" + std::to_string(height) + " pixels, more than the " +
+          std::to_string(kMaxSide) + " per side decoded";
+  return false;
+}
+
 // Reads the header and leaves the file where it was.
 bool readHeader(FILE* f, int& width, int& height, int& channels, std::string& error) {
   if (!stbi_info_from_file(f, &width, &height, &channels)) {
     error = reason("is not a PNG or JPEG image this decoder reads");
     return false;
   }
-  if (width > kMaxSide || height > kMaxSide) {
-    error = "is " + std::to_string(width) + "×" + std::to_string(height) +
-            " pixels, more than the " + std::to_string(kMaxSide) + " per side decoded";
-    return false;
-  }
-  return true;
+  return sizeOk(width, height, error);
 }
 
 // Bilinear sampling with pixel centres aligned (as PIL and torchvision resize without
@@ -127,13 +129,32 @@ void fitImage(const uint8_t* pixels, int width, int height, int channels, const 
 }
 
 bool decodeImage(const std::string& path, const ImageSpec& spec, uint8_t* out, std::string& error) {
+  // One read of the whole file: stb's own file reader refills a small buffer, which
+  // costs more than the decoding for the small images datasets often hold.
   File f = openFile(path, error);
+  if (!f) return false;
+  std::vector<stbi_uc> bytes;
+  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
+    const long size = std::ftell(f.get());
+    if (size > 0 && size < (1L << 31)) bytes.resize(size_t(size));
+    std::rewind(f.get());
+  }
+  if (bytes.empty() || std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    error = bytes.empty() ? "is empty or cannot be read" : "cannot be read";
+    return false;
+  }
   int width = 0, height = 0, channels = 0;
-  if (!f || !readHeader(f.get(), width, height, channels, error)) return false;
+  if (!stbi_info_from_memory(bytes.data(), int(bytes.size()), &width, &height, &channels)) {
+    error = reason("is not a PNG or JPEG image this decoder reads");
+    return false;
+  }
+  if (!sizeOk(width, height, error)) return false;
   // stb converts to the channels asked for: grey from RGB by luminance, RGB from grey
   // by repetition; alpha is dropped.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_file(f.get(), &width, &height, &channels, spec.channels), stbi_image_free);
+      stbi_load_from_memory(bytes.data(), int(bytes.size()), &width, &height, &channels,
+                            spec.channels),
+      stbi_image_free);
   if (!pixels) {
     error = reason("cannot be decoded");
     return false;
