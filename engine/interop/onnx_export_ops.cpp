@@ -6,6 +6,7 @@
 #include "engine/interop/onnx_export_ops.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "kernels/core/geometry.h"
 
@@ -97,12 +98,14 @@ Status Exporter::emit(NodeId id) {
   // Ops with a one-to-one ONNX counterpart and their attributes.
   std::vector<std::string> ins;
   for (int k = 0; k < n.numDataInputs(); ++k) ins.push_back(in(n, k));
-  if (op == "ReLU") return add("Relu", n.name, ins, {out(id)}), Status{};
-  if (op == "Sigmoid") return add("Sigmoid", n.name, ins, {out(id)}), Status{};
-  if (op == "Tanh") return add("Tanh", n.name, ins, {out(id)}), Status{};
-  if (op == "Add") return add("Add", n.name, ins, {out(id)}), Status{};
   // Dropout is the identity outside training.
-  if (op == "Identity" || op == "Dropout") return add("Identity", n.name, ins, {out(id)}), Status{};
+  static const std::map<std::string, std::string> kSame = {
+      {"ReLU", "Relu"}, {"Sigmoid", "Sigmoid"},   {"Tanh", "Tanh"},
+      {"Add", "Add"},   {"Identity", "Identity"}, {"Dropout", "Identity"}};
+  if (auto it = kSame.find(op); it != kSame.end()) {
+    add(it->second, n.name, ins, {out(id)});
+    return {};
+  }
   if (op == "LeakyReLU") {
     *add("LeakyRelu", n.name, ins, {out(id)}).add_attribute() =
         attrFloat("alpha", float(n.attrs.f("negative_slope")));
@@ -117,7 +120,10 @@ Status Exporter::emit(NodeId id) {
     return {};
   }
   if (op == "GlobalAvgPool2d") {
-    if (n.attrs.b("keepdim")) return add("GlobalAveragePool", n.name, ins, {out(id)}), Status{};
+    if (n.attrs.b("keepdim")) {
+      add("GlobalAveragePool", n.name, ins, {out(id)});
+      return {};
+    }
     // GlobalAveragePool keeps the 1×1; Flatten drops it as NetLoom does.
     std::string pooled = fresh(n.name + "/pooled");
     add("GlobalAveragePool", fresh(n.name + "/pool"), ins, {pooled});
@@ -336,7 +342,8 @@ Status Exporter::gelu(NodeId id) {
     add("Pow", v("pow"), {x, scalar(n.name + "/three", 3.f)}, {cube});
     add("Mul", v("mul_c"), {cube, scalar(n.name + "/c", 0.044715f)}, {scaled});
     add("Add", v("add_x"), {x, scaled}, {sum});
-    add("Mul", v("mul_k"), {sum, scalar(n.name + "/k", float(std::sqrt(2.0 / M_PI)))}, {arg});
+    add("Mul", v("mul_k"), {sum, scalar(n.name + "/k", float(std::sqrt(2.0 / std::numbers::pi)))},
+        {arg});
     inner = v("tanh_out");
     add("Tanh", v("tanh"), {arg}, {inner});
   } else {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numbers>
 #include <optional>
 
 #include "engine/interop/onnx_import.h"
@@ -173,7 +174,8 @@ std::optional<std::string> Mapper::matchGelu(int head, std::vector<int>& region,
         double want =
             std::string(approx) == "none"
                 ? 0.5 * t * (1 + std::erf(t / std::sqrt(2.0)))
-                : 0.5 * t * (1 + std::tanh(std::sqrt(2 / M_PI) * (t + 0.044715 * t * t * t)));
+                : 0.5 * t *
+                      (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (t + 0.044715 * t * t * t)));
         same = std::abs((*y)[k] - want) <= 1e-5 * (1 + std::abs(want));
       }
       if (same) {

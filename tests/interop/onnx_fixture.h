@@ -33,6 +33,10 @@ struct Output {
 inline Output forward(const proto::Project& project, const std::string& weightsFile,
                       const std::vector<float>& x, int64_t n) {
   Output r;
+  auto fail = [&r](std::string message) {
+    r.error = std::move(message);
+    return r;
+  };
   proto::ModelDef m = project.model();
   std::string out = m.outputs_size() ? m.outputs(0) : std::string();
   for (const auto& node : m.nodes())
@@ -54,18 +58,18 @@ inline Output forward(const proto::Project& project, const std::string& weightsF
   o.blockedLayouts = false;
   ParamStore store;
   auto prog = compile(m, o, store);
-  if (!prog) return r.error = prog.error().message, r;
+  if (!prog) return fail(prog.error().message);
   if (!weightsFile.empty()) {
     auto tensors = readSafetensors(weightsFile);
-    if (!tensors) return r.error = tensors.error().message, r;
+    if (!tensors) return fail(tensors.error().message);
     std::vector<NamedTensor> wanted;
     for (NamedTensor& t : *tensors)
       if (store.find(t.name)) wanted.push_back(std::move(t));
-    if (Status s = store.importParams(wanted, weightsFile); !s) return r.error = s.message(), r;
+    if (Status s = store.importParams(wanted, weightsFile); !s) return fail(s.message());
   }
   const TensorRef* in = (*prog)->input("x");
   if (!in || in->numel() != int64_t(x.size()))
-    return r.error = "the input does not take " + std::to_string(x.size()) + " values", r;
+    return fail("the input does not take " + std::to_string(x.size()) + " values");
   std::memcpy(in->data, x.data(), x.size() * sizeof(float));
   StepContext ctx;
   ctx.training = false;
