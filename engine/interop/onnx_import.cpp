@@ -215,12 +215,17 @@ Status importOnnx(const std::string& onnxPath, const std::string& projectPath) {
   const std::filesystem::path weightsPath =
       std::filesystem::path(target).replace_extension(".safetensors");
   train.set_init_weights(weightsPath.filename().string());
+  std::error_code ec;
+  const bool hadWeights = std::filesystem::exists(weightsPath, ec);
   if (Status st =
           writeSafetensors(weightsPath.string(), *weights,
                            {{"source", std::filesystem::path(onnxPath).filename().string()}});
       !st)
     return st;
-  return saveProject(projectPath, project);
+  Status saved = saveProject(projectPath, project);
+  // Weights with no project to name them are not left behind.
+  if (!saved && !hadWeights) std::filesystem::remove(weightsPath, ec);
+  return saved;
 }
 
 }  // namespace netloom
