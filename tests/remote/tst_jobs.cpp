@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <QElapsedTimer>
 #include <QJsonDocument>
@@ -28,6 +29,37 @@
 using namespace netloom;
 using namespace netloom::remote;
 using namespace netloom::testing;
+
+namespace {
+
+// A size × size grayscale PNG of one value: IHDR, one zlib-compressed IDAT, IEND.
+QByteArray grayPng(int size, uint8_t value) {
+  auto chunk = [](const char* kind, const QByteArray& body) {
+    QByteArray c;
+    const auto n = uint32_t(body.size());
+    for (int s = 24; s >= 0; s -= 8) c.append(char((n >> s) & 0xff));
+    QByteArray typed = QByteArray(kind, 4) + body;
+    const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(typed.data()), uInt(typed.size()));
+    c += typed;
+    for (int s = 24; s >= 0; s -= 8) c.append(char((crc >> s) & 0xff));
+    return c;
+  };
+  QByteArray header;
+  for (int s = 24; s >= 0; s -= 8) header.append(char((size >> s) & 0xff));
+  header += header;
+  header += QByteArray("\x08\x00\x00\x00\x00", 5);  // 8 bits, grayscale, no interlace
+  QByteArray rows;
+  for (int y = 0; y < size; ++y) rows += char(0) + QByteArray(size, char(value));
+  QByteArray packed(int(compressBound(uLong(rows.size()))), 0);
+  uLongf length = uLongf(packed.size());
+  compress(reinterpret_cast<Bytef*>(packed.data()), &length,
+           reinterpret_cast<const Bytef*>(rows.data()), uLong(rows.size()));
+  packed.resize(int(length));
+  return QByteArray("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", header) + chunk("IDAT", packed) +
+         chunk("IEND", {});
+}
+
+}  // namespace
 
 class TestJobs : public QObject {
   Q_OBJECT
@@ -337,6 +369,59 @@ class TestJobs : public QObject {
     QVERIFY(third->data(0).sha256().empty());
     follow(*first, 0);
     follow(*third, 0);
+  }
+
+  // Images are not uploaded: a folder the host lacks is refused naming it; one the
+  // host holds is read there, at its absolute path.
+  void imagesAreReadWhereTheHostHasThem() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    const QString pics = m_dir.filePath("pics");
+    // Two classes of 8 × 8 grayscale PNGs (stored, unfiltered rows: a valid PNG).
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 6; ++i) {
+        QDir().mkpath(pics + QString("/c%1").arg(c));
+        QFile f(pics + QString("/c%1/%2.png").arg(c).arg(i));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(grayPng(8, uint8_t(c ? 200 : 30)));
+      }
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals.nlproj");
+    QVERIFY(p.ok());
+    // The spirals MLP reads the images through a Flatten that takes its input's name.
+    proto::ModelDef& m = *p->mutable_model();
+    for (auto& n : *m.mutable_nodes())
+      if (n.op() == "Input" && n.attrs().count("shape")) {
+        auto* dims = (*n.mutable_attrs())["shape"].mutable_ints();
+        dims->clear_values();
+        for (int d : {1, 8, 8}) dims->add_values(d);
+        proto::NodeDef* flat = m.add_nodes();
+        flat->set_name(n.name());
+        flat->set_op("Flatten");
+        n.set_name("pixels");
+        flat->add_inputs("pixels");
+        break;
+      }
+    proto::Project project = *p;
+    project.mutable_data()->clear_synthetic();
+    project.mutable_data()->mutable_image_folder()->set_train("pics");
+    auto s = session();
+    QVERIFY(s);
+    remote::SubmitOptions o = options({"--max-steps", "1"});
+    o.projectDir = m_dir.filePath("elsewhere").toStdString();
+    auto refused = submitJob(*s, host(), project, o);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().message.find("data.image_folder.train: " + o.projectDir + "/pics") !=
+                     std::string::npos &&
+                 refused.error().message.find("not uploaded") != std::string::npos,
+             refused.error().message.c_str());
+    o.projectDir = m_dir.path().toStdString();
+    auto job = submitJob(*s, host(), project, o);
+    QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
+    auto remoteProject = loadProject(job->dir() + "/project.nlproj");
+    QVERIFY(remoteProject.ok());
+    QCOMPARE(remoteProject->data().image_folder().train(), pics.toStdString());
+    FollowEnd end;
+    follow(*job, 0, &end);
+    QVERIFY2(end.how == FollowEnd::How::Finished, end.message.c_str());
   }
 
   // A work directory on a 1 MiB file system: a dataset that does not fit is refused
