@@ -14,8 +14,13 @@ using namespace onnxfixture;
 
 namespace {
 
-const QStringList kProjects = {"fashion-mlp",    "fashion-lenet", "fashion-convbn",
-                               "fashion-resnet", "autoencoder",   "spirals"};
+// Every example project, as the IDE offers them on first start.
+QStringList exampleProjects() {
+  QStringList names;
+  for (const QString& f : QDir(NETLOOM_SOURCE_DIR "/projects").entryList({"*.nlproj"}, QDir::Files))
+    names << f.chopped(int(qstrlen(".nlproj")));
+  return names;
+}
 
 QString projectPath(const QString& name) {
   return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name + ".nlproj";
@@ -172,7 +177,9 @@ class TestOnnx : public QObject {
   void exportsEveryExampleProject() {
     QTemporaryDir dir;
     QStringList files;
-    for (const QString& name : kProjects) {
+    const QStringList names = exampleProjects();
+    QVERIFY(names.size() >= 6);
+    for (const QString& name : names) {
       auto project = loadProject(projectPath(name).toStdString());
       QVERIFY2(project.ok(), qPrintable(name));
       for (bool fold : {false, true}) {
@@ -180,7 +187,17 @@ class TestOnnx : public QObject {
         OnnxExportOptions o;
         o.foldBatchNorm = fold;
         Status st = exportOnnx(*project, NETLOOM_SOURCE_DIR "/projects", out.toStdString(), o);
-        QVERIFY2(st.ok(), qPrintable(name + ": " + QString::fromStdString(st ? "" : st.message())));
+        if (!st) {
+          // A project with an op that has no ONNX form is refused naming it, and
+          // nothing is written.
+          const QString msg = QString::fromStdString(st.message());
+          QVERIFY2(
+              msg.contains(QRegularExpression("node '[^']+' \\(op \\w+\\): .* has no ONNX form")),
+              qPrintable(name + ": " + msg));
+          QVERIFY(!QFile::exists(out));
+          qInfo("%s: refused: %s", qPrintable(name), qPrintable(msg));
+          continue;
+        }
         QVERIFY(QFile::exists(out));
         files << out;
       }
@@ -206,7 +223,7 @@ print("checked", len(sys.argv) - 1)
 
   void roundTripGivesTheSameOutputs_data() {
     QTest::addColumn<QString>("name");
-    for (const QString& name : kProjects) QTest::newRow(qPrintable(name)) << name;
+    for (const QString& name : exampleProjects()) QTest::newRow(qPrintable(name)) << name;
     QTest::newRow("all-ops") << QString("all-ops");
     QTest::newRow("blocks") << QString("blocks");
   }
@@ -237,6 +254,9 @@ print("checked", len(sys.argv) - 1)
       o.initWeights = weights;
       o.foldBatchNorm = fold;
       Status st = exportOnnx(project, dir.path().toStdString(), onnx, o);
+      if (!st && QString::fromStdString(st.message()).contains("has no ONNX form"))
+        QSKIP(qPrintable("refused, as exportsEveryExampleProject checks: " +
+                         QString::fromStdString(st.message())));
       QVERIFY2(st.ok(), st ? "" : st.message().c_str());
       st = importOnnx(onnx, back);
       QVERIFY2(st.ok(), st ? "" : st.message().c_str());
@@ -361,7 +381,7 @@ model {
     QDir out(QString::fromUtf8(where));
     QVERIFY(out.mkpath("."));
     QTemporaryDir dir;
-    QStringList names = kProjects;
+    QStringList names = exampleProjects();
     names << "all-ops";
     for (const QString& name : names) {
       proto::Project project =
@@ -377,8 +397,10 @@ model {
         OnnxExportOptions o;
         o.initWeights = weights;
         o.foldBatchNorm = fold;
-        QVERIFY(
-            exportOnnx(project, dir.path().toStdString(), (base + ".onnx").toStdString(), o).ok());
+        Status st =
+            exportOnnx(project, dir.path().toStdString(), (base + ".onnx").toStdString(), o);
+        if (!st && QString::fromStdString(st.message()).contains("has no ONNX form")) continue;
+        QVERIFY2(st.ok(), st ? "" : st.message().c_str());
         QVERIFY(writeFloats(base + ".input.bin", x));
         QFile shape(base + ".shape");
         QVERIFY(shape.open(QIODevice::WriteOnly));
