@@ -42,6 +42,11 @@ Status exportPytorch(const proto::Project& project, const std::string& projectDi
       " loads a NetLoom run's weights strictly); `python3 train.py --epochs 1` trains it as "
       "NetLoom would (`--max-steps`, `--train-limit`, `--test-limit`, `--weights F`, `--save F`"
       "; see `--help`).\n";
+  if (project.data().has_image_folder() || project.data().has_image_list())
+    readme +=
+        "\nThe images are read with Pillow and numpy (Debian: `apt-get install python3-pil "
+        "python3-numpy`), in NetLoom's order and split, and resized as NetLoom resizes them; "
+        "`--dump-first-batch F` writes the first training batch to compare.\n";
 
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
