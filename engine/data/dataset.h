@@ -62,7 +62,7 @@ Status checkClassLabels(const Dataset& data, int32_t classes, const std::string&
 // of C × H × W samples where `channelMean` is set.
 struct Normalizer {
   float scale = 1.0f, mean = 0.0f, std = 1.0f;
-  std::vector<float> channelMean, channelStd;  // empty, or one per channel
+  std::vector<float> channelMean = {}, channelStd = {};  // empty, or one per channel
 };
 
 // Random crop, horizontal flip and translation of C×H×W images, applied to raw
