@@ -13,6 +13,12 @@
 #include <string>
 #include <vector>
 
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
 #include "engine/io/event_stream.h"
 #include "engine/io/safetensors.h"
 
@@ -165,6 +171,24 @@ void hostSeeds(const fs::path& out) {
       "data { local_path: \"a\" remote_path: \"b\" sha256: \"00\" bytes: 3 uploaded: true }\n");
 }
 
+// The image harness's input: options (channels, height, width), then a PNG or JPEG.
+void imageSeeds(const fs::path& out) {
+  auto collect = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+  };
+  for (int channels : {1, 3, 4})
+    for (int side : {1, 5, 16}) {
+      std::vector<uint8_t> px(size_t(side * side * channels));
+      for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 37);
+      std::string png, jpg;
+      stbi_write_png_to_func(collect, &png, side, side, channels, px.data(), side * channels);
+      stbi_write_jpg_to_func(collect, &jpg, side, side, channels, px.data(), 90);
+      const std::string tag = std::to_string(channels) + "x" + std::to_string(side);
+      put(out, "png-" + tag, std::string{char(channels > 1), 12, 7} + png);
+      put(out, "jpg-" + tag, std::string{char(2 | (channels > 1)), 3, 20} + jpg);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +206,7 @@ int main(int argc, char** argv) {
   safetensorsSeeds(out / "safetensors");
   eventSeeds(out / "events");
   hostSeeds(out / "hosts");
+  imageSeeds(out / "image");
   std::printf("seeds written to %s\n", out.c_str());
   return 0;
 }

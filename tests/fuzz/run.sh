@@ -10,7 +10,7 @@ seconds=${1:?usage: tests/fuzz/run.sh SECONDS [HARNESS...]}
 shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${NETLOOM_FUZZ_BUILD:-$root/build-fuzz}
-harnesses=${*:-project idx csv safetensors events hosts}
+harnesses=${*:-project idx csv safetensors events hosts image}
 jobs=${NETLOOM_FUZZ_BUILD_JOBS:-2}
 
 launcher=""
