@@ -20,6 +20,8 @@ using data_internal::resolve;
 namespace {
 
 constexpr uint64_t kImageTestSplitStream = 0x13A6E;
+constexpr uint64_t kImageTrainLimitStream = 0x11A17;
+constexpr uint64_t kImageTestLimitStream = 0x7E511A;
 constexpr int kMaxDecodeThreads = 4;
 
 std::string inQuotes(const std::string& s) {
@@ -389,15 +391,19 @@ Result<DataSplits> loadImages(const proto::DataDef& def, const std::string& base
     s.warnings.insert(s.warnings.end(), val->warnings.begin(), val->warnings.end());
     s.val = datasetOf(*val, spec, src, folder ? "" : resolve(src.validation(), baseDir));
   }
-  // The limits take the first samples, as for every source; only those are checked.
-  auto limit = [](Dataset& d, int64_t n) {
+  // A folder lists its images class by class, so the first N would be the first
+  // classes: a limit takes N samples spread by a seeded draw (kept in listing order).
+  // Only those are checked.
+  auto limit = [&](Dataset& d, int64_t n, uint64_t stream) {
     if (n <= 0 || n >= d.size()) return;
-    std::vector<int64_t> idx(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = i;
-    d = d.subset(idx);
+    std::vector<int64_t> order =
+        BatchLoader::epochOrder(d.size(), true, hashCombine(seed, stream), 0);
+    order.resize(size_t(n));
+    std::sort(order.begin(), order.end());
+    d = d.subset(order);
   };
-  limit(s.train, def.train_limit());
-  limit(s.test, def.test_limit());
+  limit(s.train, def.train_limit(), kImageTrainLimitStream);
+  limit(s.test, def.test_limit(), kImageTestLimitStream);
   for (auto [d, what] :
        {std::pair{&s.train, "training"}, {&s.val, "validation"}, {&s.test, "test"}}) {
     if (d->size() == 0) continue;

@@ -232,11 +232,15 @@ def load_images(data, seed):
         held, keep = sorted(order[:k]), sorted(order[k:])
         test_paths, test_labels = [paths[i] for i in held], [labels[i] for i in held]
         paths, labels = [paths[i] for i in keep], [labels[i] for i in keep]
-    # The limits take the first samples; only those are decoded.
-    if data["train_limit"] > 0:
-        paths, labels = paths[:data["train_limit"]], labels[:data["train_limit"]]
-    if data["test_limit"] > 0:
-        test_paths, test_labels = test_paths[:data["test_limit"]], test_labels[:data["test_limit"]]
+    # A limit takes samples spread by a seeded draw, kept in listing order (a folder
+    # lists class by class); only those are decoded.
+    def limit(paths, labels, n, stream):
+        if n <= 0 or n >= len(paths):
+            return paths, labels
+        keep = sorted(epoch_order(len(paths), True, hash_combine(seed, stream), 0)[:n])
+        return [paths[i] for i in keep], [labels[i] for i in keep]
+    paths, labels = limit(paths, labels, data["train_limit"], 0x11A17)
+    test_paths, test_labels = limit(test_paths, test_labels, data["test_limit"], 0x7E511A)
     train = decode_images(paths, labels, data, "training")
     test = decode_images(test_paths, test_labels, data, "test") if test_paths else None
     if data["validation"]:

@@ -6,6 +6,7 @@
 #include <QtTest>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push
@@ -264,6 +265,19 @@ class TestImages : public QObject {
         }
       }
     }
+    // A limit draws its samples across the classes (the folder lists them class by
+    // class), the same for both forms and for the same seed.
+    folder.set_train_limit(6);
+    list.set_train_limit(6);
+    auto limited = loadData(folder, "", 5), again = loadData(list, "", 5);
+    QVERIFY(limited.ok() && again.ok());
+    QCOMPARE(limited->train.size() + limited->val.size(), int64_t(6));
+    std::set<int32_t> seen(limited->train.labels.begin(), limited->train.labels.end());
+    seen.insert(limited->val.labels.begin(), limited->val.labels.end());
+    QCOMPARE(seen.size(), size_t(2));
+    QCOMPARE(limited->train.labels, again->train.labels);
+    folder.set_train_limit(0);
+    list.set_train_limit(0);
     // A list line that is not path,label is named by file and line.
     writeText(dir / "bad.csv", "train/dark/0000.png,dark\njust-a-path.png\n");
     l->set_train((dir / "bad.csv").string());
