@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -50,9 +51,69 @@ bool sizeOk(int width, int height, std::string& error) {
   return false;
 }
 
-// Reads the header and leaves the file where it was.
-bool readHeader(FILE* f, int& width, int& height, int& channels, std::string& error) {
-  if (!stbi_info_from_file(f, &width, &height, &channels)) {
+// A JPEG's Huffman tables, checked before stb_image builds them: a table that claims
+// more than 256 codes would be written past the end of stb's (bounded) arrays. Walks
+// the markers, skipping entropy-coded data, to every DHT segment; a file cut short
+// is left for the decoder to refuse.
+bool jpegTablesOk(const std::vector<stbi_uc>& b) {
+  if (b.size() < 4 || b[0] != 0xFF || b[1] != 0xD8) return true;  // not a JPEG
+  size_t at = 2;
+  while (at + 4 <= b.size()) {
+    if (b[at] != 0xFF) {  // entropy-coded data: on to the next marker
+      ++at;
+      continue;
+    }
+    const stbi_uc marker = b[at + 1];
+    if (marker == 0x00 || marker == 0xFF || (marker >= 0xD0 && marker <= 0xD7) ||
+        marker == 0x01) {  // stuffed byte, fill, restart, TEM: no length follows
+      at += 2;
+      continue;
+    }
+    if (marker == 0xD9) return true;  // end of image
+    const size_t length = size_t(b[at + 2]) << 8 | b[at + 3];
+    if (length < 2) return true;  // the decoder refuses it
+    const size_t end = std::min(b.size(), at + 2 + length);
+    if (marker == 0xC4) {
+      for (size_t t = at + 4; t + 17 <= end;) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16; ++i) codes += b[t + i];
+        if (codes > 256) return false;
+        t += 17 + codes;
+      }
+    }
+    at += 2 + length;
+  }
+  return true;
+}
+
+// Reads `path`, all of it or its first `limit` bytes.
+bool readBytes(const std::string& path, size_t limit, std::vector<stbi_uc>& bytes,
+               std::string& error) {
+  File f = openFile(path, error);
+  if (!f) return false;
+  long size = -1;
+  if (std::fseek(f.get(), 0, SEEK_END) == 0) size = std::ftell(f.get());
+  std::rewind(f.get());
+  if (size <= 0 || size >= (1L << 31)) {
+    error = size == 0 ? "is empty" : "cannot be read";
+    return false;
+  }
+  bytes.resize(std::min(size_t(size), limit));
+  if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    error = "cannot be read";
+    return false;
+  }
+  return true;
+}
+
+// The image's size and channels, from its header in `bytes`.
+bool header(const std::vector<stbi_uc>& bytes, int& width, int& height, int& channels,
+            std::string& error) {
+  if (!jpegTablesOk(bytes)) {
+    error = "is a corrupt JPEG (a Huffman table holds more than 256 codes)";
+    return false;
+  }
+  if (!stbi_info_from_memory(bytes.data(), int(bytes.size()), &width, &height, &channels)) {
     error = reason("is not a PNG or JPEG image this decoder reads");
     return false;
   }
@@ -89,8 +150,13 @@ bool isImageFile(const std::string& name) {
 
 bool probeImage(const std::string& path, int& width, int& height, int& channels,
                 std::string& error) {
-  File f = openFile(path, error);
-  return f && readHeader(f.get(), width, height, channels, error);
+  // The header is near the start; a JPEG whose metadata pushes it further is read whole.
+  constexpr size_t kHead = 64 << 10;
+  std::vector<stbi_uc> bytes;
+  if (!readBytes(path, kHead, bytes, error)) return false;
+  if (header(bytes, width, height, channels, error)) return true;
+  if (bytes.size() < kHead) return false;
+  return readBytes(path, SIZE_MAX, bytes, error) && header(bytes, width, height, channels, error);
 }
 
 void fitImage(const uint8_t* pixels, int width, int height, int channels, const ImageSpec& spec,
@@ -131,24 +197,10 @@ void fitImage(const uint8_t* pixels, int width, int height, int channels, const 
 bool decodeImage(const std::string& path, const ImageSpec& spec, uint8_t* out, std::string& error) {
   // One read of the whole file: stb's own file reader refills a small buffer, which
   // costs more than the decoding for the small images datasets often hold.
-  File f = openFile(path, error);
-  if (!f) return false;
   std::vector<stbi_uc> bytes;
-  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
-    const long size = std::ftell(f.get());
-    if (size > 0 && size < (1L << 31)) bytes.resize(size_t(size));
-    std::rewind(f.get());
-  }
-  if (bytes.empty() || std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
-    error = bytes.empty() ? "is empty or cannot be read" : "cannot be read";
-    return false;
-  }
   int width = 0, height = 0, channels = 0;
-  if (!stbi_info_from_memory(bytes.data(), int(bytes.size()), &width, &height, &channels)) {
-    error = reason("is not a PNG or JPEG image this decoder reads");
+  if (!readBytes(path, SIZE_MAX, bytes, error) || !header(bytes, width, height, channels, error))
     return false;
-  }
-  if (!sizeOk(width, height, error)) return false;
   // stb converts to the channels asked for: grey from RGB by luminance, RGB from grey
   // by repetition; alpha is dropped.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(

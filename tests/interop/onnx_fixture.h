@@ -15,12 +15,11 @@
 #include "engine/compiler/compile.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "python.h"
 
 namespace onnxfixture {
 
 using namespace netloom;
-
-constexpr const char* kPython = "/usr/bin/python3";
 
 struct Output {
   std::vector<float> values;
@@ -129,23 +128,11 @@ inline void setFloats(NamedTensor& t, const std::vector<float>& v) {
   std::memcpy(t.data.data(), v.data(), t.data.size());
 }
 
-struct PyResult {
-  int code = -1;
-  QString out, err;
-};
+using PyResult = netloom::testing::Outcome;
+using netloom::testing::havePython;
 
-// Runs Python to its end; the test's own timeout bounds it.
 inline PyResult python(const QStringList& args) {
-  QProcess p;
-  p.start(kPython, args);
-  p.waitForFinished(-1);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-inline bool havePython(const QString& modules) {
-  return QFile::exists(kPython) && python({"-c", "import " + modules}).code == 0;
+  return netloom::testing::runPython(args);
 }
 
 }  // namespace onnxfixture

@@ -5,16 +5,17 @@
 #include <QtTest>
 
 #include "../common/cli.h"
+#include "python.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
 #include "engine/train/trainer.h"
 
 namespace {
 
+using netloom::testing::havePython;
 using netloom::testing::Outcome;
+using netloom::testing::runPython;
 using netloom::testing::runTrain;
-
-constexpr const char* kPython = "/usr/bin/python3";
 
 // Loads the weights strictly; with a probabilities file, compares softmax(forward())
 // on the first n test samples, read and normalised by train.py's own data code.
@@ -52,20 +53,6 @@ sys.exit(0 if diff <= 1e-5 else 1)
 
 QString projectPath(const QString& name) {
   return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name + ".nlproj";
-}
-
-Outcome runPython(const QStringList& args) {
-  QProcess p;
-  p.start(kPython, args);
-  p.waitForFinished(600000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-bool havePythonTorch() {
-  if (!QFile::exists(kPython)) return false;
-  return runPython({"-c", "import torch, numpy"}).code == 0;
 }
 
 // A model of two instances of one block with different channels and strides, and a
@@ -107,7 +94,7 @@ class TestPytorchExport : public QObject {
   // Trains two steps, exports, and has PyTorch check the weights (and, with
   // `compare`, the outputs); `trainEpoch` runs train.py for an epoch too.
   void check(const QString& project, bool compare, bool trainEpoch) {
-    if (!havePythonTorch())
+    if (!havePython("torch, numpy"))
       QSKIP("/usr/bin/python3 with torch and numpy is missing: the PyTorch side is not checked");
     QTemporaryDir dir;
     QVERIFY(dir.isValid());

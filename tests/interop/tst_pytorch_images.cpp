@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "../common/cli.h"
+#include "python.h"
 #include "engine/data/dataset.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
@@ -21,23 +22,9 @@
 
 namespace {
 
+using netloom::testing::havePython;
 using netloom::testing::Outcome;
-
-constexpr const char* kPython = "/usr/bin/python3";
-
-Outcome runPython(const QStringList& args) {
-  QProcess p;
-  p.start(kPython, args);
-  p.waitForFinished(600000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-bool havePythonImages() {
-  if (!QFile::exists(kPython)) return false;
-  return runPython({"-c", "import torch, numpy, PIL"}).code == 0;
-}
+using netloom::testing::runPython;
 
 // Deterministic pixels with edges and gradients, so that resampling has work to do.
 std::vector<uint8_t> pixels(int w, int h, int c, uint32_t seed) {
@@ -186,7 +173,7 @@ class TestPytorchImages : public QObject {
 
  private slots:
   void initTestCase() {
-    if (!havePythonImages())
+    if (!havePython("torch, numpy, PIL"))
       QSKIP(
           "/usr/bin/python3 with torch, numpy and PIL is missing: the PyTorch side is not "
           "checked");

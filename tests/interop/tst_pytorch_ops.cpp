@@ -7,16 +7,17 @@
 #include <QtTest>
 
 #include "../common/cli.h"
+#include "python.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
 #include "engine/train/trainer.h"
 
 namespace {
 
+using netloom::testing::havePython;
 using netloom::testing::Outcome;
+using netloom::testing::runPython;
 using netloom::testing::runTrain;
-
-constexpr const char* kPython = "/usr/bin/python3";
 
 // Loads the weights strictly and compares softmax(forward()) with NetLoom's
 // probabilities, and log_softmax(forward()) with their logarithms: the outputs
@@ -48,20 +49,6 @@ log_diff = (torch.log_softmax(out, dim=1) - want.log()).abs().max().item()
 print(f"{out.shape[1]} outputs: max abs diff {diff:.3g}, of log-probabilities {log_diff:.3g}")
 sys.exit(0 if diff <= 1e-5 and log_diff <= 1e-4 else 1)
 )PY";
-
-Outcome runPython(const QStringList& args) {
-  QProcess p;
-  p.start(kPython, args);
-  p.waitForFinished(600000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-bool havePythonTorch() {
-  if (!QFile::exists(kPython)) return false;
-  return runPython({"-c", "import torch, numpy"}).code == 0;
-}
 
 // Fashion-MNIST images into `nodes`, whose node "out" is the output: the loss reads
 // it as class scores (it has at least ten), so a run can train and save weights.
@@ -149,7 +136,7 @@ class TestPytorchOps : public QObject {
 
  private slots:
   void initTestCase() {
-    if (!havePythonTorch())
+    if (!havePython("torch, numpy"))
       QSKIP("/usr/bin/python3 with torch and numpy is missing: the PyTorch side is not checked");
   }
 
