@@ -33,12 +33,14 @@ InteropActions::InteropActions(MainWindow* window, QMenu* file, QMenu* data)
     if (!out.isEmpty()) importOnnx(in, out);
   });
   QMenu* exports = file->addMenu(tr("E&xport"));
-  add(exports, "exportOnnx", tr("&ONNX…"), [this] {
+  auto onnx = [this](bool fold) {
     const QString base = QFileInfo(m_window->document()->filePath()).completeBaseName();
     const QString out =
         ask("onnx-out", projectDir() + "/" + (base.isEmpty() ? "model" : base) + ".onnx");
-    if (!out.isEmpty()) exportOnnx(out);
-  });
+    if (!out.isEmpty()) exportOnnx(out, fold);
+  };
+  add(exports, "exportOnnx", tr("&ONNX…"), [onnx] { onnx(false); });
+  add(exports, "exportOnnxFolded", tr("ONNX, BatchNorm &Folded…"), [onnx] { onnx(true); });
   add(exports, "exportPytorch", tr("&PyTorch…"), [this] {
     const QString dir = ask("pytorch-dir", projectDir());
     if (!dir.isEmpty()) exportPytorch(dir);

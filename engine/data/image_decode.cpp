@@ -56,32 +56,55 @@ bool sizeOk(int width, int height, std::string& error) {
 // the markers, skipping entropy-coded data, to every DHT segment; a file cut short
 // is left for the decoder to refuse.
 bool jpegTablesOk(const std::vector<stbi_uc>& b) {
-  if (b.size() < 4 || b[0] != 0xFF || b[1] != 0xD8) return true;  // not a JPEG
-  size_t at = 2;
-  while (at + 4 <= b.size()) {
-    if (b[at] != 0xFF) {  // entropy-coded data: on to the next marker
-      ++at;
+  // stb takes a file for a JPEG when its first marker, after any 0xFF fill bytes, is
+  // the start of an image: every file opening with 0xFF is walked.
+  if (b.empty() || b[0] != 0xFF) return true;
+  // Past the end of the bytes, stb reads zeros: so does this.
+  auto at = [&](size_t i) -> size_t { return i < b.size() ? b[i] : 0; };
+  size_t i = 0;
+  while (i + 1 < b.size()) {
+    if (b[i] != 0xFF) {  // entropy-coded data: on to the next marker
+      ++i;
       continue;
     }
-    const stbi_uc marker = b[at + 1];
-    if (marker == 0x00 || marker == 0xFF || (marker >= 0xD0 && marker <= 0xD7) ||
-        marker == 0x01) {  // stuffed byte, fill, restart, TEM: no length follows
-      at += 2;
+    const size_t marker = b[i + 1];
+    if (marker == 0xFF) {  // fill bytes before a marker
+      ++i;
+      continue;
+    }
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {
+      i += 2;  // a stuffed byte, TEM, a restart or a start of image: no length follows
       continue;
     }
     if (marker == 0xD9) return true;  // end of image
-    const size_t length = size_t(b[at + 2]) << 8 | b[at + 3];
-    if (length < 2) return true;  // the decoder refuses it
-    const size_t end = std::min(b.size(), at + 2 + length);
+    const size_t length = at(i + 2) << 8 | at(i + 3);
     if (marker == 0xC4) {
-      for (size_t t = at + 4; t + 17 <= end;) {
+      // As stb reads them: each table's 16 counts, then that many values, for as
+      // long as the segment's length says, even past the end of the file.
+      for (size_t t = i + 4, end = i + 2 + length; t < end && t < b.size();) {
         size_t codes = 0;
-        for (size_t i = 1; i <= 16; ++i) codes += b[t + i];
+        for (size_t k = 1; k <= 16; ++k) codes += at(t + k);
         if (codes > 256) return false;
         t += 17 + codes;
       }
     }
-    at += 2 + length;
+    i += 2 + std::max<size_t>(length, 2);
+  }
+  return true;
+}
+
+// A PNG's chunks, checked before stb_image reads them: a chunk that claims to run
+// past the end of the file would have stb grow its buffer towards its 1 GiB limit
+// for data that is not there.
+bool pngChunksFit(const std::vector<stbi_uc>& b) {
+  static const stbi_uc kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (b.size() < 8 || !std::equal(kSignature, kSignature + 8, b.begin())) return true;
+  for (size_t i = 8; i + 12 <= b.size();) {
+    const size_t length =
+        size_t(b[i]) << 24 | size_t(b[i + 1]) << 16 | size_t(b[i + 2]) << 8 | b[i + 3];
+    if (length > b.size() - i - 12) return false;
+    if (std::equal(b.begin() + long(i) + 4, b.begin() + long(i) + 8, "IEND")) return true;
+    i += 12 + length;
   }
   return true;
 }
@@ -201,6 +224,10 @@ bool decodeImage(const std::string& path, const ImageSpec& spec, uint8_t* out, s
   int width = 0, height = 0, channels = 0;
   if (!readBytes(path, SIZE_MAX, bytes, error) || !header(bytes, width, height, channels, error))
     return false;
+  if (!pngChunksFit(bytes)) {
+    error = "is a corrupt PNG (a chunk runs past the end of the file)";
+    return false;
+  }
   // stb converts to the channels asked for: grey from RGB by luminance, RGB from grey
   // by repetition; alpha is dropped.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(

@@ -51,8 +51,8 @@ class TestInteropGui : public QObject {
  private slots:
   void theMenusHoldTheActions() {
     MainWindow w;
-    for (const char* name :
-         {"useImageFolder", "useImageList", "exportOnnx", "exportPytorch", "importOnnx"})
+    for (const char* name : {"useImageFolder", "useImageList", "exportOnnx", "exportOnnxFolded",
+                             "exportPytorch", "importOnnx"})
       QVERIFY2(w.action(name), name);
   }
 
@@ -135,11 +135,15 @@ class TestInteropGui : public QObject {
     for (const char* f : {"model.py", "train.py", "README.md"})
       QVERIFY2(QFile::exists(m_dir.filePath("menus/torch/") + f), f);
     if (!onnxAvailable()) QSKIP("this build has no ONNX support (libonnx-dev not found)");
+    answers["onnx-out"] = m_dir.filePath("menus/folded.onnx");
+    w.action("exportOnnxFolded")->trigger();
+    QVERIFY2(QFile::exists(answers["onnx-out"]), qPrintable(w.lastMessage()));
+    answers["onnx-out"] = m_dir.filePath("menus/out.onnx");
     w.action("exportOnnx")->trigger();
     QVERIFY2(QFile::exists(answers["onnx-out"]), qPrintable(w.lastMessage()));
     QVERIFY2(w.lastMessage().contains("initial weights"), qPrintable(w.lastMessage()));
     w.action("importOnnx")->trigger();
-    QCOMPARE(asked, (QStringList{"pytorch-dir", "onnx-out", "onnx-in", "project-out"}));
+    QCOMPARE(asked, (QStringList{"pytorch-dir", "onnx-out", "onnx-out", "onnx-in", "project-out"}));
     QVERIFY2(QFile::exists(answers["project-out"]), qPrintable(w.lastMessage()));
     QCOMPARE(w.document()->filePath(), answers["project-out"]);
     QVERIFY(w.document()->analysis().ok());
