@@ -116,6 +116,38 @@ class TestInteropGui : public QObject {
     QVERIFY(w.document()->data().has_idx());
   }
 
+  void anImageListIsPreviewedThenUsed() {
+    const QString dir = m_dir.filePath("list");
+    for (int i = 0; i < 3; ++i) writePng(dir + QString("/img/a%1.png").arg(i), 90);
+    writePng(dir + "/img/b0.png", 10);
+    QFile csv(dir + "/train.csv");
+    QVERIFY(csv.open(QIODevice::WriteOnly));
+    csv.write(
+        "path,label\nimg/a0.png,shoe\nimg/a1.png,shoe\nimg/b0.png,bag\n"
+        "img/a2.png,shoe\nnotes.txt,bag\n");
+    csv.close();
+    const QString project = dir + "/lenet.nlproj";
+    QVERIFY(QFile::copy(lenet(), project));
+    MainWindow w;
+    QVERIFY(w.openFile(project));
+    ImageDataDialog dialog(w.document(), ImageDataDialog::Kind::List, &w);
+    QSignalSpy ready(&dialog, &ImageDataDialog::previewReady);
+    dialog.setTrainPath("train.csv");  // relative to the project
+    QVERIFY(ready.wait(testing::kHangMs));
+    auto* classes = dialog.findChild<QTableWidget*>("imageClasses");
+    QCOMPARE(classes->rowCount(), 2);
+    QCOMPARE(classes->item(0, 0)->text(), QString("bag"));
+    QCOMPARE(classes->item(1, 1)->text(), QString("3"));
+    QCOMPARE(dialog.findChild<QListWidget*>("imageSamples")->count(), 4);
+    const QString summary = dialog.findChild<QLabel*>("imageSummary")->text();
+    QVERIFY2(summary.contains("notes.txt"), qPrintable(summary));  // not an image: reported
+    QVERIFY(dialog.apply());
+    const proto::DataDef& data = w.document()->data();
+    QVERIFY(data.has_image_list());
+    QCOMPARE(data.image_list().train(), std::string("train.csv"));
+    QVERIFY(data.image_list().has_header());
+  }
+
   void exportsAndImportsFromTheMenus() {
     const QString project = m_dir.filePath("menus/lenet.nlproj");
     QDir().mkpath(m_dir.filePath("menus"));
