@@ -29,11 +29,10 @@ const std::map<std::string, PortRule>& rules() {
       t[conv + "GradInput"] = {{0}, {0}, {1}, true};
       t[conv + "GradWeight"] = {{0, 1}, {}, {}, true};
     }
-    for (const char* op : {"ReLU", "LeakyReLU", "GELU", "Sigmoid", "Tanh", "Dropout", "Identity"})
-      t[op] = {{0}, {0}, {}, false, true};
-    for (const char* op : {"ReLUGrad", "LeakyReLUGrad", "GELUGrad", "SigmoidGrad", "TanhGrad"})
-      t[op] = {{0, 1}, {0}, {}, false, true};
-    t["Add"] = {{kAll}, {0}, {}, false, true};
+    // Element-wise ops (activations, their gradients, Add, Dropout, Identity) say so
+    // in their op files: one layout and one shape on every port.
+    for (const OpDef* op : OpRegistry::instance().all())
+      if (op->elementwise) t[op->name] = {{kAll}, {0}, {}, false, true};
     t["BatchNorm"] = {{0}, {0}, {}, false};
     t["BatchNormGrad"] = {{0, 1}, {0}, {}, false};
     t["MaxPool2d"] = {{0}, {0}, {}, false};

@@ -11,6 +11,7 @@ void registerAdd(OpRegistry& r) {
   d.inputs = {{"a", "first tensor"}, {"b", "second tensor, same shape as a"}};
   d.outputs = {{"y", "a + b"}};
   d.inplaceable = true;
+  d.elementwise = true;
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0) || !ops::requireFloat(c, 1)) return false;
     if (c.in[0].shape != c.in[1].shape)

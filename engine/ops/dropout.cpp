@@ -15,6 +15,7 @@ void registerDropout(OpRegistry& r) {
   d.outputs = {{"y", "same shape"}};
   d.attrs = {floatAttr("p", 0.5, 0.0, 0.99, "probability of zeroing an element")};
   d.inplaceable = true;
+  d.elementwise = true;
   d.infer = [](InferCtx& c) { return ops::requireFloat(c, 0) && ops::sameAsInput(c); };
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.emit("Dropout", {b.outGrad(0)}, b.attrs())); };
   r.add(std::move(d));

@@ -10,7 +10,7 @@ void registerGELU(OpRegistry& r) {
   d.attrs = {approx};
   d.flops = [](const InferCtx& c) { return 8 * numel(c.out[0].shape); };
   r.add(std::move(d));
-  r.add(ops::unaryGrad("GELUGrad", {approx}));
+  r.add(ops::elementwiseGrad("GELUGrad", {approx}));
 }
 
 }  // namespace netloom

@@ -9,7 +9,7 @@ void registerLeakyReLU(OpRegistry& r) {
                                  "LeakyReLUGrad", false);
   d.attrs = {slope};
   r.add(std::move(d));
-  r.add(ops::unaryGrad("LeakyReLUGrad", {slope}));
+  r.add(ops::elementwiseGrad("LeakyReLUGrad", {slope}));
 }
 
 }  // namespace netloom

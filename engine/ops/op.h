@@ -84,6 +84,13 @@ struct OpDef {
   bool external = false;
   // Whether every input may share its output's memory (element-wise, same size).
   bool inplaceable = false;
+  // Each output element depends only on the input elements at the same position, all
+  // inputs of the output's shape: the op runs in whatever memory layout its inputs
+  // come in, so the layout pass carries blocked layouts through it.
+  bool elementwise = false;
+  // The activation a matrix op can apply to its own output in the same kernel (the
+  // value its "activation" attribute takes, e.g. "relu"); empty when none.
+  std::string epilogue;
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;

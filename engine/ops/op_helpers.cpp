@@ -34,6 +34,7 @@ OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, boo
   d.inputs = {{"x", "input tensor"}};
   d.outputs = {{"y", "same shape as x"}};
   d.inplaceable = true;
+  d.elementwise = true;
   d.infer = [](InferCtx& c) { return requireFloat(c, 0) && sameAsInput(c); };
   d.grad = [gradOp, gradFromOutput](GradBuilder& b) {
     ValueId ref = gradFromOutput ? b.output(0) : b.input(0);
@@ -54,6 +55,12 @@ OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs) {
   d.outputs = {{"dx", "gradient of the input"}};
   d.inplaceable = true;
   d.infer = sameAsInput;
+  return d;
+}
+
+OpDef elementwiseGrad(std::string name, std::vector<AttrDef> attrs) {
+  OpDef d = unaryGrad(std::move(name), std::move(attrs));
+  d.elementwise = true;
   return d;
 }
 

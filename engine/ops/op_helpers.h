@@ -18,6 +18,8 @@ bool requireLabels(InferCtx& c, int port, int64_t batch);
 OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, bool gradFromOutput);
 // The matching backward op: dx = g(dy, x-or-y), registered as internal.
 OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs = {});
+// The backward of an element-wise activation: dx from dy and x (or y) at each position.
+OpDef elementwiseGrad(std::string name, std::vector<AttrDef> attrs = {});
 
 // Scores against labels: batch × classes and int32 labels of shape [batch] -> scalar.
 bool inferClassMetric(InferCtx& c);

@@ -4,8 +4,10 @@
 namespace netloom {
 
 void registerReLU(OpRegistry& r) {
-  r.add(ops::unaryActivation("ReLU", "Rectified linear unit: max(x, 0)", "ReLUGrad", true));
-  r.add(ops::unaryGrad("ReLUGrad"));
+  OpDef d = ops::unaryActivation("ReLU", "Rectified linear unit: max(x, 0)", "ReLUGrad", true);
+  d.epilogue = "relu";  // Linear applies it in its own kernel (fuseLinearActivation)
+  r.add(std::move(d));
+  r.add(ops::elementwiseGrad("ReLUGrad"));
 }
 
 }  // namespace netloom

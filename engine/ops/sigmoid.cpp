@@ -5,7 +5,7 @@ namespace netloom {
 
 void registerSigmoid(OpRegistry& r) {
   r.add(ops::unaryActivation("Sigmoid", "Logistic sigmoid: 1 / (1 + e^-x)", "SigmoidGrad", true));
-  r.add(ops::unaryGrad("SigmoidGrad"));
+  r.add(ops::elementwiseGrad("SigmoidGrad"));
 }
 
 }  // namespace netloom

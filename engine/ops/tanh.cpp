@@ -5,7 +5,7 @@ namespace netloom {
 
 void registerTanh(OpRegistry& r) {
   r.add(ops::unaryActivation("Tanh", "Hyperbolic tangent", "TanhGrad", true));
-  r.add(ops::unaryGrad("TanhGrad"));
+  r.add(ops::elementwiseGrad("TanhGrad"));
 }
 
 }  // namespace netloom
