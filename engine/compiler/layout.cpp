@@ -243,8 +243,8 @@ class LayoutPass {
     if (grad != kNoValue) {
       if (m_pinned.count(grad)) return -1;
       for (NodeId u : users[grad]) {
-        readers.push_back(u);  // the update; a norm and a histogram read any layout
-        if (m_g.nodes[u].op->name == "SumSquares" || m_g.nodes[u].op->name == "Histogram") continue;
+        readers.push_back(u);  // the update, and readers of any layout (a norm, a histogram)
+        if (m_g.nodes[u].op->anyLayout) continue;
         if (u != update || m_g.nodes[u].inputs[1] != grad) return -1;
       }
       family.push_back(grad);

@@ -88,6 +88,9 @@ struct OpDef {
   // inputs of the output's shape: the op runs in whatever memory layout its inputs
   // come in, so the layout pass carries blocked layouts through it.
   bool elementwise = false;
+  // Reads its inputs' elements in no particular order (a sum, a histogram): any memory
+  // layout of them will do, and none is converted for it.
+  bool anyLayout = false;
   // The activation a matrix op can apply to its own output in the same kernel (the
   // value its "activation" attribute takes, e.g. "relu"); empty when none.
   std::string epilogue;

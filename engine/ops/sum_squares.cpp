@@ -14,6 +14,7 @@ void registerSumSquares(OpRegistry& r) {
   d.doc = "The sum of the squares of every element (a squared L2 norm)";
   d.inputs = {{"x", "any tensor"}};
   d.outputs = {{"y", "a scalar"}};
+  d.anyLayout = true;
   d.infer = [](InferCtx& c) {
     c.out[0] = TensorDesc{{}, DType::F32, c.in[0].device};
     return true;
@@ -27,6 +28,7 @@ void registerSumSquares(OpRegistry& r) {
   h.doc = "The minimum, the maximum and the counts of equal bins between them";
   h.inputs = {{"x", "any tensor"}};
   h.outputs = {{"y", "[min, max, count per bin]"}};
+  h.anyLayout = true;
   h.infer = [](InferCtx& c) {
     c.out[0] = TensorDesc{{fn::Histogram::kSize}, DType::F32, c.in[0].device};
     return true;
