@@ -1,6 +1,5 @@
 #include "gui/main_window.h"
 
-
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>

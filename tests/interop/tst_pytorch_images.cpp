@@ -8,10 +8,10 @@
 #include <cmath>
 
 #include "../common/cli.h"
-#include "python.h"
 #include "engine/data/dataset.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
+#include "python.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push

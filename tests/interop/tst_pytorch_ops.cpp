@@ -7,10 +7,10 @@
 #include <QtTest>
 
 #include "../common/cli.h"
-#include "python.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
 #include "engine/train/trainer.h"
+#include "python.h"
 
 namespace {
 
