@@ -70,7 +70,11 @@ class BatchLoader::Assembler {
           augment.apply(row, m_byteScratch.data(), d.sampleShape, key);
           row = m_byteScratch.data();
         }
-        for (int64_t j = 0; j < m_f; ++j) dst[j] = m_tables[j / m_plane][row[j]];
+        // Plane by plane, each with its channel's table: one load per element.
+        for (int64_t at = 0, c = 0; at < m_f; at += m_plane, ++c) {
+          const std::array<float, 256>& table = m_tables[size_t(c)];
+          for (int64_t j = at; j < at + m_plane; ++j) dst[j] = table[row[j]];
+        }
       } else if (m_floats) {
         const float* row = d.floats.data() + sample * m_f;
         if (augment.enabled()) {
