@@ -30,7 +30,9 @@ else
   )
 fi
 
-[ "$mode" = bench ] && packages+=(python3-torch python3-numpy)
+# OpenBLAS, so that PyTorch's matrix products do not fall back to the reference BLAS:
+# the benchmarks compare NetLoom with PyTorch at its best.
+[ "$mode" = bench ] && packages+=(python3-torch python3-numpy libopenblas0-pthread)
 # The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
 # The interchange tests check exports against PyTorch and the ONNX checker.

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -31,6 +32,8 @@
 #include "engine/train/project_check.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/peak.h"
 
 namespace {
 
@@ -47,6 +50,8 @@ const char* kUsage =
     "                      cuda:N (GPU N), cuda (GPU 0)\n"
     "  --list-devices      print this machine's CPU and GPUs (or why there is no GPU),\n"
     "                      then exit\n"
+    "  --peak              measure this CPU's matrix-product peak (oneDNN sgemm\n"
+    "                      2048^3, on --threads N) and print it as JSON, then exit\n"
     "  --seed S            seed for initialisation, shuffling and dropout\n"
     "  --train-limit N     use only the first N training samples\n"
     "  --test-limit N      use only the first N test samples\n"
@@ -260,6 +265,7 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));
+  o.set("flops_per_sample", Json::number(s.flopsPerSample));
   // A remote job's status reads this: "stopped at step <steps>" rather than finished.
   o.set("stopped", Json::boolean(s.stoppedByRequest));
   return o;
@@ -268,6 +274,29 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
 }  // namespace
 
 namespace {
+
+// --peak [--threads N]: the CPU's measured matrix-product peak, as one JSON line.
+int printPeak(int argc, char** argv) {
+  int threads = omp_get_num_procs();
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], "--threads")) {
+      char* end = nullptr;
+      long t = std::strtol(argv[i + 1], &end, 10);
+      if (*end || t < 1 || t > 4096) {
+        std::fprintf(stderr, "netloom-train: --threads needs a number from 1 to 4096\n");
+        return 2;
+      }
+      threads = int(t);
+    }
+  netloom::cpu::configureThreads(threads);
+  netloom::cpu::GemmPeak p = netloom::cpu::measureGemmPeak();
+  netloom::Json o = netloom::Json::object();
+  o.set("probe", netloom::Json::string(p.probe));
+  o.set("threads", netloom::Json::number(p.threads));
+  o.set("gflops", netloom::Json::number(p.gflops));
+  std::printf("%s\n", o.dump().c_str());
+  return 0;
+}
 
 // SIGTERM and SIGINT end the run cleanly after the current step: its events and a
 // checkpoint (where the project asks for checkpoints) are kept. A second one kills.
@@ -296,6 +325,7 @@ int main(int argc, char** argv) {
       std::printf("%s", netloom::listDevices().c_str());
       return 0;
     }
+    if (!std::strcmp(argv[i], "--peak")) return printPeak(argc, argv);
   }
   if (int rc = netloom::cli::runConversion(argc, argv); rc >= 0) return rc;
   Args a;

@@ -81,6 +81,13 @@ OpDef convGradOp(std::string name, std::string doc, bool transposed) {
     c.out[0] = c.in[like];
     return true;
   };
+  // As many multiply-adds as the forward: each pairs one weight with one input element
+  // per output element of the forward (dy's for Conv2d, x's for ConvTranspose2d).
+  g.flops = [transposed](const InferCtx& c) {
+    const Shape& w = c.in[2].shape;
+    const Shape& outer = c.in[transposed ? 1 : 0].shape;
+    return saturatingMul(saturatingMul(2 * numel(outer), w[1]), w[2] * w[3]);
+  };
   return g;
 }
 

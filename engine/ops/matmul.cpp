@@ -33,6 +33,11 @@ void registerMatMul(OpRegistry& r) {
     c.out[0] = TensorDesc{y, DType::F32, {}};
     return true;
   };
+  d.flops = [](const InferCtx& c) {
+    const Shape& a = c.in[0].shape;
+    int64_t k = c.attrs.b("trans_a") ? numel(a) / a.back() : a.back();
+    return saturatingMul(2 * numel(c.out[0].shape), k);
+  };
   r.add(std::move(d));
 }
 

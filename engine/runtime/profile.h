@@ -15,6 +15,13 @@ struct ProfiledProgram {
   int64_t runs = 0;
 };
 
-std::string profileTable(const std::vector<ProfiledProgram>& runs);
+// `peakGflops` (the device's measured matrix-product peak, 0 where unknown) adds each
+// matrix kernel's share of it beside its GFLOP/s.
+std::string profileTable(const std::vector<ProfiledProgram>& runs, double peakGflops = 0,
+                         const std::string& peakProbe = {});
+
+// Floating-point operations of one run of the program's kernels: the sum of each
+// node's (OpDef::flops; ops that declare none count zero).
+int64_t programFlops(const Program& p);
 
 }  // namespace netloom

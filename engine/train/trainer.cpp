@@ -25,6 +25,7 @@
 #include "engine/train/schedule.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/functors.h"
+#include "kernels/cpu/peak.h"
 
 namespace netloom {
 
@@ -210,6 +211,8 @@ Status Fit::start(const proto::Project& project) {
   m_sum.compileMs = m_main->compileMs;
   m_sum.arenaBytes = m_main->arenaBytes;
   m_sum.naiveBytes = m_main->naiveBytes;
+  m_sum.flopsPerSample =
+      m_main->batch > 0 ? double(programFlops(*m_main)) / double(m_main->batch) : 0;
   m_sum.parameters = m_store->parameterCount();
   proto::TrainEvent e = event();
   auto* r = e.mutable_run_started();
@@ -605,7 +608,13 @@ Result<TrainSummary> Fit::finish() {
   if (m_opts.profile) {
     std::vector<ProfiledProgram> all;
     for (auto& [_, pp] : m_profiles) all.push_back(std::move(pp));
-    m_sum.profile = profileTable(all);
+    // On the CPU each kernel is set against the matrix-product peak measured now, on
+    // the run's threads.
+    cpu::GemmPeak peak;
+    if (m_main->device->id().kind == DeviceKind::Cpu) peak = cpu::measureGemmPeak();
+    std::string probe = peak.probe + ", " + std::to_string(peak.threads) +
+                        (peak.threads == 1 ? " thread" : " threads");
+    m_sum.profile = profileTable(all, peak.gflops, probe);
   }
   if (m_comm) {
     CommStats c = m_comm->stats();

@@ -65,6 +65,9 @@ struct TrainSummary {
   // on a GPU the host's overhead per step, all of the step on the CPU.
   double issueSeconds = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
+  // The training step's floating-point operations per sample (forward, backward and
+  // update, as the ops count them): samples/s times this is the step's FLOP/s.
+  double flopsPerSample = 0;
   bool stoppedEarly = false;
   bool stoppedByRequest = false;  // TrainOptions::stop ended it before its last step
   std::string profile;            // the per-op breakdown, when TrainOptions::profile

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Trains projects/fashion-lenet.nlproj and/or projects/fashion-convbn.nlproj with
-# netloom-train and the same model with PyTorch (cnn_torch.py), at the same settings, and
-# prints accuracy, training throughput and wall time side by side, per model. The default
-# is one epoch: a quick throughput comparison. accuracy_table.sh does the full-length runs.
+# netloom-train and the same model with PyTorch (cnn_torch.py), at the same settings, on 1
+# thread and on each count up to --threads (default: every core), and prints per model
+# throughput, GFLOP/s and its share of the GEMM peak measured in the same run, accuracy
+# and loss side by side, then each framework's best. The default is one epoch: a quick
+# throughput comparison. accuracy_table.sh does the full-length runs.
 # A benchmark, not a test: it exits 0 whatever the numbers, nonzero only if a tool is
 # missing or a run crashes.
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--model lenet|convbn|all] [--epochs N] [--threads T] [--train-limit N]" \
+  echo "usage: $0 [--model lenet|convbn|all] [--epochs N] [--threads MAX] [--train-limit N]" \
     "[--profile]" >&2
   echo "  --profile  also print NetLoom's per-op breakdown of the training steps" >&2
   exit 2
@@ -43,19 +45,15 @@ bench_whole_numbers "$epochs" "$threads" "$limit"
 bench_need_train
 bench_need_torch
 
-# Both frameworks' thread pools follow OMP_NUM_THREADS where they read it; each is also
-# told the count directly.
-export OMP_NUM_THREADS="$threads"
-
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 limit_args=()
 [[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
-profile_args=()
-[[ "$profile" -eq 1 ]] && profile_args=(--profile)
 samples=all
 [[ "$limit" -gt 0 ]] && samples="first $limit"
+mapfile -t counts < <(bench_thread_counts "$threads")
+bench_peaks "$tmp" "${counts[@]}"
 
 first=1
 for m in "${models[@]}"; do
@@ -73,33 +71,27 @@ for m in "${models[@]}"; do
   batch="$(sed -n 's/^[[:space:]]*batch_size:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$project" \
     | head -n 1)"
   [[ -n "$batch" ]] || { echo "$project: no batch_size found" >&2; exit 2; }
-  echo "Fashion-MNIST $title: $epochs epoch(s), batch $batch, $threads thread(s)," \
+  echo "Fashion-MNIST $title: $epochs epoch(s), batch $batch, threads ${counts[*]}," \
     "training samples: $samples" >&2
-  echo "running netloom-train..." >&2
-  # With --profile netloom-train prints its breakdown on stdout after training; keep it
-  # for after the table.
-  "$bench_train" "$project" --epochs "$epochs" --threads "$threads" --batch-size "$batch" \
-    "${limit_args[@]}" "${profile_args[@]}" --summary-json "$tmp/$m.netloom.json" --quiet \
-    > "$tmp/$m.profile"
-  echo "running PyTorch..." >&2
-  "$bench_py" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
-    --threads "$threads" --batch-size "$batch" "${limit_args[@]}" > "$tmp/$m.torch.json"
-
+  run="$tmp/$m"
+  mkdir -p "$run"
+  cp "$tmp/peak.jsonl" "$run/"
+  for t in "${counts[@]}"; do
+    echo "running netloom-train on $t thread(s)..." >&2
+    OMP_NUM_THREADS="$t" "$bench_train" "$project" --epochs "$epochs" --threads "$t" \
+      --batch-size "$batch" "${limit_args[@]}" --summary-json "$run/netloom.$t.json" --quiet
+    echo "running PyTorch on $t thread(s)..." >&2
+    bench_torch "$t" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
+      --threads "$t" --batch-size "$batch" "${limit_args[@]}" > "$run/torch.$t.json"
+  done
   [[ "$first" -eq 1 ]] || echo
   first=0
-  echo "== $title ($(basename "$project"))"
-  bench_compare "$tmp/$m.netloom.json" "$tmp/$m.torch.json"
-  # Different counts mean the two did not build the same model.
-  "$bench_py" -c '
-import json, sys
-nl = json.load(open(sys.argv[1]))["parameters"]
-pt = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])["parameters"]
-if nl != pt:
-    print("WARNING: parameter counts differ, so the models differ: NetLoom %d, PyTorch %d"
-          % (nl, pt))
-' "$tmp/$m.netloom.json" "$tmp/$m.torch.json"
+  bench_sweep_table "$run" "$title ($(basename "$project")), batch $batch"
   if [[ "$profile" -eq 1 ]]; then
-    echo "NetLoom per-op breakdown (samples/s above include the profiler's overhead):"
-    cat "$tmp/$m.profile"
+    # The per-op breakdown, on the most threads, in a run of its own (the profiler's
+    # timing would slow the measured runs).
+    echo "NetLoom per-op breakdown on ${counts[-1]} thread(s):"
+    OMP_NUM_THREADS="${counts[-1]}" "$bench_train" "$project" --epochs "$epochs" \
+      --threads "${counts[-1]}" --batch-size "$batch" "${limit_args[@]}" --profile --quiet
   fi
 done

@@ -3,10 +3,12 @@
 #   bench_whole_numbers V...          usage error unless every V is a whole number
 #   bench_need_train                  exit 2 unless netloom-train is built
 #   bench_need_torch                  exit 2 unless $bench_py imports torch and numpy
-#   bench_compare NETLOOM.json TORCH.out
-#                                     prints the NetLoom/PyTorch comparison table
 #   bench_exec_qt NAME ARGS...        runs the Qt benchmark program build/tests/bench/NAME
 #                                     offscreen (unless QT_QPA_PLATFORM says otherwise)
+#   bench_thread_counts MAX           prints 1, the powers of two below MAX, and MAX
+#   bench_peaks DIR COUNTS...         the GEMM peak at each thread count, into DIR/peak.jsonl
+#   bench_torch THREADS ARGS...       runs $bench_py ARGS on THREADS threads, at its best
+#   bench_sweep_table DIR TITLE       prints a sweep's side-by-side table (sweep_table.py)
 # Not meant to be run by itself.
 
 bench_dir="$root/tests/bench"
@@ -47,32 +49,36 @@ bench_need_torch() {
   fi
 }
 
-# $1: netloom-train --summary-json's file; $2: the PyTorch script's stdout, whose last line
-# is its JSON summary.
-bench_compare() {
-  "$bench_py" -c '
-import json, sys
-nl = json.load(open(sys.argv[1]))
-# The last line: anything PyTorch itself printed before the summary is not JSON.
-pt = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+bench_thread_counts() {
+  local max="$1" t=2
+  echo 1
+  while ((t < max)); do
+    echo "$t"
+    t=$((t * 2))
+  done
+  ((max > 1)) && echo "$max"
+  return 0
+}
 
-def acc(s):
-    a = s.get("test_accuracy")
-    return "n/a" if a is None else "%.2f%%" % (100 * a)
+bench_peaks() {
+  local dir="$1" t
+  shift
+  : > "$dir/peak.jsonl"
+  for t in "$@"; do
+    OMP_NUM_THREADS="$t" "$bench_train" --peak --threads "$t" >> "$dir/peak.jsonl"
+  done
+}
 
-print("%-10s %13s %12s %10s %8s" % ("framework", "test acc", "samples/s", "wall s", "steps"))
-for name, s in (("NetLoom", nl), ("PyTorch", pt)):
-    print("%-10s %13s %12.0f %10.2f %8d"
-          % (name, acc(s), s["samples_per_sec"], s["wall_seconds"], s["steps"]))
-if pt["samples_per_sec"] > 0:
-    print("samples/s ratio NetLoom/PyTorch: %.2fx" % (nl["samples_per_sec"] / pt["samples_per_sec"]))
-print("PyTorch %s, %d thread(s), BLAS: %s"
-      % (pt.get("torch_version", "?"), pt.get("threads", 0), pt.get("blas", "?")))
-print("train loss: NetLoom %.4f, PyTorch %.4f" % (nl["train_loss"], pt["train_loss"]))
-print("NetLoom compile: %.1f ms, parameters: %d (PyTorch %d)"
-      % (nl["compile_ms"], nl["parameters"], pt["parameters"]))
-arena, naive = nl["arena_bytes"], nl["naive_bytes"]
-saved = "" if naive <= 0 else " (%.1f%% of naive)" % (100.0 * arena / naive)
-print("NetLoom activation memory: arena %d bytes vs naive %d bytes%s" % (arena, naive, saved))
-' "$1" "$2"
+# PyTorch at its best: OpenBLAS (Debian's libopenblas0-pthread behind libblas.so.3) for
+# its matrix products, with no CPU type or cache size forced on OpenBLAS, on THREADS
+# threads of both its own pool and OpenBLAS's.
+bench_torch() {
+  local threads="$1"
+  shift
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$threads" \
+    OPENBLAS_NUM_THREADS="$threads" "$bench_py" "$@"
+}
+
+bench_sweep_table() {
+  "$bench_py" "$bench_dir/sweep_table.py" "$1" "$2"
 }

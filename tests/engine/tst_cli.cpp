@@ -270,6 +270,41 @@ class TestCli : public QObject {
     QVERIFY(o.out.contains("profile: 47 training steps"));
     QVERIFY(o.out.contains("onednn.sgemm+bias"));
     QVERIFY(o.out.contains("AdamUpdate"));
+    // Each matrix kernel is set against the peak measured in the same run.
+    QVERIFY2(o.out.contains("peak: ") && o.out.contains("GFLOP/s"), qPrintable(o.out));
+    QRegularExpression sgemm(R"(onednn\.sgemm\+bias\s+\d+\s+[\d.]+\s+[\d.]+%\s+([\d.]+)\s+(\d+)%)");
+    auto m = sgemm.match(o.out);
+    QVERIFY2(m.hasMatch(), qPrintable(o.out));
+    QVERIFY(m.captured(1).toDouble() > 0);
+  }
+
+  // The training step's FLOPs per sample, as the summary gives them: the MLP's matrix
+  // products (forward, each weight's gradient, and the input gradients of all but the
+  // first layer) and a little element-wise arithmetic beside them.
+  void summaryCountsTheStepsFlops() {
+    QTemporaryDir dir;
+    QString summary = dir.filePath("summary.json");
+    Outcome o = runTrain({project("fashion-mlp.nlproj"), "--max-steps", "1", "--threads", "1",
+                          "--train-limit", "256", "--summary-json", summary, "--quiet"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QFile f(summary);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto json = netloom::Json::parse(f.readAll().toStdString());
+    QVERIFY(json.ok() && json->find("flops_per_sample"));
+    const double layers = 784.0 * 256 + 256.0 * 128 + 128.0 * 10;
+    const double matrix = 2 * layers + 2 * layers + 2 * (256.0 * 128 + 128.0 * 10);
+    const double flops = json->find("flops_per_sample")->asNumber();
+    QVERIFY2(flops >= matrix && flops < matrix * 1.01, qPrintable(QString::number(flops)));
+  }
+
+  void peakIsMeasured() {
+    Outcome o = runTrain({"--peak", "--threads", "1"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    auto json = netloom::Json::parse(o.out.toStdString());
+    QVERIFY2(json.ok(), qPrintable(o.out));
+    QCOMPARE(json->find("threads")->asNumber(), 1.0);
+    QVERIFY(json->find("gflops")->asNumber() > 0);
+    QVERIFY(runTrain({"--peak", "--threads", "zero"}).code != 0);
   }
 
   void explainPrintsPlanKernelsAndMemory() {

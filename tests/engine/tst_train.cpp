@@ -101,9 +101,8 @@ class TestTrain : public QObject {
           continue;
         }
         QVERIFY(written.isValid());
-        const std::string folder = std::filesystem::path(p->data().image_folder().train())
-                                       .parent_path()
-                                       .string();
+        const std::string folder =
+            std::filesystem::path(p->data().image_folder().train()).parent_path().string();
         QProcess script;
         script.start("/usr/bin/python3",
                      {QString(NETLOOM_SOURCE_DIR) + "/scripts/fashion_folder.py",
