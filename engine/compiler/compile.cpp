@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/compiler/autodiff.h"
+#include "engine/compiler/inplace.h"
 #include "engine/compiler/layout.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
@@ -369,14 +370,24 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   for (ValueId v : pinned) last[v] = nsteps - 1;
   for (const auto& [field, v] : g.inputsByField)
     if (first[v] >= 0) first[v] = 0;
+  // Element-wise ops write over inputs they are the last to read: one buffer for both.
+  InPlacePlan inPlace = opts.inPlace ? planInPlace(g, first, last, pinned) : noInPlace(g);
   std::vector<BufferRequest> requests;
   std::vector<ValueId> requested;
+  int64_t inPlaceBytes = 0;  // what the overwriting outputs would take on their own
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (first[v] < 0 || !inArena(ValueId(v))) continue;
-    requests.push_back({numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype)),
-                        first[v], last[v]});
+    int64_t bytes = numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype));
+    if (inPlace.storage[v] != ValueId(v)) {
+      inPlaceBytes = saturatingAdd(inPlaceBytes, bytes);
+      continue;
+    }
+    requests.push_back({bytes, first[v], last[v]});
     requested.push_back(ValueId(v));
   }
+  prog->inPlace = inPlace.count;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (inPlace.overwrote[v] != kNoValue) prog->overwrote[ValueId(v)] = inPlace.overwrote[v];
   // Kernels: the first in each ordered list that accepts the configuration; one
   // with a blocked tensor goes to the kernels that read layouts. Chosen before the
   // memory plan, which holds the workspaces they ask for, each live for its launch.
@@ -425,7 +436,11 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     chosen.push_back(std::move(c));
   }
   // cuBLASLt and cuDNN read fastest from 256-byte boundaries; the CPU's vectors need 64.
-  MemoryPlan mem = planMemory(requests, store.device().hostAddressable() ? 64 : 256);
+  const int64_t alignment = store.device().hostAddressable() ? 64 : 256;
+  MemoryPlan mem = planMemory(requests, alignment);
+  // Naive: every tensor its own buffer, those written in place too.
+  mem.naiveBytes =
+      saturatingAdd(mem.naiveBytes, (inPlaceBytes + alignment - 1) / alignment * alignment);
   std::set<ValueId> bound;  // what bindParams binds: every persistent tensor a node reads
   for (const Node& n : g.nodes)
     for (ValueId v : n.inputs)
@@ -460,6 +475,8 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   }
   for (size_t k = 0; k < requested.size(); ++k)
     prog->refs[requested[k]].data = prog->arena.data() + mem.offsets[k];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (inPlace.storage[v] != ValueId(v)) prog->refs[v].data = prog->refs[inPlace.storage[v]].data;
 
   // Each kernel prepared, its workspace in the arena it asked for.
   for (size_t k = 0; k < chosen.size(); ++k) {

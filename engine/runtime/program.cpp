@@ -190,6 +190,9 @@ std::string Program::explain() const {
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
       << " reorders to and from nchw; " << packedWeights
       << " convolution weights stored packed (with their gradients and optimizer state)\n";
+  if (inPlace > 0)
+    o << "  in place: " << inPlace << " output" << (inPlace == 1 ? "" : "s")
+      << " written over an input read for the last time\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
     const Node& n = graph.nodes[s.node];
@@ -213,6 +216,8 @@ std::string Program::explain() const {
       tensor(v);
       if (graph.values[v].kind == ValueKind::Activation && refs[v].data)
         o << "@" << (static_cast<char*>(refs[v].data) - arena.data());
+      if (auto it = overwrote.find(v); it != overwrote.end())
+        o << " (in place of " << graph.values[it->second].name << ")";
     }
     o << "\n";
   }

@@ -62,9 +62,11 @@ struct Program {
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
   std::vector<std::string> fusions;                      // what the fusion pass merged
-  int blockedTensors = 0;  // activations the layout pass put in nChw16c
-  int reorders = 0;        // layout conversions it inserted
-  int packedWeights = 0;   // parameters it stores in a kernel's preferred layout
+  int blockedTensors = 0;                // activations the layout pass put in nChw16c
+  int reorders = 0;                      // layout conversions it inserted
+  int packedWeights = 0;                 // parameters it stores in a kernel's preferred layout
+  int inPlace = 0;                       // outputs the in-place pass wrote over a dead input
+  std::map<ValueId, ValueId> overwrote;  // such an output -> the input it overwrote
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

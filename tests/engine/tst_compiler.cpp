@@ -45,6 +45,22 @@ bool arenaIsSafe(const Program& p) {
     }
   }
   for (ValueId v : {p.loss}) live[v].second = int(p.steps.size());
+  // An output written in place shares its input's buffer: legal only where the step
+  // that writes it is the input's last reader. The two are then one buffer, live
+  // from the input's first step to the output's last.
+  for (const auto& [out, in] : p.overwrote) {
+    if (p.refs[out].data != p.refs[in].data) return false;
+    if (!live.count(in) || !live.count(out) || live[in].second != live[out].first) return false;
+  }
+  std::map<ValueId, ValueId> root;
+  for (const PlanStep& s : p.steps)  // in step order, so an input's root is known
+    for (ValueId out : p.graph.nodes[s.node].outputs)
+      if (auto it = p.overwrote.find(out); it != p.overwrote.end()) {
+        ValueId r = root.count(it->second) ? root[it->second] : it->second;
+        root[out] = r;
+        live[r].second = std::max(live[r].second, live[out].second);
+      }
+  for (const auto& [out, r] : root) live.erase(out);
   for (auto a = live.begin(); a != live.end(); ++a)
     for (auto b = std::next(a); b != live.end(); ++b) {
       bool together = a->second.first <= b->second.second && b->second.first <= a->second.second;
@@ -184,6 +200,64 @@ class TestCompiler : public QObject {
     QVERIFY(arenaIsSafe(**p));
     QVERIFY((*p)->arenaBytes > 0);
     QVERIFY((*p)->arenaBytes < (*p)->naiveBytes);
+  }
+
+  // Unfused, fc1's output dies at the ReLU that reads it, so the ReLU writes over it;
+  // the backward's ReLUGrad likewise over the gradient it reads. The losses and
+  // gradients are bit for bit those of a plan with no in-place writes.
+  void elementwiseOpsWriteOverDeadInputs() {
+    std::string body = mlpBody();
+    std::vector<std::vector<float>> grads;
+    std::vector<int> counts;
+    for (bool inPlace : {true, false}) {
+      ParamStore store;
+      CompileOptions o;
+      o.batch = 8;
+      o.fuse = false;
+      o.updateParams = false;
+      o.inPlace = inPlace;
+      auto p = compile(model(body), o, store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      QVERIFY(arenaIsSafe(**p));
+      counts.push_back((*p)->inPlace);
+      if (inPlace) {
+        const std::string text = (*p)->explain();
+        QVERIFY2(text.find("(in place of fc1)") != std::string::npos, text.c_str());
+        QVERIFY((*p)->arenaBytes < (*p)->naiveBytes);
+      }
+      Rng rng(5);
+      std::vector<float> x(8 * 4);
+      for (float& v : x) v = float(rng.uniform(-1, 1));
+      std::vector<int32_t> l{0, 2, 1, 1, 0, 2, 2, 1};
+      std::memcpy((*p)->input("x")->data, x.data(), x.size() * sizeof(float));
+      std::memcpy((*p)->input("label")->data, l.data(), l.size() * sizeof(int32_t));
+      StepContext ctx;
+      ctx.step = 1;
+      (*p)->run(ctx);
+      std::vector<float> all{(*p)->scalar((*p)->loss)};
+      for (const auto& [name, v] : (*p)->gradients) {
+        const float* g = (*p)->refs[v].f32();
+        all.insert(all.end(), g, g + (*p)->refs[v].numel());
+      }
+      grads.push_back(all);
+    }
+    QVERIFY(counts[0] >= 2);
+    QCOMPARE(counts[1], 0);
+    QCOMPARE(grads[0], grads[1]);
+  }
+
+  // A value kept readable after the step is never overwritten, even by its last reader.
+  void keptValuesAreNotOverwritten() {
+    ParamStore store;
+    CompileOptions o;
+    o.fuse = false;
+    o.training = false;
+    o.keep = {"fc1"};
+    auto p = compile(model(mlpBody()), o, store);
+    QVERIFY(p.ok());
+    ValueId fc1 = (*p)->graph.findNode("fc1")->outputs[0];
+    for (const auto& [out, in] : (*p)->overwrote) QVERIFY(in != fc1);
+    QVERIFY(arenaIsSafe(**p));
   }
 
   void plansAreDeterministic() {

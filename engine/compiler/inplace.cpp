@@ -1,0 +1,51 @@
+#include "engine/compiler/inplace.h"
+
+#include <algorithm>
+
+namespace netloom {
+
+namespace {
+
+int64_t bytesOf(const TensorDesc& d) {
+  return numel(d.shape) * int64_t(dtypeSize(d.dtype));
+}
+
+}  // namespace
+
+InPlacePlan noInPlace(const Graph& g) {
+  InPlacePlan plan;
+  plan.storage.resize(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) plan.storage[v] = ValueId(v);
+  plan.overwrote.assign(g.values.size(), kNoValue);
+  return plan;
+}
+
+InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vector<int>& last,
+                        const std::set<ValueId>& keep) {
+  InPlacePlan plan = noInPlace(g);
+  for (int i = 0; i < int(g.nodes.size()); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.op->inplaceable || n.op->external || n.outputs.size() != 1) continue;
+    ValueId out = n.outputs[0];
+    const Value& o = g.values[out];
+    if (o.kind != ValueKind::Activation || first[out] != i) continue;
+    for (int k = 0; k < n.numDataInputs(); ++k) {
+      ValueId in = n.inputs[k];
+      const Value& v = g.values[in];
+      // Dead after this node: no later step reads it, and nothing keeps it readable.
+      if (v.kind != ValueKind::Activation || last[in] != i || keep.count(in)) continue;
+      if (bytesOf(v.desc) != bytesOf(o.desc) || v.desc.dtype != o.desc.dtype ||
+          v.desc.layout != o.desc.layout)
+        continue;
+      ValueId root = plan.storage[in];
+      plan.storage[out] = root;
+      plan.overwrote[out] = in;
+      last[root] = std::max(last[root], last[out]);
+      ++plan.count;
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace netloom

@@ -1,0 +1,34 @@
+// The in-place pass: an op that declares OpDef::inplaceable (element-wise, or a copy
+// such as Flatten) writes its output over a data input whose last reader it is, so the
+// two share one buffer in the arena. Runs after kernels are chosen, before the memory
+// plan, on the lifetimes the plan uses.
+#pragma once
+
+#include <set>
+#include <vector>
+
+#include "engine/graph/graph.h"
+
+namespace netloom {
+
+struct InPlacePlan {
+  // Per value: the value whose buffer it takes (the first of a chain of in-place
+  // writes), or itself.
+  std::vector<ValueId> storage;
+  // Per value: the input it overwrote, or kNoValue.
+  std::vector<ValueId> overwrote;
+  int count = 0;  // outputs written in place
+};
+
+// `first` and `last`: the step that writes each value first and reads it last (-1 for
+// values that live outside the arena); `last` of each chain's first value is extended to
+// the chain's end. Values in `keep` are never overwritten. Only activations (not the
+// loader's inputs) are overwritten, and only by an output of the same size, type and
+// layout.
+InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vector<int>& last,
+                        const std::set<ValueId>& keep);
+
+// A plan that writes nothing in place.
+InPlacePlan noInPlace(const Graph& g);
+
+}  // namespace netloom
