@@ -333,7 +333,11 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
       ParamStore::Entry* e = store.find(name);
       return e ? &e->desc : nullptr;
     };
-    auto lr = assignLayouts(g, pinned, kernels, device.kind, held);
+    KernelSig context;
+    context.device = &store.device();
+    context.autocast = opts.precision != Precision::F32;
+    context.comm = opts.comm;
+    auto lr = assignLayouts(g, pinned, kernels, context, held);
     if (!lr) return lr.error();
     prog->blockedTensors = lr->blocked;
     prog->reorders = lr->reorders;

@@ -4,6 +4,8 @@
 #include <map>
 #include <numeric>
 
+#include "kernels/core/device.h"
+
 namespace netloom {
 
 namespace {
@@ -74,8 +76,13 @@ struct Sets {
 class LayoutPass {
  public:
   LayoutPass(Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
-             DeviceKind device)
-      : m_g(g), m_pinned(pinned), m_kernels(kernels), m_device(device), m_sets(g.values.size()) {
+             const KernelSig& context)
+      : m_g(g),
+        m_pinned(pinned),
+        m_kernels(kernels),
+        m_device(context.device->id().kind),
+        m_context(context),
+        m_sets(g.values.size()) {
     m_candidate.assign(g.values.size(), false);
     for (size_t v = 0; v < g.values.size(); ++v) {
       const Value& val = g.values[v];
@@ -189,7 +196,7 @@ class LayoutPass {
     }
     if (ports.empty() || !(r.free ? any : all)) return nullptr;
     // Ask the kernels: the configuration with every candidate port blocked.
-    KernelSig sig;
+    KernelSig sig = m_context;
     sig.attrs = &n.attrs;
     std::vector<int> ins = inPorts(r, n);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
@@ -293,7 +300,7 @@ class LayoutPass {
   }
 
   KernelSig sigOf(const Node& n) const {
-    KernelSig sig;
+    KernelSig sig = m_context;
     sig.attrs = &n.attrs;
     for (ValueId v : n.inputs) sig.in.push_back(m_g.values[v].desc);
     for (ValueId v : n.outputs) sig.out.push_back(m_g.values[v].desc);
@@ -396,6 +403,7 @@ class LayoutPass {
   const std::set<ValueId>& m_pinned;
   const KernelRegistry& m_kernels;
   DeviceKind m_device;
+  KernelSig m_context;  // device, autocast and communicator; no tensors
   Sets m_sets;
   std::vector<bool> m_candidate, m_blocked;
   std::vector<const PortRule*> m_rule;
@@ -405,9 +413,9 @@ class LayoutPass {
 }  // namespace
 
 Result<LayoutReport> assignLayouts(Graph& g, const std::set<ValueId>& pinned,
-                                   const KernelRegistry& kernels, DeviceKind device,
+                                   const KernelRegistry& kernels, const KernelSig& context,
                                    const StoredLayout& stored) {
-  LayoutPass pass(g, pinned, kernels, device);
+  LayoutPass pass(g, pinned, kernels, context);
   LayoutReport report = pass.run();
   if (Status s = pass.packWeights(stored, report); !s) return s.error();
   return report;

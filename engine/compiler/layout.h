@@ -44,8 +44,11 @@ using StoredLayout = std::function<const TensorDesc*(const std::string& name)>;
 // plain. Kernels are asked (through their decline rule) whether they take the
 // blocked configuration, so a node only becomes blocked where a kernel runs it.
 // Fails only where `stored` holds a packed weight this plan's kernels cannot read.
+// `context` is what every kernel of the plan will be asked with besides its tensors
+// and attributes (the device, autocast, the communicator): a kernel's decline rule may
+// consult the device (cuDNN asks it for a handle).
 Result<LayoutReport> assignLayouts(Graph& g, const std::set<ValueId>& pinned,
-                                   const KernelRegistry& kernels, DeviceKind device,
+                                   const KernelRegistry& kernels, const KernelSig& context,
                                    const StoredLayout& stored = {});
 
 }  // namespace netloom

@@ -15,7 +15,7 @@ bench_dir="$root/tests/bench"
 bench_train="${NETLOOM_TRAIN:-$root/build/engine/netloom-train}"
 # Debian's interpreter: python3-torch and python3-numpy are installed for it, and the
 # python3 on PATH may be another one.
-bench_py=/usr/bin/python3
+bench_py="${NETLOOM_BENCH_PY:-/usr/bin/python3}"
 
 bench_whole_numbers() {
   local v

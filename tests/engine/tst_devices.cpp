@@ -6,6 +6,7 @@
 #include <set>
 
 #include "../common/cli.h"
+#include "../common/fashion.h"
 #include "async_device.h"
 #include "engine/compiler/compile.h"
 #include "engine/io/project_file.h"
@@ -26,9 +27,10 @@ QString projectPath(const char* name) {
   return QString(NETLOOM_SOURCE_DIR) + "/projects/" + name;
 }
 
+// A project, its Fashion-MNIST files taken from NETLOOM_FASHION_DIR.
 proto::Project load(const char* name) {
   auto p = loadProject(projectPath(name).toStdString());
-  return p.ok() ? *p : proto::Project{};
+  return p.ok() ? netloom::testing::withFashionDir(*p) : proto::Project{};
 }
 
 // Why this machine has no CUDA device, or empty when it has one.
