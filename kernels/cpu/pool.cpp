@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "kernels/core/geometry.h"
+#include "kernels/core/pool_math.h"
 #include "kernels/cpu/pool_norm.h"
 
 namespace netloom::cpu {
@@ -23,39 +24,15 @@ Window2d poolGeometry(const KernelSig& s, int xIndex) {
   return w;
 }
 
-// Where output index `o` reads along one axis: [lo, hi) inside the input, and the
-// window's length inside the explicitly padded input. Windows that ceil_mode adds
-// may reach past the explicit padding; as in PyTorch, those positions never count.
-struct Span {
-  int64_t lo, hi, padded;
-};
-
-inline Span span(int64_t o, int64_t stride, int64_t k, int64_t pad, int64_t in) {
-  int64_t start = o * stride - pad, end = std::min(start + k, in + pad);
-  return {std::max<int64_t>(start, 0), std::min(end, in), end - start};
-}
+using pool::Span;
+using pool::span;
 
 // Planes per parallel chunk so that one chunk is worth a thread.
 inline int64_t planeGrain(int64_t workPerPlane) {
   return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerPlane));
 }
 
-// The first maximum of a window in row-major order; the first NaN wins, as in
-// PyTorch. A plane's elements lie `step` floats apart (16 in nChw16c).
-inline int64_t argmax(const float* plane, int64_t iw, const Span& r, const Span& c,
-                      int64_t step = 1) {
-  float best = -std::numeric_limits<float>::infinity();
-  int64_t at = r.lo * iw + c.lo;
-  for (int64_t y = r.lo; y < r.hi; ++y)
-    for (int64_t x = c.lo; x < c.hi; ++x) {
-      float v = plane[(y * iw + x) * step];
-      if (v > best || std::isnan(v)) {
-        best = v, at = y * iw + x;
-        if (std::isnan(v)) return at;
-      }
-    }
-  return at;
-}
+using pool::argmax;
 
 // Where plane p (= n·C + c) of an N×C×H×W tensor starts, and how far apart its
 // elements lie, in either activation layout.
@@ -77,8 +54,7 @@ inline void forEachWindow(const Window2d& w, bool includePad, F&& f) {
     Span r = span(oy, w.sh, w.kh, w.padTop, w.ih);
     for (int64_t ox = 0; ox < w.ow; ++ox) {
       Span c = span(ox, w.sw, w.kw, w.padLeft, w.iw);
-      int64_t div = includePad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
-      f(oy * w.ow + ox, r, c, float(div));
+      f(oy * w.ow + ox, r, c, pool::divisor(r, c, includePad));
     }
   }
 }
@@ -153,10 +129,7 @@ KernelFn avgPoolReference(const KernelSig& s) {
         const float* xp = x + p * w.ih * w.iw;
         float* yp = y + p * w.oh * w.ow;
         forEachWindow(w, includePad, [&](int64_t o, const Span& r, const Span& c, float div) {
-          float sum = 0.f;
-          for (int64_t iy = r.lo; iy < r.hi; ++iy)
-            for (int64_t ix = c.lo; ix < c.hi; ++ix) sum += xp[iy * w.iw + ix];
-          yp[o] = sum / div;
+          yp[o] = pool::windowSum(xp, w.iw, r, c) / div;
         });
       }
     });

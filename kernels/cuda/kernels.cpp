@@ -10,6 +10,7 @@ void registerKernels(KernelRegistry& r) {
   registerGemm(r);
   registerConv(r);
   registerPoolNorm(r);
+  registerPool(r);
   registerLosses(r);
   registerReductions(r);
   registerShape(r);

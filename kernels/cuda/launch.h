@@ -27,6 +27,7 @@ void registerElementwise(KernelRegistry& r);
 void registerGemm(KernelRegistry& r);      // cuBLASLt: Linear, MatMul
 void registerConv(KernelRegistry& r);      // cuDNN: Conv2d, ConvTranspose2d and gradients
 void registerPoolNorm(KernelRegistry& r);  // cuDNN: pooling, BatchNorm, Softmax
+void registerPool(KernelRegistry& r);      // pooling cuDNN cannot express (after cuDNN's)
 void registerLosses(KernelRegistry& r);
 void registerReductions(KernelRegistry& r);
 void registerShape(KernelRegistry& r);

@@ -9,6 +9,7 @@
 
 #include "kernels/core/functors.h"
 #include "kernels/core/kernel.h"
+#include "kernels/core/pool_math.h"
 #include "kernels/cuda/grids.h"
 
 using namespace netloom;
@@ -75,6 +76,57 @@ class TestFunctors : public QObject {
   }
 
   // std::max's rule: a NaN first argument is kept, a NaN second one dropped.
+  // The GPU's pooling backward gathers, per input element, the gradients of the
+  // windows covering it; the CPU's scatters each window's gradient over it. Over
+  // ceil_mode windows cut short, overlapping windows, padding and ties, the two give
+  // the same bits.
+  void poolGatherMatchesTheScatter() {
+    struct Config {
+      int64_t ih, iw, k, s, pad;
+      bool ceil;
+    };
+    for (Config cfg :
+         {Config{5, 5, 2, 2, 0, true}, Config{7, 6, 3, 2, 1, true}, Config{6, 6, 3, 1, 1, false},
+          Config{4, 9, 3, 3, 0, true}, Config{8, 8, 2, 2, 0, false}, Config{5, 7, 4, 3, 2, true}}) {
+      Window2d w;
+      w.n = 1, w.c = 1, w.ih = cfg.ih, w.iw = cfg.iw, w.kh = w.kw = cfg.k, w.sh = w.sw = cfg.s;
+      w.padTop = w.padLeft = cfg.pad;
+      auto outSize = [&](int64_t in) {
+        int64_t span = in + 2 * cfg.pad - cfg.k;
+        int64_t o = (cfg.ceil ? (span + cfg.s - 1) / cfg.s : span / cfg.s) + 1;
+        if (cfg.ceil && (o - 1) * cfg.s >= in + cfg.pad) --o;  // PyTorch: start inside
+        return o;
+      };
+      w.oh = outSize(cfg.ih), w.ow = outSize(cfg.iw);
+      std::vector<float> x(size_t(w.ih * w.iw)), dy(size_t(w.oh * w.ow));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7) % 5);  // ties
+      for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.1f * float(i + 1) + 1.f / 3;
+      for (bool average : {false, true})
+        for (bool includePad : {false, true}) {
+          std::vector<float> scatter(x.size(), 0.f);
+          for (int64_t oy = 0; oy < w.oh; ++oy)
+            for (int64_t ox = 0; ox < w.ow; ++ox) {
+              pool::Span r = pool::span(oy, w.sh, w.kh, w.padTop, w.ih);
+              pool::Span c = pool::span(ox, w.sw, w.kw, w.padLeft, w.iw);
+              float g = dy[size_t(oy * w.ow + ox)];
+              if (!average) {
+                scatter[size_t(pool::argmax(x.data(), w.iw, r, c))] += g;
+                continue;
+              }
+              float share = g / pool::divisor(r, c, includePad);
+              for (int64_t y = r.lo; y < r.hi; ++y)
+                for (int64_t xx = c.lo; xx < c.hi; ++xx) scatter[size_t(y * w.iw + xx)] += share;
+            }
+          for (int64_t iy = 0; iy < w.ih; ++iy)
+            for (int64_t ix = 0; ix < w.iw; ++ix) {
+              float gathered =
+                  pool::gradientAt(dy.data(), x.data(), w, iy, ix, average, includePad);
+              QCOMPARE(gathered, scatter[size_t(iy * w.iw + ix)]);
+            }
+        }
+    }
+  }
+
   void maxOfKeepsStdMaxNanRule() {
     QVERIFY(std::isnan(fn::maxOf(kNan, 1.f)));
     QCOMPARE(fn::maxOf(1.f, kNan), 1.f);
