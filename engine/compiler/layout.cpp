@@ -23,27 +23,18 @@ struct PortRule {
 
 constexpr int kAll = -1;
 
+// From the op files: each op's LayoutPorts, and element-wise ops (activations, their
+// gradients, Add, Dropout, Identity) one layout and one shape on every port.
 const std::map<std::string, PortRule>& rules() {
   static const std::map<std::string, PortRule> table = [] {
     std::map<std::string, PortRule> t;
-    for (std::string conv : {"Conv2d", "ConvTranspose2d"}) {
-      t[conv] = {{0}, {0}, {}, true};
-      t[conv + "GradInput"] = {{0}, {0}, {1}, true};
-      t[conv + "GradWeight"] = {{0, 1}, {}, {}, true};
+    for (const OpDef* op : OpRegistry::instance().all()) {
+      if (op->layoutPorts)
+        t[op->name] = {op->layoutPorts->in, op->layoutPorts->out, op->layoutPorts->ignored,
+                       op->layoutPorts->free, false};
+      else if (op->elementwise)
+        t[op->name] = {{kAll}, {0}, {}, false, true};
     }
-    // Element-wise ops (activations, their gradients, Add, Dropout, Identity) say so
-    // in their op files: one layout and one shape on every port.
-    for (const OpDef* op : OpRegistry::instance().all())
-      if (op->elementwise) t[op->name] = {{kAll}, {0}, {}, false, true};
-    t["BatchNorm"] = {{0}, {0}, {}, false};
-    t["BatchNormGrad"] = {{0, 1}, {0}, {}, false};
-    t["MaxPool2d"] = {{0}, {0}, {}, false};
-    t["AvgPool2d"] = {{0}, {0}, {}, false};
-    t["MaxPool2dGrad"] = {{0, 1}, {0}, {}, false};
-    t["AvgPool2dGrad"] = {{0}, {0}, {1}, false};
-    t["GlobalAvgPool2d"] = {{0}, {}, {}, false};
-    t["GlobalAvgPool2dGrad"] = {{}, {0}, {1}, false};
-    t["ReduceChannels"] = {{0}, {}, {}, false};
     return t;
   }();
   return table;
@@ -230,16 +221,16 @@ class LayoutPass {
     readers = users[w];
     for (NodeId u : users[w]) {
       const Node& n = m_g.nodes[u];
-      const std::string& op = n.op->name;
-      bool conv = op == "Conv2d" || op == "ConvTranspose2d";
-      bool convGrad = op == "Conv2dGradInput" || op == "ConvTranspose2dGradInput";
-      bool weightGrad = op == "Conv2dGradWeight" || op == "ConvTranspose2dGradWeight";
-      if (conv && n.inputs[1] == w && fwd < 0) {
+      const OpDef& op = *n.op;
+      const bool reads = op.packableWeight >= 0 && n.inputs[size_t(op.packableWeight)] == w;
+      bool conv = reads && op.role == OpRole::Layer;
+      bool weightGrad = reads && op.weightGradient;
+      if (conv && fwd < 0) {
         fwd = u;
-      } else if ((convGrad || weightGrad) && n.inputs[2] == w) {
+      } else if (reads && op.role != OpRole::Layer) {
         if (weightGrad && grad != kNoValue) elsewhere = true;
         if (weightGrad) grad = n.outputs[0];
-      } else if ((op == "AdamUpdate" || op == "SgdUpdate") && n.inputs[0] == w && update < 0) {
+      } else if (op.role == OpRole::Optimizer && n.inputs[0] == w && update < 0) {
         update = u;
       } else {
         elsewhere = true;

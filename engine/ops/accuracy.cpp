@@ -6,6 +6,7 @@ namespace netloom {
 void registerAccuracy(OpRegistry& r) {
   OpDef d;
   d.name = "Accuracy";
+  d.accuracy = true;
   d.category = "Metrics";
   d.role = OpRole::Metric;
   d.doc = "Fraction of samples whose top score is the true class";

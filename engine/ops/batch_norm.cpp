@@ -20,6 +20,7 @@ void registerBatchNorm(OpRegistry& r) {
   };
   OpDef d;
   d.name = "BatchNorm";
+  d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
   d.category = "Normalization";
   d.doc = "Normalises each channel over the batch (and positions)";
   d.inputs = {{"x", "N × C × …"}};
@@ -63,6 +64,7 @@ void registerBatchNorm(OpRegistry& r) {
 
   OpDef g;
   g.name = "BatchNormGrad";
+  g.layoutPorts = LayoutPorts{{0, 1}, {0}, {}, false};
   g.category = "Internal";
   g.role = OpRole::Internal;
   g.doc = "d loss / d input, weight and bias of BatchNorm (training mode)";

@@ -76,7 +76,12 @@ OpDef convGradOp(std::string name, std::string doc, bool transposed) {
   g.attrs[0].required = false;
   g.attrs[1].required = false;
   // The gradient has the shape of what it differentiates: x, or the weight.
-  int like = g.name.ends_with("GradWeight") ? 2 : 1;
+  bool weight = g.name.ends_with("GradWeight");
+  int like = weight ? 2 : 1;
+  g.packableWeight = 2;
+  g.weightGradient = weight;
+  // dy and x may be blocked; GradInput reads x for its shape only.
+  g.layoutPorts = weight ? LayoutPorts{{0, 1}, {}, {}, true} : LayoutPorts{{0}, {0}, {1}, true};
   g.infer = [like](InferCtx& c) {
     c.out[0] = c.in[like];
     return true;
@@ -109,6 +114,8 @@ void registerConv2d(OpRegistry& r) {
                        : std::vector<std::string>{"weight"};
   };
   d.infer = [](InferCtx& c) { return inferConv(c, false); };
+  d.packableWeight = 1;
+  d.layoutPorts = LayoutPorts{{0}, {0}, {}, true};
   d.grad = [](GradBuilder& b) {
     ValueId dy = b.outGrad(0);
     if (b.needsGrad(0))
@@ -136,6 +143,7 @@ void registerConv2d(OpRegistry& r) {
     c.out[0] = TensorDesc{{c.in[0].shape[1]}, DType::F32, {}};
     return true;
   };
+  rc.layoutPorts = LayoutPorts{{0}, {}, {}, false};
   r.add(std::move(rc));
 }
 

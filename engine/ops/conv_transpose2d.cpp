@@ -21,6 +21,8 @@ void registerConvTranspose2d(OpRegistry& r) {
                        : std::vector<std::string>{"weight"};
   };
   d.infer = [](InferCtx& c) { return inferConv(c, true); };
+  d.packableWeight = 1;
+  d.layoutPorts = LayoutPorts{{0}, {0}, {}, true};
   d.grad = [](GradBuilder& b) {
     ValueId dy = b.outGrad(0);
     if (b.needsGrad(0))

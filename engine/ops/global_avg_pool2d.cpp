@@ -7,6 +7,7 @@ namespace netloom {
 void registerGlobalAvgPool2d(OpRegistry& r) {
   OpDef d;
   d.name = "GlobalAvgPool2d";
+  d.layoutPorts = LayoutPorts{{0}, {}, {}, false};
   d.category = "Pooling";
   d.doc = "Mean of each channel over all positions";
   d.inputs = {{"x", "N × C × H × W"}};
@@ -28,6 +29,7 @@ void registerGlobalAvgPool2d(OpRegistry& r) {
 
   OpDef g;
   g.name = "GlobalAvgPool2dGrad";
+  g.layoutPorts = LayoutPorts{{}, {0}, {1}, false};
   g.category = "Internal";
   g.role = OpRole::Internal;
   g.doc = "Spreads each channel's gradient evenly over H×W";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,16 @@ struct InferCtx {
   }
 };
 
+// Where the layout pass may keep an op's activations in oneDNN's blocked nChw16c (an
+// op with none, and not element-wise, keeps them plain). `in` and `out` are the data
+// ports that may be blocked; `ignored` inputs are read for their shape only. A `free`
+// op (a convolution) takes each port in its own layout; the others take one layout on
+// every listed port.
+struct LayoutPorts {
+  std::vector<int> in, out, ignored;
+  bool free = false;
+};
+
 // What an op contributes to the training step's reporting and planning.
 enum class OpRole { Layer, Loss, Metric, Internal, Optimizer };
 
@@ -94,6 +105,20 @@ struct OpDef {
   // The activation a matrix op can apply to its own output in the same kernel (the
   // value its "activation" attribute takes, e.g. "relu"); empty when none.
   std::string epilogue;
+  // Set where kernels of the op read blocked activations (see LayoutPorts).
+  std::optional<LayoutPorts> layoutPorts;
+  // The input port of a convolution weight that the op's kernels may read packed in
+  // their preferred format, or -1; with `weightGradient`, output 0 is that weight's
+  // gradient. The layout pass packs a weight whose every reader allows it.
+  int packableWeight = -1;
+  bool weightGradient = false;
+  // Input 0 holds one score per class along dimension 1 and input 1 the class labels:
+  // the model's class count, which the data's labels are checked against (a
+  // classification loss).
+  bool definesClasses = false;
+  // A metric whose value is the fraction of samples classified right: the first in
+  // the model is the run's test accuracy.
+  bool accuracy = false;
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;

@@ -38,6 +38,7 @@ OpDef pool(const std::string& name, bool average) {
   d.outputs = {{"y", "N × C × H' × W'"}};
   d.attrs = poolAttrs(average);
   d.infer = inferPool;
+  d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
   std::string gradOp = name + "Grad";
   d.grad = [gradOp](GradBuilder& b) {
     b.addGrad(0, b.emit(gradOp, {b.outGrad(0), b.input(0)}, b.attrs()));
@@ -60,6 +61,8 @@ OpDef poolGrad(const std::string& name, bool average) {
   g.outputs = {{"dx", "gradient of the input"}};
   g.attrs = poolAttrs(average);
   g.attrs[0].required = false;
+  // Max pooling's backward reads x; average pooling's reads only its shape.
+  g.layoutPorts = average ? LayoutPorts{{0}, {0}, {1}, false} : LayoutPorts{{0, 1}, {0}, {}, false};
   g.infer = [](InferCtx& c) {
     c.out[0] = c.in[1];
     return true;

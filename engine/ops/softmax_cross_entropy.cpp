@@ -9,6 +9,7 @@ void registerSoftmaxCrossEntropy(OpRegistry& r) {
       floatAttr("label_smoothing", 0.0, 0.0, 0.99, "mass spread evenly over all classes");
   OpDef d;
   d.name = "SoftmaxCrossEntropy";
+  d.definesClasses = true;
   d.category = "Losses";
   d.role = OpRole::Loss;
   d.doc = "Cross-entropy of softmax(logits) against class labels, averaged over the batch";

@@ -39,8 +39,7 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
   if (!label || label->dtype != DType::I32) return {};
   int32_t classes = data.classes;
   for (const Node& n : prog.graph.nodes)
-    if (n.op->name == "SoftmaxCrossEntropy")
-      classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape[1]);
+    if (n.op->definesClasses) classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape[1]);
   return checkClassLabels(data, classes, split);
 }
 

@@ -537,7 +537,7 @@ Status Fit::endEpoch(bool complete, std::chrono::steady_clock::time_point starte
     test->fill(ep->mutable_test_metrics());
     m_sum.testLoss = test->meanLoss();
     for (const Node& n : m_main->graph.nodes)
-      if (n.op->name == "Accuracy" && ep->test_metrics().count(n.name)) {
+      if (n.op->accuracy && ep->test_metrics().count(n.name)) {
         m_sum.testAccuracy = ep->test_metrics().at(n.name);
         break;
       }
