@@ -177,6 +177,35 @@ Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
 }
 
 // Gives back what a compile planned, unless it succeeds.
+// What each pass changed, for --explain: the nodes before and after it, and in a line
+// what it did.
+class PassLog {
+ public:
+  explicit PassLog(Program& p) : m_prog(p) {}
+  void begin(std::string name) {
+    m_name = std::move(name);
+    m_before = m_prog.graph.nodes.size();
+  }
+  void end(std::string change) {
+    m_prog.passes.push_back({m_name, m_before, m_prog.graph.nodes.size(), std::move(change)});
+  }
+
+ private:
+  Program& m_prog;
+  std::string m_name;
+  size_t m_before = 0;
+};
+
+std::string joined(const std::vector<std::string>& items, const std::string& none) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : "; ") + i;
+  return s.empty() ? none : s;
+}
+
+std::string counted(size_t n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
 struct PlannedBytes {
   MemoryBudget& budget;
   int64_t bytes = 0;
@@ -226,11 +255,17 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     if (v == kNoValue) return makeError("no tensor named '" + k + "' to keep");
     pinned.insert(v);
   }
+  PassLog log(*prog);
   // Fusion may move a value to another producer but never renames values.
+  log.begin("fusion");
   if (opts.fuse) prog->fusions = fuseLinearActivation(g, pinned);
+  log.end(opts.fuse ? joined(prog->fusions, "nothing to fuse") : "off");
   prog->precision = opts.precision;
-  if (opts.precision != Precision::F32)
+  if (opts.precision != Precision::F32) {
+    log.begin("autocast");
     prog->autocast = insertAutocast(g, opts.precision == Precision::F16 ? "fp16" : "bf16");
+    log.end("16-bit rounding around " + counted(prog->autocast.size(), "matrix op"));
+  }
 
   std::vector<ValueId> roots(pinned.begin(), pinned.end());
   if (opts.training) {
@@ -240,8 +275,10 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
       if (v == kNoValue) return makeError("no tensor named '" + name + "' to differentiate");
       wrt.push_back(v);
     }
+    log.begin("autodiff");
     auto grads = autodiff(g, *loss, wrt);
     if (!grads) return grads.error();
+    log.end(counted(grads->size(), "gradient") + " of the loss");
     if (opts.updateParams) {
       // fp16 scales the loss: the seed is the scale, and the updates read whether
       // the scaled gradients were finite (from their squares) and divide by it.
@@ -264,9 +301,12 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
               n.op = OpRegistry::instance().find("LossSeed");
               n.attrs = Attrs{};
             }
+        log.begin("gradient buckets");
         for (const GradientBucket& b :
              insertGradientBuckets(g, *grads, opts.firstBucketBytes, opts.bucketBytes))
           prog->buckets.push_back({b.name, b.params.size(), b.bytes});
+        log.end(counted(prog->buckets.size(), "bucket") + " summed across " +
+                std::to_string(opts.comm->size()) + " ranks");
       }
       Attrs scaling;
       scaling.set("init_scale", opts.initLossScale);
@@ -317,7 +357,11 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
         if (scaled)
           if (auto id = g.addNode(std::move(check)); !id) return id.error();
       }
+      log.begin("optimizer");
       if (Status s = insertOptimizer(g, *grads, opts.optimizer, lossScale); !s) return s.error();
+      log.end("an update for each of " + counted(grads->size(), "parameter") +
+              (opts.gradientNorms ? ", each gradient's norm and histogram" : "") +
+              (scaled ? ", fp16 loss scaling" : ""));
     } else {
       for (const auto& [v, grad] : *grads) {
         prog->gradients[g.values[v].name] = grad;
@@ -326,7 +370,9 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
       }
     }
   }
+  log.begin("dead code");
   eliminateDeadNodes(g, roots);
+  log.end("removed what no loss, metric or kept value reads");
   const KernelRegistry& kernels = KernelRegistry::instance();
   if (opts.blockedLayouts && !opts.referenceKernels) {
     auto held = [&store](const std::string& name) -> const TensorDesc* {
@@ -337,11 +383,15 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     context.device = &store.device();
     context.autocast = opts.precision != Precision::F32;
     context.comm = opts.comm;
+    log.begin("layouts");
     auto lr = assignLayouts(g, pinned, kernels, context, held);
     if (!lr) return lr.error();
     prog->blockedTensors = lr->blocked;
     prog->reorders = lr->reorders;
     prog->packedWeights = lr->packed;
+    log.end(counted(size_t(lr->blocked), "activation") + " in nChw16c, " +
+            counted(size_t(lr->reorders), "reorder") + ", " +
+            counted(size_t(lr->packed), "weight") + " packed");
   }
   prog->loss = *loss;
   for (const std::string& m : metricNames) prog->metrics.push_back({m, g.findNode(m)->outputs[0]});
@@ -374,6 +424,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   for (ValueId v : pinned) last[v] = nsteps - 1;
   for (const auto& [field, v] : g.inputsByField)
     if (first[v] >= 0) first[v] = 0;
+  log.begin("in place");
   // Element-wise ops write over inputs they are the last to read: one buffer for both.
   InPlacePlan inPlace = opts.inPlace ? planInPlace(g, first, last, pinned) : noInPlace(g);
   std::vector<BufferRequest> requests;
@@ -390,6 +441,9 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     requested.push_back(ValueId(v));
   }
   prog->inPlace = inPlace.count;
+  log.end(opts.inPlace ? counted(size_t(inPlace.count), "output") + " written over a dead input (" +
+                             formatBytes(inPlaceBytes) + ")"
+                       : "off");
   for (size_t v = 0; v < g.values.size(); ++v)
     if (inPlace.overwrote[v] != kNoValue) prog->overwrote[ValueId(v)] = inPlace.overwrote[v];
   // Kernels: the first in each ordered list that accepts the configuration; one
@@ -402,6 +456,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     int64_t workspaceRequest = -1;  // index in `requests`
   };
   std::vector<Chosen> chosen;
+  log.begin("kernels");
   for (int i = 0; i < nsteps; ++i) {
     const Node& n = g.nodes[i];
     if (n.op->external) continue;
@@ -440,6 +495,13 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     chosen.push_back(std::move(c));
   }
   // cuBLASLt and cuDNN read fastest from 256-byte boundaries; the CPU's vectors need 64.
+  {
+    size_t declined = 0;
+    for (const Chosen& c : chosen) declined += !c.step.declined.empty();
+    log.end(counted(chosen.size(), "kernel") + " chosen; " + std::to_string(declined) +
+            " where a faster one declined");
+  }
+  log.begin("memory");
   const int64_t alignment = store.device().hostAddressable() ? 64 : 256;
   MemoryPlan mem = planMemory(requests, alignment);
   // Naive: every tensor its own buffer, those written in place too.
@@ -450,6 +512,8 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     for (ValueId v : n.inputs)
       if (persistent(g.values[v].kind) && bound.insert(v).second)
         prog->persistentBytes += numel(g.values[v].desc.shape) * int64_t(sizeof(float));
+  log.end("arena " + formatBytes(mem.arenaBytes) + " for " + counted(requests.size(), "buffer") +
+          " (naive " + formatBytes(mem.naiveBytes) + ")");
   if (opts.planOnly) {
     prog->arenaBytes = mem.arenaBytes;
     prog->naiveBytes = mem.naiveBytes;
@@ -504,6 +568,8 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     prog->steps.push_back(std::move(c.step));
   }
   prog->updatesBegin = updatesBegin(*prog);
+  log.begin("multi-tensor");
+  size_t groups = 0, grouped = 0;
   // Multi-tensor launches: each run of consecutive updates by one kernel with equal
   // attributes is done by its first step's launch.
   for (size_t i = prog->updatesBegin; i < chosen.size();) {
@@ -527,10 +593,13 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                          ") failed to prepare as one launch: " + e.what());
       }
       prog->steps[i].groupEnd = end;
+      ++groups;
+      grouped += end - i;
       for (size_t k = i + 1; k < end; ++k) prog->steps[k].fn = nullptr;
     }
     i = end;
   }
+  log.end(groups ? counted(grouped, "update") + " in " + counted(groups, "launch") : "none");
   prog->compileMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   planned.bytes = 0;  // kept for the program's life

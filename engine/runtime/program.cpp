@@ -172,6 +172,12 @@ std::string Program::explain() const {
       o << "each step issued launch by launch once, then recorded as a CUDA Graph and "
            "replayed, one launch per step (its check for non-finite values included)\n";
   }
+  if (!passes.empty()) {
+    o << "  passes (nodes before -> after: what changed):\n";
+    for (const PassRecord& p : passes)
+      o << "    " << p.name << std::string(p.name.size() < 17 ? 17 - p.name.size() : 1, ' ')
+        << p.nodesBefore << " -> " << p.nodesAfter << ": " << p.change << "\n";
+  }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   if (precision != Precision::F32) {
     o << "  precision: " << precisionName(precision) << " autocast on " << autocast.size()

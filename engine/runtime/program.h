@@ -67,6 +67,14 @@ struct Program {
   int packedWeights = 0;                 // parameters it stores in a kernel's preferred layout
   int inPlace = 0;                       // outputs the in-place pass wrote over a dead input
   std::map<ValueId, ValueId> overwrote;  // such an output -> the input it overwrote
+  // The compiler's passes in the order they ran: the graph's nodes before and after
+  // each, and what it changed (--explain lists them).
+  struct PassRecord {
+    std::string name;
+    size_t nodesBefore = 0, nodesAfter = 0;
+    std::string change;
+  };
+  std::vector<PassRecord> passes;
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

@@ -260,6 +260,28 @@ class TestCompiler : public QObject {
     QVERIFY(arenaIsSafe(**p));
   }
 
+  // The passes run in one order, each recorded with what it changed.
+  void explainListsEachPass() {
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 8;
+    auto p = compile(model(mlpBody()), o, store);
+    QVERIFY(p.ok());
+    QStringList names;
+    for (const auto& pass : (*p)->passes) names << QString::fromStdString(pass.name);
+    QCOMPARE(names, QStringList({"fusion", "autodiff", "optimizer", "dead code", "layouts",
+                                 "in place", "kernels", "memory", "multi-tensor"}));
+    const auto& fusion = (*p)->passes.front();
+    QCOMPARE(fusion.nodesAfter + 1, fusion.nodesBefore);  // fc1 and act became one node
+    QVERIFY2(fusion.change.find("Linear with ReLU") != std::string::npos, fusion.change.c_str());
+    const auto& autodiff = (*p)->passes[1];
+    QVERIFY(autodiff.nodesAfter > autodiff.nodesBefore);
+    QVERIFY2(autodiff.change.find("4 gradients") != std::string::npos, autodiff.change.c_str());
+    const std::string text = (*p)->explain();
+    QVERIFY2(text.find("passes (nodes before -> after") != std::string::npos, text.c_str());
+    QVERIFY2(text.find("multi-tensor") != std::string::npos, text.c_str());
+  }
+
   void plansAreDeterministic() {
     ParamStore a, b;
     auto p = compile(model(mlpBody()), CompileOptions{}, a);
