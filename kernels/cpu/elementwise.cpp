@@ -99,17 +99,32 @@ void registerElementwise(KernelRegistry& r) {
                        1.f / (1.f - p)};
       const float* x = io.in[0].f32();
       float* y = io.out[0].f32();
-      parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          uint64_t at = uint64_t(i);
-          if (blocked) {  // i = ((n · C/16 + cb) · area + hw) · 16 + lane
-            int64_t lane = i % 16, hw = i / 16 % area, nb = i / 16 / area;
-            int64_t n = nb / (c / 16), ch = nb % (c / 16) * 16 + lane;
-            at = uint64_t((n * c + ch) * area + hw);
-          }
-          y[i] = drop(x[i], at);
-        }
-      });
+      if (!blocked) {
+        parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+          for (int64_t i = lo; i < hi; ++i) y[i] = drop(x[i], uint64_t(i));
+        });
+        return;
+      }
+      // Blocked, block by block of 16 channels at one position: element
+      // ((n · C/16 + cb) · area + hw) · 16 + lane is channel cb · 16 + lane of sample n,
+      // plain index (n · C + cb · 16 + lane) · area + hw. No division per element, so
+      // the lanes vectorise.
+      const int64_t blocks = c / 16, planes = io.out[0].numel() / (16 * area);
+      parallelFor(
+          planes, std::max<int64_t>(1, kParallelGrain / (16 * area)), [&](int64_t lo, int64_t hi) {
+            for (int64_t nb = lo; nb < hi; ++nb) {
+              const int64_t n = nb / blocks, cb = nb % blocks;
+              const uint64_t first = uint64_t((n * c + cb * 16) * area);
+              const float* xb = x + nb * area * 16;
+              float* yb = y + nb * area * 16;
+              for (int64_t hw = 0; hw < area; ++hw) {
+#pragma omp simd
+                for (int64_t lane = 0; lane < 16; ++lane)
+                  yb[hw * 16 + lane] = drop(xb[hw * 16 + lane], first + uint64_t(lane * area + hw));
+              }
+            }
+          });
     };
   });
 }
