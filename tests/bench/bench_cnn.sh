@@ -76,14 +76,8 @@ for m in "${models[@]}"; do
   run="$tmp/$m"
   mkdir -p "$run"
   cp "$tmp/peak.jsonl" "$run/"
-  for t in "${counts[@]}"; do
-    echo "running netloom-train on $t thread(s)..." >&2
-    OMP_NUM_THREADS="$t" "$bench_train" "$project" --epochs "$epochs" --threads "$t" \
-      --batch-size "$batch" "${limit_args[@]}" --summary-json "$run/netloom.$t.json" --quiet
-    echo "running PyTorch on $t thread(s)..." >&2
-    bench_torch "$t" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
-      --threads "$t" --batch-size "$batch" "${limit_args[@]}" > "$run/torch.$t.json"
-  done
+  bench_sweep "$run" "$project" "$bench_dir/cnn_torch.py" yes \
+    --epochs "$epochs" --batch-size "$batch" "${limit_args[@]}"
   [[ "$first" -eq 1 ]] || echo
   first=0
   bench_sweep_table "$run" "$title ($(basename "$project")), batch $batch"

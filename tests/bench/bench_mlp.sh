@@ -46,12 +46,6 @@ mapfile -t counts < <(bench_thread_counts "$threads")
 echo "Fashion-MNIST MLP: $epochs epoch(s), batch $batch, threads ${counts[*]}," \
   "training samples: $samples" >&2
 bench_peaks "$tmp" "${counts[@]}"
-for t in "${counts[@]}"; do
-  echo "running netloom-train on $t thread(s)..." >&2
-  OMP_NUM_THREADS="$t" "$bench_train" "$project" --epochs "$epochs" --threads "$t" \
-    --batch-size "$batch" "${limit_args[@]}" --summary-json "$tmp/netloom.$t.json" --quiet
-  echo "running PyTorch on $t thread(s)..." >&2
-  bench_torch "$t" "$bench_dir/mlp_torch.py" --epochs "$epochs" --threads "$t" \
-    --batch-size "$batch" "${limit_args[@]}" > "$tmp/torch.$t.json"
-done
+bench_sweep "$tmp" "$project" "$bench_dir/mlp_torch.py" no \
+  --epochs "$epochs" --batch-size "$batch" "${limit_args[@]}"
 bench_sweep_table "$tmp" "MLP 784-256-128-10 ($(basename "$project")), batch $batch"

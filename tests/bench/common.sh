@@ -8,6 +8,8 @@
 #   bench_thread_counts MAX           prints 1, the powers of two below MAX, and MAX
 #   bench_peaks DIR COUNTS...         the GEMM peak at each thread count, into DIR/peak.jsonl
 #   bench_torch THREADS ARGS...       runs $bench_py ARGS on THREADS threads, at its best
+#   bench_sweep DIR PROJECT SCRIPT PASS_PROJECT ARGS...
+#                                     NetLoom and PyTorch on each of $counts threads
 #   bench_sweep_table DIR TITLE       prints a sweep's side-by-side table (sweep_table.py)
 # Not meant to be run by itself.
 
@@ -77,6 +79,23 @@ bench_torch() {
   shift
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$threads" \
     OPENBLAS_NUM_THREADS="$threads" "$bench_py" "$@"
+}
+
+# For each thread count T in the array $counts: netloom-train PROJECT ARGS into
+# DIR/netloom.T.json, then the PyTorch SCRIPT ARGS (with --project PROJECT where
+# PASS_PROJECT is "yes") into DIR/torch.T.json, both on T threads.
+bench_sweep() {
+  local dir="$1" project="$2" script="$3" pass="$4" t
+  shift 4
+  local torch_args=("$@")
+  [[ "$pass" == yes ]] && torch_args=(--project "$project" "$@")
+  for t in "${counts[@]}"; do
+    echo "running netloom-train on $t thread(s)..." >&2
+    OMP_NUM_THREADS="$t" "$bench_train" "$project" "$@" --threads "$t" \
+      --summary-json "$dir/netloom.$t.json" --quiet
+    echo "running PyTorch on $t thread(s)..." >&2
+    bench_torch "$t" "$script" "${torch_args[@]}" --threads "$t" > "$dir/torch.$t.json"
+  done
 }
 
 bench_sweep_table() {
