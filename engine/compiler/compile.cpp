@@ -9,6 +9,7 @@
 #include "engine/compiler/layout.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
+#include "engine/graph/analyze.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
@@ -554,6 +555,18 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     // throws): the error names the node instead of ending the process.
     try {
       c.step.fn = c.impl->prepare(c.sig);
+      // A small kernel runs on the calling thread alone (the CPU's choice).
+      NodeCost cost;
+      measureNode(g, n, cost);
+      int64_t bytes = 0;
+      for (const auto* list : {&n.inputs, &n.outputs})
+        for (ValueId v : *list)
+          bytes = saturatingAdd(
+              bytes, numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype)));
+      if (store.device().runsAlone(double(cost.flops), bytes)) {
+        c.step.fn = store.device().alone(std::move(c.step.fn));
+        c.step.alone = true;
+      }
     } catch (const std::exception& e) {
       return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
                        "): kernel " + c.step.kernel + " failed to prepare: " + e.what());
@@ -593,6 +606,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                          ") failed to prepare as one launch: " + e.what());
       }
       prog->steps[i].groupEnd = end;
+      prog->steps[i].alone = false;  // the group's launch is as its kernel made it
       ++groups;
       grouped += end - i;
       for (size_t k = i + 1; k < end; ++k) prog->steps[k].fn = nullptr;

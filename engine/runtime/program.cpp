@@ -207,6 +207,7 @@ std::string Program::explain() const {
       o << " (one multi-tensor launch for steps " << i << " to " << s.groupEnd - 1 << ")";
     else if (!s.fn)
       o << " (in the multi-tensor launch above)";
+    if (s.alone) o << " (one thread)";
     if (s.detail) o << " [" << s.detail() << "]";
     if (!s.declined.empty()) o << "  {declined: " << s.declined << "}";
     o << "\n       in:";

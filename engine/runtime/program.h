@@ -33,6 +33,7 @@ struct PlanStep {
   // A multi-tensor launch (KernelImpl::group) does steps [this one, groupEnd); the
   // others in it have no fn of their own.
   size_t groupEnd = 0;
+  bool alone = false;  // run by the calling thread alone (Device::runsAlone)
 };
 
 // The device memory everything inside a step lives in; owned by the program.

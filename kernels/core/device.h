@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/kernel.h"
 #include "kernels/core/tensor.h"
 
 namespace netloom {
@@ -94,6 +95,12 @@ class Device {
     why = "the device launches each kernel itself";
     return nullptr;
   }
+
+  // Whether a kernel of `flops` floating-point operations over `bytes` of tensors is
+  // best run by the calling thread alone (on the CPU, where waking the pool's other
+  // threads costs more than they save), and that kernel made so. Elsewhere never.
+  virtual bool runsAlone(double flops, int64_t bytes) const { return false; }
+  virtual KernelFn alone(KernelFn fn) const { return fn; }
 
   virtual void upload(void* dst, const void* src, int64_t bytes) { copyToDevice(dst, src, bytes); }
   virtual void waitUploads() {}

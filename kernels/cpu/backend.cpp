@@ -60,6 +60,25 @@ class CpuDevice final : public Device {
     return d;
   }
 
+  // Below both bounds a kernel takes a few microseconds on one core, about what
+  // waking a second costs; the pool's threads then stay idle for the run's other work
+  // (the data loader) instead of being woken launch after launch.
+  bool runsAlone(double flops, int64_t bytes) const override {
+    return flops < 8e6 && bytes < (int64_t(1) << 20);
+  }
+  KernelFn alone(KernelFn fn) const override {
+    return [fn = std::move(fn)](const KernelIO& io) {
+      const int threads = omp_get_max_threads();
+      if (threads == 1) return fn(io);
+      struct Restore {
+        int threads;
+        ~Restore() { omp_set_num_threads(threads); }
+      } restore{threads};
+      omp_set_num_threads(1);
+      fn(io);
+    };
+  }
+
   int64_t memoryInUse() const override {
     std::ifstream in("/proc/self/statm");
     int64_t pages = 0, resident = 0;

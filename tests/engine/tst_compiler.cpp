@@ -282,6 +282,26 @@ class TestCompiler : public QObject {
     QVERIFY2(text.find("multi-tensor") != std::string::npos, text.c_str());
   }
 
+  // On the CPU a small kernel runs on the calling thread alone; a large one, and a
+  // multi-tensor launch, as its kernel parallelises it.
+  void smallKernelsRunAlone() {
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 8;
+    auto p = compile(model(mlpBody()), o, store);
+    QVERIFY(p.ok());
+    int alone = 0;
+    for (const PlanStep& s : (*p)->steps) {
+      alone += s.alone;
+      if (s.groupEnd > 0) QVERIFY(!s.alone);
+    }
+    QVERIFY(alone > 0);
+    QVERIFY(store.device().runsAlone(1e3, 1024));
+    QVERIFY(!store.device().runsAlone(1e9, 1024));
+    QVERIFY(!store.device().runsAlone(1e3, int64_t(64) << 20));
+    QVERIFY((*p)->explain().find("(one thread)") != std::string::npos);
+  }
+
   void plansAreDeterministic() {
     ParamStore a, b;
     auto p = compile(model(mlpBody()), CompileOptions{}, a);
