@@ -6,7 +6,9 @@
 
 #include "engine/compiler/autodiff.h"
 #include "engine/compiler/inplace.h"
+#include "engine/compiler/kernel_choice.h"
 #include "engine/compiler/layout.h"
+#include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
 #include "engine/graph/analyze.h"
@@ -375,15 +377,16 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   eliminateDeadNodes(g, roots);
   log.end("removed what no loss, metric or kept value reads");
   const KernelRegistry& kernels = KernelRegistry::instance();
+  // What every kernel is asked with besides its tensors and attributes.
+  KernelSig context;
+  context.device = &store.device();
+  context.autocast = opts.precision != Precision::F32;
+  context.comm = opts.comm;
   if (opts.blockedLayouts && !opts.referenceKernels) {
     auto held = [&store](const std::string& name) -> const TensorDesc* {
       ParamStore::Entry* e = store.find(name);
       return e ? &e->desc : nullptr;
     };
-    KernelSig context;
-    context.device = &store.device();
-    context.autocast = opts.precision != Precision::F32;
-    context.comm = opts.comm;
     log.begin("layouts");
     auto lr = assignLayouts(g, pinned, kernels, context, held);
     if (!lr) return lr.error();
@@ -405,26 +408,9 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     prog->refs[v].device = device;
   }
   // Lifetimes of everything that lives inside a step.
-  int nsteps = int(g.nodes.size());
-  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
-  auto inArena = [&](ValueId v) {
-    ValueKind k = g.values[v].kind;
-    return k == ValueKind::Activation || k == ValueKind::Input;
-  };
-  for (int i = 0; i < nsteps; ++i) {
-    for (ValueId v : g.nodes[i].inputs)
-      if (inArena(v)) {
-        if (first[v] < 0) first[v] = g.values[v].kind == ValueKind::Input ? 0 : i;
-        last[v] = std::max(last[v], i);
-      }
-    for (ValueId v : g.nodes[i].outputs) {
-      if (first[v] < 0) first[v] = i;
-      last[v] = std::max(last[v], i);
-    }
-  }
-  for (ValueId v : pinned) last[v] = nsteps - 1;
-  for (const auto& [field, v] : g.inputsByField)
-    if (first[v] >= 0) first[v] = 0;
+  const int nsteps = int(g.nodes.size());
+  Lifetimes life = bufferLifetimes(g, pinned);
+  std::vector<int>&first = life.first, &last = life.last;
   log.begin("in place");
   // Element-wise ops write over inputs they are the last to read: one buffer for both.
   InPlacePlan inPlace = opts.inPlace ? planInPlace(g, first, last, pinned) : noInPlace(g);
@@ -432,7 +418,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   std::vector<ValueId> requested;
   int64_t inPlaceBytes = 0;  // what the overwriting outputs would take on their own
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (first[v] < 0 || !inArena(ValueId(v))) continue;
+    if (first[v] < 0 || !livesInArena(g.values[v])) continue;
     int64_t bytes = numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype));
     if (inPlace.storage[v] != ValueId(v)) {
       inPlaceBytes = saturatingAdd(inPlaceBytes, bytes);
@@ -447,58 +433,23 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                        : "off");
   for (size_t v = 0; v < g.values.size(); ++v)
     if (inPlace.overwrote[v] != kNoValue) prog->overwrote[ValueId(v)] = inPlace.overwrote[v];
-  // Kernels: the first in each ordered list that accepts the configuration; one
-  // with a blocked tensor goes to the kernels that read layouts. Chosen before the
-  // memory plan, which holds the workspaces they ask for, each live for its launch.
-  struct Chosen {
-    PlanStep step;
-    const KernelImpl* impl = nullptr;
-    KernelSig sig;
-    int64_t workspaceRequest = -1;  // index in `requests`
-  };
-  std::vector<Chosen> chosen;
+  // Kernels, chosen before the memory plan, which holds the workspaces they ask for,
+  // each live for its launch.
   log.begin("kernels");
-  for (int i = 0; i < nsteps; ++i) {
-    const Node& n = g.nodes[i];
-    if (n.op->external) continue;
-    Chosen c;
-    c.sig.attrs = &n.attrs;
-    c.sig.device = &store.device();
-    c.sig.autocast = opts.precision != Precision::F32;
-    c.sig.comm = opts.comm;
-    bool blocked = false;
-    for (ValueId v : n.inputs) c.sig.in.push_back(g.values[v].desc);
-    for (ValueId v : n.outputs) c.sig.out.push_back(g.values[v].desc);
-    for (const auto* ds : {&c.sig.in, &c.sig.out})
-      for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
-    const auto* list = kernels.list(n.op->name, device.kind);
-    c.step.node = i;
-    size_t firstTried = list && opts.referenceKernels ? list->size() - 1 : 0;
-    for (size_t k = firstTried; list && k < list->size() && !c.impl; ++k) {
-      std::string why =
-          blocked && !(*list)[k].anyLayout ? "takes plain layouts only" : (*list)[k].decline(c.sig);
-      if (!why.empty()) {
-        c.step.declined += (c.step.declined.empty() ? "" : "; ") + (*list)[k].name + ": " + why;
-        continue;
-      }
-      c.impl = &(*list)[k];
-      c.step.kernel = c.impl->name;
+  auto chosenOr = chooseKernels(g, kernels, context, opts.referenceKernels);
+  if (!chosenOr) return chosenOr.error();
+  std::vector<ChosenKernel>& chosen = *chosenOr;
+  std::vector<int64_t> workspaceRequest(chosen.size(), -1);  // index in `requests`
+  for (size_t k = 0; k < chosen.size(); ++k)
+    if (chosen[k].workspaceBytes > 0) {
+      workspaceRequest[k] = int64_t(requests.size());
+      const int node = chosen[k].step.node;
+      requests.push_back({chosen[k].workspaceBytes, node, node});
     }
-    if (!c.impl)
-      return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
-                       "): no kernel on " + device.toString() +
-                       (c.step.declined.empty() ? "" : " (" + c.step.declined + ")"));
-    if (c.impl->workspace)
-      if (int64_t bytes = c.impl->workspace(c.sig); bytes > 0) {
-        c.workspaceRequest = int64_t(requests.size());
-        requests.push_back({bytes, i, i});
-      }
-    chosen.push_back(std::move(c));
-  }
   // cuBLASLt and cuDNN read fastest from 256-byte boundaries; the CPU's vectors need 64.
   {
     size_t declined = 0;
-    for (const Chosen& c : chosen) declined += !c.step.declined.empty();
+    for (const ChosenKernel& c : chosen) declined += !c.step.declined.empty();
     log.end(counted(chosen.size(), "kernel") + " chosen; " + std::to_string(declined) +
             " where a faster one declined");
   }
@@ -549,7 +500,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
 
   // Each kernel prepared, its workspace in the arena it asked for.
   for (size_t k = 0; k < chosen.size(); ++k) {
-    Chosen& c = chosen[k];
+    ChosenKernel& c = chosen[k];
     const Node& n = g.nodes[c.step.node];
     // A library may refuse a configuration only when asked to build it (oneDNN
     // throws): the error names the node instead of ending the process.
@@ -572,9 +523,9 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                        "): kernel " + c.step.kernel + " failed to prepare: " + e.what());
     }
     if (auto detail = c.impl->detail) c.step.detail = [detail, sig = c.sig] { return detail(sig); };
-    if (c.workspaceRequest >= 0) {
-      c.step.workspace = prog->arena.data() + mem.offsets[size_t(c.workspaceRequest)];
-      c.step.workspaceBytes = requests[size_t(c.workspaceRequest)].bytes;
+    if (workspaceRequest[k] >= 0) {
+      c.step.workspace = prog->arena.data() + mem.offsets[size_t(workspaceRequest[k])];
+      c.step.workspaceBytes = requests[size_t(workspaceRequest[k])].bytes;
     }
     for (ValueId v : n.inputs) c.step.in.push_back(prog->refs[v]);
     for (ValueId v : n.outputs) c.step.out.push_back(prog->refs[v]);

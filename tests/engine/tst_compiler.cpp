@@ -7,6 +7,8 @@
 #include <set>
 
 #include "engine/compiler/compile.h"
+#include "engine/compiler/kernel_choice.h"
+#include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
@@ -300,6 +302,42 @@ class TestCompiler : public QObject {
     QVERIFY(!store.device().runsAlone(1e9, 1024));
     QVERIFY(!store.device().runsAlone(1e3, int64_t(64) << 20));
     QVERIFY((*p)->explain().find("(one thread)") != std::string::npos);
+  }
+
+  // Lifetimes alone, on the forward graph: an input lives from step 0, an activation
+  // from its producer to its last reader, a pinned value to the end; parameters
+  // never enter the arena.
+  void lifetimesSpanProducerToLastReader() {
+    auto g = buildGraph(model(mlpBody()), 4);
+    QVERIFY(g.ok());
+    const NodeId fc1 = NodeId(g->findNode("fc1") - g->nodes.data());
+    const NodeId act = NodeId(g->findNode("act") - g->nodes.data());
+    const ValueId loss = g->findNode("loss")->outputs[0];
+    Lifetimes t = bufferLifetimes(*g, {loss});
+    const ValueId x = g->inputsByField.at("x"), h = g->nodes[size_t(fc1)].outputs[0];
+    QCOMPARE(t.first[size_t(x)], 0);
+    QCOMPARE(t.last[size_t(x)], int(fc1));
+    QCOMPARE(t.first[size_t(h)], int(fc1));
+    QCOMPARE(t.last[size_t(h)], int(act));
+    QCOMPARE(t.last[size_t(loss)], int(g->nodes.size()) - 1);
+    const ValueId w = g->findValue("fc1.weight");
+    QVERIFY(!livesInArena(g->values[size_t(w)]));
+  }
+
+  // Kernel choice alone: the first kernel that accepts, or the reference.
+  void kernelChoiceTakesTheFirstThatAccepts() {
+    auto g = buildGraph(model(mlpBody()), 4);
+    QVERIFY(g.ok());
+    KernelSig context;
+    context.device = &cpuDevice();
+    for (bool reference : {false, true}) {
+      auto chosen = chooseKernels(*g, KernelRegistry::instance(), context, reference);
+      QVERIFY(chosen.ok());
+      for (const ChosenKernel& c : *chosen)
+        if (g->nodes[size_t(c.step.node)].name == "fc1")
+          QCOMPARE(QString::fromStdString(c.step.kernel),
+                   reference ? QString("reference.linear") : QString("onednn.sgemm+bias"));
+    }
   }
 
   void plansAreDeterministic() {
