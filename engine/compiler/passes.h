@@ -1,4 +1,7 @@
-// Compiler passes, each a small function over the IR, tested on its own.
+// Compiler passes that rewrite the IR, each a small function in a file of its own
+// (fusion.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp, dead_code.cpp),
+// tested on its own. compile.cpp runs them, with autodiff, layouts, lifetimes, in
+// place, kernel choice and the memory plan, in the order --explain lists.
 #pragma once
 
 #include <map>
@@ -11,8 +14,9 @@
 
 namespace netloom {
 
-// Merges Linear followed by ReLU into one Linear with a fused activation when the
-// Linear's output feeds only that ReLU and is not pinned. Returns what it fused.
+// A node whose op has an "activation" attribute takes in the activation that alone
+// reads its output (that op's OpDef::epilogue, one of the attribute's choices: Linear
+// with ReLU), unless the output is pinned. Returns what it fused.
 std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>& pinned);
 
 // Autocast (train.precision bf16 or fp16): the float inputs and the outputs of the
