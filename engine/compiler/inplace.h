@@ -1,7 +1,8 @@
 // The in-place pass: an op that declares OpDef::inplaceable (element-wise, or a copy
 // such as Flatten) writes its output over a data input whose last reader it is, so the
-// two share one buffer in the arena. Runs after kernels are chosen, before the memory
-// plan, on the lifetimes the plan uses.
+// two share one buffer in the arena. Runs after the layout pass (sizes and layouts are
+// final) and before the memory plan, on the lifetimes the plan uses. Every kernel of
+// such an op takes its output at its input's address.
 #pragma once
 
 #include <set>
