@@ -277,18 +277,16 @@ namespace {
 
 // --peak [--threads N]: the CPU's measured matrix-product peak, as one JSON line.
 int printPeak(int argc, char** argv) {
-  int threads = omp_get_num_procs();
-  for (int i = 1; i + 1 < argc; ++i)
-    if (!std::strcmp(argv[i], "--threads")) {
-      char* end = nullptr;
-      long t = std::strtol(argv[i + 1], &end, 10);
-      if (*end || t < 1 || t > 4096) {
-        std::fprintf(stderr, "netloom-train: --threads needs a number from 1 to 4096\n");
+  uint64_t threads = uint64_t(omp_get_num_procs());
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--threads"))
+      if (auto e = parseInt("--threads", i + 1 < argc ? argv[i + 1] : nullptr, 1,
+                            netloom::kMaxThreads, threads);
+          !e.empty()) {
+        std::fprintf(stderr, "netloom-train: %s\n", e.c_str());
         return 2;
       }
-      threads = int(t);
-    }
-  netloom::cpu::configureThreads(threads);
+  netloom::cpu::configureThreads(int(threads));
   netloom::cpu::GemmPeak p = netloom::cpu::measureGemmPeak();
   netloom::Json o = netloom::Json::object();
   o.set("probe", netloom::Json::string(p.probe));

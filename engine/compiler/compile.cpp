@@ -11,7 +11,6 @@
 #include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
 #include "engine/compiler/passes.h"
-#include "engine/graph/analyze.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
@@ -179,7 +178,6 @@ Status planBudget(const Program& p, ParamStore& store, const MemoryPlan& mem,
   return {};
 }
 
-// Gives back what a compile planned, unless it succeeds.
 // What each pass changed, for --explain: the nodes before and after it, and in a line
 // what it did.
 class PassLog {
@@ -209,6 +207,7 @@ std::string counted(size_t n, const std::string& what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
+// Gives back what a compile planned, unless it succeeds.
 struct PlannedBytes {
   MemoryBudget& budget;
   int64_t bytes = 0;
@@ -419,7 +418,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   int64_t inPlaceBytes = 0;  // what the overwriting outputs would take on their own
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (first[v] < 0 || !livesInArena(g.values[v])) continue;
-    int64_t bytes = numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype));
+    int64_t bytes = bytesOf(g.values[v].desc);
     if (inPlace.storage[v] != ValueId(v)) {
       inPlaceBytes = saturatingAdd(inPlaceBytes, bytes);
       continue;
@@ -427,12 +426,11 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     requests.push_back({bytes, first[v], last[v]});
     requested.push_back(ValueId(v));
   }
-  prog->inPlace = inPlace.count;
-  log.end(opts.inPlace ? counted(size_t(inPlace.count), "output") + " written over a dead input (" +
-                             formatBytes(inPlaceBytes) + ")"
-                       : "off");
   for (size_t v = 0; v < g.values.size(); ++v)
     if (inPlace.overwrote[v] != kNoValue) prog->overwrote[ValueId(v)] = inPlace.overwrote[v];
+  log.end(opts.inPlace ? counted(prog->overwrote.size(), "output") +
+                             " written over a dead input (" + formatBytes(inPlaceBytes) + ")"
+                       : "off");
   // Kernels, chosen before the memory plan, which holds the workspaces they ask for,
   // each live for its launch.
   log.begin("kernels");
@@ -506,21 +504,17 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
     // throws): the error names the node instead of ending the process.
     try {
       c.step.fn = c.impl->prepare(c.sig);
-      // A small kernel runs on the calling thread alone (the CPU's choice).
-      NodeCost cost;
-      measureNode(g, n, cost);
-      int64_t bytes = 0;
-      for (const auto* list : {&n.inputs, &n.outputs})
-        for (ValueId v : *list)
-          bytes = saturatingAdd(
-              bytes, numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype)));
-      if (store.device().runsAlone(double(cost.flops), bytes)) {
-        c.step.fn = store.device().alone(std::move(c.step.fn));
-        c.step.alone = true;
-      }
     } catch (const std::exception& e) {
       return makeError("node '" + (n.backward ? n.origin : n.name) + "' (" + n.op->name +
                        "): kernel " + c.step.kernel + " failed to prepare: " + e.what());
+    }
+    // A small kernel runs on the calling thread alone (the CPU's choice).
+    int64_t bytes = 0;
+    for (const auto* descs : {&c.sig.in, &c.sig.out})
+      for (const TensorDesc& d : *descs) bytes = saturatingAdd(bytes, bytesOf(d));
+    if (store.device().runsAlone(double(c.step.flops), bytes)) {
+      c.step.fn = store.device().alone(std::move(c.step.fn));
+      c.step.alone = true;
     }
     if (auto detail = c.impl->detail) c.step.detail = [detail, sig = c.sig] { return detail(sig); };
     if (workspaceRequest[k] >= 0) {

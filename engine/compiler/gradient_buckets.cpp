@@ -19,7 +19,7 @@ std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<Value
   int64_t cap = firstBytes;
   for (size_t k = 0; k < written.size(); ++k) {
     ValueId v = written[k].first;
-    int64_t size = numel(g.values[v].desc.shape) * int64_t(dtypeSize(g.values[v].desc.dtype));
+    int64_t size = bytesOf(g.values[v].desc);
     if (buckets.empty() || (buckets.back().bytes > 0 && buckets.back().bytes + size > cap)) {
       if (!buckets.empty()) cap = bytes;
       buckets.push_back({});
@@ -31,8 +31,7 @@ std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<Value
     bool last = k + 1 == written.size();
     if (!last) {
       ValueId next = written[k + 1].first;
-      int64_t nextSize =
-          numel(g.values[next].desc.shape) * int64_t(dtypeSize(g.values[next].desc.dtype));
+      int64_t nextSize = bytesOf(g.values[next].desc);
       last = buckets.back().bytes + nextSize > cap;
     }
     if (last) startsAfter[written[k].second].push_back(buckets.size() - 1);

@@ -4,14 +4,6 @@
 
 namespace netloom {
 
-namespace {
-
-int64_t bytesOf(const TensorDesc& d) {
-  return numel(d.shape) * int64_t(dtypeSize(d.dtype));
-}
-
-}  // namespace
-
 InPlacePlan noInPlace(const Graph& g) {
   InPlacePlan plan;
   plan.storage.resize(g.values.size());
@@ -41,7 +33,6 @@ InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vect
       plan.storage[out] = root;
       plan.overwrote[out] = in;
       last[root] = std::max(last[root], last[out]);
-      ++plan.count;
       break;
     }
   }

@@ -18,7 +18,6 @@ struct InPlacePlan {
   std::vector<ValueId> storage;
   // Per value: the input it overwrote, or kNoValue.
   std::vector<ValueId> overwrote;
-  int count = 0;  // outputs written in place
 };
 
 // `first` and `last`: the step that writes each value first and reads it last (-1 for

@@ -1,5 +1,6 @@
 #include "engine/compiler/kernel_choice.h"
 
+#include "engine/graph/analyze.h"
 #include "kernels/core/device.h"
 
 namespace netloom {
@@ -21,6 +22,9 @@ Result<std::vector<ChosenKernel>> chooseKernels(const Graph& g, const KernelRegi
       for (const TensorDesc& d : *ds) blocked = blocked || d.layout != Layout::Plain;
     const auto* list = kernels.list(n.op->name, device.kind);
     c.step.node = i;
+    NodeCost cost;
+    measureNode(g, n, cost);
+    c.step.flops = cost.flops;
     size_t firstTried = list && reference ? list->size() - 1 : 0;
     for (size_t k = firstTried; list && k < list->size() && !c.impl; ++k) {
       std::string why =

@@ -12,7 +12,7 @@
 namespace netloom {
 
 struct ChosenKernel {
-  PlanStep step;  // node, kernel name and the reasons others declined; no fn yet
+  PlanStep step;  // node, FLOPs, kernel name and why others declined; no fn yet
   const KernelImpl* impl = nullptr;
   KernelSig sig;
   int64_t workspaceBytes = 0;  // the scratch the kernel asks for, live for its launch

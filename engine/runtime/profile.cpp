@@ -4,18 +4,11 @@
 #include <cstdio>
 #include <map>
 
-#include "engine/graph/analyze.h"
 #include "kernels/core/checked.h"
 
 namespace netloom {
 
 namespace {
-
-int64_t nodeFlops(const Graph& g, const Node& n) {
-  NodeCost cost;
-  measureNode(g, n, cost);
-  return cost.flops;
-}
 
 // "  123.4   61%" or blanks where the kernel does no counted arithmetic.
 std::string rate(double flops, double seconds, double peak) {
@@ -36,8 +29,7 @@ std::string rate(double flops, double seconds, double peak) {
 
 int64_t programFlops(const Program& p) {
   int64_t total = 0;
-  for (const PlanStep& s : p.steps)
-    total = saturatingAdd(total, nodeFlops(p.graph, p.graph.nodes[s.node]));
+  for (const PlanStep& s : p.steps) total = saturatingAdd(total, s.flops);
   return total;
 }
 
@@ -56,7 +48,7 @@ std::string profileTable(const std::vector<ProfiledProgram>& runs, double peakGf
     for (size_t i = 0; i < r.seconds.size(); ++i) {
       const PlanStep& s = r.program->steps[i];
       const Node& n = r.program->graph.nodes[s.node];
-      double flops = double(nodeFlops(r.program->graph, n)) * double(r.runs);
+      double flops = double(s.flops) * double(r.runs);
       Row& row = byOp[{n.op->name, s.kernel}];
       row.seconds += r.seconds[i];
       row.flops += flops;

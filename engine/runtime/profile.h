@@ -21,7 +21,7 @@ std::string profileTable(const std::vector<ProfiledProgram>& runs, double peakGf
                          const std::string& peakProbe = {});
 
 // Floating-point operations of one run of the program's kernels: the sum of each
-// node's (OpDef::flops; ops that declare none count zero).
+// step's (PlanStep::flops; ops that declare none count zero).
 int64_t programFlops(const Program& p);
 
 }  // namespace netloom

@@ -196,8 +196,8 @@ std::string Program::explain() const {
     o << "  layouts: " << blockedTensors << " activations in nChw16c, " << reorders
       << " reorders to and from nchw; " << packedWeights
       << " convolution weights stored packed (with their gradients and optimizer state)\n";
-  if (inPlace > 0)
-    o << "  in place: " << inPlace << " output" << (inPlace == 1 ? "" : "s")
+  if (!overwrote.empty())
+    o << "  in place: " << overwrote.size() << " output" << (overwrote.size() == 1 ? "" : "s")
       << " written over an input read for the last time\n";
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];

@@ -34,6 +34,7 @@ struct PlanStep {
   // others in it have no fn of their own.
   size_t groupEnd = 0;
   bool alone = false;  // run by the calling thread alone (Device::runsAlone)
+  int64_t flops = 0;   // floating-point operations per launch (OpDef::flops; 0 if none)
 };
 
 // The device memory everything inside a step lives in; owned by the program.
@@ -63,11 +64,11 @@ struct Program {
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
   std::vector<std::string> fusions;                      // what the fusion pass merged
-  int blockedTensors = 0;                // activations the layout pass put in nChw16c
-  int reorders = 0;                      // layout conversions it inserted
-  int packedWeights = 0;                 // parameters it stores in a kernel's preferred layout
-  int inPlace = 0;                       // outputs the in-place pass wrote over a dead input
-  std::map<ValueId, ValueId> overwrote;  // such an output -> the input it overwrote
+  int blockedTensors = 0;  // activations the layout pass put in nChw16c
+  int reorders = 0;        // layout conversions it inserted
+  int packedWeights = 0;   // parameters it stores in a kernel's preferred layout
+  // Outputs the in-place pass wrote over a dead input -> the input each overwrote.
+  std::map<ValueId, ValueId> overwrote;
   // The compiler's passes in the order they ran: the graph's nodes before and after
   // each, and what it changed (--explain lists them).
   struct PassRecord {

@@ -41,6 +41,11 @@ struct TensorDesc {
 
 std::string layoutName(const TensorDesc& d);  // "nchw", "nChw16c", or the packed format
 
+// The bytes a tensor of `d` holds (every layout holds numel elements).
+inline int64_t bytesOf(const TensorDesc& d) {
+  return numel(d.shape) * int64_t(dtypeSize(d.dtype));
+}
+
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.
 struct KernelSig {
   const Attrs* attrs = nullptr;

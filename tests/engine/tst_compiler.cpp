@@ -221,7 +221,7 @@ class TestCompiler : public QObject {
       auto p = compile(model(body), o, store);
       QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
       QVERIFY(arenaIsSafe(**p));
-      counts.push_back((*p)->inPlace);
+      counts.push_back(int((*p)->overwrote.size()));
       if (inPlace) {
         const std::string text = (*p)->explain();
         QVERIFY2(text.find("(in place of fc1)") != std::string::npos, text.c_str());
