@@ -1,7 +1,9 @@
 // Compiler passes that rewrite the IR, each a small function in a file of its own
 // (fusion.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp, dead_code.cpp),
-// tested on its own. compile.cpp runs them, with autodiff, layouts, lifetimes, in
-// place, kernel choice and the memory plan, in the order --explain lists.
+// tested on its own. compile.cpp lists every pass in one table (kPasses), these with
+// autodiff, layouts, lifetimes, in place, kernel choice, the memory plan and the
+// multi-tensor launches, each with when it runs; it runs them in that order, which
+// --explain lists with what each changed.
 #pragma once
 
 #include <map>

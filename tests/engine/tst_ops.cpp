@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include "engine/compiler/compile.h"
+#include "kernels/core/pool_math.h"
 #include "kernels/core/rng.h"
 #include "op_cases.h"
 #include "op_harness.h"
@@ -256,6 +257,75 @@ class TestOps : public QObject {
                    for (int64_t o = 0; o < 4; ++o)
                      QVERIFY2(same(y[r * 4 + o], o == 2 ? nan : 0.f), k.c_str());
                });
+  }
+
+  // Max pooling in nChw16c, every kernel of both lists that takes it, against the window arithmetic
+  // the GPU shares (pool_math.h): overlapping windows, padding, ceil_mode windows cut
+  // short, ties (values on a coarse grid), NaN and -inf. dy holds small integers, so
+  // every order of summing it is exact and the gradients must match bit for bit.
+  void maxPoolingBlockedMatchesTheWindowMath_data() {
+    QTest::addColumn<Shape>("x");
+    QTest::addColumn<Shape>("window");  // kernel h, w, stride h, w, padding h, w, ceil_mode
+    QTest::newRow("2x2 s2") << Shape{2, 32, 6, 6} << Shape{2, 2, 2, 2, 0, 0, 0};
+    QTest::newRow("3x3 s2 p1, overlapping") << Shape{2, 16, 7, 7} << Shape{3, 3, 2, 2, 1, 1, 0};
+    QTest::newRow("3x3 s1 p1") << Shape{1, 16, 5, 6} << Shape{3, 3, 1, 1, 1, 1, 0};
+    QTest::newRow("2x2 s2 ceil_mode") << Shape{1, 32, 5, 5} << Shape{2, 2, 2, 2, 0, 0, 1};
+    QTest::newRow("3x2 s2x1 p1x0 ceil_mode") << Shape{2, 16, 8, 5} << Shape{3, 2, 2, 1, 1, 0, 1};
+  }
+  void maxPoolingBlockedMatchesTheWindowMath() {
+    using namespace netloom;
+    QFETCH(Shape, x);
+    QFETCH(Shape, window);
+    Attrs a;
+    a.set("kernel_size", Shape{window[0], window[1]});
+    a.set("stride", Shape{window[2], window[3]});
+    a.set("padding", Shape{window[4], window[5]});
+    a.set("ceil_mode", window[6] != 0);
+    Window2d w;
+    QVERIFY(poolWindow(a, x, w).empty());
+    const Shape ys{w.n, w.c, w.oh, w.ow};
+    Rng rng(31);
+    std::vector<float> xv(numel(x)), dy(numel(ys));
+    for (float& v : xv) v = float(int(rng.uniform(0, 5))) - 2.f;  // many ties
+    for (float& v : dy) v = float(int(rng.uniform(0, 7))) - 3.f;
+    xv[7] = std::nanf("");
+    xv[xv.size() / 2] = -INFINITY;
+    xv[xv.size() - 3] = std::nanf("");
+    const int64_t planes = w.n * w.c, inArea = w.ih * w.iw, outArea = w.oh * w.ow;
+    std::vector<float> wantY(dy.size()), wantDx(xv.size());
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* xp = xv.data() + p * inArea;
+      for (int64_t oy = 0; oy < w.oh; ++oy)
+        for (int64_t ox = 0; ox < w.ow; ++ox)
+          wantY[p * outArea + oy * w.ow + ox] = pool::forwardAt(xp, w, oy, ox, false, true);
+      for (int64_t iy = 0; iy < w.ih; ++iy)
+        for (int64_t ix = 0; ix < w.iw; ++ix)
+          wantDx[p * inArea + iy * w.iw + ix] =
+              pool::gradientAt(dy.data() + p * outArea, xp, w, iy, ix, false, true);
+    }
+    const Layout b = Layout::Blocked16;
+    QStringList ran;
+    eachKernel("MaxPool2d", a, {desc(x, b)}, desc(ys, b), {xv},
+               [&](const std::string& k, const std::vector<float>& y) {
+                 ran << k.c_str();
+                 for (size_t i = 0; i < y.size(); ++i)
+                   QVERIFY2(same(y[i], wantY[i]), qPrintable(QString("%1: y[%2] %3, want %4")
+                                                                 .arg(k.c_str())
+                                                                 .arg(i)
+                                                                 .arg(y[i])
+                                                                 .arg(wantY[i])));
+               });
+    eachKernel("MaxPool2dGrad", a, {desc(ys, b), desc(x, b)}, desc(x, b), {dy, xv},
+               [&](const std::string& k, const std::vector<float>& dx) {
+                 ran << k.c_str();
+                 for (size_t i = 0; i < dx.size(); ++i)
+                   QVERIFY2(dx[i] == wantDx[i], qPrintable(QString("%1: dx[%2] %3, want %4")
+                                                               .arg(k.c_str())
+                                                               .arg(i)
+                                                               .arg(dx[i])
+                                                               .arg(wantDx[i])));
+               });
+    QVERIFY2(ran.size() >= 2, qPrintable(ran.join(", ")));
   }
 
   void badAttributesNameTheAttribute() {
