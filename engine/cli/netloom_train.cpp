@@ -75,6 +75,9 @@ const char* kUsage =
     "                      cores divided among them (over train.distributed.ranks)\n"
     "  --rank-logs DIR     where ranks 1.. write their logs (default: logs/ beside the\n"
     "                      project); rank 0 prints the progress\n"
+    "  --thread-ranks N    data parallel inside this process: N ranks, each a thread\n"
+    "                      with its share of the cores (--threads: each rank's) and of\n"
+    "                      every batch (batch size per rank), summing in shared memory\n"
     "  --precision P       fp32, bf16 or fp16 (over train.precision): bf16 and fp16\n"
     "                      autocast the matrix ops; fp16 also scales the loss\n"
     "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
@@ -98,6 +101,7 @@ const char* kUsage =
 struct Args {
   std::string project, events, summaryJson, devices;
   int ranks = 0;                     // --ranks: 0 the project's
+  int threadRanks = 0;               // --thread-ranks
   int rank = -1, worldSize = 0;      // a worker of a --ranks job (set by its launcher)
   std::string rendezvous, rankLogs;  // the job's rendezvous (folder, tcp://); where ranks 1.. log
   std::string rankAddress;           // where the other ranks reach this one (several hosts)
@@ -170,6 +174,9 @@ std::string parseArgs(int argc, char** argv, Args& a) {
     } else if (k == "--ranks") {
       if (auto e = number(1, 4096); !e.empty()) return e;
       a.ranks = int(n);
+    } else if (k == "--thread-ranks") {
+      if (auto e = number(1, 4096); !e.empty()) return e;
+      a.threadRanks = int(n);
     } else if (k == "--rank") {
       if (auto e = number(0, 4095); !e.empty()) return e;
       a.rank = int(n);
@@ -375,6 +382,38 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (a.threadRanks > 0 && (a.ranks > 0 || a.rank >= 0)) {
+    std::fprintf(stderr,
+                 "netloom-train: --thread-ranks and --ranks are two ways to run ranks; "
+                 "give one\n");
+    return 2;
+  }
+  if (a.threadRanks > 0) {
+    netloom::DeviceId where;
+    if (!project->train().device().empty() &&
+        netloom::parseDeviceId(project->train().device(), where).empty() &&
+        where.kind != netloom::DeviceKind::Cpu) {
+      std::fprintf(stderr,
+                   "netloom-train: --thread-ranks trains on the CPU, the project on %s; GPU "
+                   "ranks run with --ranks, one process per GPU\n",
+                   project->train().device().c_str());
+      return 2;
+    }
+    if (project->train().distributed().ranks() > 1)
+      std::fprintf(stderr, "netloom-train: --thread-ranks %d over train.distributed.ranks %d\n",
+                   a.threadRanks, project->train().distributed().ranks());
+    ranks = a.threadRanks;
+    const int cores = omp_get_num_procs();
+    if (ranks > cores) {
+      std::fprintf(stderr,
+                   "netloom-train: --thread-ranks %d: this computer has %d cores, and each rank "
+                   "needs one\n",
+                   ranks, cores);
+      return 2;
+    }
+    if (a.opts.threads == 0) a.opts.threads = std::max(1, cores / ranks);
+  }
+
   if (a.explain) {
     std::unique_ptr<netloom::Communicator> planned;
     if (ranks > 1) {  // the plan of each rank, with its gradient buckets
@@ -391,7 +430,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (a.rank < 0 && ranks > 1) {
+  if (a.rank < 0 && ranks > 1 && a.threadRanks == 0) {
     int cores = omp_get_num_procs();
     netloom::DeviceId where;
     bool gpu = !project->train().device().empty() &&
@@ -425,6 +464,11 @@ int main(int argc, char** argv) {
     return netloom::runRanks(job, g_stop);
   }
   std::unique_ptr<netloom::Communicator> comm;
+  std::unique_ptr<netloom::ThreadRankJob> threadJob;
+  if (ranks > 1 && a.threadRanks > 0) {
+    threadJob = std::make_unique<netloom::ThreadRankJob>(ranks, timeout);
+    a.opts.comm = threadJob->rank0();
+  }
   std::shared_ptr<netloom::RendezvousStore> store;  // kept: rank 0 serves the others from it
   if (a.rank >= 0) {
     if (a.worldSize < 1 || a.rank >= a.worldSize || a.rendezvous.empty()) {
@@ -537,8 +581,14 @@ int main(int argc, char** argv) {
   a.opts.stop = &g_stop;
   std::signal(SIGTERM, onStopSignal);
   std::signal(SIGINT, onStopSignal);
+  if (threadJob) threadJob->start(*project, a.opts);
   auto result = netloom::runTraining(*project, a.opts, sink);
+  std::string others = threadJob ? threadJob->finish(!result) : std::string();
   events.close();
+  if (!others.empty()) {
+    std::fprintf(stderr, "netloom-train: %s\n", others.c_str());
+    if (result) return 1;
+  }
   if (!writeError.empty()) std::fprintf(stderr, "netloom-train: %s\n", writeError.c_str());
   if (!result) {
     if (a.quiet) std::fprintf(stderr, "netloom-train: %s\n", result.error().message.c_str());

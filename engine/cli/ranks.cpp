@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/dist/communicator.h"
 #include "engine/io/event_stream.h"
 
 namespace netloom {
@@ -273,6 +274,40 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
   events.close();
   fs::remove_all(rendezvous, ec);
   return code;
+}
+
+ThreadRankJob::ThreadRankJob(int ranks, double timeoutSeconds)
+    : m_comms(threadRanks(ranks, timeoutSeconds)), m_errors(size_t(ranks)) {}
+
+ThreadRankJob::~ThreadRankJob() {
+  finish(true);
+}
+
+void ThreadRankJob::start(const proto::Project& project, const TrainOptions& opts) {
+  for (size_t r = 1; r < m_comms.size(); ++r) {
+    TrainOptions own = opts;
+    own.comm = m_comms[r].get();
+    m_threads.emplace_back([this, &project, own, r] {
+      auto result = runTraining(project, own, [](const proto::TrainEvent&) {});
+      if (!result) m_errors[r] = result.error().message;
+      m_comms[r].reset();  // this rank has left: any rank still waiting for it fails
+    });
+  }
+}
+
+std::string ThreadRankJob::finish(bool rank0Failed) {
+  if (!m_comms.empty()) m_comms[0].reset();
+  for (std::thread& t : m_threads)
+    if (t.joinable()) t.join();
+  std::string out;
+  for (size_t r = 1; r < m_errors.size(); ++r) {
+    const std::string& e = m_errors[r];
+    if (e.empty() || (rank0Failed && e.find("rank 0 left the job") != std::string::npos)) continue;
+    if (!out.empty()) out += '\n';
+    out.append("rank ").append(std::to_string(r)).append(": ").append(e);
+  }
+  m_errors.assign(m_errors.size(), {});
+  return out;
 }
 
 }  // namespace netloom

@@ -9,8 +9,13 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "engine/train/trainer.h"
+#include "kernels/core/communicator.h"
 
 namespace netloom {
 
@@ -26,5 +31,28 @@ struct RankJob {
 
 // Runs the job to its end: netloom-train's exit status (0, 1 failed, 2 refused).
 int runRanks(const RankJob& job, const std::atomic<bool>& stop);
+
+// `netloom-train --thread-ranks N`: a data-parallel job of N ranks that are threads of
+// this process, summing in shared memory. The caller trains rank 0 on its own thread
+// (with rank0() as its communicator, printing and writing as a single run would);
+// start() trains ranks 1.. each on a thread of its own, which report nothing but
+// their errors.
+class ThreadRankJob {
+ public:
+  ThreadRankJob(int ranks, double timeoutSeconds);
+  ~ThreadRankJob();
+  Communicator* rank0() { return m_comms[0].get(); }
+  // Ranks 1.. train `project` with `opts` (rank 0's), each with its own communicator.
+  void start(const proto::Project& project, const TrainOptions& opts);
+  // After rank 0's run has ended: rank 0 leaves, and the others, which end with it,
+  // are waited for. Their errors, one line each ("rank 1: ..."), or empty; with
+  // `rank0Failed`, an error that says only that rank 0 left is not repeated.
+  std::string finish(bool rank0Failed);
+
+ private:
+  std::vector<std::unique_ptr<Communicator>> m_comms;
+  std::vector<std::thread> m_threads;
+  std::vector<std::string> m_errors;  // per rank
+};
 
 }  // namespace netloom

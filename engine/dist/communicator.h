@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/util/status.h"
 #include "kernels/core/communicator.h"
@@ -40,6 +41,13 @@ struct RankOptions {
 // Joins the ranks; the error names the ranks that never arrived.
 Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
                                                    std::shared_ptr<RendezvousStore> store);
+
+// Ranks that are threads of this process (`netloom-train --thread-ranks N`): one
+// communicator per rank, each for its own thread, summing in shared memory with no
+// copy through a transport. Each rank gets the same bits (slices summed in rank
+// order). A rank whose communicator is destroyed has left: the others' collectives
+// then throw CommError naming it, as do those that wait past `timeoutSeconds`.
+std::vector<std::unique_ptr<Communicator>> threadRanks(int size, double timeoutSeconds);
 
 // One rank alone: every collective leaves its data as it is.
 std::unique_ptr<Communicator> singleRank();

@@ -1,7 +1,8 @@
 // The communicator on real Gloo over TCP, with ranks as threads of this process
-// meeting in memory: every collective's result on every rank, gradient buckets
-// summed while the caller goes on (and again, with the ring kept), the ranks that
-// never arrived named, and a rank that leaves failing the others' collectives.
+// meeting in memory, and the one for ranks that are threads (shared memory): every collective's
+// result on every rank, gradient buckets summed while the caller goes on (and again, with the ring
+// kept), the ranks that never arrived named, and a rank that leaves failing the others'
+// collectives.
 #include <QtTest>
 #include <atomic>
 #include <functional>
@@ -13,15 +14,29 @@ using namespace netloom;
 
 namespace {
 
+// How the ranks of a test talk: Gloo over TCP, or shared memory (threadRanks).
+enum class Transport { Gloo, Shared };
+
 // Runs body(rank, communicator) on `size` ranks, each a thread; returns each rank's
-// failure, empty where it passed.
+// failure, empty where it passed. A rank's communicator ends with its thread.
 std::vector<std::string> onRanks(int size, const std::function<void(int, Communicator&)>& body,
-                                 double timeout = 30) {
+                                 double timeout = 30, Transport transport = Transport::Gloo) {
   auto store = memoryRendezvous();
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Communicator>> shared;
+  if (transport == Transport::Shared) shared = threadRanks(size, timeout);
   for (int r = 0; r < size; ++r)
     threads.emplace_back([&, r] {
+      if (transport == Transport::Shared) {
+        std::unique_ptr<Communicator> mine = std::move(shared[size_t(r)]);
+        try {
+          body(r, *mine);
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+        }
+        return;
+      }
       RankOptions o;
       o.rank = r;
       o.size = size;
@@ -58,51 +73,67 @@ void expect(bool ok, const std::string& what) {
 class TestDist : public QObject {
   Q_OBJECT
 
+  static void transports() {
+    QTest::addColumn<bool>("shared");
+    QTest::newRow("gloo over TCP") << false;
+    QTest::newRow("shared memory") << true;
+  }
+
  private slots:
+  void collectivesAgreeOnEveryRank_data() { transports(); }
   void collectivesAgreeOnEveryRank() {
     const int size = 3;
-    auto errors = onRanks(size, [](int r, Communicator& c) {
-      expect(c.rank() == r && c.size() == size, "rank and size");
-      std::vector<float> v{float(r), float(r * 10), 1.f};
-      c.allreduce(v.data(), 3);
-      expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce sum");
-      c.allreduce(v.data(), 3, true);
-      expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce mean of equal values");
-      std::vector<double> d{0.1 * r, 1e300};
-      c.allreduce(d.data(), 1);
-      expect(std::abs(d[0] - 0.3) < 1e-15 && d[1] == 1e300, "allreduce of doubles, first only");
-      int64_t word = r == 1 ? 424242 : -1;
-      c.broadcast(&word, sizeof word, 1);
-      expect(word == 424242, "broadcast from rank 1");
-      int32_t mine = 100 + r;
-      std::vector<int32_t> all(size);
-      c.allgather(&mine, all.data(), sizeof mine);
-      expect(all == std::vector<int32_t>{100, 101, 102}, "allgather in rank order");
-      c.barrier();
-    });
+    QFETCH(bool, shared);
+    auto errors = onRanks(
+        size,
+        [](int r, Communicator& c) {
+          expect(c.rank() == r && c.size() == size, "rank and size");
+          std::vector<float> v{float(r), float(r * 10), 1.f};
+          c.allreduce(v.data(), 3);
+          expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce sum");
+          c.allreduce(v.data(), 3, true);
+          expect(v == std::vector<float>{3.f, 30.f, 3.f}, "allreduce mean of equal values");
+          std::vector<double> d{0.1 * r, 1e300};
+          c.allreduce(d.data(), 1);
+          expect(std::abs(d[0] - 0.3) < 1e-15 && d[1] == 1e300, "allreduce of doubles, first only");
+          int64_t word = r == 1 ? 424242 : -1;
+          c.broadcast(&word, sizeof word, 1);
+          expect(word == 424242, "broadcast from rank 1");
+          int32_t mine = 100 + r;
+          std::vector<int32_t> all(size);
+          c.allgather(&mine, all.data(), sizeof mine);
+          expect(all == std::vector<int32_t>{100, 101, 102}, "allgather in rank order");
+          c.barrier();
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
     QVERIFY2(joined(errors).empty(), joined(errors).c_str());
   }
 
   // Two tensors of a bucket summed in place on the communication thread; the same
   // bucket again with other values (and other addresses) reuses its ring.
+  void bucketsAreSummedWhileTheCallerGoesOn_data() { transports(); }
   void bucketsAreSummedWhileTheCallerGoesOn() {
-    auto errors = onRanks(2, [](int r, Communicator& c) {
-      for (int round = 0; round < 3; ++round) {
-        std::vector<float> a(1000, float(r + round)), b(37, float(10 * r));
-        std::vector<TensorRef> grads{TensorRef{a.data(), {1000}, DType::F32, DeviceId{}},
-                                     TensorRef{b.data(), {37}, DType::F32, DeviceId{}}};
-        c.start("fc", grads.data(), grads.size());
-        std::vector<float> other{float(r)};
-        c.wait("fc");
-        c.allreduce(other.data(), 1);  // a blocking call after the bucket, in order
-        expect(a == std::vector<float>(1000, float(1 + 2 * round)), "bucket tensor a");
-        expect(b == std::vector<float>(37, 10.f), "bucket tensor b");
-        expect(other[0] == 1.f, "allreduce after the bucket");
-      }
-      CommStats s = c.stats();
-      expect(s.buckets == 3 && s.bytes == 3 * 1037 * 4, "bucket statistics");
-      expect(s.waitedSeconds <= s.bucketSeconds + 1.0, "waited no longer than summed");
-    });
+    QFETCH(bool, shared);
+    auto errors = onRanks(
+        2,
+        [](int r, Communicator& c) {
+          for (int round = 0; round < 3; ++round) {
+            std::vector<float> a(1000, float(r + round)), b(37, float(10 * r));
+            std::vector<TensorRef> grads{TensorRef{a.data(), {1000}, DType::F32, DeviceId{}},
+                                         TensorRef{b.data(), {37}, DType::F32, DeviceId{}}};
+            c.start("fc", grads.data(), grads.size());
+            std::vector<float> other{float(r)};
+            c.wait("fc");
+            c.allreduce(other.data(), 1);  // a blocking call after the bucket, in order
+            expect(a == std::vector<float>(1000, float(1 + 2 * round)), "bucket tensor a");
+            expect(b == std::vector<float>(37, 10.f), "bucket tensor b");
+            expect(other[0] == 1.f, "allreduce after the bucket");
+          }
+          CommStats s = c.stats();
+          expect(s.buckets == 3 && s.bytes == 3 * 1037 * 4, "bucket statistics");
+          expect(s.waitedSeconds <= s.bucketSeconds + 1.0, "waited no longer than summed");
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
     QVERIFY2(joined(errors).empty(), joined(errors).c_str());
   }
 
@@ -124,7 +155,9 @@ class TestDist : public QObject {
       QVERIFY2(e.find("rank 1 never arrived within") != std::string::npos, e.c_str());
   }
 
+  void aRankThatLeavesFailsTheOthers_data() { transports(); }
   void aRankThatLeavesFailsTheOthers() {
+    QFETCH(bool, shared);
     std::atomic<bool> left{false};
     auto errors = onRanks(
         2,
@@ -138,10 +171,60 @@ class TestDist : public QObject {
           while (!left) std::this_thread::yield();
           c.allreduce(v.data(), 1);
         },
-        20);
+        20, shared ? Transport::Shared : Transport::Gloo);
     QVERIFY(errors[1].empty());
     QVERIFY2(errors[0].find("allreduce across the ranks failed") != std::string::npos,
              errors[0].c_str());
+    if (shared)
+      QVERIFY2(errors[0].find("rank 1 left the job") != std::string::npos, errors[0].c_str());
+  }
+
+  // Ranks that are threads sum slices of every buffer in rank order, so all get the
+  // same bits even where the order matters (1e8 + 1 - 1e8); a bucket's slices cross
+  // its tensors' edges; a rank nobody meets fails after the timeout, naming itself;
+  // a bucket waited for without a start is an error.
+  void sharedMemoryRanksAgreeBitForBit() {
+    const int size = 3;
+    std::vector<std::vector<float>> got(size);
+    auto errors = onRanks(
+        size,
+        [&](int r, Communicator& c) {
+          const float mine[3] = {1e8f, 1.f, -1e8f};
+          std::vector<float> v(101, mine[r]);
+          c.allreduce(v.data(), int64_t(v.size()));
+          std::vector<float> a(5, float(r + 1)), b(2, float(r)), d(7, 1.f);
+          std::vector<TensorRef> bucket{TensorRef{a.data(), {5}, DType::F32, DeviceId{}},
+                                        TensorRef{b.data(), {2}, DType::F32, DeviceId{}},
+                                        TensorRef{d.data(), {7}, DType::F32, DeviceId{}}};
+          c.start("b", bucket.data(), bucket.size());
+          c.wait("b");
+          expect(a == std::vector<float>(5, 6.f) && b == std::vector<float>(2, 3.f) &&
+                     d == std::vector<float>(7, 3.f),
+                 "bucket across tensor edges");
+          bool threw = false;
+          try {
+            c.wait("never started");
+          } catch (const CommError&) {
+            threw = true;
+          }
+          expect(threw, "a wait without a start");
+          got[size_t(r)] = v;
+        },
+        30, Transport::Shared);
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+    QCOMPARE(got[1], got[0]);
+    QCOMPARE(got[2], got[0]);
+    QCOMPARE(got[0][0], (1e8f + 1.f) + -1e8f);  // rank order: 0, 1, 2
+
+    auto alone = threadRanks(2, 0.2);
+    try {
+      alone[0]->barrier();  // rank 1 never comes
+      QFAIL("a barrier without rank 1 returned");
+    } catch (const CommError& e) {
+      QVERIFY2(
+          std::string(e.what()).find("rank 0 waited 0.2 s for the others") != std::string::npos,
+          e.what());
+    }
   }
 
   // Ranks on several hosts meet at rank 0's TCP store: it picks a free port and says

@@ -153,6 +153,31 @@ class TestRanks : public QObject {
     QVERIFY(QFile::exists(dir.filePath("logs/rank-1.log")));
   }
 
+  // Ranks that are threads of one process (--thread-ranks) step exactly as ranks that
+  // are processes: two ranks' sums are the same in either order, so the weights are
+  // equal bit for bit; with BatchNorm synchronised through the same communicator too.
+  void threadRanksStepAsProcessRanks_data() {
+    QTest::addColumn<QString>("norm");
+    QTest::newRow("mlp") << QString();
+    QTest::newRow("synchronised BatchNorm") << QString("sync");
+  }
+  void threadRanksStepAsProcessRanks() {
+    QFETCH(QString, norm);
+    QTemporaryDir dir;
+    const QString project = writeProject(dir, {}, norm);
+    const QStringList common{project, "--max-steps", "12", "--quiet", "--batch-size", "32"};
+    Outcome threads =
+        runTrain(common + QStringList{"--thread-ranks", "2", "--events", dir.filePath("threads.pb"),
+                                      "--save-weights", dir.filePath("threads.safetensors")});
+    QVERIFY2(threads.code == 0, qPrintable(threads.err));
+    Outcome procs = runTrain(
+        common + QStringList{"--ranks", "2", "--save-weights", dir.filePath("procs.safetensors")});
+    QVERIFY2(procs.code == 0, qPrintable(procs.err));
+    QCOMPARE(weightsDiffer(dir.filePath("threads.safetensors"), dir.filePath("procs.safetensors")),
+             0.0);
+    QCOMPARE(stepLosses(dir.filePath("threads.pb")).size(), size_t(12));
+  }
+
   // With BatchNorm synchronised across the ranks, two ranks still step as one rank
   // with their batch; with each rank's own statistics (the default), they do not.
   void syncBatchNormStepsAsOneRank() {
@@ -277,6 +302,18 @@ class TestRanks : public QObject {
       QVERIFY2(gpus.code == 0 || gpus.err.contains("GPUs, and each rank needs one"),
                qPrintable(gpus.err));
     }
+    Outcome both = runTrain({project, "--ranks", "2", "--thread-ranks", "2"});
+    QCOMPARE(both.code, 2);
+    QVERIFY2(both.err.contains("--thread-ranks and --ranks"), qPrintable(both.err));
+    Outcome threads = runTrain({project, "--thread-ranks", "4096"});
+    QCOMPARE(threads.code, 2);
+    QVERIFY2(threads.err.contains("--thread-ranks 4096: this computer has"),
+             qPrintable(threads.err));
+    Outcome gpuThreads = runTrain({project, "--thread-ranks", "2", "--devices", "cuda"});
+    QCOMPARE(gpuThreads.code, 2);
+    QVERIFY2(gpuThreads.err.contains("--thread-ranks trains on the CPU") ||
+                 gpuThreads.err.contains("--devices cuda"),
+             qPrintable(gpuThreads.err));
     const QString negative = writeProject(dir, "distributed { ranks: -1 }");
     Outcome bad = runTrain({negative});
     QCOMPARE(bad.code, 2);

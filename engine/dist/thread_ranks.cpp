@@ -1,0 +1,195 @@
+// Ranks that are threads of one process, summing in shared memory. Every collective
+// is two meetings of all ranks: at the first each has posted its buffer, then each
+// sums its own slice of the elements across every rank's buffer (in rank order, so
+// every rank gets the same bits) and writes the sum into all of them; the second
+// meeting lets no rank reuse a buffer before every slice is written.
+#include <immintrin.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "engine/dist/communicator.h"
+
+namespace netloom {
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// What the ranks share.
+struct ThreadGroup {
+  explicit ThreadGroup(int n, double timeout) : size(n), timeoutSeconds(timeout), posted(n) {}
+  const int size;
+  const double timeoutSeconds;
+  std::atomic<int> arrived{0};
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> left{-1};        // the first rank that left, or -1
+  std::vector<const void*> posted;  // per rank; read only between two meetings
+
+  // Waits until every rank has arrived. A rank waiting spins briefly (a step's
+  // collectives come microseconds apart), then yields its core, then sleeps.
+  void meet(int rank, const char* what) {
+    const uint64_t gen = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size) {
+      arrived.store(0, std::memory_order_relaxed);
+      generation.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    const double start = now();
+    for (uint64_t spin = 0;; ++spin) {
+      if (generation.load(std::memory_order_acquire) != gen) return;
+      if (int l = left.load(std::memory_order_acquire); l >= 0)
+        throw CommError(std::string(what) + " across the ranks failed: rank " + std::to_string(l) +
+                        " left the job");
+      if (spin < 4000) {
+        _mm_pause();
+      } else if (spin < 8000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        if (now() - start > timeoutSeconds) {
+          char waited[32];
+          std::snprintf(waited, sizeof waited, "%g", timeoutSeconds);
+          throw CommError(std::string(what) + " across the ranks failed: rank " +
+                          std::to_string(rank) + " waited " + waited + " s for the others");
+        }
+      }
+    }
+  }
+};
+
+// Element range [lo, hi) of `n` that rank `r` of `size` sums.
+void sliceOf(int64_t n, int r, int size, int64_t& lo, int64_t& hi) {
+  lo = n * r / size;
+  hi = n * (r + 1) / size;
+}
+
+// Sums elements [lo, hi) of every buffer into all of them, in rank order.
+template <class T>
+void sumSlice(const std::vector<T*>& bufs, int64_t lo, int64_t hi, bool mean) {
+  T* first = bufs[0];
+  for (size_t k = 1; k < bufs.size(); ++k) {
+    const T* other = bufs[k];
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) first[i] += other[i];
+  }
+  if (mean) {
+    const T n = T(bufs.size());
+    for (int64_t i = lo; i < hi; ++i) first[i] /= n;
+  }
+  for (size_t k = 1; k < bufs.size(); ++k)
+    std::memcpy(bufs[k] + lo, first + lo, size_t(hi - lo) * sizeof(T));
+}
+
+class ThreadRank : public Communicator {
+ public:
+  ThreadRank(std::shared_ptr<ThreadGroup> g, int rank) : m_group(std::move(g)), m_rank(rank) {}
+  // A rank that ends leaves: the others' next collective fails, naming it.
+  ~ThreadRank() override {
+    int none = -1;
+    m_group->left.compare_exchange_strong(none, m_rank);
+  }
+
+  int rank() const override { return m_rank; }
+  int size() const override { return m_group->size; }
+  std::string describe() const override {
+    return "shared memory, rank " + std::to_string(m_rank) + " of " + std::to_string(size()) +
+           " (threads of one process)";
+  }
+
+  void allreduce(float* data, int64_t count, bool mean) override {
+    reduce(data, count, mean, "allreduce");
+  }
+  void allreduce(double* data, int64_t count) override { reduce(data, count, false, "allreduce"); }
+
+  void broadcast(void* data, int64_t bytes, int root) override {
+    if (root < 0 || root >= size()) throw CommError("broadcast from rank " + std::to_string(root));
+    post(data, "broadcast");
+    if (m_rank != root) std::memcpy(data, m_group->posted[size_t(root)], size_t(bytes));
+    m_group->meet(m_rank, "broadcast");
+  }
+
+  void allgather(const void* in, void* out, int64_t bytes) override {
+    post(in, "allgather");
+    for (int k = 0; k < size(); ++k)
+      std::memcpy(static_cast<char*>(out) + k * bytes, m_group->posted[size_t(k)], size_t(bytes));
+    m_group->meet(m_rank, "allgather");
+  }
+
+  void barrier() override { m_group->meet(m_rank, "barrier"); }
+
+  // Summed at once: the ranks are this process's threads, so there is no transport
+  // whose time the backward pass could hide.
+  void start(const std::string& bucket, const TensorRef* tensors, size_t count) override {
+    if (!m_started.insert(bucket).second)
+      throw CommError("bucket '" + bucket + "' started twice without a wait");
+    const double t0 = now();
+    post(tensors, "bucket sum");
+    int64_t total = 0;
+    for (size_t t = 0; t < count; ++t) total += tensors[t].numel();
+    int64_t lo = 0, hi = 0;
+    sliceOf(total, m_rank, size(), lo, hi);
+    std::vector<float*> bufs(static_cast<size_t>(size()));
+    int64_t offset = 0;  // of tensor t in the bucket
+    for (size_t t = 0; t < count && offset < hi; offset += tensors[t].numel(), ++t) {
+      const int64_t n = tensors[t].numel();
+      const int64_t from = std::max<int64_t>(lo, offset), to = std::min<int64_t>(hi, offset + n);
+      if (from >= to) continue;
+      for (int k = 0; k < size(); ++k)
+        bufs[size_t(k)] = static_cast<const TensorRef*>(m_group->posted[size_t(k)])[t].f32();
+      sumSlice(bufs, from - offset, to - offset, false);
+    }
+    m_group->meet(m_rank, "bucket sum");
+    m_stats.buckets += 1;
+    m_stats.bytes += total * int64_t(sizeof(float));
+    m_stats.bucketSeconds += now() - t0;
+    m_stats.waitedSeconds += now() - t0;
+  }
+
+  void wait(const std::string& bucket) override {
+    if (m_started.erase(bucket) == 0)
+      throw CommError("bucket '" + bucket + "' waited for but never started");
+  }
+
+  CommStats stats() const override { return m_stats; }
+
+ private:
+  void post(const void* p, const char* what) {
+    m_group->posted[size_t(m_rank)] = p;
+    m_group->meet(m_rank, what);
+  }
+
+  template <class T>
+  void reduce(T* data, int64_t count, bool mean, const char* what) {
+    post(data, what);
+    int64_t lo = 0, hi = 0;
+    sliceOf(count, m_rank, size(), lo, hi);
+    std::vector<T*> bufs(static_cast<size_t>(size()));
+    for (int k = 0; k < size(); ++k)
+      bufs[size_t(k)] = static_cast<T*>(const_cast<void*>(m_group->posted[size_t(k)]));
+    sumSlice(bufs, lo, hi, mean);
+    m_group->meet(m_rank, what);
+  }
+
+  std::shared_ptr<ThreadGroup> m_group;
+  int m_rank;
+  std::set<std::string> m_started;
+  CommStats m_stats;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> threadRanks(int size, double timeoutSeconds) {
+  auto group = std::make_shared<ThreadGroup>(size, timeoutSeconds);
+  std::vector<std::unique_ptr<Communicator>> ranks;
+  for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<ThreadRank>(group, r));
+  return ranks;
+}
+
+}  // namespace netloom
