@@ -9,7 +9,8 @@
 #   bench_peaks DIR COUNTS...         the GEMM peak at each thread count, into DIR/peak.jsonl
 #   bench_torch THREADS ARGS...       runs $bench_py ARGS on THREADS threads, at its best
 #   bench_sweep DIR PROJECT SCRIPT PASS_PROJECT ARGS...
-#                                     NetLoom and PyTorch on each of $counts threads
+#                                     NetLoom and PyTorch on each of $counts threads, and
+#                                     NetLoom's thread ranks on each count above 1
 #   bench_sweep_table DIR TITLE       prints a sweep's side-by-side table (sweep_table.py)
 # Not meant to be run by itself.
 
@@ -83,16 +84,30 @@ bench_torch() {
 
 # For each thread count T in the array $counts: netloom-train PROJECT ARGS into
 # DIR/netloom.T.json, then the PyTorch SCRIPT ARGS (with --project PROJECT where
-# PASS_PROJECT is "yes") into DIR/torch.T.json, both on T threads.
+# PASS_PROJECT is "yes") into DIR/torch.T.json, both on T threads. Above one thread,
+# where ARGS' --batch-size B divides by T, NetLoom also trains as T thread ranks of one
+# thread each, B / T samples per rank (the same global batch of B), into
+# DIR/ranks.T.json.
 bench_sweep() {
-  local dir="$1" project="$2" script="$3" pass="$4" t
+  local dir="$1" project="$2" script="$3" pass="$4" t i
   shift 4
   local torch_args=("$@")
   [[ "$pass" == yes ]] && torch_args=(--project "$project" "$@")
+  local args=("$@") batch_at=-1
+  for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
+    [[ "${args[i]}" == --batch-size ]] && batch_at=$((i + 1))
+  done
   for t in "${counts[@]}"; do
     echo "running netloom-train on $t thread(s)..." >&2
     OMP_NUM_THREADS="$t" "$bench_train" "$project" "$@" --threads "$t" \
       --summary-json "$dir/netloom.$t.json" --quiet
+    if ((t > 1 && batch_at >= 0 && args[batch_at] % t == 0)); then
+      local ranked=("${args[@]}")
+      ranked[batch_at]=$((args[batch_at] / t))
+      echo "running netloom-train as $t thread ranks of ${ranked[batch_at]} samples each..." >&2
+      OMP_NUM_THREADS=1 "$bench_train" "$project" "${ranked[@]}" --thread-ranks "$t" \
+        --threads 1 --summary-json "$dir/ranks.$t.json" --quiet
+    fi
     echo "running PyTorch on $t thread(s)..." >&2
     bench_torch "$t" "$script" "${torch_args[@]}" --threads "$t" > "$dir/torch.$t.json"
   done

@@ -3,6 +3,8 @@
 
     peak.jsonl            netloom-train --peak, one line per thread count
     netloom.T.json        netloom-train --summary-json at T threads
+    ranks.T.json          the same as T thread ranks of one thread each (--thread-ranks T),
+                          each with its share of the batch
     torch.T.json          the PyTorch script's output (its last line is JSON) at T threads
 
 Each run's GFLOP/s is its samples/s times NetLoom's count of the training step's
@@ -30,12 +32,14 @@ def main():
             p = json.loads(line)
             peaks[int(p["threads"])] = p["gflops"]
             peak_probe = p["probe"]
+    names = {"netloom": "NetLoom", "ranks": "NL ranks", "torch": "PyTorch"}
     runs = []  # (framework, threads, summary)
-    for name in ("netloom", "torch"):
+    for name, label in names.items():
         for path in glob.glob(os.path.join(folder, name + ".*.json")):
             threads = int(re.search(r"\.(\d+)\.json$", path).group(1))
-            runs.append(("NetLoom" if name == "netloom" else "PyTorch", threads, last_json(path)))
-    runs.sort(key=lambda r: (r[0] != "NetLoom", r[1]))
+            runs.append((label, threads, last_json(path)))
+    order = list(names.values())
+    runs.sort(key=lambda r: (order.index(r[0]), r[1]))
     nl = [r for r in runs if r[0] == "NetLoom"]
     flops = nl[0][2].get("flops_per_sample", 0) if nl else 0
 
@@ -61,17 +65,26 @@ def main():
         rows = [r for r in runs if r[0] == fw]
         return max(rows, key=lambda r: r[2]["samples_per_sec"]) if rows else None
 
-    b_nl, b_pt = best("NetLoom"), best("PyTorch")
-    if b_nl and b_pt and b_pt[2]["samples_per_sec"] > 0:
-        print("best vs best: NetLoom %.0f samples/s (%d thread%s) / PyTorch %.0f (%d thread%s)"
-              " = %.2fx" % (b_nl[2]["samples_per_sec"], b_nl[1], "" if b_nl[1] == 1 else "s",
-                            b_pt[2]["samples_per_sec"], b_pt[1], "" if b_pt[1] == 1 else "s",
-                            b_nl[2]["samples_per_sec"] / b_pt[2]["samples_per_sec"]))
-    for fw in ("NetLoom", "PyTorch"):
+    def plural(n):
+        return "" if n == 1 else "s"
+
+    b_pt = best("PyTorch")
+    for fw, how in (("NetLoom", "thread"), ("NL ranks", "thread rank")):
+        b = best(fw)
+        if b and b_pt and b_pt[2]["samples_per_sec"] > 0:
+            print("best vs best: %s %.0f samples/s (%d %s%s) / PyTorch %.0f (%d thread%s)"
+                  " = %.2fx" % (fw, b[2]["samples_per_sec"], b[1], how, plural(b[1]),
+                                b_pt[2]["samples_per_sec"], b_pt[1], plural(b_pt[1]),
+                                b[2]["samples_per_sec"] / b_pt[2]["samples_per_sec"]))
+    one = {fw: {r[1]: r[2]["samples_per_sec"] for r in runs if r[0] == fw}
+           for fw in ("NetLoom", "PyTorch")}
+    for fw in ("NetLoom", "NL ranks", "PyTorch"):
         rows = {r[1]: r[2]["samples_per_sec"] for r in runs if r[0] == fw}
-        if 1 in rows and len(rows) > 1 and rows[1] > 0:
-            print("%s scaling over 1 thread: %s" % (fw, ", ".join(
-                "%d threads %.2fx" % (t, v / rows[1]) for t, v in sorted(rows.items()) if t > 1)))
+        base = one["PyTorch" if fw == "PyTorch" else "NetLoom"].get(1, 0)
+        if base > 0 and any(t > 1 for t in rows):
+            print("%s scaling over %s on 1 thread: %s" % (
+                fw, "itself" if fw != "NL ranks" else "NetLoom", ", ".join(
+                    "%d threads %.2fx" % (t, v / base) for t, v in sorted(rows.items()) if t > 1)))
     pt = [r for r in runs if r[0] == "PyTorch"]
     if pt:
         s = pt[0][2]
