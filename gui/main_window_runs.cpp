@@ -161,6 +161,7 @@ void MainWindow::buildRunActions() {
     m_runs->setRankHosts(rankHosts);
     m_runs->setDevice(target.value(1).toString().toStdString());
     m_runs->setRanks(target.value(2, 1).toInt());
+    m_runs->setThreadRanks(target.value(3, false).toBool());
     // Run says where it trains, and the project remembers it for next time.
     const QString where = m_device->currentText();
     QAction* run = action("run");
@@ -328,12 +329,16 @@ void MainWindow::reloadHosts() {
   const QString was = m_device->currentText();
   QSignalBlocker block(m_device);
   m_device->clear();
-  // Each item's data: {host index (-1: this computer), device ("": the project's)}.
+  // Each item's data: {host index (-1: this computer), device ("": the project's), ranks,
+  // whether the ranks are threads of one process}.
   m_device->addItem(tr("This computer"), QVariantList{-1, QString()});
-  // Data-parallel CPU ranks, one core each at least.
-  for (int n = 2; n <= QThread::idealThreadCount(); n *= 2)
+  // Data-parallel CPU ranks, one core each at least: processes, or threads of one.
+  for (int n = 2; n <= QThread::idealThreadCount(); n *= 2) {
     m_device->addItem(tr("This computer — %1 CPU ranks (data parallel)").arg(n),
                       QVariantList{-1, QString("cpu"), n});
+    m_device->addItem(tr("This computer — %1 CPU ranks in one process (data parallel)").arg(n),
+                      QVariantList{-1, QString("cpu"), n, true});
+  }
   // And on GPUs, one rank per device.
   if (m_localDevices.size() >= 2)
     m_device->addItem(tr("This computer — %1 GPUs (data parallel)").arg(int(m_localDevices.size())),

@@ -324,7 +324,10 @@ Status RunController::start(const RunRecord* resumeFrom) {
   } else {
     proto::Project project = m_doc->toProject();
     if (!m_device.empty()) project.mutable_train()->set_device(m_device);
-    if (m_ranks > 1) project.mutable_train()->mutable_distributed()->set_ranks(m_ranks);
+    if (m_ranks > 1) {
+      project.mutable_train()->mutable_distributed()->set_ranks(m_ranks);
+      project.mutable_train()->mutable_distributed()->set_threads(m_threadRanks);
+    }
     if (m_remoteHost && m_rankHosts.size() > 1)
       project.mutable_train()->mutable_distributed()->set_ranks(int(m_rankHosts.size()));
     auto run = createRun(runsDir(), project, projectDir);

@@ -71,6 +71,9 @@ class RunController : public QObject {
   // trains in netloom-train processes, whatever the process setting.
   void setRanks(int ranks) { m_ranks = std::max(1, ranks); }
   int ranks() const { return m_ranks; }
+  // Whether those ranks are threads of one process (CPU ranks only).
+  void setThreadRanks(bool threads) { m_threadRanks = threads; }
+  bool threadRanks() const { return m_threadRanks; }
   const std::string& device() const { return m_device; }
   const std::optional<remotepb::Host>& remoteHost() const { return m_remoteHost; }
   bool remoteRun() const;  // the active run is on a host
@@ -145,6 +148,7 @@ class RunController : public QObject {
   std::optional<remotepb::Host> m_remoteHost;
   std::string m_device;
   int m_ranks = 1;
+  bool m_threadRanks = false;
   std::vector<remotepb::Host> m_rankHosts;
   RunTarget* m_active = nullptr;
   bool m_child = false;

@@ -388,20 +388,25 @@ int main(int argc, char** argv) {
                  "give one\n");
     return 2;
   }
+  // The project's CPU ranks as threads, unless the command line says otherwise.
+  if (a.threadRanks == 0 && a.ranks == 0 && a.rank < 0 &&
+      project->train().distributed().threads() && project->train().distributed().ranks() > 1)
+    a.threadRanks = project->train().distributed().ranks();
+  else if (a.threadRanks > 0 && project->train().distributed().ranks() > 1)
+    std::fprintf(stderr, "netloom-train: --thread-ranks %d over train.distributed.ranks %d\n",
+                 a.threadRanks, project->train().distributed().ranks());
   if (a.threadRanks > 0) {
     netloom::DeviceId where;
     if (!project->train().device().empty() &&
         netloom::parseDeviceId(project->train().device(), where).empty() &&
         where.kind != netloom::DeviceKind::Cpu) {
       std::fprintf(stderr,
-                   "netloom-train: --thread-ranks trains on the CPU, the project on %s; GPU "
+                   "netloom-train: ranks that are threads (--thread-ranks, "
+                   "train.distributed.threads) train on the CPU, the project on %s; GPU "
                    "ranks run with --ranks, one process per GPU\n",
                    project->train().device().c_str());
       return 2;
     }
-    if (project->train().distributed().ranks() > 1)
-      std::fprintf(stderr, "netloom-train: --thread-ranks %d over train.distributed.ranks %d\n",
-                   a.threadRanks, project->train().distributed().ranks());
     ranks = a.threadRanks;
     const int cores = omp_get_num_procs();
     if (ranks > cores) {

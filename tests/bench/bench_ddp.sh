@@ -5,6 +5,8 @@
 #   1x2  one rank, two threads
 #   2x1  two ranks of one thread each    (--ranks 2, half the batch per rank)
 #   2x1s the same with small gradient buckets, so their sums overlap the backward pass
+#   2x1t two ranks that are threads of one process, summing in shared memory
+#        (--thread-ranks 2, half the batch per rank)
 # and prints samples/s, the scaling efficiency against 1x1 (samples/s over twice 1x1's),
 # the seconds the gradient sums took on the communication thread and the share of them
 # the backward pass hid. Then, on paper, ResNet-50's scaling to 8 and 32 GPUs from its
@@ -77,7 +79,7 @@ for m in "${models[@]}"; do
   sed "s/^train {/train {\n  distributed { first_bucket_mb: $small bucket_mb: $small }/" \
     "$project" >"$smallp"
   base=0
-  for run in 1x1 1x2 2x1 2x1s; do
+  for run in 1x1 1x2 2x1 2x1s 2x1t; do
     args=(--max-steps "$steps" --train-limit "$limit" --test-limit 1 --quiet
           --checkpoint-dir "$tmp/ck" --summary-json "$tmp/$m-$run.json")
     p="$project"
@@ -87,6 +89,7 @@ for m in "${models[@]}"; do
       2x1) args+=(--ranks 2 --threads 1 --batch-size "$half" --rank-logs "$tmp/logs"); per="$half" ;;
       2x1s) p="$smallp"
             args+=(--ranks 2 --threads 1 --batch-size "$half" --rank-logs "$tmp/logs"); per="$half" ;;
+      2x1t) args+=(--thread-ranks 2 --threads 1 --batch-size "$half"); per="$half" ;;
     esac
     "$bench_train" "$p" "${args[@]}"
     "$bench_py" - "$tmp/$m-$run.json" "$m" "$run" "$per" "$base" >"$tmp/row" <<'EOF'
@@ -110,7 +113,8 @@ EOF
 done
 echo "batch: per rank (the global batch is the same in every row); efficiency: samples/s over"
 echo "the 1x1 row's times the cores used; comm_s: gradient sums on rank 0's communication"
-echo "thread; hidden: the share of them the backward pass overlapped"
+echo "thread (2x1t: on rank 0's own thread, in shared memory); hidden: the share of them the"
+echo "backward pass overlapped"
 if [[ "$projection" == yes ]]; then
   echo
   "$projector" "${projection_args[@]}"

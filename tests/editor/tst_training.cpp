@@ -218,6 +218,35 @@ class TestTraining : public QObject {
       if (e.has_step()) QVERIFY(e.step().comm_share() >= 0 && e.step().comm_share() <= 1);
   }
 
+  // The same ranks as threads of one netloom-train process: the project says so, the
+  // job trains two ranks, and no rank logs to a file of its own.
+  void threadRanksTrainFromTheDeviceSelector() {
+    if (QThread::idealThreadCount() < 2) QSKIP("one core: no two ranks");
+    MainWindow w;
+    QVERIFY(w.openFile(spirals("thread-ranks", 3)));
+    auto* selector = w.findChild<QComboBox*>("deviceSelector");
+    QVERIFY(selector);
+    int item = selector->findText("This computer — 2 CPU ranks in one process (data parallel)");
+    QVERIFY(item >= 0);
+    selector->setCurrentIndex(item);
+    QCOMPARE(w.runs()->ranks(), 2);
+    QVERIFY(w.runs()->threadRanks());
+    trigger(w, "run");
+    QVERIFY(w.runs()->running());
+    QVERIFY(qobject_cast<ChildProcessTarget*>(w.runs()->target()));
+    QVERIFY(waitForEnd(w));
+    const RunRecord* r = w.runs()->current();
+    QVERIFY2(r->finished(), qPrintable(r->stateText()));
+    QCOMPARE(r->project.train().distributed().ranks(), 2);
+    QVERIFY(r->project.train().distributed().threads());
+    QCOMPARE(int(r->started()->ranks()), 2);
+    QVERIFY(!QFile::exists(r->dir + "/logs/rank-1.log"));
+    QCOMPARE(w.runs()->charts()->perRankPoints(), int(r->steps()));
+    // Back to the processes' entry: the next run's ranks are processes again.
+    selector->setCurrentIndex(selector->findText("This computer — 2 CPU ranks (data parallel)"));
+    QVERIFY(!w.runs()->threadRanks());
+  }
+
   void pauseStopAndResumeFromCheckpoint_data() {
     QTest::addColumn<bool>("child");
     QTest::addRow("in process") << false;

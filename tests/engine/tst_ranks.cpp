@@ -311,7 +311,7 @@ class TestRanks : public QObject {
              qPrintable(threads.err));
     Outcome gpuThreads = runTrain({project, "--thread-ranks", "2", "--devices", "cuda"});
     QCOMPARE(gpuThreads.code, 2);
-    QVERIFY2(gpuThreads.err.contains("--thread-ranks trains on the CPU") ||
+    QVERIFY2(gpuThreads.err.contains("train.distributed.threads) train on the CPU") ||
                  gpuThreads.err.contains("--devices cuda"),
              qPrintable(gpuThreads.err));
     const QString negative = writeProject(dir, "distributed { ranks: -1 }");
