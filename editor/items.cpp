@@ -56,7 +56,8 @@ QString attrSummary(const proto::NodeDef& def, const OpDef* op) {
     parts << QString::fromStdString(key) + " " + valueText(it->second);
   };
   if (op) {
-    for (const AttrDef& a : op->attrs) add(a.name);
+    for (const AttrDef& a : op->attrs)
+      if (!a.internal) add(a.name);
   } else {
     std::vector<std::string> keys;
     for (const auto& [k, v] : def.attrs()) keys.push_back(k);

@@ -153,6 +153,7 @@ void InspectorWidget::rebuild() {
 
   if (op) {
     for (const AttrDef& a : op->attrs) {
+      if (a.internal) continue;
       const std::string key = a.name;
       QWidget* w = nullptr;
       switch (a.kind) {
@@ -260,6 +261,7 @@ void InspectorWidget::reload() {
   m_name->setStyleSheet({});
   if (const OpDef* op = m_doc->opOf(def)) {
     for (const AttrDef& a : op->attrs) {
+      if (a.internal) continue;
       QWidget* w = fieldFor(a.name);
       auto it = def.attrs().find(a.name);
       const proto::AttrValue* v = it == def.attrs().end() ? nullptr : &it->second;

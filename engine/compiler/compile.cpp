@@ -155,7 +155,7 @@ Status resolveOutputs(Compilation& c) {
 // Fusion may move a value to another producer but never renames values.
 PassResult fusion(Compilation& c) {
   if (!c.opts.fuse) return std::string("off");
-  c.prog->fusions = fuseLinearActivation(c.g, c.pinned);
+  c.prog->fusions = fuseActivations(c.g, c.pinned, KernelRegistry::instance(), c.context);
   return joined(c.prog->fusions, "nothing to fuse");
 }
 

@@ -13,13 +13,17 @@
 
 #include "engine/graph/graph.h"
 #include "engine/proto/project.pb.h"
+#include "kernels/core/kernel.h"
 
 namespace netloom {
 
 // A node whose op has an "activation" attribute takes in the activation that alone
-// reads its output (that op's OpDef::epilogue, one of the attribute's choices: Linear
-// with ReLU), unless the output is pinned. Returns what it fused.
-std::vector<std::string> fuseLinearActivation(Graph& g, const std::set<ValueId>& pinned);
+// reads its (first) output: that op's OpDef::epilogue, one of the attribute's
+// choices (Linear or BatchNorm with ReLU), unless the output is pinned or no kernel
+// of the op on the device of `context` (a plan's kernel context) takes the fused
+// form. Returns what it fused.
+std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
+                                         const KernelRegistry& kernels, const KernelSig& context);
 
 // Autocast (train.precision bf16 or fp16): the float inputs and the outputs of the
 // matrix ops (OpDef::autocast: Linear, MatMul, Conv2d, ConvTranspose2d) pass through

@@ -116,7 +116,7 @@ void ModelAnalyzer::refreshOwn(Entry& e) {
   if (!e.opDef) return;
   Attrs given;
   for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
-  if (auto attrs = resolveAttrs(*e.opDef, given))
+  if (auto attrs = resolveAttrs(*e.opDef, given, true))
     e.attrs = std::move(*attrs);
   else
     e.attrsError = attrs.error().message;

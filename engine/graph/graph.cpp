@@ -258,7 +258,7 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
       return makeError("node '" + nd.name() + "': unknown op '" + nd.op() + "'");
     Attrs given;
     for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
-    auto attrs = resolveAttrs(*op, given);
+    auto attrs = resolveAttrs(*op, given, true);
     if (!attrs)
       return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
     pending[i].op = op;

@@ -17,7 +17,10 @@ void registerBatchNorm(OpRegistry& r) {
       boolAttr("sync", false,
                "with several ranks, normalise over the whole global batch (SyncBatchNorm); "
                "else each rank over its own share, as PyTorch's DDP does"),
+      stringAttr("activation", "none", {"none", "relu"},
+                 "activation applied to the output in the same kernel (set by fusion)"),
   };
+  attrs.back().internal = true;
   OpDef d;
   d.name = "BatchNorm";
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
@@ -49,7 +52,9 @@ void registerBatchNorm(OpRegistry& r) {
     c.out[1] = c.out[2] = TensorDesc{{ch}, DType::F32, {}};
     return true;
   };
-  d.grad = [](GradBuilder& b) { ops::normalizationGrad(b, "BatchNormGrad"); };
+  d.grad = [](GradBuilder& b) {
+    ops::normalizationGrad(b, "BatchNormGrad", b.attrs().s("activation") == "relu");
+  };
   d.init = [](const Attrs& a, const std::vector<TensorRef>& p, Rng&) {
     size_t k = 0;
     if (a.b("affine")) {

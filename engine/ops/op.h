@@ -30,6 +30,9 @@ struct AttrDef {
   std::vector<std::string> choices;  // String: allowed values; empty means free text
   std::string doc;
   bool required = false;  // no default: the user must set it
+  // Set by a compiler pass (fusion), never by a project: the editor does not show it
+  // and a project that sets it is refused.
+  bool internal = false;
 };
 
 struct PortDef {
@@ -152,6 +155,7 @@ AttrDef intsAttr(std::string name, std::vector<int64_t> def, double min, double 
 
 // Validates user attributes against the op's declarations and fills defaults.
 // Errors name the attribute and the allowed range or choices.
-Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given);
+// `fromProject`: the attributes a project gave, which may not set internal ones.
+Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given, bool fromProject = false);
 
 }  // namespace netloom

@@ -79,9 +79,11 @@ void reshapeGradBack(GradBuilder& b) {
   b.addGrad(0, b.emit("Reshape", {b.outGrad(0)}, a));
 }
 
-void normalizationGrad(GradBuilder& b, const std::string& gradOp) {
+void normalizationGrad(GradBuilder& b, const std::string& gradOp, bool reluOutput) {
   bool affine = b.attrs().b("affine");
-  std::vector<ValueId> in = {b.outGrad(0), b.input(0), b.output(1), b.output(2)};
+  ValueId dy = b.outGrad(0);
+  if (reluOutput) dy = b.emit("ReLUGrad", {dy, b.output(0)});
+  std::vector<ValueId> in = {dy, b.input(0), b.output(1), b.output(2)};
   if (affine) in.push_back(b.input(1));
   auto g = b.emitN(gradOp, in, b.attrs());
   if (g.size() < 3) return;

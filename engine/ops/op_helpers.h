@@ -28,8 +28,10 @@ bool inferClassMetric(InferCtx& c);
 void reshapeGradBack(GradBuilder& b);
 
 // The gradient of BatchNorm and LayerNorm: one backward op reading (dy, x, the two
-// saved statistics[, weight]) and giving the input, weight and bias gradients.
-void normalizationGrad(GradBuilder& b, const std::string& gradOp);
+// saved statistics[, weight]) and giving the input, weight and bias gradients. With
+// `reluOutput` (a ReLU fused into the op's output), dy first goes through ReLU's
+// gradient at that output.
+void normalizationGrad(GradBuilder& b, const std::string& gradOp, bool reluOutput = false);
 
 // Normalises a possibly negative axis for a tensor of `rank`; -1 when out of range.
 int normAxis(int64_t axis, size_t rank);

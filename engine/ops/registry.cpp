@@ -87,7 +87,7 @@ const char* kindName(AttrKind k) {
 
 }  // namespace
 
-Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given) {
+Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given, bool fromProject) {
   Attrs out;
   for (const auto& [name, value] : given.values()) {
     if (name.rfind("__", 0) == 0) {  // engine-internal attributes pass through
@@ -101,6 +101,8 @@ Result<Attrs> resolveAttrs(const OpDef& op, const Attrs& given) {
       return makeError("unknown attribute '" + name + "'" +
                        (known.empty() ? " (the op takes none)" : " (known: " + known + ")"));
     }
+    if (def->internal && fromProject)
+      return makeError("attribute '" + name + "' is set by the compiler, not by a project");
     AttrVal v = value;
     bool typeOk = false;
     auto outOfRange = [&](double x) { return x < def->min || x > def->max; };

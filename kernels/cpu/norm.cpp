@@ -145,6 +145,16 @@ void updateRunning(float* rm, float* rv, const float* mean, const float* var, co
   }
 }
 
+// A ReLU fused into the output (the "activation" attribute, set by fusion).
+bool fusedRelu(const KernelSig& s) {
+  return s.attrs->s("activation", "none") == "relu";
+}
+
+// One output element, through the fused ReLU where there is one (NaN kept, as fn::Relu).
+inline float outputOf(float y, bool relu) {
+  return relu ? fn::Relu{}(y) : y;
+}
+
 // BatchNorm inputs: x, [weight, bias], running_mean, running_var.
 struct BnPorts {
   bool affine;
@@ -174,7 +184,8 @@ KernelFn batchNormReference(const KernelSig& s) {
   BnPorts ports(s.in.size());
   double eps = s.attrs->f("eps", 1e-5), momentum = s.attrs->f("momentum", 0.1);
   auto scratch = std::make_shared<BnScratch>(d.c);
-  return [d, ports, eps, momentum, scratch](const KernelIO& io) {
+  const bool relu = fusedRelu(s);
+  return [d, ports, eps, momentum, scratch, relu](const KernelIO& io) {
     bool training = !io.ctx || io.ctx->training;
     // Named pointers, not a structured binding: lambdas below capture them, which
     // clang before 16 refuses for bindings.
@@ -196,8 +207,9 @@ KernelFn batchNormReference(const KernelSig& s) {
         std::copy(rv + lo, rv + hi, bv + lo);
       }
       affineOf(lo, hi, bv, w, b, eps, scale, shift);
-      forEachElement(d, lo, hi,
-                     [&](int64_t i, int64_t c) { y[i] = (x[i] - bm[c]) * scale[c] + shift[c]; });
+      forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
+        y[i] = outputOf((x[i] - bm[c]) * scale[c] + shift[c], relu);
+      });
     });
     if (training) updateRunning(rm, rv, bm, bv, d, momentum);
   };
@@ -252,7 +264,8 @@ KernelFn syncBatchNorm(const KernelSig& s) {
   KernelFn evaluation = batchNormReference(s);
   auto scratch = std::make_shared<BnScratch>(d.c);
   auto sums = std::make_shared<std::vector<double>>(size_t(2 * d.c + 1));
-  return [d, ports, eps, momentum, comm, evaluation, scratch, sums](const KernelIO& io) {
+  const bool relu = fusedRelu(s);
+  return [d, ports, eps, momentum, comm, evaluation, scratch, sums, relu](const KernelIO& io) {
     if (io.ctx && !io.ctx->training) return evaluation(io);
     const BnTensors t(io, ports);
     const float *x = t.x, *w = t.w, *b = t.b, *rm = t.rm;
@@ -274,8 +287,9 @@ KernelFn syncBatchNorm(const KernelSig& s) {
     finishStatistics(0, d.c, all.data(), all.data() + d.c, rm, count, bm, bv);
     affineOf(0, d.c, bv, w, b, eps, scale, shift);
     parallelFor(d.c, grainFor(d.count()), [&](int64_t lo, int64_t hi) {
-      forEachElement(d, lo, hi,
-                     [&](int64_t i, int64_t c) { y[i] = (x[i] - bm[c]) * scale[c] + shift[c]; });
+      forEachElement(d, lo, hi, [&](int64_t i, int64_t c) {
+        y[i] = outputOf((x[i] - bm[c]) * scale[c] + shift[c], relu);
+      });
     });
     BnDims global = d;  // the running variance is unbiased over the global count
     global.n = int64_t(count) / d.s;
@@ -406,7 +420,8 @@ KernelFn batchNormBlocked(const KernelSig& s) {
   BnPorts ports(s.in.size());
   double eps = s.attrs->f("eps", 1e-5), momentum = s.attrs->f("momentum", 0.1);
   auto scratch = std::make_shared<BnScratch>(d.c, d.n);
-  return [d, ports, eps, momentum, scratch](const KernelIO& io) {
+  const bool relu = fusedRelu(s);
+  return [d, ports, eps, momentum, scratch, relu](const KernelIO& io) {
     bool training = !io.ctx || io.ctx->training;
     // Named pointers, not a structured binding: lambdas below capture them, which
     // clang before 16 refuses for bindings.
@@ -432,7 +447,7 @@ KernelFn batchNormBlocked(const KernelSig& s) {
       float* ys = y + base;
       for (int64_t i = 0; i < d.s * 16; i += 16) {
 #pragma omp simd
-        for (int l = 0; l < 16; ++l) ys[i + l] = (xs[i + l] - m[l]) * sc[l] + sh[l];
+        for (int l = 0; l < 16; ++l) ys[i + l] = outputOf((xs[i + l] - m[l]) * sc[l] + sh[l], relu);
       }
     });
   };

@@ -154,6 +154,9 @@ std::shared_ptr<CudnnBatchNorm> buildBatchNorm(const KernelSig& s, bool grad) {
 }
 
 std::string declineBatchNorm(const KernelSig& s, bool grad) {
+  // The CPU's fusion of a following ReLU; here the ReLU stays a launch of its own.
+  if (!grad && s.attrs->s("activation", "none") != "none")
+    return "takes no fused activation: the ReLU after it runs on its own";
   if (s.attrs->b("sync") && s.comm && s.comm->size() > 1)
     return "a BatchNorm synchronised across ranks runs on CPU ranks only";
   if (std::string e = declineNonFloat(s, "cuDNN batch normalisation"); !e.empty()) return e;

@@ -145,6 +145,78 @@ class TestCompiler : public QObject {
     QCOMPARE(int((*q)->fusions.size()), 0);
   }
 
+  // BatchNorm takes the ReLU after it into its kernel (training and evaluation, both
+  // activation layouts): the loss, every gradient and the evaluated logits are bit for
+  // bit those of the unfused plan. A project cannot set the attribute itself.
+  void fusesBatchNormWithItsRelu_data() {
+    QTest::addColumn<bool>("blocked");
+    QTest::newRow("nchw") << false;
+    QTest::newRow("nChw16c") << true;
+  }
+  void fusesBatchNormWithItsRelu() {
+    QFETCH(bool, blocked);
+    const std::string body =
+        input("x", "2,3,3") + labels() +
+        node("conv", "Conv2d", "x", intAttr("out_channels", 16) + intAttr("kernel_size", 1)) +
+        node("bn", "BatchNorm", "conv") + node("act", "ReLU", "bn") +
+        node("flat", "Flatten", "act") + node("fc", "Linear", "flat", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc,label");
+    Rng rng(11);
+    std::vector<float> x(6 * 2 * 3 * 3);
+    for (float& v : x) v = float(rng.uniform(-2, 2));
+    std::vector<int32_t> l{0, 2, 1, 1, 0, 2};
+    std::vector<std::vector<float>> results;
+    for (bool fuse : {true, false}) {
+      std::vector<float> all;
+      for (bool training : {true, false}) {
+        ParamStore store;
+        CompileOptions o;
+        o.batch = 6;
+        o.fuse = fuse;
+        o.training = training;
+        o.updateParams = false;
+        o.blockedLayouts = blocked;
+        o.keep = {"fc"};
+        auto p = compile(model(body), o, store);
+        QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+        bool relu = false;
+        for (const Node& n : (*p)->graph.nodes) relu = relu || n.op->name == "ReLU";
+        QCOMPARE(relu, !fuse);
+        if (fuse) {
+          QCOMPARE(int((*p)->fusions.size()), 1);
+          QVERIFY2((*p)->fusions[0].find("BatchNorm with ReLU") != std::string::npos,
+                   (*p)->fusions[0].c_str());
+          std::string kernel;
+          for (const PlanStep& s : (*p)->steps)
+            if ((*p)->graph.nodes[size_t(s.node)].name == "bn") kernel = s.kernel;
+          QVERIFY2(kernel == (blocked ? "cpu.batch_norm_blocked" : "reference.batch_norm"),
+                   kernel.c_str());
+        }
+        std::memcpy((*p)->input("x")->data, x.data(), x.size() * sizeof(float));
+        if (training) std::memcpy((*p)->input("label")->data, l.data(), l.size() * 4);
+        StepContext ctx;
+        ctx.step = 1;
+        ctx.training = training;
+        (*p)->run(ctx);
+        if (training) {
+          all.push_back((*p)->scalar((*p)->loss));
+          for (const auto& [name, v] : (*p)->gradients) {
+            const float* g = (*p)->refs[v].f32();
+            all.insert(all.end(), g, g + (*p)->refs[v].numel());
+          }
+        }
+        const TensorRef& fc = (*p)->refs[(*p)->graph.findValue("fc")];
+        all.insert(all.end(), fc.f32(), fc.f32() + fc.numel());
+      }
+      results.push_back(all);
+    }
+    QCOMPARE(results[0], results[1]);
+    expectCompileError(
+        input("x", "2,3,3") +
+            node("bn", "BatchNorm", "x", "attrs { key: 'activation' value { s: 'relu' } }"),
+        {"'bn'", "attribute 'activation' is set by the compiler"});
+  }
+
   void removesDeadBranches() {
     std::string body = mlpBody() + node("unused", "Tanh", "fc1");
     ParamStore store;
