@@ -181,18 +181,27 @@ class TestTraining : public QObject {
     QVERIFY(runs[0].stateText().contains("killed"));
   }
 
-  // The device selector's data-parallel entry: the run trains in netloom-train
-  // processes, two ranks, rank 1 logging beside the run; it cannot pause.
+  // The device selector's data-parallel entries: two ranks in netloom-train, processes
+  // (rank 1 logs beside the run) or threads of one process (none does); no pause.
+  void ranksTrainFromTheDeviceSelector_data() {
+    QTest::addColumn<bool>("threads");
+    QTest::newRow("processes") << false;
+    QTest::newRow("threads of one process") << true;
+  }
   void ranksTrainFromTheDeviceSelector() {
+    QFETCH(bool, threads);
     if (QThread::idealThreadCount() < 2) QSKIP("one core: no two ranks");
     MainWindow w;
-    QVERIFY(w.openFile(spirals("ranks", 3)));
+    QVERIFY(w.openFile(spirals(threads ? "thread-ranks" : "ranks", 3)));
     auto* selector = w.findChild<QComboBox*>("deviceSelector");
+    const QString processes = "This computer — 2 CPU ranks (data parallel)";
     QVERIFY(selector);
-    int item = selector->findText("This computer — 2 CPU ranks (data parallel)");
+    int item = selector->findText(
+        threads ? "This computer — 2 CPU ranks in one process (data parallel)" : processes);
     QVERIFY(item >= 0);
     selector->setCurrentIndex(item);
     QCOMPARE(w.runs()->ranks(), 2);
+    QCOMPARE(w.runs()->threadRanks(), threads);
     trigger(w, "run");
     QVERIFY(w.runs()->running());
     QVERIFY(qobject_cast<ChildProcessTarget*>(w.runs()->target()));
@@ -204,11 +213,12 @@ class TestTraining : public QObject {
     const RunRecord* r = w.runs()->current();
     QVERIFY2(r->finished(), qPrintable(r->stateText()));
     QCOMPARE(r->project.train().distributed().ranks(), 2);
+    QCOMPARE(r->project.train().distributed().threads(), threads);
     bool rankLine = false;
     for (const auto& e : r->events)
       rankLine = rankLine || (e.has_log() && e.log().text().rfind("rank 1: pid ", 0) == 0);
-    QVERIFY(rankLine);
-    QVERIFY(QFile::exists(r->dir + "/logs/rank-1.log"));
+    QCOMPARE(rankLine, !threads);
+    QCOMPARE(QFile::exists(r->dir + "/logs/rank-1.log"), !threads);
     // The throughput chart adds each rank's samples/s and the share spent waiting
     // for gradient sums, one point per step.
     QCOMPARE(int(r->started()->ranks()), 2);
@@ -216,35 +226,6 @@ class TestTraining : public QObject {
     QCOMPARE(w.runs()->charts()->commPoints(), int(r->steps()));
     for (const auto& e : r->events)
       if (e.has_step()) QVERIFY(e.step().comm_share() >= 0 && e.step().comm_share() <= 1);
-  }
-
-  // The same ranks as threads of one netloom-train process: the project says so, the
-  // job trains two ranks, and no rank logs to a file of its own.
-  void threadRanksTrainFromTheDeviceSelector() {
-    if (QThread::idealThreadCount() < 2) QSKIP("one core: no two ranks");
-    MainWindow w;
-    QVERIFY(w.openFile(spirals("thread-ranks", 3)));
-    auto* selector = w.findChild<QComboBox*>("deviceSelector");
-    QVERIFY(selector);
-    int item = selector->findText("This computer — 2 CPU ranks in one process (data parallel)");
-    QVERIFY(item >= 0);
-    selector->setCurrentIndex(item);
-    QCOMPARE(w.runs()->ranks(), 2);
-    QVERIFY(w.runs()->threadRanks());
-    trigger(w, "run");
-    QVERIFY(w.runs()->running());
-    QVERIFY(qobject_cast<ChildProcessTarget*>(w.runs()->target()));
-    QVERIFY(waitForEnd(w));
-    const RunRecord* r = w.runs()->current();
-    QVERIFY2(r->finished(), qPrintable(r->stateText()));
-    QCOMPARE(r->project.train().distributed().ranks(), 2);
-    QVERIFY(r->project.train().distributed().threads());
-    QCOMPARE(int(r->started()->ranks()), 2);
-    QVERIFY(!QFile::exists(r->dir + "/logs/rank-1.log"));
-    QCOMPARE(w.runs()->charts()->perRankPoints(), int(r->steps()));
-    // Back to the processes' entry: the next run's ranks are processes again.
-    selector->setCurrentIndex(selector->findText("This computer — 2 CPU ranks (data parallel)"));
-    QVERIFY(!w.runs()->threadRanks());
   }
 
   void pauseStopAndResumeFromCheckpoint_data() {
