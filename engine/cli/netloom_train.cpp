@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -303,6 +304,15 @@ int printPeak(int argc, char** argv) {
   return 0;
 }
 
+// The GPU the project trains on (its train.device names one), if any.
+std::optional<netloom::DeviceId> projectGpu(const netloom::proto::Project& p) {
+  netloom::DeviceId id;
+  if (p.train().device().empty() || !netloom::parseDeviceId(p.train().device(), id).empty() ||
+      id.kind != netloom::DeviceKind::Cuda)
+    return std::nullopt;
+  return id;
+}
+
 // SIGTERM and SIGINT end the run cleanly after the current step: its events and a
 // checkpoint (where the project asks for checkpoints) are kept. A second one kills.
 std::atomic<bool> g_stop{false};
@@ -389,6 +399,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The project's CPU ranks as threads, unless the command line says otherwise.
+  const bool threadRanksFlag = a.threadRanks > 0;
   if (a.threadRanks == 0 && a.ranks == 0 && a.rank < 0 &&
       project->train().distributed().threads() && project->train().distributed().ranks() > 1)
     a.threadRanks = project->train().distributed().ranks();
@@ -396,10 +407,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "netloom-train: --thread-ranks %d over train.distributed.ranks %d\n",
                  a.threadRanks, project->train().distributed().ranks());
   if (a.threadRanks > 0) {
-    netloom::DeviceId where;
-    if (!project->train().device().empty() &&
-        netloom::parseDeviceId(project->train().device(), where).empty() &&
-        where.kind != netloom::DeviceKind::Cpu) {
+    if (projectGpu(*project)) {
       std::fprintf(stderr,
                    "netloom-train: ranks that are threads (--thread-ranks, "
                    "train.distributed.threads) train on the CPU, the project on %s; GPU "
@@ -411,9 +419,8 @@ int main(int argc, char** argv) {
     const int cores = omp_get_num_procs();
     if (ranks > cores) {
       std::fprintf(stderr,
-                   "netloom-train: --thread-ranks %d: this computer has %d cores, and each rank "
-                   "needs one\n",
-                   ranks, cores);
+                   "netloom-train: %s %d: this computer has %d cores, and each rank needs one\n",
+                   threadRanksFlag ? "--thread-ranks" : "train.distributed.ranks", ranks, cores);
       return 2;
     }
     if (a.opts.threads == 0) a.opts.threads = std::max(1, cores / ranks);
@@ -437,10 +444,7 @@ int main(int argc, char** argv) {
 
   if (a.rank < 0 && ranks > 1 && a.threadRanks == 0) {
     int cores = omp_get_num_procs();
-    netloom::DeviceId where;
-    bool gpu = !project->train().device().empty() &&
-               netloom::parseDeviceId(project->train().device(), where).empty() &&
-               where.kind == netloom::DeviceKind::Cuda;
+    const bool gpu = projectGpu(*project).has_value();
     const netloom::Backend* cuda = netloom::findBackend(netloom::DeviceKind::Cuda);
     int capacity = gpu ? (cuda ? int(cuda->probe().devices.size()) : 0) : cores;
     if (ranks > capacity) {
@@ -485,10 +489,8 @@ int main(int argc, char** argv) {
     ro.size = a.worldSize;
     ro.timeoutSeconds = timeout;
     // On GPUs, one rank per device: rank r of a job on this computer takes GPU r.
-    netloom::DeviceId id;
-    if (!project->train().device().empty() &&
-        netloom::parseDeviceId(project->train().device(), id).empty() &&
-        id.kind == netloom::DeviceKind::Cuda) {
+    if (auto gpu = projectGpu(*project)) {
+      netloom::DeviceId id = *gpu;
       id.index = a.rank;
       std::string unavailable;
       a.opts.device = netloom::openDevice(id, unavailable);

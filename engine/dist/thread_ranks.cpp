@@ -11,6 +11,8 @@
 #include <cstring>
 #include <set>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "engine/dist/communicator.h"
 
@@ -18,8 +20,10 @@ namespace netloom {
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // What the ranks share.
@@ -41,7 +45,7 @@ struct ThreadGroup {
       generation.fetch_add(1, std::memory_order_release);
       return;
     }
-    const double start = now();
+    Clock::time_point sleptFrom;  // the timeout counts from the first sleep
     for (uint64_t spin = 0;; ++spin) {
       if (generation.load(std::memory_order_acquire) != gen) return;
       if (int l = left.load(std::memory_order_acquire); l >= 0)
@@ -52,8 +56,9 @@ struct ThreadGroup {
       } else if (spin < 8000) {
         std::this_thread::yield();
       } else {
+        if (spin == 8000) sleptFrom = Clock::now();
         std::this_thread::sleep_for(std::chrono::microseconds(50));
-        if (now() - start > timeoutSeconds) {
+        if (secondsSince(sleptFrom) > timeoutSeconds) {
           char waited[32];
           std::snprintf(waited, sizeof waited, "%g", timeoutSeconds);
           throw CommError(std::string(what) + " across the ranks failed: rank " +
@@ -89,7 +94,11 @@ void sumSlice(const std::vector<T*>& bufs, int64_t lo, int64_t hi, bool mean) {
 
 class ThreadRank : public Communicator {
  public:
-  ThreadRank(std::shared_ptr<ThreadGroup> g, int rank) : m_group(std::move(g)), m_rank(rank) {}
+  ThreadRank(std::shared_ptr<ThreadGroup> g, int rank)
+      : m_group(std::move(g)),
+        m_rank(rank),
+        m_floats(size_t(m_group->size)),
+        m_doubles(size_t(m_group->size)) {}
   // A rank that ends leaves: the others' next collective fails, naming it.
   ~ThreadRank() override {
     int none = -1;
@@ -129,13 +138,13 @@ class ThreadRank : public Communicator {
   void start(const std::string& bucket, const TensorRef* tensors, size_t count) override {
     if (!m_started.insert(bucket).second)
       throw CommError("bucket '" + bucket + "' started twice without a wait");
-    const double t0 = now();
+    const Clock::time_point t0 = Clock::now();
     post(tensors, "bucket sum");
     int64_t total = 0;
     for (size_t t = 0; t < count; ++t) total += tensors[t].numel();
     int64_t lo = 0, hi = 0;
     sliceOf(total, m_rank, size(), lo, hi);
-    std::vector<float*> bufs(static_cast<size_t>(size()));
+    std::vector<float*>& bufs = m_floats;
     int64_t offset = 0;  // of tensor t in the bucket
     for (size_t t = 0; t < count && offset < hi; offset += tensors[t].numel(), ++t) {
       const int64_t n = tensors[t].numel();
@@ -148,8 +157,9 @@ class ThreadRank : public Communicator {
     m_group->meet(m_rank, "bucket sum");
     m_stats.buckets += 1;
     m_stats.bytes += total * int64_t(sizeof(float));
-    m_stats.bucketSeconds += now() - t0;
-    m_stats.waitedSeconds += now() - t0;
+    const double took = secondsSince(t0);
+    m_stats.bucketSeconds += took;
+    m_stats.waitedSeconds += took;  // all of it: the step waits for the sum
   }
 
   void wait(const std::string& bucket) override {
@@ -170,15 +180,27 @@ class ThreadRank : public Communicator {
     post(data, what);
     int64_t lo = 0, hi = 0;
     sliceOf(count, m_rank, size(), lo, hi);
-    std::vector<T*> bufs(static_cast<size_t>(size()));
+    std::vector<T*>& bufs = buffers<T>();
     for (int k = 0; k < size(); ++k)
       bufs[size_t(k)] = static_cast<T*>(const_cast<void*>(m_group->posted[size_t(k)]));
     sumSlice(bufs, lo, hi, mean);
     m_group->meet(m_rank, what);
   }
 
+  // Every rank's buffer of one collective, kept so that a step's collectives
+  // allocate nothing.
+  template <class T>
+  std::vector<T*>& buffers() {
+    if constexpr (std::is_same_v<T, float>)
+      return m_floats;
+    else
+      return m_doubles;
+  }
+
   std::shared_ptr<ThreadGroup> m_group;
   int m_rank;
+  std::vector<float*> m_floats;
+  std::vector<double*> m_doubles;
   std::set<std::string> m_started;
   CommStats m_stats;
 };

@@ -25,6 +25,17 @@ std::string mlpBody() {
          node("loss", "SoftmaxCrossEntropy", "fc2,label") + node("acc", "Accuracy", "fc2,label");
 }
 
+// After a run of a plan that keeps its gradients: the loss, then every gradient's
+// elements in parameter order.
+std::vector<float> lossAndGradients(const Program& p) {
+  std::vector<float> all{p.scalar(p.loss)};
+  for (const auto& [name, v] : p.gradients) {
+    const float* g = p.refs[v].f32();
+    all.insert(all.end(), g, g + p.refs[v].numel());
+  }
+  return all;
+}
+
 // Checks that no two arena tensors that are live at the same step overlap, from
 // the program's steps alone (independently of the planner's own bookkeeping).
 bool arenaIsSafe(const Program& p) {
@@ -198,13 +209,7 @@ class TestCompiler : public QObject {
         ctx.step = 1;
         ctx.training = training;
         (*p)->run(ctx);
-        if (training) {
-          all.push_back((*p)->scalar((*p)->loss));
-          for (const auto& [name, v] : (*p)->gradients) {
-            const float* g = (*p)->refs[v].f32();
-            all.insert(all.end(), g, g + (*p)->refs[v].numel());
-          }
-        }
+        if (training) all = lossAndGradients(**p);
         const TensorRef& fc = (*p)->refs[(*p)->graph.findValue("fc")];
         all.insert(all.end(), fc.f32(), fc.f32() + fc.numel());
       }
@@ -308,12 +313,7 @@ class TestCompiler : public QObject {
       StepContext ctx;
       ctx.step = 1;
       (*p)->run(ctx);
-      std::vector<float> all{(*p)->scalar((*p)->loss)};
-      for (const auto& [name, v] : (*p)->gradients) {
-        const float* g = (*p)->refs[v].f32();
-        all.insert(all.end(), g, g + (*p)->refs[v].numel());
-      }
-      grads.push_back(all);
+      grads.push_back(lossAndGradients(**p));
     }
     QVERIFY(counts[0] >= 2);
     QCOMPARE(counts[1], 0);

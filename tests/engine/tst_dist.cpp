@@ -28,26 +28,23 @@ std::vector<std::string> onRanks(int size, const std::function<void(int, Communi
   if (transport == Transport::Shared) shared = threadRanks(size, timeout);
   for (int r = 0; r < size; ++r)
     threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> mine;
       if (transport == Transport::Shared) {
-        std::unique_ptr<Communicator> mine = std::move(shared[size_t(r)]);
-        try {
-          body(r, *mine);
-        } catch (const std::exception& e) {
-          errors[size_t(r)] = e.what();
+        mine = std::move(shared[size_t(r)]);
+      } else {
+        RankOptions o;
+        o.rank = r;
+        o.size = size;
+        o.timeoutSeconds = timeout;
+        auto comm = connectRanks(o, store);
+        if (!comm) {
+          errors[size_t(r)] = comm.error().message;
+          return;
         }
-        return;
-      }
-      RankOptions o;
-      o.rank = r;
-      o.size = size;
-      o.timeoutSeconds = timeout;
-      auto comm = connectRanks(o, store);
-      if (!comm) {
-        errors[size_t(r)] = comm.error().message;
-        return;
+        mine = std::move(*comm);
       }
       try {
-        body(r, **comm);
+        body(r, *mine);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
