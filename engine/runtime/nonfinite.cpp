@@ -10,18 +10,20 @@ namespace {
 
 // A float tensor's values where the host can read them: in place on the CPU,
 // else copied into `copy`.
-const float* onHost(Device& device, const TensorRef& t, std::vector<float>& copy) {
+const float* onHost(Device& device, const TensorRef& t, int64_t n, std::vector<float>& copy) {
   if (device.hostAddressable()) return t.f32();
-  copy = readFloats(device, t.data, t.numel());
+  copy = readFloats(device, t.data, n);
   return copy.data();
 }
 
-// The first NaN or infinity in a float tensor (its value in `value`), or -1.
-int64_t firstBad(Device& device, const TensorRef& t, float& value) {
+// The first NaN or infinity in a float tensor of `d` (its value in `value`), or -1:
+// the index where it is stored (a padded block's padding holds zeros).
+int64_t firstBad(Device& device, const TensorRef& t, const TensorDesc& d, float& value) {
   if (!t.data || t.dtype != DType::F32) return -1;
   std::vector<float> copy;
-  const float* x = onHost(device, t, copy);
-  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+  const int64_t n = storedElements(d);
+  const float* x = onHost(device, t, n, copy);
+  for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) {
       value = x[i];
       return i;
@@ -67,7 +69,7 @@ std::optional<NonFiniteTensor> firstNonFinite(const Program& p, const StepContex
     if (seen[v]) return std::nullopt;
     seen[v] = true;
     float value = 0;
-    int64_t at = firstBad(*p.device, p.refs[v], value);
+    int64_t at = firstBad(*p.device, p.refs[v], g.values[v].desc, value);
     if (at < 0) return std::nullopt;
     NonFiniteTensor t;
     t.name = g.values[v].name;

@@ -24,9 +24,10 @@ class Device;
 // is oneDNN's nChw16c for 4-D activations (channels in blocks of 16 innermost),
 // which its vectorised convolutions, pooling and normalisation run on. Packed is a
 // parameter stored, with its gradient and optimizer state, in the layout a
-// backend's kernels prefer, named by TensorDesc::format. The compiler assigns
-// layouts only where they need no padding, so every layout of a tensor holds its
-// numel elements.
+// backend's kernels prefer, named by TensorDesc::format. A Blocked16 tensor whose
+// channels do not divide by 16 pads its last block: it holds N·⌈C/16⌉·16·H·W
+// elements (storedElements), the padding zero, which every kernel that writes one
+// keeps so (oneDNN's rule for its padded layouts). Every other layout holds numel.
 enum class Layout : uint8_t { Plain, Blocked16, Packed };
 
 struct TensorDesc {
@@ -41,9 +42,26 @@ struct TensorDesc {
 
 std::string layoutName(const TensorDesc& d);  // "nchw", "nChw16c", or the packed format
 
-// The bytes a tensor of `d` holds (every layout holds numel elements).
+// Channels rounded up to whole blocks of 16: what Blocked16 stores of C.
+inline int64_t paddedChannels(int64_t c) {
+  return (c + 15) / 16 * 16;
+}
+
+// Whether `d` is Blocked16 with a padded last block of channels.
+inline bool paddedBlocked(const TensorDesc& d) {
+  return d.layout == Layout::Blocked16 && d.shape.size() == 4 && d.shape[1] % 16 != 0;
+}
+
+// The elements a tensor of `d` holds in memory: numel, or more for padded blocks.
+inline int64_t storedElements(const TensorDesc& d) {
+  if (!paddedBlocked(d)) return numel(d.shape);
+  const Shape& s = d.shape;
+  return s[0] * paddedChannels(s[1]) * s[2] * s[3];
+}
+
+// The bytes a tensor of `d` holds.
 inline int64_t bytesOf(const TensorDesc& d) {
-  return numel(d.shape) * int64_t(dtypeSize(d.dtype));
+  return storedElements(d) * int64_t(dtypeSize(d.dtype));
 }
 
 // What a kernel is chosen and prepared for: known at plan time, fixed afterwards.

@@ -472,8 +472,8 @@ void registerConv(KernelRegistry& r) {
            const Shape& x = s.in[0].shape;
            int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
            if (s.in[0].layout == Layout::Blocked16) {
-             int64_t blocks = c / 16;
-             return [n, blocks, inner](const KernelIO& io) {
+             int64_t blocks = paddedChannels(c) / 16;  // the last block's padding not summed
+             return [n, c, blocks, inner](const KernelIO& io) {
                const float* x = io.in[0].f32();
                float* y = io.out[0].f32();
                parallelFor(blocks, grainFor(n * inner * 16), [&](int64_t lo, int64_t hi) {
@@ -487,7 +487,7 @@ void registerConv(KernelRegistry& r) {
                        for (int l = 0; l < 16; ++l) plane[l] += p[j * 16 + l];
                      for (int l = 0; l < 16; ++l) acc[l] += plane[l];
                    }
-                   for (int l = 0; l < 16; ++l) y[b * 16 + l] = float(acc[l]);
+                   for (int l = 0; l < 16 && b * 16 + l < c; ++l) y[b * 16 + l] = float(acc[l]);
                  }
                });
              };

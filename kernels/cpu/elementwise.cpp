@@ -9,12 +9,15 @@
 namespace netloom::cpu {
 namespace {
 
+// Over every element the output holds (a padded blocked tensor's padding too, which
+// stays zero where f maps zeros to zero: see keepsPaddingZero).
 template <class F>
-KernelFn unary(F f) {
-  return [f](const KernelIO& io) {
+KernelFn unary(const KernelSig& s, F f) {
+  const int64_t n = storedElements(s.out[0]);
+  return [f, n](const KernelIO& io) {
     const float* x = io.in[0].f32();
     float* y = io.out[0].f32();
-    parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
       for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
     });
@@ -22,23 +25,45 @@ KernelFn unary(F f) {
 }
 
 template <class F>
-KernelFn binary(F f) {
-  return [f](const KernelIO& io) {
+KernelFn binary(const KernelSig& s, F f) {
+  const int64_t n = storedElements(s.out[0]);
+  return [f, n](const KernelIO& io) {
     const float* a = io.in[0].f32();
     const float* b = io.in[1].f32();
     float* y = io.out[0].f32();
-    parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
       for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
     });
   };
 }
 
-KernelFn copy() {
-  return [](const KernelIO& io) {
-    if (io.out[0].data != io.in[0].data)
-      std::memcpy(io.out[0].data, io.in[0].data, io.out[0].numel() * dtypeSize(io.out[0].dtype));
+KernelFn copy(const KernelSig& s) {
+  const int64_t bytes = bytesOf(s.out[0]);
+  return [bytes](const KernelIO& io) {
+    if (io.out[0].data != io.in[0].data) std::memcpy(io.out[0].data, io.in[0].data, size_t(bytes));
   };
+}
+
+// Whether the kernel `make` builds for `s` writes zeros where all its inputs hold
+// zeros: then it keeps a padded blocked tensor's padding zero. Asked of the kernel
+// itself, on one block of 16 zeros, so an activation's attributes count (ReLU and
+// Tanh keep it; Sigmoid, which gives 0.5, does not).
+bool keepsPaddingZero(const KernelSig& s, const std::function<KernelFn(const KernelSig&)>& make) {
+  KernelSig one = s;
+  std::vector<float> zeros(16 * s.in.size(), 0.f), y(16 * s.out.size(), 1.f);
+  std::vector<TensorRef> in, out;
+  for (size_t k = 0; k < one.in.size(); ++k) {
+    one.in[k].shape = {1, 1, 1, 1};
+    in.push_back({zeros.data() + 16 * k, one.in[k].shape, one.in[k].dtype, {}});
+  }
+  for (size_t k = 0; k < one.out.size(); ++k) {
+    one.out[k].shape = {1, 1, 1, 1};
+    out.push_back({y.data() + 16 * k, one.out[k].shape, one.out[k].dtype, {}});
+  }
+  StepContext ctx;
+  make(one)(KernelIO{in.data(), out.data(), in.size(), out.size(), &ctx});
+  return std::all_of(y.begin(), y.end(), [](float v) { return v == 0.f; });
 }
 
 }  // namespace
@@ -46,54 +71,66 @@ KernelFn copy() {
 void registerElementwise(KernelRegistry& r) {
   // Element by element over same-shaped tensors, so any layout they all share; the
   // shape ops (Flatten, Reshape) and Constant see plain tensors only.
-  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
-    KernelImpl k = kernel(std::string("cpu.") + op, std::move(make));
-    std::string name = op;
-    k.anyLayout = name != "Flatten" && name != "Reshape" && name != "Constant";
+  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make,
+                 bool anyLayout = true) {
+    KernelImpl k = kernel(std::string("cpu.") + op, make);
+    k.anyLayout = anyLayout;
+    k.decline = [make](const KernelSig& s) -> std::string {
+      bool padded = std::any_of(s.out.begin(), s.out.end(), paddedBlocked);
+      if (padded && !keepsPaddingZero(s, make))
+        return "maps zeros to non-zeros, so it would fill the padding of a padded nChw16c tensor";
+      return {};
+    };
     r.add(op, DeviceKind::Cpu, std::move(k));
   };
-  add("ReLU", [](const KernelSig&) { return unary(fn::Relu{}); });
-  add("ReLUGrad", [](const KernelSig&) { return binary(fn::ReluGrad{}); });
-  add("LeakyReLU",
-      [](const KernelSig& s) { return unary(fn::LeakyRelu{float(s.attrs->f("negative_slope"))}); });
+  add("ReLU", [](const KernelSig& s) { return unary(s, fn::Relu{}); });
+  add("ReLUGrad", [](const KernelSig& s) { return binary(s, fn::ReluGrad{}); });
+  add("LeakyReLU", [](const KernelSig& s) {
+    return unary(s, fn::LeakyRelu{float(s.attrs->f("negative_slope"))});
+  });
   add("LeakyReLUGrad", [](const KernelSig& s) {
-    return binary(fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
+    return binary(s, fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
   });
   add("GELU", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? unary(fn::GeluTanh{}) : unary(fn::Gelu{});
+    return s.attrs->s("approximate") == "tanh" ? unary(s, fn::GeluTanh{}) : unary(s, fn::Gelu{});
   });
   add("GELUGrad", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? binary(fn::GeluTanhGrad{})
-                                               : binary(fn::GeluGrad{});
+    return s.attrs->s("approximate") == "tanh" ? binary(s, fn::GeluTanhGrad{})
+                                               : binary(s, fn::GeluGrad{});
   });
-  add("Sigmoid", [](const KernelSig&) { return unary(fn::Sigmoid{}); });
-  add("SigmoidGrad", [](const KernelSig&) { return binary(fn::SigmoidGrad{}); });
-  add("Tanh", [](const KernelSig&) { return unary(fn::Tanh{}); });
-  add("TanhGrad", [](const KernelSig&) { return binary(fn::TanhGrad{}); });
-  add("Add", [](const KernelSig&) { return binary(fn::Add{}); });
+  add("Sigmoid", [](const KernelSig& s) { return unary(s, fn::Sigmoid{}); });
+  add("SigmoidGrad", [](const KernelSig& s) { return binary(s, fn::SigmoidGrad{}); });
+  add("Tanh", [](const KernelSig& s) { return unary(s, fn::Tanh{}); });
+  add("TanhGrad", [](const KernelSig& s) { return binary(s, fn::TanhGrad{}); });
+  add("Add", [](const KernelSig& s) { return binary(s, fn::Add{}); });
   add("RoundHalf",
-      [](const KernelSig& s) { return unary(fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
+      [](const KernelSig& s) { return unary(s, fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
   for (const char* op : {"Identity", "Flatten", "Reshape"})
-    add(op, [](const KernelSig&) { return copy(); });
+    add(
+        op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity");
 
-  add("Constant", [](const KernelSig& s) -> KernelFn {
-    float v = float(s.attrs->f("value"));
-    return [v](const KernelIO& io) {
-      float* y = io.out[0].f32();
-      for (int64_t i = 0, n = io.out[0].numel(); i < n; ++i) y[i] = v;
-    };
-  });
+  add(
+      "Constant",
+      [](const KernelSig& s) -> KernelFn {
+        float v = float(s.attrs->f("value"));
+        return [v](const KernelIO& io) {
+          float* y = io.out[0].f32();
+          for (int64_t i = 0, n = io.out[0].numel(); i < n; ++i) y[i] = v;
+        };
+      },
+      false);
 
   // Each element's draw is keyed by its logical NCHW index, so a blocked tensor gets
   // the very mask the plain one would.
   add("Dropout", [](const KernelSig& s) -> KernelFn {
     float p = float(s.attrs->f("p"));
     uint64_t salt = uint64_t(s.attrs->i("__salt"));
-    KernelFn passThrough = copy();
+    KernelFn passThrough = copy(s);
     bool blocked = s.in[0].layout == Layout::Blocked16;
     const Shape& x = s.in[0].shape;
     int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
-    return [p, salt, passThrough, blocked, c, area](const KernelIO& io) {
+    const int64_t stored = storedElements(s.out[0]);
+    return [p, salt, passThrough, blocked, c, area, stored](const KernelIO& io) {
       if (!io.ctx->training || p == 0.f) return passThrough(io);
       fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
                        1.f / (1.f - p)};
@@ -109,8 +146,8 @@ void registerElementwise(KernelRegistry& r) {
       // Blocked, block by block of 16 channels at one position: element
       // ((n · C/16 + cb) · area + hw) · 16 + lane is channel cb · 16 + lane of sample n,
       // plain index (n · C + cb · 16 + lane) · area + hw. No division per element, so
-      // the lanes vectorise.
-      const int64_t blocks = c / 16, planes = io.out[0].numel() / (16 * area);
+      // the lanes vectorise. A padded block's padding is zero, and so stays.
+      const int64_t blocks = paddedChannels(c) / 16, planes = stored / (16 * area);
       parallelFor(
           planes, std::max<int64_t>(1, kParallelGrain / (16 * area)), [&](int64_t lo, int64_t hi) {
             for (int64_t nb = lo; nb < hi; ++nb) {

@@ -42,7 +42,7 @@ struct PlaneAddress {
   int64_t start(int64_t p) const {
     if (!blocked) return p * area;
     int64_t n = p / c, ch = p % c;
-    return ((n * (c / 16) + ch / 16) * area) * 16 + ch % 16;
+    return ((n * (paddedChannels(c) / 16) + ch / 16) * area) * 16 + ch % 16;
   }
   int64_t step() const { return blocked ? 16 : 1; }
 };
@@ -213,8 +213,11 @@ KernelFn poolForwardOneDnn(const KernelSig& s, bool average) {
   call->arg(DNNL_ARG_DST, p.dst);
   bool blocked = s.in[0].layout == Layout::Blocked16;
   Window2d w = p.w;
-  return [call, average, blocked, w](const KernelIO& io) {
-    if (!average && anyNan(io.in[0].f32(), io.in[0].numel())) {
+  const int64_t xs = storedElements(s.in[0]),
+                padding = paddedBlocked(s.out[0]) ? bytesOf(s.out[0]) : 0;
+  return [call, average, blocked, w, xs, padding](const KernelIO& io) {
+    if (!average && anyNan(io.in[0].f32(), xs)) {
+      if (padding) std::memset(io.out[0].data, 0, size_t(padding));  // the padding stays zero
       maxPoolForward(w, blocked, io.in[0].f32(), io.out[0].f32());
       return;
     }
@@ -255,8 +258,11 @@ KernelFn maxPoolGradOneDnn(const KernelSig& s) {
   bwd->own(DNNL_ARG_WORKSPACE, workspace);
   bool blocked = s.in[1].layout == Layout::Blocked16;
   Window2d w = p.w;
-  return [fwd, bwd, blocked, w](const KernelIO& io) {
-    if (anyNan(io.in[1].f32(), io.in[1].numel())) {  // the gradient goes to the NaN
+  const int64_t xs = storedElements(s.in[1]),
+                padding = paddedBlocked(s.out[0]) ? bytesOf(s.out[0]) : 0;
+  return [fwd, bwd, blocked, w, xs, padding](const KernelIO& io) {
+    if (anyNan(io.in[1].f32(), xs)) {  // the gradient goes to the NaN
+      if (padding) std::memset(io.out[0].data, 0, size_t(padding));
       maxPoolBackward(w, blocked, io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
       return;
     }
@@ -409,6 +415,12 @@ void registerPooling(KernelRegistry& r) {
   KernelImpl gap = kernel("cpu.global_avg_pool2d", globalAvgPool);
   KernelImpl gapGrad = kernel("cpu.global_avg_pool2d_grad", globalAvgPoolGrad);
   gap.anyLayout = gapGrad.anyLayout = true;
+  gap.decline = gapGrad.decline = [](const KernelSig& s) -> std::string {
+    for (const auto* descs : {&s.in, &s.out})
+      if (std::any_of(descs->begin(), descs->end(), paddedBlocked))
+        return "takes whole blocks of 16 channels";
+    return {};
+  };
   r.add("GlobalAvgPool2d", cpu, std::move(gap));
   r.add("GlobalAvgPool2dGrad", cpu, std::move(gapGrad));
   r.add("Upsample", cpu, kernel("cpu.upsample_nearest", upsample));
