@@ -155,8 +155,16 @@ Status resolveOutputs(Compilation& c) {
 // Fusion may move a value to another producer but never renames values.
 PassResult fusion(Compilation& c) {
   if (!c.opts.fuse) return std::string("off");
-  c.prog->fusions = fuseActivations(c.g, c.pinned, KernelRegistry::instance(), c.context);
-  return joined(c.prog->fusions, "nothing to fuse");
+  auto fused = fuseActivations(c.g, c.pinned, KernelRegistry::instance(), c.context);
+  c.prog->fusions.insert(c.prog->fusions.end(), fused.begin(), fused.end());
+  return joined(fused, "nothing to fuse");
+}
+
+PassResult foldNormalization(Compilation& c) {
+  auto folded = foldBatchNorms(c.g, c.pinned, KernelRegistry::instance(), c.context);
+  if (!folded) return folded.error();
+  c.prog->fusions.insert(c.prog->fusions.end(), folded->begin(), folded->end());
+  return joined(*folded, "nothing to fold");
 }
 
 PassResult autocast(Compilation& c) {
@@ -491,6 +499,9 @@ bool always(const Compilation&) {
 }
 
 const Pass kPasses[] = {
+    {"folding",
+     [](const Compilation& c) { return c.opts.evaluation && !c.opts.training && c.opts.fuse; },
+     foldNormalization},
     {"fusion", always, fusion},
     {"autocast", [](const Compilation& c) { return c.opts.precision != Precision::F32; }, autocast},
     {"autodiff", [](const Compilation& c) { return c.opts.training; }, differentiate},

@@ -25,6 +25,9 @@ struct CompileOptions {
   std::vector<std::string> keep;         // further values to keep readable after a run
   uint64_t seed = 0;                     // initialises parameters the store does not hold yet
   bool fuse = true;
+  // Without training: the program runs in evaluation mode only (StepContext::training
+  // false), so fusion may fold BatchNorm's running statistics into the layer before.
+  bool evaluation = false;
   // Element-wise ops write over an input they read last (the in-place pass); off,
   // every value has a buffer of its own (for comparison and tests).
   bool inPlace = true;

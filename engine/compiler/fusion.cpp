@@ -8,10 +8,6 @@
 
 namespace netloom {
 
-namespace {
-
-// Whether some kernel of `n`'s op on the plan's device takes `n` as it stands, in
-// plain layouts (which every kernel list ends with).
 bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
                const KernelSig& context) {
   const auto* list = kernels.list(n.op->name, context.device->id().kind);
@@ -23,8 +19,6 @@ bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
   return std::any_of(list->begin(), list->end(),
                      [&](const KernelImpl& k) { return k.decline(sig).empty(); });
 }
-
-}  // namespace
 
 std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
                                          const KernelRegistry& kernels, const KernelSig& context) {

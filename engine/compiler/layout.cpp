@@ -154,10 +154,17 @@ class LayoutPass {
       std::vector<NodeId> readers;
       NodeId fwd = weightFamily(ValueId(v), users, family, readers);
       if (fwd < 0) {
-        if (held && !readers.empty())
-          return makeError("parameter '" + param.name + "' is stored as " + held->format +
-                           ", but this plan reads it elsewhere than in its convolution");
-        continue;
+        if (!held || readers.empty()) continue;
+        // Stored packed, and read by kernels of any layout only (an evaluation plan's
+        // FoldBatchNorm): they read it as it is.
+        setLayout({ValueId(v)}, held->format);
+        if (std::all_of(readers.begin(), readers.end(),
+                        [&](NodeId n) { return accepted(m_g.nodes[n]); })) {
+          ++report.packed;
+          continue;
+        }
+        return makeError("parameter '" + param.name + "' is stored as " + held->format +
+                         ", but this plan reads it elsewhere than in its convolution");
       }
       std::string format = held ? held->format : chooseFormat(fwd, family, readers);
       if (format.empty()) continue;

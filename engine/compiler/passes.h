@@ -1,5 +1,5 @@
 // Compiler passes that rewrite the IR, each a small function in a file of its own
-// (fusion.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp, dead_code.cpp),
+// (fold.cpp, fusion.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp, dead_code.cpp),
 // tested on its own. compile.cpp lists every pass in one table (kPasses), these with
 // autodiff, layouts, lifetimes, in place, kernel choice, the memory plan and the
 // multi-tensor launches, each with when it runs; it runs them in that order, which
@@ -17,6 +17,12 @@
 
 namespace netloom {
 
+// Whether some kernel of `n`'s op on the plan's device (that of `context`, a plan's
+// kernel context) takes `n` as it stands, in plain layouts (which every kernel list
+// ends with): a rewriting pass makes only nodes the device can run.
+bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
+               const KernelSig& context);
+
 // A node whose op has an "activation" attribute takes in the activation that alone
 // reads its (first) output: that op's OpDef::epilogue, one of the attribute's
 // choices (Linear or BatchNorm with ReLU), unless the output is pinned or no kernel
@@ -24,6 +30,16 @@ namespace netloom {
 // form. Returns what it fused.
 std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
                                          const KernelRegistry& kernels, const KernelSig& context);
+
+// Plans that only evaluate: each op with a `foldsInto` op (BatchNorm) whose input
+// alone comes from a layer that folds a per-channel affine map (foldsChannelAffine:
+// Conv2d, Linear over N × features) is folded into it. A node of the `foldsInto` op
+// computes the layer's weight and bias with it folded in, before the layer, which then
+// writes the folded op's output. Only where the plan's device has a kernel for that
+// node. Returns what it folded.
+Result<std::vector<std::string>> foldBatchNorms(Graph& g, const std::set<ValueId>& pinned,
+                                                const KernelRegistry& kernels,
+                                                const KernelSig& context);
 
 // Autocast (train.precision bf16 or fp16): the float inputs and the outputs of the
 // matrix ops (OpDef::autocast: Linear, MatMul, Conv2d, ConvTranspose2d) pass through

@@ -120,7 +120,7 @@ void ModelAnalyzer::refreshOwn(Entry& e) {
     e.attrs = std::move(*attrs);
   else
     e.attrsError = attrs.error().message;
-  if (e.opDef->name == "Input") e.field = e.attrs.s("field");
+  if (e.opDef->external) e.field = e.attrs.s("field");
 }
 
 // Resolves `e`'s references against the names as they are now; returns whether what
@@ -285,7 +285,7 @@ void ModelAnalyzer::infer(Entry& e) {
     node.inputs.push_back(g.addValue(std::move(v)));
   }
   addPersistentInputs(g, node);
-  if (node.op->name == "Input") node.attrs.set("__batch", m_batch);
+  if (node.op->external) node.attrs.set("__batch", m_batch);
   node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
   int port = -1;
   auto id = g.addNode(std::move(node), &port);
@@ -400,7 +400,7 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
     for (size_t k = 0; k < e->sources.size() && !reinfer; ++k)
       reinfer = e->sources[k] && e->sources[k]->outChanged;
     e->outChanged = false;
-    bool isInput = e->opDef && e->opDef->name == "Input";
+    bool isInput = e->opDef && e->opDef->external;
     if (!reinfer && !isInput) continue;
     bool wasBuilt = e->built();
     std::vector<TensorDesc> before;

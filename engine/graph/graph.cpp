@@ -319,13 +319,13 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     for (const auto& r : pending[i].inputs)
       node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
     addPersistentInputs(g, node);
-    if (node.op->name == "Input") node.attrs.set("__batch", batch);
+    if (node.op->external) node.attrs.set("__batch", batch);
     node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
     auto id = g.addNode(std::move(node));
     if (!id) return id.error();
     built[nd.name()] = *id;
     const Node& added = g.nodes[*id];
-    if (added.op->name == "Input") {
+    if (added.op->external) {
       g.values[added.outputs[0]].kind = ValueKind::Input;
       std::string field = added.attrs.s("field");
       if (g.inputsByField.count(field))

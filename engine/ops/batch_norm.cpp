@@ -23,6 +23,7 @@ void registerBatchNorm(OpRegistry& r) {
   attrs.back().internal = true;
   OpDef d;
   d.name = "BatchNorm";
+  d.foldsInto = "FoldBatchNorm";
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
   d.category = "Normalization";
   d.doc = "Normalises each channel over the batch (and positions)";
@@ -86,6 +87,25 @@ void registerBatchNorm(OpRegistry& r) {
     return true;
   };
   r.add(std::move(g));
+
+  OpDef f;
+  f.name = "FoldBatchNorm";
+  f.category = "Internal";
+  f.role = OpRole::Internal;
+  f.doc = "A layer's weight and bias with the evaluation-mode BatchNorm after it folded in";
+  f.inputs = {
+      {"weight", "the layer's weight, channel c in row c"},
+      {"running_mean", "C"},
+      {"running_var", "C"},
+      {"rest", "the layer's bias when 'bias'; BatchNorm's weight and bias when 'affine'", true}};
+  f.outputs = {{"weight", "folded weight"}, {"bias", "folded bias, C"}};
+  f.attrs = {attrs[1], attrs[3], boolAttr("bias", false, "the layer has a bias")};
+  f.infer = [](InferCtx& c) {
+    c.out[0] = TensorDesc{c.in[0].shape, DType::F32, {}};
+    c.out[1] = TensorDesc{{c.in[0].shape[0]}, DType::F32, {}};
+    return true;
+  };
+  r.add(std::move(f));
 }
 
 }  // namespace netloom

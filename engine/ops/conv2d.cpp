@@ -115,6 +115,7 @@ void registerConv2d(OpRegistry& r) {
   };
   d.infer = [](InferCtx& c) { return inferConv(c, false); };
   d.packableWeight = 1;
+  d.foldsChannelAffine = [](const Shape&) { return true; };
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, true};
   d.grad = [](GradBuilder& b) {
     ValueId dy = b.outGrad(0);

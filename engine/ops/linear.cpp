@@ -11,6 +11,7 @@ void registerLinear(OpRegistry& r) {
   OpDef d;
   d.name = "Linear";
   d.autocast = true;
+  d.foldsChannelAffine = [](const Shape& y) { return y.size() == 2; };
   d.category = "Layers";
   d.doc = "Fully connected layer: y = x·Wᵀ + b over the last dimension";
   d.inputs = {{"x", "… × in_features"}};

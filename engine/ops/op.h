@@ -122,6 +122,17 @@ struct OpDef {
   // A metric whose value is the fraction of samples classified right: the first in
   // the model is the run's test accuracy.
   bool accuracy = false;
+  // Output channel c (dimension 1 of output 0) is input 1's rows c (its dimension 0,
+  // the weight) applied to the data, plus input 2 (the bias, when there is one) at c:
+  // a per-channel affine map after the op folds into its weight and bias (Conv2d;
+  // Linear over N × features), where this says so of output 0's shape; null: never.
+  // The evaluation plan folds BatchNorm so.
+  std::function<bool(const Shape& output)> foldsChannelAffine;
+  // In evaluation a per-channel affine map of its first input (BatchNorm on running
+  // statistics): the op, named here, that computes the weight and bias of a layer
+  // (foldsChannelAffine) with this op folded in, from the layer's weight, statistics
+  // inputs and the two's affine parameters. Empty: not foldable.
+  std::string foldsInto;
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;

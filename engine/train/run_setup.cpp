@@ -137,6 +137,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   s.trainOpts.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
   s.trainOpts.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
+  s.evalOpts.evaluation = true;  // run with StepContext::training false only
   return s;
 }
 

@@ -175,6 +175,18 @@ struct RanksAbove {
   }
 };
 
+// BatchNorm folded into the layer before it (evaluation) ---------------------------------
+// Channel c of the layer scales by s = γ/√(var + ε), BatchNorm's own scale rounded as it
+// rounds it, and its bias becomes (b - mean)·s + β (b = 0 without the layer's bias;
+// γ = 1, β = 0 without BatchNorm's affine parameters).
+struct FoldBatchNorm {
+  double eps;
+  NL_HD float scale(float var, float gamma) const {
+    return float(1.0 / sqrt(double(var) + eps)) * gamma;
+  }
+  NL_HD float bias(float b, float mean, float s, float beta) const { return (b - mean) * s + beta; }
+};
+
 // LayerNorm ---------------------------------------------------------------------------
 // One row's statistics are reduced in double; these are its per-element steps, in float.
 struct LayerNormApply {

@@ -482,6 +482,39 @@ KernelFn batchNormGradBlocked(const KernelSig& s) {
   };
 }
 
+// FoldBatchNorm's inputs: weight, running_mean, running_var, [bias], [γ, β]; outputs
+// the folded weight (plain) and bias: w'[c] = w[c]·s, b' = (b - mean)·s + β with
+// s = γ / √(var + ε) as BatchNorm computes it (affineOf). A packed weight is read in
+// PyTorch's layout first.
+KernelFn foldBatchNorm(const KernelSig& s) {
+  const TensorDesc weight = s.in[0];
+  TensorDesc plain = weight;
+  plain.layout = Layout::Plain;
+  plain.format.clear();
+  const int64_t c = weight.shape[0], row = numel(weight.shape) / std::max<int64_t>(1, c);
+  const bool bias = s.attrs->b("bias"), affine = s.attrs->b("affine");
+  const double eps = s.attrs->f("eps", 1e-5);
+  const int at = bias ? 4 : 3;
+  return [=](const KernelIO& io) {
+    const float *mean = io.in[1].f32(), *var = io.in[2].f32();
+    const float* b = bias ? io.in[3].f32() : nullptr;
+    const float* gamma = affine ? io.in[at].f32() : nullptr;
+    const float* beta = affine ? io.in[at + 1].f32() : nullptr;
+    float *w = io.out[0].f32(), *bOut = io.out[1].f32();
+    if (weight.layout == Layout::Plain)
+      std::copy(io.in[0].f32(), io.in[0].f32() + c * row, w);
+    else
+      convertLayout(weight, io.in[0].data, plain, w);
+    const fn::FoldBatchNorm fold{eps};
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float scale = fold.scale(var[ch], gamma ? gamma[ch] : 1.f);
+      float* wr = w + ch * row;
+      for (int64_t k = 0; k < row; ++k) wr[k] *= scale;
+      bOut[ch] = fold.bias(b ? b[ch] : 0.f, mean[ch], scale, beta ? beta[ch] : 0.f);
+    }
+  };
+}
+
 }  // namespace
 
 void registerNormalization(KernelRegistry& r) {
@@ -505,6 +538,16 @@ void registerNormalization(KernelRegistry& r) {
          },
          batchNormGradBlocked, true});
   r.add("BatchNormGrad", cpu, kernel("reference.batch_norm_grad", batchNormGradReference));
+  KernelImpl fold = kernel("cpu.fold_batch_norm", foldBatchNorm);
+  fold.anyLayout = true;  // the weight may be stored packed
+  fold.decline = [](const KernelSig& s) -> std::string {
+    if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+    for (size_t k = 1; k < s.in.size(); ++k)
+      if (s.in[k].layout != Layout::Plain) return "per-channel inputs are plain";
+    if (s.out[0].layout != Layout::Plain) return "writes the folded weight plain";
+    return {};
+  };
+  r.add("FoldBatchNorm", cpu, std::move(fold));
 }
 
 void registerPoolNorm(KernelRegistry& r) {

@@ -16,6 +16,7 @@ void registerKernels(KernelRegistry& r) {
   registerShape(r);
   registerLayerNorm(r);
   registerOptimizers(r);
+  registerFold(r);
   registerCollectiveKernels(r, DeviceKind::Cuda);
 }
 

@@ -33,5 +33,6 @@ void registerReductions(KernelRegistry& r);
 void registerShape(KernelRegistry& r);
 void registerLayerNorm(KernelRegistry& r);
 void registerOptimizers(KernelRegistry& r);
+void registerFold(KernelRegistry& r);  // BatchNorm folded for evaluation
 
 }  // namespace netloom::cuda

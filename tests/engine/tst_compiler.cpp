@@ -222,6 +222,91 @@ class TestCompiler : public QObject {
         {"'bn'", "attribute 'activation' is set by the compiler"});
   }
 
+  // An evaluation plan folds each BatchNorm into the convolution or Linear before it:
+  // no BatchNorm runs, and the logits and loss are those of the unfolded plan on the
+  // same trained store to float rounding, the weights packed or not, with and without
+  // the layer's bias and BatchNorm's affine parameters.
+  void foldsBatchNormIntoTheLayerForEvaluation_data() {
+    QTest::addColumn<bool>("blocked");
+    QTest::addColumn<bool>("bias");
+    QTest::addColumn<bool>("affine");
+    QTest::newRow("nchw") << false << true << true;
+    QTest::newRow("nChw16c, packed weights") << true << true << true;
+    QTest::newRow("no bias, not affine") << true << false << false;
+  }
+  void foldsBatchNormIntoTheLayerForEvaluation() {
+    QFETCH(bool, blocked);
+    QFETCH(bool, bias);
+    QFETCH(bool, affine);
+    const std::string flags =
+        std::string("attrs { key: 'bias' value { b: ") + (bias ? "true" : "false") + " } }";
+    const std::string norm = std::string("attrs { key: 'affine' value { b: ") +
+                             (affine ? "true" : "false") +
+                             " } } attrs { key: 'momentum' value { f: 0.5 } }";
+    const std::string body = input("x", "2,6,6") + labels() +
+                             node("conv", "Conv2d", "x",
+                                  intAttr("out_channels", 16) + intAttr("kernel_size", 3) + flags) +
+                             node("bn", "BatchNorm", "conv", norm) + node("act", "ReLU", "bn") +
+                             node("pool", "MaxPool2d", "act", intAttr("kernel_size", 2)) +
+                             node("flat", "Flatten", "pool") +
+                             node("fc1", "Linear", "flat", intAttr("out_features", 8) + flags) +
+                             node("bn2", "BatchNorm", "fc1", norm) + node("act2", "ReLU", "bn2") +
+                             node("fc", "Linear", "act2", intAttr("out_features", 3)) +
+                             node("loss", "SoftmaxCrossEntropy", "fc,label");
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 6;
+    o.blockedLayouts = blocked;
+    auto train = compile(model(body), o, store);
+    QVERIFY2(train.ok(), train.ok() ? "" : train.error().message.c_str());
+    Rng rng(3);
+    auto feedRandom = [&](Program& p) {
+      const TensorRef* x = p.input("x");
+      for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = float(rng.uniform(-1, 3));
+      const TensorRef* l = p.input("label");
+      for (int64_t i = 0; i < l->numel(); ++i) l->i32()[i] = int32_t(rng.next() % 3);
+    };
+    StepContext ctx;
+    ctx.lr = 1e-2;
+    for (ctx.step = 1; ctx.step <= 5; ++ctx.step) {  // statistics and weights away from their start
+      feedRandom(**train);
+      (*train)->run(ctx);
+    }
+    std::vector<std::vector<float>> results;
+    for (bool fold : {true, false}) {
+      o.training = false;
+      o.evaluation = fold;
+      o.keep = {"fc"};
+      auto p = compile(model(body), o, store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      int norms = 0, folds = 0;
+      for (const Node& n : (*p)->graph.nodes) {
+        norms += n.op->name == "BatchNorm";
+        folds += n.op->name == "FoldBatchNorm";
+      }
+      QCOMPARE(norms, fold ? 0 : 2);
+      QCOMPARE(folds, fold ? 2 : 0);
+      if (blocked) QVERIFY((*p)->packedWeights > 0);
+      Rng same(9);
+      const TensorRef* x = (*p)->input("x");
+      for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = float(same.uniform(-1, 3));
+      const TensorRef* l = (*p)->input("label");
+      for (int64_t i = 0; i < l->numel(); ++i) l->i32()[i] = int32_t(i % 3);
+      StepContext eval;
+      eval.training = false;
+      (*p)->run(eval);
+      const TensorRef& fc = (*p)->refs[(*p)->graph.findValue("fc")];
+      std::vector<float> out(fc.f32(), fc.f32() + fc.numel());
+      out.push_back(float((*p)->scalar((*p)->loss)));
+      results.push_back(out);
+    }
+    for (size_t i = 0; i < results[0].size(); ++i)
+      QVERIFY2(
+          std::fabs(results[0][i] - results[1][i]) <= 1e-5f * (1.f + std::fabs(results[1][i])),
+          qPrintable(
+              QString("%1: folded %2, unfolded %3").arg(i).arg(results[0][i]).arg(results[1][i])));
+  }
+
   void removesDeadBranches() {
     std::string body = mlpBody() + node("unused", "Tanh", "fc1");
     ParamStore store;
