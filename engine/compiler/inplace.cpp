@@ -25,11 +25,15 @@ InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vect
       ValueId in = n.inputs[k];
       const Value& v = g.values[in];
       // Dead after this node: no later step reads it, and nothing keeps it readable.
-      if (v.kind != ValueKind::Activation || last[in] != i || keep.count(in)) continue;
+      // A loader's input is shared by a view alone, never written over.
+      ValueId root = plan.storage[in];
+      const bool input = g.values[root].kind == ValueKind::Input;
+      if (!(v.kind == ValueKind::Activation || v.kind == ValueKind::Input) ||
+          (input && !n.op->view) || last[in] != i || keep.count(in))
+        continue;
       if (bytesOf(v.desc) != bytesOf(o.desc) || v.desc.dtype != o.desc.dtype ||
           v.desc.layout != o.desc.layout)
         continue;
-      ValueId root = plan.storage[in];
       plan.storage[out] = root;
       plan.overwrote[out] = in;
       last[root] = std::max(last[root], last[out]);

@@ -22,9 +22,10 @@ struct InPlacePlan {
 
 // `first` and `last`: the step that writes each value first and reads it last (-1 for
 // values that live outside the arena); `last` of each chain's first value is extended to
-// the chain's end. Values in `keep` are never overwritten. Only activations (not the
-// loader's inputs) are overwritten, and only by an output of the same size, type and
-// layout.
+// the chain's end. Values in `keep` are never overwritten. Only activations are
+// overwritten, and only by an output of the same size, type and layout; a loader's
+// input is shared by views only (OpDef::view), which write nothing, nor does anything
+// in place of them then.
 InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vector<int>& last,
                         const std::set<ValueId>& keep);
 

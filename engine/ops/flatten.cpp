@@ -12,6 +12,7 @@ void registerFlatten(OpRegistry& r) {
   d.outputs = {{"y", "flattened tensor"}};
   d.attrs = {intAttr("start_dim", 1, 1, 7, "first dimension to merge (0 is the batch)")};
   d.inplaceable = true;
+  d.view = true;
   d.infer = [](InferCtx& c) {
     const Shape& x = c.in[0].shape;
     int64_t start = c.attrs.i("start_dim");

@@ -11,6 +11,7 @@ void registerIdentity(OpRegistry& r) {
   d.inputs = {{"x", "any tensor"}};
   d.outputs = {{"y", "the same tensor"}};
   d.inplaceable = true;
+  d.view = true;
   d.elementwise = true;
   d.infer = ops::sameAsInput;
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.outGrad(0)); };

@@ -98,6 +98,9 @@ struct OpDef {
   bool external = false;
   // Whether every input may share its output's memory (element-wise, same size).
   bool inplaceable = false;
+  // Output 0 is input 0's elements unchanged and in order (Flatten, Reshape, Identity):
+  // it may share even the memory of a loader's input, which nothing then overwrites.
+  bool view = false;
   // Each output element depends only on the input elements at the same position, all
   // inputs of the output's shape: the op runs in whatever memory layout its inputs
   // come in, so the layout pass carries blocked layouts through it.

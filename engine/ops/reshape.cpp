@@ -13,6 +13,7 @@ void registerReshape(OpRegistry& r) {
   d.outputs = {{"y", "batch × shape"}};
   d.attrs = {intsAttr("shape", {}, -1, 1e9, "per-sample shape; one -1 is inferred", true)};
   d.inplaceable = true;
+  d.view = true;
   d.infer = [](InferCtx& c) {
     const Shape& x = c.in[0].shape;
     Shape want = c.attrs.ints("shape");
