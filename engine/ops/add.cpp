@@ -10,6 +10,9 @@ void registerAdd(OpRegistry& r) {
   d.doc = "Element-wise sum of two tensors of the same shape";
   d.inputs = {{"a", "first tensor"}, {"b", "second tensor, same shape as a"}};
   d.outputs = {{"y", "a + b"}};
+  d.attrs = {stringAttr("activation", "none", {"none", "relu"},
+                        "activation applied to the sum in the same loop (set by fusion)")};
+  d.attrs.back().internal = true;
   d.inplaceable = true;
   d.elementwise = true;
   d.infer = [](InferCtx& c) {
@@ -21,8 +24,10 @@ void registerAdd(OpRegistry& r) {
     return ops::sameAsInput(c);
   };
   d.grad = [](GradBuilder& b) {
-    b.addGrad(0, b.outGrad(0));
-    b.addGrad(1, b.outGrad(0));
+    ValueId dy = b.outGrad(0);
+    if (b.attrs().s("activation") == "relu") dy = b.emit("ReLUGrad", {dy, b.output(0)});
+    b.addGrad(0, dy);
+    b.addGrad(1, dy);
   };
   d.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
   r.add(std::move(d));

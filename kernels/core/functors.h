@@ -36,6 +36,9 @@ struct SigmoidGrad {  // from the output y
 struct Add {
   NL_HD float operator()(float a, float b) const { return a + b; }
 };
+struct AddRelu {  // Add with the ReLU after it fused (a residual block's sum)
+  NL_HD float operator()(float a, float b) const { return Relu{}(a + b); }
+};
 struct Tanh {
   NL_HD float operator()(float x) const { return tanhf(x); }
 };

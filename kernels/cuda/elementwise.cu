@@ -97,7 +97,10 @@ void registerElementwise(KernelRegistry& r) {
   add("SigmoidGrad", [](const KernelSig& s) { return binary(s, fn::SigmoidGrad{}); });
   add("Tanh", [](const KernelSig& s) { return unary(s, fn::Tanh{}); });
   add("TanhGrad", [](const KernelSig& s) { return binary(s, fn::TanhGrad{}); });
-  add("Add", [](const KernelSig& s) { return binary(s, fn::Add{}); });
+  add("Add", [](const KernelSig& s) {
+    return s.attrs->s("activation", "none") == "relu" ? binary(s, fn::AddRelu{})
+                                                      : binary(s, fn::Add{});
+  });
   add("RoundHalf",
       [](const KernelSig& s) { return unary(s, fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
   for (const char* op : {"Identity", "Flatten", "Reshape"})

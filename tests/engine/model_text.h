@@ -60,4 +60,15 @@ inline void expectCompileError(const std::string& body, const QStringList& menti
              qPrintable("'" + m + "' missing from: " + QString::fromStdString(err)));
 }
 
+// After a run of a plan that keeps its gradients: the loss, then every gradient's
+// elements in parameter order.
+inline std::vector<float> lossAndGradients(const netloom::Program& p) {
+  std::vector<float> all{p.scalar(p.loss)};
+  for (const auto& [name, v] : p.gradients) {
+    const float* g = p.refs[v].f32();
+    all.insert(all.end(), g, g + p.refs[v].numel());
+  }
+  return all;
+}
+
 }  // namespace testutil
