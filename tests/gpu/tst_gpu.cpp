@@ -10,6 +10,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/runtime/devices.h"
 #include "engine/train/trainer.h"
+#include "model_text.h"
 #include "op_cases.h"
 
 using namespace netloom;
@@ -151,6 +152,73 @@ class TestGpu : public QObject {
     std::vector<float> cpu = mask(cpuDevice()), cuda = mask(*cuda_);
     QVERIFY(!cpu.empty());
     QCOMPARE(cuda, cpu);
+  }
+
+  // An evaluation plan folds BatchNorm into the layer before it and fuses the residual
+  // sum with its ReLU on either device: with the same trained weights and statistics,
+  // the GPU's logits are the CPU's.
+  void foldedEvaluationMatchesTheCpu() {
+    NEED_GPU();
+    using namespace testutil;
+    const std::string conv = intAttr("out_channels", 16) + intAttr("kernel_size", 3) +
+                             "attrs { key: 'padding' value { ints { values: [1] } } }";
+    const std::string body = input("x", "3,8,8") + labels() + node("c1", "Conv2d", "x", conv) +
+                             node("bn1", "BatchNorm", "c1") + node("r1", "ReLU", "bn1") +
+                             node("c2", "Conv2d", "r1", conv) + node("sum", "Add", "c2,r1") +
+                             node("r2", "ReLU", "sum") + node("gap", "GlobalAvgPool2d", "r2") +
+                             node("fc", "Linear", "gap", intAttr("out_features", 8)) +
+                             node("bn2", "BatchNorm", "fc") + node("r3", "ReLU", "bn2") +
+                             node("out", "Linear", "r3", intAttr("out_features", 3)) +
+                             node("loss", "SoftmaxCrossEntropy", "out,label");
+    const int64_t batch = 4;
+    std::vector<float> x(size_t(batch * 3 * 8 * 8));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 13)) / 4.f - 1.5f;
+    std::vector<int32_t> labels{0, 1, 2, 1};
+    // Three training steps on the CPU, in PyTorch's layouts, so the statistics move.
+    ParamStore cpuStore;
+    CompileOptions o;
+    o.batch = batch;
+    o.blockedLayouts = false;
+    auto train = compile(model(body), o, cpuStore);
+    QVERIFY2(train.ok(), train.ok() ? "" : train.error().message.c_str());
+    StepContext ctx;
+    ctx.lr = 1e-2;
+    for (ctx.step = 1; ctx.step <= 3; ++ctx.step) {
+      std::memcpy((*train)->input("x")->data, x.data(), x.size() * sizeof(float));
+      std::memcpy((*train)->input("label")->data, labels.data(), labels.size() * 4);
+      (*train)->run(ctx);
+    }
+    o.training = false;
+    o.evaluation = true;
+    o.keep = {"out"};
+    ParamStore gpuStore(*cuda_);
+    std::vector<std::vector<float>> logits;
+    for (ParamStore* store : {&cpuStore, &gpuStore}) {
+      Device& device = store == &cpuStore ? cpuDevice() : *cuda_;
+      auto p = compile(model(body), o, *store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      if (store == &gpuStore)
+        for (const auto& e : cpuStore.entries())
+          if (ParamStore::Entry* t = gpuStore.find(e->name))
+            ParamStore::setStored(*t, ParamStore::stored(*e));
+      int folds = 0;
+      for (const Node& n : (*p)->graph.nodes) folds += n.op->name == "FoldBatchNorm";
+      QCOMPARE(folds, 2);
+      bool addRelu = false;
+      for (const std::string& f : (*p)->fusions)
+        addRelu = addRelu || f == "sum + r2 -> Add with ReLU";
+      QVERIFY(addRelu);
+      writeFloats(device, (*p)->input("x")->data, x.data(), int64_t(x.size()));
+      StepContext eval;
+      eval.training = false;
+      (*p)->run(eval, 0, (*p)->steps.size());
+      logits.push_back((*p)->read((*p)->graph.findValue("out")));
+    }
+    QCOMPARE(logits[1].size(), logits[0].size());
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      QVERIFY2(harness::close(logits[1][i], logits[0][i], 1e-4, 1e-5),
+               qPrintable(
+                   QString("out[%1]: cuda %2, cpu %3").arg(i).arg(logits[1][i]).arg(logits[0][i])));
   }
 
   void lenetReachesTheCpuFloor() {
