@@ -15,11 +15,7 @@ std::string layoutName(const TensorDesc& d) {
   return d.shape.size() == 4 ? "nchw" : "plain";
 }
 
-bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst) {
-  if (from.sameLayout(to)) {
-    std::memcpy(dst, src, size_t(numel(from.shape)) * dtypeSize(from.dtype));
-    return true;
-  }
+KernelFn layoutConverter(const TensorDesc& from, const TensorDesc& to) {
   const auto* list = KernelRegistry::instance().list("Reorder", DeviceKind::Cpu);
   KernelSig sig;
   sig.device = &cpuDevice();
@@ -27,15 +23,23 @@ bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to
   sig.out = {to};
   for (size_t k = 0; list && k < list->size(); ++k) {
     const KernelImpl& impl = (*list)[k];
-    if (!impl.anyLayout || !impl.decline(sig).empty()) continue;
-    TensorRef in{const_cast<void*>(src), from.shape, from.dtype, from.device};
-    TensorRef out{dst, to.shape, to.dtype, to.device};
-    StepContext ctx;
-    KernelIO io{&in, &out, 1, 1, &ctx};
-    impl.prepare(sig)(io);
+    if (impl.anyLayout && impl.decline(sig).empty()) return impl.prepare(sig);
+  }
+  return nullptr;
+}
+
+bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst) {
+  if (from.sameLayout(to)) {
+    std::memcpy(dst, src, size_t(numel(from.shape)) * dtypeSize(from.dtype));
     return true;
   }
-  return false;
+  KernelFn convert = layoutConverter(from, to);
+  if (!convert) return false;
+  TensorRef in{const_cast<void*>(src), from.shape, from.dtype, from.device};
+  TensorRef out{dst, to.shape, to.dtype, to.device};
+  StepContext ctx;
+  convert(KernelIO{&in, &out, 1, 1, &ctx});
+  return true;
 }
 
 KernelRegistry& KernelRegistry::instance() {

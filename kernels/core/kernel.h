@@ -155,6 +155,11 @@ class KernelRegistry {
   std::map<std::pair<std::string, DeviceKind>, std::vector<KernelImpl>> m_lists;
 };
 
+// The CPU's Reorder kernel prepared for converting a host tensor of `from` into the
+// layout of `to` (its launch takes the two as its input and output); null when none
+// takes the pair.
+KernelFn layoutConverter(const TensorDesc& from, const TensorDesc& to);
+
 // Copies a tensor of `from`'s shape, in host memory, from one layout into another
 // through the CPU's Reorder kernel; false when none takes the pair.
 bool convertLayout(const TensorDesc& from, const void* src, const TensorDesc& to, void* dst);

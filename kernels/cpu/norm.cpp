@@ -482,15 +482,21 @@ KernelFn batchNormGradBlocked(const KernelSig& s) {
   };
 }
 
-// FoldBatchNorm's inputs: weight, running_mean, running_var, [bias], [γ, β]; outputs
-// the folded weight (plain) and bias: w'[c] = w[c]·s, b' = (b - mean)·s + β with
-// s = γ / √(var + ε) as BatchNorm computes it (affineOf). A packed weight is read in
-// PyTorch's layout first.
-KernelFn foldBatchNorm(const KernelSig& s) {
-  const TensorDesc weight = s.in[0];
-  TensorDesc plain = weight;
+// The weight of a FoldBatchNorm in PyTorch's layout.
+TensorDesc plainWeight(const KernelSig& s) {
+  TensorDesc plain = s.in[0];
   plain.layout = Layout::Plain;
   plain.format.clear();
+  return plain;
+}
+
+// FoldBatchNorm's inputs: weight, running_mean, running_var, [bias], [γ, β]; outputs
+// the folded weight (plain) and bias (fn::FoldBatchNorm, BatchNorm's own scale). A
+// packed weight is converted to PyTorch's layout first, by a reorder prepared here.
+KernelFn foldBatchNorm(const KernelSig& s) {
+  const TensorDesc weight = s.in[0];
+  KernelFn unpack =
+      weight.layout == Layout::Plain ? nullptr : layoutConverter(weight, plainWeight(s));
   const int64_t c = weight.shape[0], row = numel(weight.shape) / std::max<int64_t>(1, c);
   const bool bias = s.attrs->b("bias"), affine = s.attrs->b("affine");
   const double eps = s.attrs->f("eps", 1e-5);
@@ -501,10 +507,10 @@ KernelFn foldBatchNorm(const KernelSig& s) {
     const float* gamma = affine ? io.in[at].f32() : nullptr;
     const float* beta = affine ? io.in[at + 1].f32() : nullptr;
     float *w = io.out[0].f32(), *bOut = io.out[1].f32();
-    if (weight.layout == Layout::Plain)
-      std::copy(io.in[0].f32(), io.in[0].f32() + c * row, w);
+    if (unpack)
+      unpack(KernelIO{io.in, io.out, 1, 1, io.ctx});
     else
-      convertLayout(weight, io.in[0].data, plain, w);
+      std::copy(io.in[0].f32(), io.in[0].f32() + c * row, w);
     const fn::FoldBatchNorm fold{eps};
     for (int64_t ch = 0; ch < c; ++ch) {
       const float scale = fold.scale(var[ch], gamma ? gamma[ch] : 1.f);
@@ -545,6 +551,8 @@ void registerNormalization(KernelRegistry& r) {
     for (size_t k = 1; k < s.in.size(); ++k)
       if (s.in[k].layout != Layout::Plain) return "per-channel inputs are plain";
     if (s.out[0].layout != Layout::Plain) return "writes the folded weight plain";
+    if (s.in[0].layout != Layout::Plain && !layoutConverter(s.in[0], plainWeight(s)))
+      return "no reorder reads the weight's layout '" + layoutName(s.in[0]) + "'";
     return {};
   };
   r.add("FoldBatchNorm", cpu, std::move(fold));
