@@ -160,6 +160,13 @@ PassResult fusion(Compilation& c) {
   return joined(fused, "nothing to fuse");
 }
 
+PassResult chains(Compilation& c) {
+  if (!c.opts.fuse) return std::string("off");
+  auto fused = fuseElementwiseChains(c.g, c.pinned, KernelRegistry::instance(), c.context);
+  c.prog->chains = fused;
+  return joined(fused, "no chain");
+}
+
 PassResult foldNormalization(Compilation& c) {
   auto folded = foldBatchNorms(c.g, c.pinned, KernelRegistry::instance(), c.context);
   if (!folded) return folded.error();
@@ -510,6 +517,7 @@ const Pass kPasses[] = {
      gradientBuckets},
     {"optimizer", [](const Compilation& c) { return c.updates(); }, optimizer},
     {"dead code", always, deadCode},
+    {"chains", always, chains},
     {"layouts",
      [](const Compilation& c) { return c.opts.blockedLayouts && !c.opts.referenceKernels; },
      layouts},

@@ -25,7 +25,8 @@ struct InPlacePlan {
 // the chain's end. Values in `keep` are never overwritten. Only activations are
 // overwritten, and only by an output of the same size, type and layout; a loader's
 // input is shared by views only (OpDef::view), which write nothing, nor does anything
-// in place of them then.
+// in place of them then. Each output of a node with several (a Pointwise chain) takes
+// a different input's buffer.
 InPlacePlan planInPlace(const Graph& g, const std::vector<int>& first, std::vector<int>& last,
                         const std::set<ValueId>& keep);
 

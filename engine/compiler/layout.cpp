@@ -22,7 +22,7 @@ struct PortRule {
   bool sameShape = false;
 };
 
-constexpr int kAll = -1;
+constexpr int kAll = -1;  // PortRule::in or out: every data port
 
 // A tensor whose channels do not divide by 16 is blocked padded only where the
 // padding at most quadruples it (4 channels and more): a convolution's blocked code
@@ -40,7 +40,7 @@ const std::map<std::string, PortRule>& rules() {
         t[op->name] = {op->layoutPorts->in, op->layoutPorts->out, op->layoutPorts->ignored,
                        op->layoutPorts->free, false};
       else if (op->elementwise)
-        t[op->name] = {{kAll}, {0}, {}, false, true};
+        t[op->name] = {{kAll}, {kAll}, {}, false, true};
     }
     return t;
   }();
@@ -54,6 +54,15 @@ std::vector<int> inPorts(const PortRule& r, const Node& n) {
     return all;
   }
   return r.in;
+}
+
+std::vector<int> outPorts(const PortRule& r, const Node& n) {
+  if (r.out.size() == 1 && r.out[0] == kAll) {
+    std::vector<int> all(n.outputs.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  return r.out;
 }
 
 template <class T>
@@ -114,7 +123,7 @@ class LayoutPass {
       }
       if (r->free) {
         for (int p : inPorts(*r, n)) freeIn[n.inputs[p]] = true;
-        for (int p : r->out) freeOut[n.outputs[p]] = true;
+        for (int p : outPorts(*r, n)) freeOut[n.outputs[p]] = true;
       }
     }
     std::vector<bool> regionBlocked(nv, false);
@@ -188,7 +197,7 @@ class LayoutPass {
   std::vector<ValueId> dataValues(const PortRule& r, const Node& n) const {
     std::vector<ValueId> vs;
     for (int p : inPorts(r, n)) vs.push_back(n.inputs[p]);
-    for (int p : r.out) vs.push_back(n.outputs[p]);
+    for (int p : outPorts(r, n)) vs.push_back(n.outputs[p]);
     return vs;
   }
 
@@ -223,7 +232,7 @@ class LayoutPass {
     std::vector<std::pair<bool, int>> slots;  // (output, port)
     for (int p : inPorts(r, n))
       if (eligible[n.inputs[p]]) slots.push_back({false, p});
-    for (int p : r.out)
+    for (int p : outPorts(r, n))
       if (eligible[n.outputs[p]]) slots.push_back({true, p});
     auto padded = [&](std::pair<bool, int> slot) {
       ValueId v = slot.first ? n.outputs[slot.second] : n.inputs[slot.second];
@@ -255,7 +264,7 @@ class LayoutPass {
   bool accepts(const Node& n, const PortRule& r) const {
     KernelSig sig = m_context;
     sig.attrs = &n.attrs;
-    std::vector<int> ins = inPorts(r, n);
+    std::vector<int> ins = inPorts(r, n), outs = outPorts(r, n);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       TensorDesc d = m_g.values[n.inputs[k]].desc;
       d.layout = contains(ins, int(k)) ? Layout::Blocked16 : Layout::Plain;
@@ -263,7 +272,7 @@ class LayoutPass {
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       TensorDesc d = m_g.values[n.outputs[k]].desc;
-      d.layout = contains(r.out, int(k)) ? Layout::Blocked16 : Layout::Plain;
+      d.layout = contains(outs, int(k)) ? Layout::Blocked16 : Layout::Plain;
       sig.out.push_back(d);
     }
     const auto* list = m_kernels.list(n.op->name, m_device);
@@ -436,7 +445,7 @@ class LayoutPass {
       std::vector<std::pair<ValueId, ValueId>> after;  // (plain written, blocked wanted)
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         ValueId v = n.outputs[k];
-        if (!m_blocked[v] || (r && contains(r->out, int(k)))) continue;
+        if (!m_blocked[v] || (r && contains(outPorts(*r, n), int(k)))) continue;
         ValueId twin = addTwin(v);
         n.outputs[k] = twin;
         after.push_back({twin, v});

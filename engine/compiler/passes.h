@@ -1,8 +1,8 @@
 // Compiler passes that rewrite the IR, each a small function in a file of its own
-// (fold.cpp, fusion.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp, dead_code.cpp),
-// tested on its own. compile.cpp lists every pass in one table (kPasses), these with
-// autodiff, layouts, lifetimes, in place, kernel choice, the memory plan and the
-// multi-tensor launches, each with when it runs; it runs them in that order, which
+// (fold.cpp, fusion.cpp, chains.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp,
+// dead_code.cpp), tested on its own. compile.cpp lists every pass in one table (kPasses), these
+// with autodiff, layouts, lifetimes, in place, kernel choice, the memory plan and the multi-tensor
+// launches, each with when it runs; it runs them in that order, which
 // --explain lists with what each changed.
 #pragma once
 
@@ -30,6 +30,16 @@ bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
 // form. Returns what it fused.
 std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
                                          const KernelRegistry& kernels, const KernelSig& context);
+
+// Element-wise chains (after autodiff, so the backward pass's too): ops with
+// OpDef::elementwise over float tensors of one shape, each reading the one before,
+// become one Pointwise node (at most kMaxPointSteps), placed where the last of them
+// was, where every other reader of their values comes after it and the device has a
+// kernel for it. Its outputs are the last op's value and each other value read outside
+// the chain or pinned. Returns what it fused.
+std::vector<std::string> fuseElementwiseChains(Graph& g, const std::set<ValueId>& pinned,
+                                               const KernelRegistry& kernels,
+                                               const KernelSig& context);
 
 // Plans that only evaluate: each op with a `foldsInto` op (BatchNorm) whose input
 // alone comes from a layer that folds a per-channel affine map (foldsChannelAffine:

@@ -18,6 +18,7 @@ void registerAllOps(OpRegistry& r) {
   registerTanh(r);
   registerSoftmax(r);
   registerDropout(r);
+  registerPointwise(r);
   registerFlatten(r);
   registerReshape(r);
   registerAdd(r);

@@ -20,6 +20,7 @@ void registerSigmoid(OpRegistry& r);
 void registerTanh(OpRegistry& r);
 void registerSoftmax(OpRegistry& r);
 void registerDropout(OpRegistry& r);
+void registerPointwise(OpRegistry& r);
 void registerFlatten(OpRegistry& r);
 void registerReshape(OpRegistry& r);
 void registerAdd(OpRegistry& r);

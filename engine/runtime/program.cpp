@@ -179,6 +179,7 @@ std::string Program::explain() const {
         << p.nodesBefore << " -> " << p.nodesAfter << ": " << p.change << "\n";
   }
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
+  for (const std::string& f : chains) o << "  chained: " << f << "\n";
   if (precision != Precision::F32) {
     o << "  precision: " << precisionName(precision) << " autocast on " << autocast.size()
       << " matrix op" << (autocast.size() == 1 ? "" : "s")

@@ -64,9 +64,10 @@ struct Program {
   ValueId loss = kNoValue;
   std::vector<std::pair<std::string, ValueId>> metrics;  // reported scalars, by node name
   std::vector<std::string> fusions;                      // what the fusion pass merged
-  int blockedTensors = 0;  // activations the layout pass put in nChw16c
-  int reorders = 0;        // layout conversions it inserted
-  int packedWeights = 0;   // parameters it stores in a kernel's preferred layout
+  std::vector<std::string> chains;  // element-wise chains each run as one Pointwise loop
+  int blockedTensors = 0;           // activations the layout pass put in nChw16c
+  int reorders = 0;                 // layout conversions it inserted
+  int packedWeights = 0;            // parameters it stores in a kernel's preferred layout
   // Outputs the in-place pass wrote over a dead input -> the input each overwrote.
   std::map<ValueId, ValueId> overwrote;
   // The compiler's passes in the order they ran: the graph's nodes before and after

@@ -10,6 +10,9 @@
 
 namespace netloom::fn {
 
+struct Copy {
+  NL_HD float operator()(float x) const { return x; }
+};
 // NaN passes through ReLU as it does in PyTorch (clamp_min propagates it, and its
 // backward zeroes only where y <= 0): written `x > 0 ? x : 0`, a NaN weight would
 // vanish into zeros and the run would go on with a finite loss.

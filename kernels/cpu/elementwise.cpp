@@ -1,8 +1,9 @@
 // Element-wise CPU kernels: activations and their gradients, Add, copies for shape
 // ops, Dropout and Constant. Loops are written so the compiler vectorises them.
+#include <algorithm>
 #include <cstring>
 
-#include "kernels/core/functors.h"
+#include "kernels/core/pointwise.h"
 #include "kernels/core/rng.h"
 #include "kernels/cpu/cpu_util.h"
 
@@ -34,6 +35,97 @@ KernelFn binary(const KernelSig& s, F f) {
     parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
       for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
+    });
+  };
+}
+
+// Op `op` alone: its functor (kernels/core/pointwise.h) over every stored element.
+KernelFn single(const KernelSig& s, const std::string& op) {
+  return visitPoint(*pointStep(op, *s.attrs), [&s](auto f) {
+    if constexpr (kUnary<decltype(f)>)
+      return unary(s, f);
+    else
+      return binary(s, f);
+  });
+}
+
+// Step `f` of a chain over one tile of m elements.
+template <class F>
+void tile(F f, const float* a, const float* b, float* y, int64_t m) {
+  if constexpr (kUnary<F>) {
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) y[i] = f(a[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) y[i] = f(a[i], b[i]);
+  }
+}
+
+// The elements of a chain go through all its steps a tile at a time, each step's
+// tile kept in a buffer that stays in L1. The last step writes its output directly,
+// the other outputs are copied from their tiles once the last step has read every
+// input of the tile: an output may then share a dead input's memory (the in-place
+// pass), whatever step reads that input. A Dropout step draws each element by its
+// logical NCHW index, as Dropout alone does: in a blocked tensor a tile stays within
+// one block of 16 channels at every position (a "plane"), whose indices follow from
+// the tile's start.
+KernelFn pointwise(const KernelSig& s) {
+  constexpr int64_t kTile = 512;
+  const PointChain chain = *pointChain(*s.attrs, int(s.in.size()), nullptr);
+  const int64_t n = storedElements(s.out[0]);
+  const bool blocked = s.out[0].layout == Layout::Blocked16 && chain.dropout;
+  const Shape& x = s.out[0].shape;
+  const int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
+  const int64_t plane = blocked ? 16 * area : n, blocks = blocked ? paddedChannels(c) / 16 : 0;
+  return [chain, n, blocked, c, area, plane, blocks](const KernelIO& io) {
+    const int last = int(chain.steps.size()) - 1;
+    const auto direct = std::find(chain.outputs.begin(), chain.outputs.end(), last);
+    fn::Dropout drops[kMaxPointSteps] = {};
+    for (size_t k = 0; k < chain.steps.size(); ++k) {
+      const PointStep& st = chain.steps[k];
+      if (st.op != PointOp::Dropout) continue;
+      drops[k] =
+          fn::Dropout{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), st.salt)),
+                      io.ctx->training ? st.param : 0.f, 1.f / (1.f - st.param)};
+    }
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      alignas(64) float buf[kMaxPointSteps][kTile];
+      const float* value[kMaxPointSteps];
+      for (int64_t t = lo; t < hi;) {
+        const int64_t m = std::min({kTile, hi - t, plane - t % plane});
+        auto operand = [&](int8_t arg) {
+          return arg >= 0 ? io.in[arg].f32() + t : value[-arg - 1];
+        };
+        for (int k = 0; k <= last; ++k) {
+          const PointStep& st = chain.steps[size_t(k)];
+          float* y = k == last && direct != chain.outputs.end()
+                         ? io.out[direct - chain.outputs.begin()].f32() + t
+                         : buf[k];
+          const float* a = operand(st.arg[0]);
+          if (st.op == PointOp::Dropout && drops[size_t(k)].p > 0.f) {
+            const fn::Dropout drop = drops[size_t(k)];
+            if (!blocked) {
+#pragma omp simd
+              for (int64_t i = 0; i < m; ++i) y[i] = drop(a[i], uint64_t(t + i));
+            } else {
+              const int64_t nb = t / plane, at = t % plane;
+              const uint64_t first = uint64_t((nb / blocks * c + nb % blocks * 16) * area);
+#pragma omp simd
+              for (int64_t i = 0; i < m; ++i)
+                y[i] = drop(a[i], first + uint64_t(((at + i) & 15) * area + ((at + i) >> 4)));
+            }
+          } else {
+            const float* b = st.arity == 2 ? operand(st.arg[1]) : nullptr;
+            visitPoint(st, [&](auto f) { tile(f, a, b, y, m); });
+          }
+          value[k] = y;
+        }
+        for (size_t j = 0; j < chain.outputs.size(); ++j) {
+          float* y = io.out[j].f32() + t;
+          if (value[chain.outputs[j]] != y) std::memcpy(y, value[chain.outputs[j]], size_t(m) * 4);
+        }
+        t += m;
+      }
     });
   };
 }
@@ -75,7 +167,9 @@ void registerElementwise(KernelRegistry& r) {
                  bool anyLayout = true) {
     KernelImpl k = kernel(std::string("cpu.") + op, make);
     k.anyLayout = anyLayout;
-    k.decline = [make](const KernelSig& s) -> std::string {
+    k.decline = [make, op = std::string(op)](const KernelSig& s) -> std::string {
+      std::string error;
+      if (op == "Pointwise" && !pointChain(*s.attrs, int(s.in.size()), &error)) return error;
       bool padded = std::any_of(s.out.begin(), s.out.end(), paddedBlocked);
       if (padded && !keepsPaddingZero(s, make))
         return "maps zeros to non-zeros, so it would fill the padding of a padded nChw16c tensor";
@@ -83,31 +177,10 @@ void registerElementwise(KernelRegistry& r) {
     };
     r.add(op, DeviceKind::Cpu, std::move(k));
   };
-  add("ReLU", [](const KernelSig& s) { return unary(s, fn::Relu{}); });
-  add("ReLUGrad", [](const KernelSig& s) { return binary(s, fn::ReluGrad{}); });
-  add("LeakyReLU", [](const KernelSig& s) {
-    return unary(s, fn::LeakyRelu{float(s.attrs->f("negative_slope"))});
-  });
-  add("LeakyReLUGrad", [](const KernelSig& s) {
-    return binary(s, fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
-  });
-  add("GELU", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? unary(s, fn::GeluTanh{}) : unary(s, fn::Gelu{});
-  });
-  add("GELUGrad", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? binary(s, fn::GeluTanhGrad{})
-                                               : binary(s, fn::GeluGrad{});
-  });
-  add("Sigmoid", [](const KernelSig& s) { return unary(s, fn::Sigmoid{}); });
-  add("SigmoidGrad", [](const KernelSig& s) { return binary(s, fn::SigmoidGrad{}); });
-  add("Tanh", [](const KernelSig& s) { return unary(s, fn::Tanh{}); });
-  add("TanhGrad", [](const KernelSig& s) { return binary(s, fn::TanhGrad{}); });
-  add("Add", [](const KernelSig& s) {
-    return s.attrs->s("activation", "none") == "relu" ? binary(s, fn::AddRelu{})
-                                                      : binary(s, fn::Add{});
-  });
-  add("RoundHalf",
-      [](const KernelSig& s) { return unary(s, fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
+  for (const char* op : {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad", "GELU", "GELUGrad",
+                         "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Add", "RoundHalf"})
+    add(op, [op](const KernelSig& s) { return single(s, op); });
+  add("Pointwise", pointwise);
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(
         op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity");

@@ -1,6 +1,6 @@
 // Element-wise CUDA kernels: the same functors the CPU runs (kernels/core/functors.h),
 // launched over the output's elements on the device's stream.
-#include "kernels/core/functors.h"
+#include "kernels/core/pointwise.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 
@@ -39,6 +39,61 @@ __global__ void dropoutKernel(const DeviceStepValues* step, uint64_t salt, float
     y[i] = drop(x[i], uint64_t(i));
 }
 
+// A chain (kernels/core/pointwise.h) element by element, each step's value in a
+// register; Dropout draws by the element's index, as Dropout alone does.
+struct Chain {
+  PointStep steps[kMaxPointSteps];
+  const float* in[kMaxPointInputs];
+  float* out[kMaxPointOutputs];
+  int outputStep[kMaxPointOutputs];
+  int nsteps = 0, noutputs = 0;
+  bool training = true;
+};
+
+__global__ void chainKernel(Chain c, const DeviceStepValues* step, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float value[kMaxPointSteps];
+    for (int k = 0; k < c.nsteps; ++k) {
+      const PointStep& s = c.steps[k];
+      const float a = s.arg[0] >= 0 ? c.in[s.arg[0]][i] : value[-s.arg[0] - 1];
+      const float b = s.arity < 2 ? 0.f : s.arg[1] >= 0 ? c.in[s.arg[1]][i] : value[-s.arg[1] - 1];
+      if (s.op == PointOp::Dropout) {
+        fn::Dropout drop{hashCombine(step->seed, hashCombine(uint64_t(step->step), s.salt)),
+                         c.training ? s.param : 0.f, 1.f / (1.f - s.param)};
+        value[k] = drop(a, uint64_t(i));
+        continue;
+      }
+      value[k] = visitPoint(s, [a, b](auto f) -> float {
+        if constexpr (kUnary<decltype(f)>)
+          return f(a);
+        else
+          return f(a, b);
+      });
+    }
+    for (int j = 0; j < c.noutputs; ++j) c.out[j][i] = value[c.outputStep[j]];
+  }
+}
+
+KernelFn pointwise(const KernelSig& sig) {
+  const PointChain chain = *pointChain(*sig.attrs, int(sig.in.size()), nullptr);
+  Chain c;
+  c.nsteps = int(chain.steps.size());
+  c.noutputs = int(chain.outputs.size());
+  for (int k = 0; k < c.nsteps; ++k) c.steps[k] = chain.steps[size_t(k)];
+  for (int j = 0; j < c.noutputs; ++j) c.outputStep[j] = chain.outputs[size_t(j)];
+  cudaStream_t s = streamOf(sig);
+  return [c, s](const KernelIO& io) mutable {
+    const int64_t n = io.out[0].numel();
+    if (n == 0) return;
+    for (size_t k = 0; k < io.nin; ++k) c.in[k] = io.in[k].f32();
+    for (size_t j = 0; j < io.nout; ++j) c.out[j] = io.out[j].f32();
+    c.training = io.ctx->training;
+    chainKernel<<<gridFor(n), kBlock, 0, s>>>(c, io.stepValues, n);
+    NL_CUDA(cudaGetLastError());
+  };
+}
+
 template <class F>
 KernelFn unary(const KernelSig& sig, F f) {
   cudaStream_t s = streamOf(sig);
@@ -62,6 +117,16 @@ KernelFn binary(const KernelSig& sig, F f) {
   };
 }
 
+// Op `op` alone, through its functor (kernels/core/pointwise.h).
+KernelFn single(const KernelSig& s, const std::string& op) {
+  return visitPoint(*pointStep(op, *s.attrs), [&s](auto f) {
+    if constexpr (kUnary<decltype(f)>)
+      return unary(s, f);
+    else
+      return binary(s, f);
+  });
+}
+
 KernelFn copy(const KernelSig& sig) {
   cudaStream_t s = streamOf(sig);
   return [s](const KernelIO& io) {
@@ -78,31 +143,17 @@ void registerElementwise(KernelRegistry& r) {
   auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
     r.add(op, DeviceKind::Cuda, plainKernel(std::string("cuda.") + op, std::move(make)));
   };
-  add("ReLU", [](const KernelSig& s) { return unary(s, fn::Relu{}); });
-  add("ReLUGrad", [](const KernelSig& s) { return binary(s, fn::ReluGrad{}); });
-  add("LeakyReLU", [](const KernelSig& s) {
-    return unary(s, fn::LeakyRelu{float(s.attrs->f("negative_slope"))});
-  });
-  add("LeakyReLUGrad", [](const KernelSig& s) {
-    return binary(s, fn::LeakyReluGrad{float(s.attrs->f("negative_slope"))});
-  });
-  add("GELU", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? unary(s, fn::GeluTanh{}) : unary(s, fn::Gelu{});
-  });
-  add("GELUGrad", [](const KernelSig& s) {
-    return s.attrs->s("approximate") == "tanh" ? binary(s, fn::GeluTanhGrad{})
-                                               : binary(s, fn::GeluGrad{});
-  });
-  add("Sigmoid", [](const KernelSig& s) { return unary(s, fn::Sigmoid{}); });
-  add("SigmoidGrad", [](const KernelSig& s) { return binary(s, fn::SigmoidGrad{}); });
-  add("Tanh", [](const KernelSig& s) { return unary(s, fn::Tanh{}); });
-  add("TanhGrad", [](const KernelSig& s) { return binary(s, fn::TanhGrad{}); });
-  add("Add", [](const KernelSig& s) {
-    return s.attrs->s("activation", "none") == "relu" ? binary(s, fn::AddRelu{})
-                                                      : binary(s, fn::Add{});
-  });
-  add("RoundHalf",
-      [](const KernelSig& s) { return unary(s, fn::RoundHalf{s.attrs->s("format") == "fp16"}); });
+  for (const char* op : {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad", "GELU", "GELUGrad",
+                         "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Add", "RoundHalf"})
+    add(op, [op](const KernelSig& s) { return single(s, op); });
+  {
+    KernelImpl k = plainKernel("cuda.pointwise", pointwise);
+    k.decline = [](const KernelSig& s) {
+      std::string error;
+      return pointChain(*s.attrs, int(s.in.size()), &error) ? std::string() : error;
+    };
+    r.add("Pointwise", DeviceKind::Cuda, std::move(k));
+  }
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(op, [](const KernelSig& s) { return copy(s); });
   add("Constant", [](const KernelSig& s) -> KernelFn {

@@ -301,8 +301,8 @@ class TestCompiler : public QObject {
     QVERIFY(p.ok());
     QStringList names;
     for (const auto& pass : (*p)->passes) names << QString::fromStdString(pass.name);
-    QCOMPARE(names, QStringList({"fusion", "autodiff", "optimizer", "dead code", "layouts",
-                                 "in place", "kernels", "memory", "multi-tensor"}));
+    QCOMPARE(names, QStringList({"fusion", "autodiff", "optimizer", "dead code", "chains",
+                                 "layouts", "in place", "kernels", "memory", "multi-tensor"}));
     const auto& fusion = (*p)->passes.front();
     QCOMPARE(fusion.nodesAfter + 1, fusion.nodesBefore);  // fc1 and act became one node
     QVERIFY2(fusion.change.find("Linear with ReLU") != std::string::npos, fusion.change.c_str());

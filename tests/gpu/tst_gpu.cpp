@@ -221,6 +221,59 @@ class TestGpu : public QObject {
                    QString("out[%1]: cuda %2, cpu %3").arg(i).arg(logits[1][i]).arg(logits[0][i])));
   }
 
+  // Element-wise chains (Tanh, Dropout, LeakyReLU, GELU forward; their gradients
+  // backward) run as Pointwise kernels on either device: the GPU's loss and gradients
+  // are the CPU's, Dropout's masks included.
+  void chainsMatchTheCpu() {
+    NEED_GPU();
+    using namespace testutil;
+    const std::string body = input("x", "12") + labels() +
+                             node("fc1", "Linear", "x", intAttr("out_features", 32)) +
+                             node("t", "Tanh", "fc1") +
+                             node("d", "Dropout", "t", "attrs { key: 'p' value { f: 0.25 } }") +
+                             node("l", "LeakyReLU", "d") + node("g", "GELU", "l") +
+                             node("fc2", "Linear", "g", intAttr("out_features", 3)) +
+                             node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    const int64_t batch = 8;
+    std::vector<float> x(size_t(batch * 12));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 17)) / 5.f - 1.5f;
+    std::vector<int32_t> labels{0, 1, 2, 1, 0, 2, 2, 1};
+    ParamStore cpuStore, gpuStore(*cuda_);
+    std::vector<std::vector<float>> results;
+    for (ParamStore* store : {&cpuStore, &gpuStore}) {
+      Device& device = store == &cpuStore ? cpuDevice() : *cuda_;
+      CompileOptions o;
+      o.batch = batch;
+      o.updateParams = false;
+      auto p = compile(model(body), o, *store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      QCOMPARE(int((*p)->chains.size()), 2);
+      if (store == &gpuStore)
+        for (const auto& e : cpuStore.entries())
+          if (ParamStore::Entry* t = gpuStore.find(e->name))
+            ParamStore::setStored(*t, ParamStore::stored(*e));
+      writeFloats(device, (*p)->input("x")->data, x.data(), int64_t(x.size()));
+      // The labels' bytes, copied as floats are (int32 and float are both 4 bytes).
+      writeFloats(device, (*p)->input("label")->data, reinterpret_cast<const float*>(labels.data()),
+                  int64_t(labels.size()));
+      StepContext ctx;
+      ctx.step = 1;
+      ctx.seed = 21;
+      (*p)->run(ctx, 0, (*p)->steps.size());
+      std::vector<float> all = (*p)->read((*p)->loss);
+      for (const auto& [name, v] : (*p)->gradients) {
+        auto grad = (*p)->read(v);
+        all.insert(all.end(), grad.begin(), grad.end());
+      }
+      results.push_back(all);
+    }
+    QCOMPARE(results[1].size(), results[0].size());
+    for (size_t i = 0; i < results[0].size(); ++i)
+      QVERIFY2(
+          harness::close(results[1][i], results[0][i], 1e-4, 1e-5),
+          qPrintable(QString("%1: cuda %2, cpu %3").arg(i).arg(results[1][i]).arg(results[0][i])));
+  }
+
   void lenetReachesTheCpuFloor() {
     NEED_GPU();
     if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
