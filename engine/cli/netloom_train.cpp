@@ -83,6 +83,8 @@ const char* kUsage =
     "                      autocast the matrix ops; fp16 also scales the loss\n"
     "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
     "                      the step as a recorded CUDA Graph (for comparison)\n"
+    "  --no-fuse           compile without fusion, folding or element-wise chains (each\n"
+    "                      op its own kernel), to measure what they save\n"
     "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
     "                      layout oneDNN's convolutions prefer (for comparison)\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
@@ -220,6 +222,8 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       if (!value(a.opts.resume)) return "--resume needs a checkpoint folder";
     } else if (k == "--profile") {
       a.opts.profile = true;
+    } else if (k == "--no-fuse") {
+      a.opts.fuse = false;
     } else if (k == "--plain-layouts") {
       a.opts.plainLayouts = true;
     } else if (k == "--norms") {

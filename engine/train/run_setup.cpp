@@ -116,6 +116,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
                         : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
 
   s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
+  s.trainOpts.fuse = s.evalOpts.fuse = opts.fuse;
   s.trainOpts.graphs = opts.graphs;
   s.trainOpts.training = true;
   s.trainOpts.optimizer = t.optimizer();

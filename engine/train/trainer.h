@@ -31,6 +31,7 @@ struct TrainOptions {
   std::string checkpointDir;  // where checkpoints go; empty: "checkpoints" beside the project
   bool profile = false;       // time every kernel launch of the training steps
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
+  bool fuse = true;           // false: no fusion, folding or chains (CompileOptions::fuse)
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)
