@@ -317,8 +317,8 @@ class TestCli : public QObject {
     QVERIFY(o.out.contains("fc1.weight/update"));
     QVERIFY(o.out.contains("fused: fc1 + relu1 -> Linear with ReLU"));
     // --no-fuse: every op its own kernel, and the passes say they were off.
-    Outcome unfused = runTrain(
-        {project("fashion-mlp.nlproj"), "--explain", "--train-limit", "100", "--no-fuse"});
+    Outcome unfused =
+        runTrain({project("fashion-mlp.nlproj"), "--explain", "--train-limit", "100", "--no-fuse"});
     QVERIFY2(unfused.code == 0, qPrintable(unfused.err));
     QVERIFY(!unfused.out.contains("fused:"));
     QVERIFY(unfused.out.contains(QRegularExpression("fusion +\\d+ -> \\d+: off")));
