@@ -42,12 +42,7 @@ export OMP_NUM_THREADS="$threads"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-# The MLP with GELU for ReLU and a Dropout after each hidden layer.
-sed -e 's/op: "ReLU"/op: "GELU"/' \
-  -e 's/inputs: "relu1"/inputs: "drop1"/; s/inputs: "relu2"/inputs: "drop2"/' \
-  -e 's/^\(  nodes { name: "fc2" .*\)$/  nodes { name: "drop1" op: "Dropout" inputs: "relu1" attrs { key: "p" value { f: 0.2 } } }\n\1/' \
-  -e 's/^\(  nodes { name: "logits" .*\)$/  nodes { name: "drop2" op: "Dropout" inputs: "relu2" attrs { key: "p" value { f: 0.2 } } }\n\1/' \
-  "$root/projects/fashion-mlp.nlproj" >"$tmp/mlp-gelu.nlproj"
+bench_gelu_mlp "$tmp/mlp-gelu.nlproj"
 
 field() { "$bench_py" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 # From --explain, the training plan's part: what comes before the evaluation plan.

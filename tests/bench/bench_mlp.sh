@@ -8,7 +8,8 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--epochs N] [--threads MAX] [--train-limit N]" >&2
+  echo "usage: $0 [--epochs N] [--threads MAX] [--train-limit N] [--gelu]" >&2
+  echo "  --gelu: GELU for ReLU and a Dropout (p 0.2) after each hidden layer, on both sides" >&2
   exit 2
 }
 
@@ -20,11 +21,13 @@ project="$root/projects/fashion-mlp.nlproj"
 epochs=3
 threads="$(nproc)"
 limit=0
+gelu=no
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --epochs) [[ $# -ge 2 ]] || usage; epochs="$2"; shift 2 ;;
     --threads) [[ $# -ge 2 ]] || usage; threads="$2"; shift 2 ;;
     --train-limit) [[ $# -ge 2 ]] || usage; limit="$2"; shift 2 ;;
+    --gelu) gelu=yes; shift ;;
     -h|--help) usage ;;
     *) echo "unknown option '$1'" >&2; usage ;;
   esac
@@ -35,6 +38,13 @@ bench_need_torch
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+model="784-256-128-10"
+if [[ "$gelu" == yes ]]; then
+  bench_gelu_mlp "$tmp/mlp-gelu.nlproj"
+  project="$tmp/mlp-gelu.nlproj"
+  model="784-256-128-10, GELU and Dropout 0.2"
+  bench_torch_extra=(--activation gelu --dropout 0.2)
+fi
 
 batch=64
 limit_args=()
@@ -48,4 +58,4 @@ echo "Fashion-MNIST MLP: $epochs epoch(s), batch $batch, threads ${counts[*]}," 
 bench_peaks "$tmp" "${counts[@]}"
 bench_sweep "$tmp" "$project" "$bench_dir/mlp_torch.py" no \
   --epochs "$epochs" --batch-size "$batch" "${limit_args[@]}"
-bench_sweep_table "$tmp" "MLP 784-256-128-10 ($(basename "$project")), batch $batch"
+bench_sweep_table "$tmp" "MLP $model ($(basename "$project")), batch $batch"

@@ -1,6 +1,7 @@
 # Shared by the bench scripts; source it after setting $root to the repository root and
 # defining usage(). It defines the paths below and these functions:
 #   bench_whole_numbers V...          usage error unless every V is a whole number
+#   bench_gelu_mlp FILE               writes the MLP with GELU and Dropout to FILE
 #   bench_need_train                  exit 2 unless netloom-train is built
 #   bench_need_torch                  exit 2 unless $bench_py imports torch and numpy
 #   bench_exec_qt NAME ARGS...        runs the Qt benchmark program build/tests/bench/NAME
@@ -10,7 +11,8 @@
 #   bench_torch THREADS ARGS...       runs $bench_py ARGS on THREADS threads, at its best
 #   bench_sweep DIR PROJECT SCRIPT PASS_PROJECT ARGS...
 #                                     NetLoom and PyTorch on each of $counts threads, and
-#                                     NetLoom's thread ranks on each count above 1
+#                                     NetLoom's thread ranks on each count above 1; PyTorch
+#                                     also gets the array bench_torch_extra
 #   bench_sweep_table DIR TITLE       prints a sweep's side-by-side table (sweep_table.py)
 # Not meant to be run by itself.
 
@@ -19,6 +21,16 @@ bench_train="${NETLOOM_TRAIN:-$root/build/engine/netloom-train}"
 # Debian's interpreter: python3-torch and python3-numpy are installed for it, and the
 # python3 on PATH may be another one.
 bench_py="${NETLOOM_BENCH_PY:-/usr/bin/python3}"
+
+# The MLP of projects/fashion-mlp.nlproj with GELU for ReLU and a Dropout (p 0.2) after
+# each hidden layer, written to $1 (mlp_torch.py --activation gelu --dropout 0.2).
+bench_gelu_mlp() {
+  sed -e 's/op: "ReLU"/op: "GELU"/' \
+    -e 's/inputs: "relu1"/inputs: "drop1"/; s/inputs: "relu2"/inputs: "drop2"/' \
+    -e 's/^\(  nodes { name: "fc2" .*\)$/  nodes { name: "drop1" op: "Dropout" inputs: "relu1" attrs { key: "p" value { f: 0.2 } } }\n\1/' \
+    -e 's/^\(  nodes { name: "logits" .*\)$/  nodes { name: "drop2" op: "Dropout" inputs: "relu2" attrs { key: "p" value { f: 0.2 } } }\n\1/' \
+    "$root/projects/fashion-mlp.nlproj" >"$1"
+}
 
 bench_whole_numbers() {
   local v
@@ -93,6 +105,7 @@ bench_sweep() {
   shift 4
   local torch_args=("$@")
   [[ "$pass" == yes ]] && torch_args=(--project "$project" "$@")
+  torch_args+=("${bench_torch_extra[@]}")  # the PyTorch side's own (its model's options)
   local args=("$@") batch_at=-1
   for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
     [[ "${args[i]}" == --batch-size ]] && batch_at=$((i + 1))
@@ -112,6 +125,8 @@ bench_sweep() {
     bench_torch "$t" "$script" "${torch_args[@]}" --threads "$t" > "$dir/torch.$t.json"
   done
 }
+
+bench_torch_extra=()
 
 bench_sweep_table() {
   "$bench_py" "$bench_dir/sweep_table.py" "$1" "$2"

@@ -30,6 +30,9 @@ def parse_args():
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N samples")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data-dir", default=fashion_idx.DEFAULT_DIR)
+    p.add_argument("--activation", choices=["relu", "gelu"], default="relu")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="a Dropout with this p after each hidden activation (0: none)")
     return p.parse_args()
 
 
@@ -41,13 +44,11 @@ def to_tensors(images, labels):
     return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
 
 
-def build_model():
-    return nn.Sequential(
-        nn.Flatten(),
-        nn.Linear(784, 256), nn.ReLU(),
-        nn.Linear(256, 128), nn.ReLU(),
-        nn.Linear(128, 10),
-    )
+def build_model(activation="relu", dropout=0.0):
+    def hidden(n_in, n_out):
+        act = nn.GELU() if activation == "gelu" else nn.ReLU()
+        return [nn.Linear(n_in, n_out), act] + ([nn.Dropout(dropout)] if dropout > 0 else [])
+    return nn.Sequential(nn.Flatten(), *hidden(784, 256), *hidden(256, 128), nn.Linear(128, 10))
 
 
 def evaluate(model, loss_fn, x, y, batch):
@@ -124,7 +125,7 @@ def main():
     x_train, y_train = to_tensors(train_img, train_lab)
     x_test, y_test = to_tensors(test_img, test_lab)
 
-    model = build_model()
+    model = build_model(args.activation, args.dropout)
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                            weight_decay=0.0)
