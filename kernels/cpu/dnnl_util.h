@@ -46,6 +46,8 @@ class DnnlCall {
   // Binds argument `arg` to memory the call keeps (a workspace, a scratch output).
   void own(int arg, const dnnl::memory& m) { m_args[arg] = m; }
   void set(int arg, const void* data) { m_args.at(arg).set_data_handle(const_cast<void*>(data)); }
+  // Whether no primitive was made.
+  bool empty() const { return !m_prim; }
   void run() {
     m_prim.execute(dnnlStream(), m_args);
     dnnlStream().wait();

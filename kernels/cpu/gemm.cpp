@@ -1,13 +1,15 @@
-// Matrix products on the CPU: oneDNN's sgemm first (tuned, JIT-dispatched per CPU),
-// a plain reference last. Linear adds its bias and optional ReLU in one pass over
-// the output while it is still in cache.
+// Matrix products on the CPU: oneDNN's f32 GEMM first (its matmul primitive, prepared
+// at plan time), a plain reference last. Linear adds its bias and optional ReLU
+// in one pass over the output while it is still in cache.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "kernels/core/functors.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/dnnl_util.h"
 
 namespace netloom::cpu {
 namespace {
@@ -91,22 +93,148 @@ void gemmReference(const GemmDims& d, const float* a, const float* b, float* c) 
   });
 }
 
-using GemmFn = void (*)(const GemmDims&, const float*, const float*, float*);
+// oneDNN's matmul primitive for one product, prepared once with the plan's shapes,
+// and one per band where the product is split between threads as gemmOneDnn splits
+// it (the same bands, so the same sums whatever the thread count). dnnl_sgemm
+// dispatches again at every call, which costs most after a product of another shape:
+// a 64 × 10 × 128 product (a classifier's last layer) took 19 µs right after a
+// 64 × 128 × 256 one, and 2.5 µs as a prepared primitive. Every primitive is made for
+// one thread, and each band runs on its own.
+class PreparedGemm {
+ public:
+  explicit PreparedGemm(const GemmDims& d) : m_d(d) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    struct Restore {
+      int threads;
+      ~Restore() { omp_set_num_threads(threads); }
+    } restore{threads};
+    m_whole = band(true, 0, d.m);
+    const bool rows = d.m >= d.n;
+    const int64_t side = rows ? d.m : d.n, unit = 16;
+    const int64_t units = (side + unit - 1) / unit;
+    const int parts = int(std::min<int64_t>(threads, units));
+    if (parts <= 1 || 2.0 * double(d.m) * double(d.n) * double(d.k) < kSerialGemmFlops) return;
+    for (int t = 0; t < parts; ++t)
+      m_bands.push_back(band(rows, std::min(side, units * t / parts * unit),
+                             std::min(side, units * (t + 1) / parts * unit)));
+  }
 
-std::string declineNonFloat(const KernelSig& s) {
-  for (const auto& t : s.in)
-    if (t.dtype != DType::F32) return "oneDNN sgemm takes float32 only";
-  return {};
+  // The implementation oneDNN chose for the whole product ("brg:avx512_core", ...).
+  std::string impl() const { return m_whole.impl; }
+
+  void run(const float* a, const float* b, float* c) {
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (m_bands.size() > 1 && size_t(threads) == m_bands.size()) {
+#pragma omp parallel num_threads(int(m_bands.size()))
+      m_bands[size_t(omp_get_thread_num())].run(a, b, c);
+      return;
+    }
+    m_whole.run(a, b, c);
+  }
+
+ private:
+  struct Band {
+    DnnlCall call;
+    std::string impl;
+    int64_t a = 0, b = 0, c = 0;  // where the band's operands start, in floats
+    int64_t m = 0, n = 0, ldc = 0;
+    bool empty = false;
+    void run(const float* pa, const float* pb, float* pc) {
+      if (empty) return;
+      if (call.empty()) {  // no inner dimension: C is zero
+        for (int64_t i = 0; i < m; ++i) std::fill_n(pc + c + i * ldc, n, 0.f);
+        return;
+      }
+      call.set(DNNL_ARG_SRC, pa + a);
+      call.set(DNNL_ARG_WEIGHTS, pb + b);
+      call.set(DNNL_ARG_DST, pc + c);
+      call.run();
+    }
+  };
+
+  // Rows [lo, hi) of C, or its columns: op(A) is m × k, op(B) k × n, each a view of
+  // the stored matrix through strides.
+  Band band(bool rows, int64_t lo, int64_t hi) const {
+    using dnnl::memory;
+    const GemmDims& d = m_d;
+    Band out;
+    const int64_t m = rows ? hi - lo : d.m, n = rows ? d.n : hi - lo;
+    out.empty = m <= 0 || n <= 0;
+    if (out.empty) return out;
+    out.a = rows ? (d.ta ? lo : lo * d.lda) : 0;
+    out.b = rows ? 0 : (d.tb ? lo * d.ldb : lo);
+    out.c = rows ? lo * d.n : lo;
+    out.m = m;
+    out.n = n;
+    out.ldc = d.n;
+    if (d.k == 0) return out;
+    const memory::desc a({m, d.k}, memory::data_type::f32,
+                         d.ta ? memory::dims{1, d.lda} : memory::dims{d.lda, 1});
+    const memory::desc b({d.k, n}, memory::data_type::f32,
+                         d.tb ? memory::dims{1, d.ldb} : memory::dims{d.ldb, 1});
+    const memory::desc c({m, n}, memory::data_type::f32, memory::dims{d.n, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), userScratchpad(), dnnlEngine());
+    out.impl = pd.impl_info_str();
+    out.call = DnnlCall::make<dnnl::matmul>(pd);
+    out.call.arg(DNNL_ARG_SRC, a);
+    out.call.arg(DNNL_ARG_WEIGHTS, b);
+    out.call.arg(DNNL_ARG_DST, c);
+    return out;
+  }
+
+  GemmDims m_d;
+  Band m_whole;
+  std::vector<Band> m_bands;
+};
+
+// A product's launch: given A, B and C.
+using Gemm = std::function<void(const float*, const float*, float*)>;
+using GemmMaker = Gemm (*)(const GemmDims&);
+
+// oneDNN's f32 product: the prepared primitive, or its sgemm call where the primitive
+// would be oneDNN's reference code (or it has none).
+Gemm onednnGemm(const GemmDims& d) {
+  std::shared_ptr<PreparedGemm> plan;
+  try {
+    plan = std::make_shared<PreparedGemm>(d);
+  } catch (const dnnl::error&) {
+  }
+  if (!plan || plan->impl().rfind("ref", 0) == 0)
+    return [d](const float* a, const float* b, float* c) { gemmOneDnn(d, a, b, c); };
+  return [plan](const float* a, const float* b, float* c) { plan->run(a, b, c); };
+}
+Gemm referenceGemm(const GemmDims& d) {
+  return [d](const float* a, const float* b, float* c) { gemmReference(d, a, b, c); };
+}
+
+// What --explain says of the oneDNN kernel prepared for `d`.
+std::string onednnDetail(const GemmDims& d) {
+  try {
+    const std::string impl = PreparedGemm(d).impl();
+    if (impl.rfind("ref", 0) != 0)
+      return "oneDNN matmul primitive (" + (impl.empty() ? std::string("empty") : impl) +
+             "), prepared once";
+  } catch (const dnnl::error&) {
+  }
+  return "dnnl_sgemm at each launch";
+}
+
+GemmDims linearDims(const KernelSig& s) {
+  return matmulDims(s.in[0].shape, s.in[1].shape, false, true);
+}
+GemmDims matmulDims(const KernelSig& s) {
+  return matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"), s.attrs->b("trans_b"));
 }
 
 // y = x·Wᵀ (+ b) (then ReLU), x viewed as rows × in.
-KernelFn makeLinear(const KernelSig& s, GemmFn gemm) {
-  GemmDims d = matmulDims(s.in[0].shape, s.in[1].shape, false, true);
+KernelFn makeLinear(const KernelSig& s, GemmMaker make) {
+  GemmDims d = linearDims(s);
   bool relu = s.attrs->s("activation") == "relu";
   bool bias = s.in.size() > 2;
-  return [d, relu, bias, gemm](const KernelIO& io) {
+  return [d, relu, bias, gemm = make(d)](const KernelIO& io) {
     float* y = io.out[0].f32();
-    gemm(d, io.in[0].f32(), io.in[1].f32(), y);
+    gemm(io.in[0].f32(), io.in[1].f32(), y);
     if (!bias && !relu) return;
     const float* b = bias ? io.in[2].f32() : nullptr;
     parallelFor(d.m, std::max<int64_t>(1, kParallelGrain / d.n), [&](int64_t lo, int64_t hi) {
@@ -125,27 +253,28 @@ KernelFn makeLinear(const KernelSig& s, GemmFn gemm) {
   };
 }
 
-KernelFn makeMatMul(const KernelSig& s, GemmFn gemm) {
-  GemmDims d =
-      matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"), s.attrs->b("trans_b"));
-  return
-      [d, gemm](const KernelIO& io) { gemm(d, io.in[0].f32(), io.in[1].f32(), io.out[0].f32()); };
+KernelFn makeMatMul(const KernelSig& s, GemmMaker make) {
+  return [gemm = make(matmulDims(s))](const KernelIO& io) {
+    gemm(io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
+  };
 }
 
 }  // namespace
 
 void registerGemm(KernelRegistry& r) {
-  r.add("Linear", DeviceKind::Cpu, {"onednn.sgemm+bias", declineNonFloat, [](const KernelSig& s) {
-                                      return makeLinear(s, gemmOneDnn);
-                                    }});
+  KernelImpl linear{"onednn.sgemm+bias", declineUnlessFloat,
+                    [](const KernelSig& s) { return makeLinear(s, onednnGemm); }};
+  linear.detail = [](const KernelSig& s) { return onednnDetail(linearDims(s)); };
+  r.add("Linear", DeviceKind::Cpu, std::move(linear));
   r.add("Linear", DeviceKind::Cpu, kernel("reference.linear", [](const KernelSig& s) {
-          return makeLinear(s, gemmReference);
+          return makeLinear(s, referenceGemm);
         }));
-  r.add("MatMul", DeviceKind::Cpu, {"onednn.sgemm", declineNonFloat, [](const KernelSig& s) {
-                                      return makeMatMul(s, gemmOneDnn);
-                                    }});
+  KernelImpl matmul{"onednn.sgemm", declineUnlessFloat,
+                    [](const KernelSig& s) { return makeMatMul(s, onednnGemm); }};
+  matmul.detail = [](const KernelSig& s) { return onednnDetail(matmulDims(s)); };
+  r.add("MatMul", DeviceKind::Cpu, std::move(matmul));
   r.add("MatMul", DeviceKind::Cpu, kernel("reference.matmul", [](const KernelSig& s) {
-          return makeMatMul(s, gemmReference);
+          return makeMatMul(s, referenceGemm);
         }));
 
   // Column sums: each thread owns a band of columns and walks all rows, so no

@@ -1,7 +1,10 @@
 // Every op through the one harness: forward against a double-precision reference,
 // gradients against finite differences; plus the behaviour of Dropout, whose
 // forward is random by design.
+#include <omp.h>
+
 #include <QtTest>
+#include <cstring>
 
 #include "engine/compiler/compile.h"
 #include "kernels/core/pool_math.h"
@@ -123,6 +126,71 @@ class TestOps : public QObject {
 
   // Dropout keeps about 1-p of the elements, scaled by 1/(1-p); its gradient uses
   // the same mask; evaluation is the identity.
+  // The CPU's matrix product (oneDNN's, prepared per shape, cut into one band per
+  // thread when large) against a double-precision sum, and the same bits on one
+  // thread and on two: bands split the output, never the inner dimension. Products
+  // with each operand transposed or not, one too small to split, an empty inner
+  // dimension (zeros), and shapes whose bands are uneven.
+  void productsMatchTheReferenceOnEveryThreadCount_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("ta");
+    QTest::addColumn<bool>("tb");
+    QTest::newRow("x·Wᵀ, row bands") << 192 << 256 << 300 << false << true;
+    QTest::newRow("dYᵀ·X, column bands") << 100 << 784 << 64 << true << false;
+    QTest::newRow("dY·W, uneven") << 250 << 130 << 170 << false << false;
+    QTest::newRow("both transposed") << 70 << 300 << 200 << true << true;
+    QTest::newRow("small") << 64 << 10 << 128 << false << true;
+    QTest::newRow("no inner dimension") << 5 << 7 << 0 << false << false;
+  }
+  void productsMatchTheReferenceOnEveryThreadCount() {
+    using namespace netloom;
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(bool, ta);
+    QFETCH(bool, tb);
+    const Shape as = ta ? Shape{k, m} : Shape{m, k}, bs = tb ? Shape{n, k} : Shape{k, n};
+    Rng rng(17);
+    std::vector<float> a(size_t(numel(as))), b(size_t(numel(bs)));
+    for (auto* v : {&a, &b})
+      for (float& e : *v) e = float(rng.uniform(-1, 1));
+    Attrs attrs;
+    attrs.set("trans_a", ta);
+    attrs.set("trans_b", tb);
+    KernelSig sig{&attrs, {desc(as), desc(bs)}, {desc({m, n})}, &cpuDevice()};
+    const KernelImpl& kernel = KernelRegistry::instance().list("MatMul", DeviceKind::Cpu)->front();
+    QCOMPARE(QString::fromStdString(kernel.name), QString("onednn.sgemm"));
+    std::vector<std::vector<float>> results;
+    const int threads = omp_get_max_threads();
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      std::vector<float> c(size_t(m) * size_t(n), std::nanf(""));
+      TensorRef in[2] = {{a.data(), as, DType::F32, {}}, {b.data(), bs, DType::F32, {}}};
+      TensorRef out{c.data(), Shape{m, n}, DType::F32, {}};
+      StepContext ctx;
+      kernel.prepare(sig)(KernelIO{in, &out, 2, 1, &ctx});
+      results.push_back(c);
+    }
+    omp_set_num_threads(threads);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double want = 0, scale = 0;
+        for (int p = 0; p < k; ++p) {
+          const double x = ta ? a[size_t(p * m + i)] : a[size_t(i * k + p)];
+          const double y = tb ? b[size_t(j * k + p)] : b[size_t(p * n + j)];
+          want += x * y;
+          scale += std::fabs(x * y);
+        }
+        const float got = results[0][size_t(i * n + j)];
+        QVERIFY2(std::fabs(got - want) <= 1e-5 * (scale + 1),
+                 qPrintable(QString("C[%1][%2] = %3, want %4").arg(i).arg(j).arg(got).arg(want)));
+      }
+    QVERIFY2(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4) == 0,
+             "two threads gave other bits than one");
+  }
+
   void dropoutMaskAndScale() {
     using namespace netloom;
     proto::ModelDef m;
