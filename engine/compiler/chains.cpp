@@ -105,6 +105,18 @@ std::vector<std::string> fuseElementwiseChains(Graph& g, const std::set<ValueId>
         for (NodeId u : users[g.nodes[m].outputs[0]])
           ordered = ordered && (size_t(u) >= next || std::find(members.begin(), members.end(),
                                                                size_t(u)) != members.end());
+      // Nor may a node in between write in place what a member reads (an update,
+      // a collective): the chain would then read it after the write.
+      for (size_t j = members.front() + 1; ordered && j < next; ++j) {
+        const Node& between = g.nodes[j];
+        if (std::find(members.begin(), members.end(), j) != members.end()) continue;
+        for (int port : between.op->mutates) {
+          const ValueId written = between.inputs[size_t(port)];
+          for (size_t m : members)
+            ordered =
+                ordered && !std::count(g.nodes[m].inputs.begin(), g.nodes[m].inputs.end(), written);
+        }
+      }
       if (!ordered) break;
       std::vector<size_t> longer = members;
       longer.push_back(next);

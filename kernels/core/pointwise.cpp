@@ -89,4 +89,19 @@ std::optional<PointChain> pointChain(const Attrs& a, int inputs, std::string* er
   return chain;
 }
 
+std::string declinePointwise(const KernelSig& s) {
+  std::string error;
+  auto chain = pointChain(*s.attrs, int(s.in.size()), &error);
+  if (!chain) return error;
+  if (chain->outputs.size() != s.out.size())
+    return "the chain writes " + std::to_string(chain->outputs.size()) + " outputs, the node has " +
+           std::to_string(s.out.size());
+  const TensorDesc& first = s.out[0];
+  for (const auto* list : {&s.in, &s.out})
+    for (const TensorDesc& d : *list)
+      if (d.shape != first.shape || d.dtype != DType::F32 || !d.sameLayout(first))
+        return "its tensors differ in shape, type or layout";
+  return {};
+}
+
 }  // namespace netloom

@@ -13,6 +13,7 @@
 
 #include "kernels/core/attrs.h"
 #include "kernels/core/functors.h"
+#include "kernels/core/kernel.h"
 
 namespace netloom {
 
@@ -68,6 +69,11 @@ struct PointChain {
   bool dropout = false;
 };
 std::optional<PointChain> pointChain(const Attrs& a, int inputs, std::string* error);
+
+// Why a Pointwise kernel cannot run `s`: its chain does not parse, or lists other
+// outputs than the signature has, or its tensors differ in shape, type or layout.
+// Empty when it can.
+std::string declinePointwise(const KernelSig& s);
 
 // Calls `visit` with the functor of step `s` (a Copy for Dropout, which a backend
 // runs itself). Host and device code alike.

@@ -168,8 +168,8 @@ void registerElementwise(KernelRegistry& r) {
     KernelImpl k = kernel(std::string("cpu.") + op, make);
     k.anyLayout = anyLayout;
     k.decline = [make, op = std::string(op)](const KernelSig& s) -> std::string {
-      std::string error;
-      if (op == "Pointwise" && !pointChain(*s.attrs, int(s.in.size()), &error)) return error;
+      if (op == "Pointwise")
+        if (std::string why = declinePointwise(s); !why.empty()) return why;
       bool padded = std::any_of(s.out.begin(), s.out.end(), paddedBlocked);
       if (padded && !keepsPaddingZero(s, make))
         return "maps zeros to non-zeros, so it would fill the padding of a padded nChw16c tensor";

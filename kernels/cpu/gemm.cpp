@@ -123,11 +123,16 @@ class PreparedGemm {
   // The implementation oneDNN chose for the whole product ("brg:avx512_core", ...).
   std::string impl() const { return m_whole.impl; }
 
+  // The bands on the threads there are (each thread takes every n-th band, so all
+  // are done however many the runtime gives), or the whole product on one.
   void run(const float* a, const float* b, float* c) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (m_bands.size() > 1 && size_t(threads) == m_bands.size()) {
-#pragma omp parallel num_threads(int(m_bands.size()))
-      m_bands[size_t(omp_get_thread_num())].run(a, b, c);
+    if (m_bands.size() > 1 && threads > 1) {
+      const int team = int(std::min<size_t>(size_t(threads), m_bands.size()));
+#pragma omp parallel num_threads(team)
+      for (size_t k = size_t(omp_get_thread_num()); k < m_bands.size();
+           k += size_t(omp_get_num_threads()))
+        m_bands[k].run(a, b, c);
       return;
     }
     m_whole.run(a, b, c);

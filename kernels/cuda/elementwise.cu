@@ -58,9 +58,13 @@ __global__ void chainKernel(Chain c, const DeviceStepValues* step, int64_t n) {
       const PointStep& s = c.steps[k];
       const float a = s.arg[0] >= 0 ? c.in[s.arg[0]][i] : value[-s.arg[0] - 1];
       const float b = s.arity < 2 ? 0.f : s.arg[1] >= 0 ? c.in[s.arg[1]][i] : value[-s.arg[1] - 1];
-      if (s.op == PointOp::Dropout) {
+      if (s.op == PointOp::Dropout) {  // in evaluation, or at p = 0, the identity
+        if (!c.training || s.param == 0.f) {
+          value[k] = a;
+          continue;
+        }
         fn::Dropout drop{hashCombine(step->seed, hashCombine(uint64_t(step->step), s.salt)),
-                         c.training ? s.param : 0.f, 1.f / (1.f - s.param)};
+                         s.param, 1.f / (1.f - s.param)};
         value[k] = drop(a, uint64_t(i));
         continue;
       }
@@ -148,10 +152,7 @@ void registerElementwise(KernelRegistry& r) {
     add(op, [op](const KernelSig& s) { return single(s, op); });
   {
     KernelImpl k = plainKernel("cuda.pointwise", pointwise);
-    k.decline = [](const KernelSig& s) {
-      std::string error;
-      return pointChain(*s.attrs, int(s.in.size()), &error) ? std::string() : error;
-    };
+    k.decline = declinePointwise;
     r.add("Pointwise", DeviceKind::Cuda, std::move(k));
   }
   for (const char* op : {"Identity", "Flatten", "Reshape"})

@@ -54,9 +54,6 @@ class TestFunctors : public QObject {
   Q_OBJECT
 
  private slots:
-  // The histogram the CPU kernel and the weights' report use (and whose bin() the
-  // GPU kernel calls): equal bins over the finite range, ends included, non-finite
-  // values left out, one value in the first bin, nothing finite all zeros.
   // fast_math.h's e^x, tanh and erf, on every 97th float of their ranges (both signs)
   // against double precision: within 2 ulp (1.32 measured), NaN passed through, and
   // saturated as libm saturates (e^x to infinity and zero, tanh and erf to ±1).
@@ -100,6 +97,9 @@ class TestFunctors : public QObject {
     CHECK_NEAR(fn::Sigmoid{}(-3.f), sigmoid(-3.0));
   }
 
+  // The histogram the CPU kernel and the weights' report use (and whose bin() the
+  // GPU kernel calls): equal bins over the finite range, ends included, non-finite
+  // values left out, one value in the first bin, nothing finite all zeros.
   void histogramBinsTheFiniteRange() {
     const int k = fn::Histogram::kBins;
     std::vector<float> x;

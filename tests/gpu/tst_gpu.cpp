@@ -223,7 +223,8 @@ class TestGpu : public QObject {
 
   // Element-wise chains (Tanh, Dropout, LeakyReLU, GELU forward; their gradients
   // backward) run as Pointwise kernels on either device: the GPU's loss and gradients
-  // are the CPU's, Dropout's masks included.
+  // are the CPU's, Dropout's masks included, and so are the evaluation plan's logits
+  // (its chain's Dropout the identity).
   void chainsMatchTheCpu() {
     NEED_GPU();
     using namespace testutil;
@@ -265,6 +266,19 @@ class TestGpu : public QObject {
         auto grad = (*p)->read(v);
         all.insert(all.end(), grad.begin(), grad.end());
       }
+      o.training = false;
+      o.keep = {"fc2"};
+      auto eval = compile(model(body), o, *store);
+      QVERIFY2(eval.ok(), eval.ok() ? "" : eval.error().message.c_str());
+      QCOMPARE(int((*eval)->chains.size()), 1);
+      writeFloats(device, (*eval)->input("x")->data, x.data(), int64_t(x.size()));
+      writeFloats(device, (*eval)->input("label")->data,
+                  reinterpret_cast<const float*>(labels.data()), int64_t(labels.size()));
+      StepContext evaluate;
+      evaluate.training = false;
+      (*eval)->run(evaluate, 0, (*eval)->steps.size());
+      auto logits = (*eval)->read((*eval)->graph.findValue("fc2"));
+      all.insert(all.end(), logits.begin(), logits.end());
       results.push_back(all);
     }
     QCOMPARE(results[1].size(), results[0].size());
