@@ -163,13 +163,14 @@ bool keepsPaddingZero(const KernelSig& s, const std::function<KernelFn(const Ker
 void registerElementwise(KernelRegistry& r) {
   // Element by element over same-shaped tensors, so any layout they all share; the
   // shape ops (Flatten, Reshape) and Constant see plain tensors only.
+  // `also`: what else the kernel declines, asked first (null: nothing).
   auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make,
-                 bool anyLayout = true) {
+                 bool anyLayout = true, std::string(*also)(const KernelSig&) = nullptr) {
     KernelImpl k = kernel(std::string("cpu.") + op, make);
     k.anyLayout = anyLayout;
-    k.decline = [make, op = std::string(op)](const KernelSig& s) -> std::string {
-      if (op == "Pointwise")
-        if (std::string why = declinePointwise(s); !why.empty()) return why;
+    k.decline = [make, also](const KernelSig& s) -> std::string {
+      if (also)
+        if (std::string why = also(s); !why.empty()) return why;
       bool padded = std::any_of(s.out.begin(), s.out.end(), paddedBlocked);
       if (padded && !keepsPaddingZero(s, make))
         return "maps zeros to non-zeros, so it would fill the padding of a padded nChw16c tensor";
@@ -180,7 +181,7 @@ void registerElementwise(KernelRegistry& r) {
   for (const char* op : {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad", "GELU", "GELUGrad",
                          "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Add", "RoundHalf"})
     add(op, [op](const KernelSig& s) { return single(s, op); });
-  add("Pointwise", pointwise);
+  add("Pointwise", pointwise, true, declinePointwise);
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(
         op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity");

@@ -50,6 +50,22 @@ void sgemmPart(const GemmDims& d, const float* a, const float* b, float* c, bool
                c + lo, d.n);
 }
 
+// How a product is cut between `threads` threads: along its longer output side, in
+// bands of whole 16-float vectors, never along the inner dimension; one part (not cut)
+// for a product under kSerialGemmFlops or a side of one vector.
+struct BandSplit {
+  bool rows;
+  int64_t side, units;
+  int parts;
+  BandSplit(const GemmDims& d, int threads)
+      : rows(d.m >= d.n), side(rows ? d.m : d.n), units((side + 15) / 16) {
+    parts = int(std::min<int64_t>(threads, units));
+    if (2.0 * double(d.m) * double(d.n) * double(d.k) < kSerialGemmFlops) parts = 1;
+  }
+  // Where band t of `of` starts (band `of` - 1 ends at bound(of, of)).
+  int64_t bound(int t, int of) const { return std::min(side, units * t / of * 16); }
+};
+
 // oneDNN's sgemm, parallelised here rather than by oneDNN: a small product runs on
 // one thread; a larger one is cut along its longer output side into one band per
 // thread, each band a one-thread sgemm. For the short, wide products of a training
@@ -58,23 +74,18 @@ void sgemmPart(const GemmDims& d, const float* a, const float* b, float* c, bool
 // element of C is summed in the same order whatever the thread count.
 void gemmOneDnn(const GemmDims& d, const float* a, const float* b, float* c) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool rows = d.m >= d.n;
-  const int64_t side = rows ? d.m : d.n, unit = 16;  // bands of whole 16-float vectors
-  const int64_t units = (side + unit - 1) / unit;
-  const int parts = int(std::min<int64_t>(threads, units));
-  if (parts <= 1 || 2.0 * double(d.m) * double(d.n) * double(d.k) < kSerialGemmFlops) {
+  const BandSplit split(d, threads);
+  if (split.parts <= 1) {
     omp_set_num_threads(1);
     sgemmPart(d, a, b, c, true, 0, d.m);
     omp_set_num_threads(threads);
     return;
   }
-#pragma omp parallel num_threads(parts)
+#pragma omp parallel num_threads(split.parts)
   {
     omp_set_num_threads(1);  // each band is one thread's
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = std::min(side, units * t / nt * unit);
-    const int64_t hi = std::min(side, units * (t + 1) / nt * unit);
-    sgemmPart(d, a, b, c, rows, lo, hi);
+    sgemmPart(d, a, b, c, split.rows, split.bound(t, nt), split.bound(t + 1, nt));
   }
 }
 
@@ -110,14 +121,11 @@ class PreparedGemm {
       ~Restore() { omp_set_num_threads(threads); }
     } restore{threads};
     m_whole = band(true, 0, d.m);
-    const bool rows = d.m >= d.n;
-    const int64_t side = rows ? d.m : d.n, unit = 16;
-    const int64_t units = (side + unit - 1) / unit;
-    const int parts = int(std::min<int64_t>(threads, units));
-    if (parts <= 1 || 2.0 * double(d.m) * double(d.n) * double(d.k) < kSerialGemmFlops) return;
-    for (int t = 0; t < parts; ++t)
-      m_bands.push_back(band(rows, std::min(side, units * t / parts * unit),
-                             std::min(side, units * (t + 1) / parts * unit)));
+    const BandSplit split(d, threads);
+    if (split.parts <= 1) return;
+    for (int t = 0; t < split.parts; ++t)
+      m_bands.push_back(
+          band(split.rows, split.bound(t, split.parts), split.bound(t + 1, split.parts)));
   }
 
   // The implementation oneDNN chose for the whole product ("brg:avx512_core", ...).
