@@ -3,8 +3,10 @@
 #include <QtTest>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "engine/compiler/compile.h"
+#include "engine/compiler/passes.h"
 #include "kernels/core/device.h"
 #include "kernels/core/rng.h"
 #include "model_text.h"
@@ -144,6 +146,43 @@ class TestChains : public QObject {
             QVERIFY2(got[i] == 0.f,
                      qPrintable(QString("padding at %1 holds %2").arg(i).arg(got[i])));
       }
+    }
+  }
+
+  // The pass alone, on a forward graph: Tanh, Sigmoid and ReLU become one Pointwise
+  // node where ReLU was, with its steps, operands and one output (the ReLU's value);
+  // the values only the chain read have no producer; a pinned Sigmoid value is one
+  // more output.
+  void passJoinsAChainAlone() {
+    const std::string body = input("x", "6") + node("a", "Tanh", "x") + node("b", "Sigmoid", "a") +
+                             node("c", "Add", "b,x") +
+                             node("fc", "Linear", "c", intAttr("out_features", 2));
+    for (bool pin : {false, true}) {
+      auto g = buildGraph(model(body), 3);
+      QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+      const size_t before = g->nodes.size();
+      const ValueId a = g->findValue("a"), b = g->findValue("b"), c = g->findValue("c");
+      std::set<ValueId> pinned;
+      if (pin) pinned.insert(b);
+      KernelSig context;
+      context.device = &cpuDevice();
+      auto fused = fuseElementwiseChains(*g, pinned, KernelRegistry::instance(), context);
+      QCOMPARE(int(fused.size()), 1);
+      QCOMPARE(g->nodes.size(), before - 2);
+      const Node* chain = g->findNode("a + b + c");
+      QVERIFY(chain);
+      QCOMPARE(chain->op->name, std::string("Pointwise"));
+      QCOMPARE(chain->attrs.s("steps"), std::string("Tanh,Sigmoid,Add"));
+      QCOMPARE(chain->attrs.ints("2.args"), (std::vector<int64_t>{-2, 0}));  // b, then x
+      QCOMPARE(chain->inputs, std::vector<ValueId>{g->inputsByField.at("x")});
+      QCOMPARE(chain->outputs, pin ? (std::vector<ValueId>{b, c}) : std::vector<ValueId>{c});
+      QCOMPARE(chain->attrs.ints("outputs"),
+               pin ? (std::vector<int64_t>{1, 2}) : std::vector<int64_t>{2});
+      const NodeId at = NodeId(chain - g->nodes.data());
+      QCOMPARE(g->values[size_t(c)].producer, at);
+      QCOMPARE(g->values[size_t(a)].producer, NodeId(-1));
+      QCOMPARE(g->values[size_t(b)].producer, pin ? at : NodeId(-1));
+      QCOMPARE(g->findNode("fc")->inputs[0], c);
     }
   }
 
