@@ -16,6 +16,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/ops/op.h"
+#include "engine/train/project_check.h"
 #include "kernels/core/checked.h"
 
 namespace netloom::editor {
@@ -315,7 +316,38 @@ void ProblemsWidget::recheckData() {
   m_dataProblems.clear();
   for (const std::string& p : dataProblems(m_doc->data(), m_dataDir.toStdString()))
     m_dataProblems << QString::fromStdString(p);
+  // The settings as a run checks them: a batch size of 0, a FIXED std of 0, ...
+  proto::Project settings;
+  *settings.mutable_train() = m_doc->train();
+  *settings.mutable_data() = m_doc->data();
+  if (Status s = checkProject(settings); !s) m_dataProblems << QString::fromStdString(s.message());
   reload();
+}
+
+// What would stop a run before its first step that the graph's analysis does not
+// see: which node is the loss. Counted off the document, not a copy of the project,
+// so an edit of a large graph stays cheap.
+QString ProblemsWidget::lossProblem() const {
+  if (m_doc->nodes().empty()) return {};
+  const std::string& named = m_doc->train().loss();
+  if (!named.empty())
+    return m_doc->findNode(named) >= 0
+               ? QString()
+               : tr("train.loss names '%1', but the model has no such node: choose the loss in "
+                    "Training Setup")
+                     .arg(QString::fromStdString(named));
+  std::vector<std::string> losses;
+  for (NodeId id : m_doc->nodes())
+    if (const OpDef* op = m_doc->opOf(id); op && op->role == OpRole::Loss)
+      losses.push_back(m_doc->node(id).def.name());
+  if (losses.empty())
+    return tr("The model has no loss: add one (SoftmaxCrossEntropy for classes, MSELoss for "
+              "values) after the network's last layer");
+  if (losses.size() > 1)
+    return tr("The model has several losses ('%1', '%2'): choose the one to minimise in "
+              "Training Setup")
+        .arg(QString::fromStdString(losses[0]), QString::fromStdString(losses[1]));
+  return {};
 }
 
 void ProblemsWidget::reload() {
@@ -324,7 +356,9 @@ void ProblemsWidget::reload() {
       (m_doc->filePath().isEmpty() ? QString() : QFileInfo(m_doc->filePath()).absolutePath()))
     return recheckData();
   clear();
-  for (const QString& p : m_extra + m_dataProblems) {
+  QStringList before = m_extra + m_dataProblems;
+  if (QString loss = lossProblem(); !loss.isEmpty()) before << loss;
+  for (const QString& p : before) {
     auto* it = new QListWidgetItem(p, this);
     it->setForeground(QColor(0xe0, 0x4f, 0x4f));
   }

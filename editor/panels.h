@@ -66,6 +66,7 @@ class ProblemsWidget : public QListWidget {
  private:
   void reload();
   void recheckData();  // the data problems, then reload
+  QString lossProblem() const;
   GraphDocument* m_doc;
   QStringList m_extra;
   QStringList m_dataProblems;

@@ -206,6 +206,10 @@ void GraphScene::refreshAll() {
   constexpr size_t kEager = 400;  // about what a frame can redraw
   if (ids.size() <= kEager && m_stale.empty()) {
     for (NodeId id : ids) refreshNode(id);
+    // An edit that leaves the analysis as it was (a dropout rate, an undone name)
+    // still changes what its node shows.
+    for (NodeId id : std::exchange(m_editedLast, {}))
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) refreshNode(id);
     return;
   }
   m_stale.insert(ids.begin(), ids.end());

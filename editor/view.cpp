@@ -187,6 +187,16 @@ void GraphView::mouseReleaseEvent(QMouseEvent* e) {
 
 void GraphView::keyPressEvent(QKeyEvent* e) {
   if (e->key() == Qt::Key_Tab && !e->modifiers()) {
+    // With one node selected, the new one follows it: wired from its first output and
+    // placed after it, so Tab, a name and Enter, again and again, build a chain.
+    std::vector<NodeId> sel = m_scene->selectedNodes();
+    GraphDocument* doc = m_scene->document();
+    if (sel.size() == 1 && doc->outputPortCount(sel[0]) > 0) {
+      const QPointF from = doc->node(sel[0]).pos;
+      const QPointF step = doc->vertical() ? QPointF(0, 110) : QPointF(260, 0);
+      openQuickAdd(from + step, sel[0], 0);
+      return;
+    }
     QPoint at = viewport()->mapFromGlobal(QCursor::pos());
     if (!viewport()->rect().contains(at)) at = viewport()->rect().center();
     openQuickAdd(mapToScene(at));

@@ -16,6 +16,7 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "engine/graph/graph.h"
 #include "engine/io/output_file.h"
 #include "gui/chart_table.h"
 
@@ -43,7 +44,21 @@ QCustomPlot* makePlot(QWidget* parent, const QString& title, const QString& x, c
   // with thousands of visible segments then costs a few milliseconds, not tens.
   p->setPlottingHint(QCP::phFastPolylines, true);
   p->setNotAntialiasedElements(QCP::aePlottables);
+  // The legend sits in a row of its own under the axes, never over the curves.
+  p->axisRect()->insetLayout()->take(p->legend);
+  p->plotLayout()->addElement(2, 0, p->legend);
+  p->plotLayout()->setRowStretchFactor(2, 0.001);
+  p->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  p->legend->setWrap(4);
+  p->legend->setBorderPen(Qt::NoPen);
+  p->legend->setMargins(QMargins(2, 0, 2, 0));
   return p;
+}
+
+// A parameter's colour, the same on every chart and in every run: chosen by its name.
+QColor parameterColor(const std::string& name) {
+  const uint64_t h = nameHash(name);
+  return QColor::fromHsv(int(h % 360), 150 + int((h >> 16) % 80), 150 + int((h >> 32) % 70));
 }
 
 QCPGraph* addGraph(QCustomPlot* p, const QColor& c, const QString& name, QCPAxis* y = nullptr) {
@@ -248,13 +263,19 @@ TrainingCharts::Key TrainingCharts::stepKey(const proto::Step& s) const {
   return k;
 }
 
+TrainingCharts::Key TrainingCharts::epochKey(const proto::Epoch& ep) const {
+  // An evaluation lies after the last step before it, at the time it ended.
+  const Key* last = m_stepKeys.empty() ? nullptr : &m_stepKeys.back();
+  const double seconds = ep.run_seconds() > 0 ? ep.run_seconds() : last ? last->seconds : 0.0;
+  return Key{last ? last->step : 0.0, double(ep.epoch()), seconds};
+}
+
 void TrainingCharts::addFamily(Chart& c, const google::protobuf::Map<std::string, double>& values,
                                double x) {
   for (const auto& [name, v] : values) {
     QCPGraph*& g = c.family[name];
     if (!g) {
-      QColor color = QColor::fromHsv(int((c.family.size() * 47) % 360), 170, 200);
-      g = addGraph(c.plot, color, QString::fromStdString(name));
+      g = addGraph(c.plot, parameterColor(name), QString::fromStdString(name));
       // A legend names the layers while it fits beside the curves; past that, the
       // tooltip under the cursor does.
       c.plot->legend->setVisible(c.family.size() <= kMaxLegendRows);
@@ -342,10 +363,12 @@ void TrainingCharts::clear() {
   m_stepKeys.clear();
   m_epochKeys.clear();
   m_losses.clear();
+  m_events.clear();
   m_dirty = true;
 }
 
 void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
+  m_events.insert(m_events.end(), events.begin(), events.end());
   for (const proto::TrainEvent& e : events) {
     if (e.has_run_started()) {
       m_ranks = std::max(1, e.run_started().ranks());
@@ -390,7 +413,7 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
       }
     } else if (e.has_epoch()) {
       const proto::Epoch& ep = e.epoch();
-      Key key{m_stepKeys.empty() ? 0.0 : m_stepKeys.back().step, double(ep.epoch()), ep.seconds()};
+      Key key = epochKey(ep);
       m_epochKeys.push_back(key);
       for (const auto& c : m_charts)
         for (size_t i = 0; i < c->desc->curves.size(); ++i) {
@@ -414,34 +437,26 @@ void TrainingCharts::resmooth() {
   m_smooth->setData(keys, values, true);
 }
 
-void TrainingCharts::remap(QCPGraph* g, const std::vector<Key>& keys, XAxis from) {
-  // Keys grow with the step on every axis, so a point's key finds its step.
-  QVector<double> x, y;
-  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) {
-    auto k = std::lower_bound(keys.begin(), keys.end(), it->key - 1e-9,
-                              [&](const Key& a, double v) { return a.on(from) < v; });
-    if (k == keys.end()) continue;
-    x << k->on(m_xAxis);
-    y << it->value;
-  }
-  g->setData(x, y, true);
-}
-
 void TrainingCharts::setXAxis(XAxis axis) {
   if (m_axisChoice->currentIndex() != int(axis)) m_axisChoice->setCurrentIndex(int(axis));
   if (axis == m_xAxis) return;
-  XAxis from = std::exchange(m_xAxis, axis);
+  m_xAxis = axis;
   const QString label = axis == XAxis::Step    ? tr("step")
                         : axis == XAxis::Epoch ? tr("epoch")
                                                : tr("time (s)");
-  for (const auto& c : m_charts) {
-    c->plot->xAxis->setLabel(label);
-    for (size_t i = 0; i < c->curves.size(); ++i)
-      remap(c->curves[i], c->desc->curves[i].epoch ? m_epochKeys : m_stepKeys, from);
-    for (auto& [name, g] : c->family) remap(g, m_stepKeys, from);
-    if (c->layers) showDistribution(*c);
+  for (const auto& c : m_charts) c->plot->xAxis->setLabel(label);
+  // Every point is placed again from the events themselves, not from where it lay on
+  // the old axis: no key of one axis is ever read as another's.
+  std::vector<proto::TrainEvent> events = std::move(m_events);
+  std::map<const Chart*, QString> shown;
+  for (const auto& c : m_charts)
+    if (c->layers) shown[c.get()] = c->layers->currentText();
+  clear();
+  append(events);
+  for (const auto& [c, name] : shown) {
+    if (c->layers->findText(name) >= 0) c->layers->setCurrentText(name);
+    showDistribution(const_cast<Chart&>(*c));
   }
-  resmooth();
   setOverlays(std::vector<Overlay>(m_overlays));
   m_dirty = true;
 }
@@ -465,7 +480,7 @@ void TrainingCharts::setOverlays(const std::vector<Overlay>& runs) {
     // Where the run's own steps and evaluations lie on the x-axis chosen.
     int64_t total = 0;
     int epochs = 0;
-    double lastStep = 0;
+    double lastStep = 0, lastSeconds = 0;
     std::vector<double> losses;
     QVector<double> steps, ex, acc;
     for (const auto& e : r.events) {
@@ -474,6 +489,7 @@ void TrainingCharts::setOverlays(const std::vector<Overlay>& runs) {
       if (e.has_step()) {
         const proto::Step& s = e.step();
         lastStep = double(s.step());
+        lastSeconds = s.seconds();
         Key key{lastStep,
                 total > 0 && epochs > 0 ? lastStep * epochs / double(total) : double(s.epoch()),
                 s.seconds()};
@@ -482,7 +498,8 @@ void TrainingCharts::setOverlays(const std::vector<Overlay>& runs) {
       }
       double a = 0;
       if (e.has_epoch() && e.epoch().has_test() && accuracyOf(e.epoch().test_metrics(), a)) {
-        Key key{lastStep, double(e.epoch().epoch()), e.epoch().seconds()};
+        const double t = e.epoch().run_seconds() > 0 ? e.epoch().run_seconds() : lastSeconds;
+        Key key{lastStep, double(e.epoch().epoch()), t};
         ex << key.on(m_xAxis), acc << a;
       }
     }

@@ -99,6 +99,7 @@ class TrainingCharts : public QWidget {
     double on(XAxis axis) const;
   };
   Key stepKey(const proto::Step& s) const;
+  Key epochKey(const proto::Epoch& e) const;
   void resmooth();
   // One curve per parameter, made as its first value arrives.
   void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);
@@ -107,8 +108,6 @@ class TrainingCharts : public QWidget {
   void addDistributions(Chart& chart,
                         const google::protobuf::Map<std::string, proto::Histogram>& values,
                         const Key& key);
-  // Moves every point of `g` from the x-axis `from` to the current one.
-  void remap(QCPGraph* g, const std::vector<Key>& keys, XAxis from);
   void replotOne(QCustomPlot* p);
   Chart& chart(int index) const;
 
@@ -122,6 +121,7 @@ class TrainingCharts : public QWidget {
   int m_epochs = 0;
   std::vector<Key> m_stepKeys, m_epochKeys;
   std::vector<double> m_losses;
+  std::vector<proto::TrainEvent> m_events;  // the current run's, to place again on a new axis
   QSlider* m_smoothing;
   QCheckBox* m_log;
   QComboBox* m_axisChoice;

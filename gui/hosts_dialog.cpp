@@ -1,5 +1,7 @@
 #include "gui/hosts_dialog.h"
 
+#include <QScrollArea>
+
 #include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QEventLoop>
@@ -15,6 +17,7 @@
 #include <QSpinBox>
 #include <QThread>
 
+#include "gui/screen_fit.h"
 #include "remote/hosts.h"
 #include "remote/jobs.h"
 
@@ -139,9 +142,17 @@ HostsDialog::HostsDialog(const QString& hostsPath, QWidget* parent)
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel);
   connect(buttons, &QDialogButtonBox::accepted, this, &HostsDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  // The host's fields scroll; Save and Cancel stay below them, always on screen.
+  auto* fields = new QWidget;
+  fields->setLayout(top);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(fields);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
   auto* all = new QVBoxLayout(this);
-  all->addLayout(top);
+  all->addWidget(scroll, 1);
   all->addWidget(buttons);
+  fitToScreen(this, QSize(820, 640));
 
   connect(m_list, &QListWidget::currentRowChanged, this, [this](int row) {
     storeForm();

@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -16,10 +17,13 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "editor/document.h"
+#include "gui/dataset_dialog.h"
 #include "gui/evaluation.h"
+#include "gui/screen_fit.h"
 
 namespace netloom::gui {
 namespace {
@@ -33,13 +37,17 @@ bool listHasHeader(const std::string& csvPath) {
   return !isImageFile(first.left(comma < 0 ? first.size() : comma).remove('"').toStdString());
 }
 
+constexpr int kDebounceMs = 250;
+
 // Lists the folder or list and decodes a few samples of each class: all of it on a
-// worker thread, so a folder of 100,000 files never stalls the window.
+// worker thread, so a folder of 100,000 files never stalls the window. `control`
+// stops it within one entry or one sample.
 ImageDataDialog::Listing listAndSample(ImageDataDialog::Kind kind, const std::string& path,
-                                       ImageSpec spec) {
+                                       ImageSpec spec, ListControl& control) {
   ImageDataDialog::Listing out;
-  out.index = kind == ImageDataDialog::Kind::Folder ? listImageFolder(path)
-                                                    : readImageList(path, listHasHeader(path));
+  out.index = kind == ImageDataDialog::Kind::Folder
+                  ? listImageFolder(path, nullptr, &control)
+                  : readImageList(path, listHasHeader(path), nullptr, &control);
   if (!out.index) return out;
   const ImageIndex& index = *out.index;
   out.samples.resize(index.classNames.size());
@@ -48,6 +56,10 @@ ImageDataDialog::Listing listAndSample(ImageDataDialog::Kind kind, const std::st
   for (size_t i = 0; i < index.paths.size(); ++i) {
     auto& row = out.samples[size_t(index.labels[i])];
     if (row.size() >= ImageDataDialog::kSamplesPerClass) continue;
+    if (control.cancelled) {
+      out.index = makeError("'" + path + "': listing cancelled");
+      return out;
+    }
     std::string error;
     Dataset one;
     one.sampleShape = {spec.channels, spec.height, spec.width};
@@ -79,7 +91,8 @@ ImageDataDialog::ImageDataDialog(editor::GraphDocument* doc, Kind kind, QWidget*
       m_skip(new QCheckBox(tr("Skip unreadable images (else the run stops, naming the file)"))),
       m_summary(new QLabel),
       m_classes(new QTableWidget),
-      m_samples(new QListWidget) {
+      m_samples(new QListWidget),
+      m_debounce(new QTimer(this)) {
   const bool folder = kind == Kind::Folder;
   setWindowTitle(folder ? tr("Use Image Folder") : tr("Use Image List"));
   setObjectName("imageDataDialog");
@@ -159,18 +172,33 @@ ImageDataDialog::ImageDataDialog(editor::GraphDocument* doc, Kind kind, QWidget*
   preview->addWidget(m_samples, 3);
   lay->addLayout(preview, 1);
   lay->addWidget(buttons);
-  resize(820, 560);
+  fitToScreen(this, QSize(820, 560));
 
-  connect(m_train, &QLineEdit::textChanged, this, [this] { relist(); });
-  connect(&m_watcher, &QFutureWatcher<Listing>::finished, this, [this] {
-    show(m_watcher.result());
-    // A path typed while listing is listed now.
-    if (m_watcher.property("stale").toBool()) relist();
-  });
+  m_debounce->setSingleShot(true);
+  m_debounce->setInterval(kDebounceMs);
+  connect(m_debounce, &QTimer::timeout, this, &ImageDataDialog::startListing);
+  connect(m_train, &QLineEdit::textChanged, this, &ImageDataDialog::pathEdited);
 }
 
+// A worker still running holds its own share of the control and posts to a watcher
+// that dies with the dialog, so nothing here waits for it.
 ImageDataDialog::~ImageDataDialog() {
-  m_watcher.waitForFinished();
+  cancelListing();
+}
+
+void ImageDataDialog::done(int result) {
+  m_debounce->stop();
+  cancelListing();
+  QDialog::done(result);
+}
+
+void ImageDataDialog::setDebounceMs(int ms) {
+  m_debounce->setInterval(ms);
+  if (m_debounce->isActive()) m_debounce->start();
+}
+
+void ImageDataDialog::setListHook(std::function<void(size_t)> hook) {
+  m_listHook = std::move(hook);
 }
 
 QString ImageDataDialog::projectDir() const {
@@ -182,23 +210,48 @@ void ImageDataDialog::setTrainPath(const QString& path) {
   m_train->setText(path);
 }
 
-void ImageDataDialog::relist() {
-  if (m_watcher.isRunning()) {
-    m_watcher.setProperty("stale", true);
-    return;
-  }
-  m_watcher.setProperty("stale", false);
+void ImageDataDialog::pathEdited() {
+  cancelListing();
   m_listed = false;
   const QString text = m_train->text().trimmed();
-  if (text.isEmpty()) return;
+  if (text.isEmpty()) {
+    m_debounce->stop();
+    m_summary->clear();
+    return;
+  }
   m_summary->setText(tr("Listing %1…").arg(text));
+  m_debounce->start();
+}
+
+void ImageDataDialog::cancelListing() {
+  if (m_running) m_running->cancelled = true;
+  m_running.reset();
+}
+
+void ImageDataDialog::startListing() {
+  const QString text = m_train->text().trimmed();
+  if (text.isEmpty()) return;
+  cancelListing();
+  auto control = std::make_shared<ListControl>();
+  control->onEntry = m_listHook;
+  m_running = control;
+  ++m_listingsStarted;
   const std::string path = QDir(projectDir()).absoluteFilePath(text).toStdString();
   ImageSpec spec{m_channels->currentData().toInt(), m_height->value(), m_width->value(),
                  proto::ImageSource::Fit(m_fit->currentData().toInt())};
-  m_watcher.setFuture(QtConcurrent::run(listAndSample, m_kind, path, spec));
+  auto* watcher = new QFutureWatcher<Listing>(this);
+  connect(watcher, &QFutureWatcher<Listing>::finished, this, [this, watcher, control] {
+    watcher->deleteLater();
+    if (control != m_running) return;  // cancelled or superseded: its result is stale
+    m_running.reset();
+    showListing(watcher->result());
+  });
+  m_latest = QtConcurrent::run(
+      [kind = m_kind, path, spec, control] { return listAndSample(kind, path, spec, *control); });
+  watcher->setFuture(m_latest);
 }
 
-void ImageDataDialog::show(const Listing& l) {
+void ImageDataDialog::showListing(const Listing& l) {
   m_classes->setRowCount(0);
   m_samples->clear();
   if (!l.index) {
@@ -266,8 +319,15 @@ bool ImageDataDialog::apply() {
     *data.mutable_image_list() = s;
   data.clear_class_names();
   for (const std::string& name : m_classNames) data.add_class_names(name);
-  m_doc->setSettings(m_doc->train(), data,
-                     m_kind == Kind::Folder ? tr("Use Image Folder") : tr("Use Image List"));
+  // Pixels are normalised per channel by the training split's own statistics unless
+  // the project says otherwise.
+  if (data.normalization().kind() == proto::Normalization::KIND_UNSPECIFIED) {
+    data.mutable_normalization()->set_kind(proto::Normalization::STANDARDIZE);
+    data.mutable_normalization()->set_scale(1.0 / 255.0);
+  }
+  // The model's Input takes the images' shape, in the same step.
+  setDatasetOf(*m_doc, data, {s.channels(), s.height(), s.width()},
+               m_kind == Kind::Folder ? tr("Use Image Folder") : tr("Use Image List"));
   return true;
 }
 

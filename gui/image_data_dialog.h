@@ -5,8 +5,10 @@
 #pragma once
 
 #include <QDialog>
-#include <QFutureWatcher>
+#include <QFuture>
 #include <QImage>
+#include <functional>
+#include <memory>
 
 #include "engine/data/dataset.h"
 
@@ -18,6 +20,7 @@ class QLineEdit;
 class QListWidget;
 class QSpinBox;
 class QTableWidget;
+class QTimer;
 
 namespace netloom::editor {
 class GraphDocument;
@@ -33,7 +36,9 @@ class ImageDataDialog : public QDialog {
   ImageDataDialog(editor::GraphDocument* doc, Kind kind, QWidget* parent = nullptr);
   ~ImageDataDialog() override;
 
-  // The training folder or list, as typed or browsed; listing starts at once.
+  // The training folder or list, as typed or browsed. Any listing under way is
+  // cancelled at once; the new one starts when the path has stopped changing for the
+  // debounce delay, so typing "/home/me/pictures" does not list "/" and "/home" first.
   void setTrainPath(const QString& path);
   // The source the dialog describes, paths relative to the project's folder where
   // they lie inside it.
@@ -49,12 +54,29 @@ class ImageDataDialog : public QDialog {
     std::vector<std::vector<QImage>> samples;  // per class, up to kSamplesPerClass
   };
 
+  // Test seams. The delay between the last edit of the path and the listing
+  // (default 250 ms); an edit-free wait already under way restarts with it.
+  void setDebounceMs(int ms);
+  // Called on the worker thread at every entry a listing started from now on reads
+  // (ListControl::onEntry): a test blocks in it to hold a listing part-way.
+  void setListHook(std::function<void(size_t entries)> hook);
+  // Listings started so far, and the latest one: it stays valid after the dialog is
+  // gone, so a test can see a cancelled worker end.
+  int listingsStarted() const { return m_listingsStarted; }
+  QFuture<Listing> latestListing() const { return m_latest; }
+
+ public slots:
+  // Closing, either way, cancels the listing and never waits for it.
+  void done(int result) override;
+
  signals:
   void previewReady();  // the listing and its samples are shown
 
  private:
-  void relist();
-  void show(const Listing& l);
+  void pathEdited();
+  void cancelListing();
+  void startListing();
+  void showListing(const Listing& l);
   QString projectDir() const;
 
   editor::GraphDocument* m_doc;
@@ -71,7 +93,14 @@ class ImageDataDialog : public QDialog {
   QLabel* m_summary;
   QTableWidget* m_classes;
   QListWidget* m_samples;
-  QFutureWatcher<Listing> m_watcher;
+  QTimer* m_debounce;
+  // The running listing's control, shared with its worker so that a worker outliving
+  // the dialog touches nothing freed; null when none runs. A result whose control is
+  // not this one is stale and dropped.
+  std::shared_ptr<ListControl> m_running;
+  std::function<void(size_t)> m_listHook;
+  QFuture<Listing> m_latest;
+  int m_listingsStarted = 0;
   std::vector<std::string> m_classNames;
   bool m_listed = false;
 };

@@ -111,7 +111,7 @@ Status InteropActions::exportPytorch(const QString& dir) {
 }
 
 Status InteropActions::importOnnx(const QString& onnxPath, const QString& projectPath) {
-  if (!m_window->maybeSave()) return makeError("the open project was kept");
+  if (!m_window->leaveProject()) return makeError("the open project was kept");
   Status s = netloom::importOnnx(onnxPath.toStdString(), projectPath.toStdString());
   if (s && !m_window->openFile(projectPath)) return makeError("the imported project did not open");
   report(s, tr("Imported %1 as %2").arg(onnxPath, projectPath));

@@ -1,7 +1,8 @@
 // netloom: the IDE. `netloom [PROJECT.nlproj]` opens the editor, on the project when
 // one is given. `--run` starts training it once it is open; `--screenshot FILE`
 // (with --run) saves the window as an image after `--screenshot-steps` training
-// steps, stops the run and quits: the README's screenshot is made this way.
+// steps (0: when the run has ended), stops the run and quits: the README's
+// screenshots are made this way.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTimer>
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
   QCommandLineOption run("run", "start training the project once it is open");
   QCommandLineOption shot("screenshot", "with --run: save the window to FILE mid-training, quit",
                           "FILE");
-  QCommandLineOption shotSteps("screenshot-steps", "training steps before the screenshot", "N",
+  QCommandLineOption shotSteps("screenshot-steps",
+                               "training steps before the screenshot; 0: once the run ends", "N",
                                "300");
   QCommandLineOption size("window-size", "open the window at this size, as WIDTHxHEIGHT", "SIZE");
   cli.addOptions({run, shot, shotSteps, size});
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
     QString file = cli.value(shot);
     int steps = cli.value(shotSteps).toInt();
     QObject::connect(&watch, &QTimer::timeout, &w, [&] {
-      bool enough = w.runs()->charts()->lossPoints() >= steps;
+      bool enough = steps > 0 && w.runs()->charts()->lossPoints() >= steps;
       if (!enough && w.runs()->running()) return;
       watch.stop();
       // The graph as opening it shows it: whole if it can be read so, else its start.

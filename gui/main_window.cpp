@@ -6,6 +6,7 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QDialog>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -13,13 +14,16 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QSaveFile>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QThread>
 #include <QToolBar>
+#include <QVBoxLayout>
 
 #include "editor/autolayout.h"
 #include "editor/palette.h"
@@ -28,6 +32,8 @@
 #include "editor/view.h"
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
+#include "gui/dataset_dialog.h"
+#include "gui/first_run.h"
 #include "gui/evaluation.h"
 #include "gui/interop_actions.h"
 #include "gui/run_controller.h"
@@ -60,6 +66,7 @@ MainWindow::MainWindow(QWidget* parent)
   buildDocks();
   buildActions();
   buildRunActions();
+  buildFirstRunPage();
   connect(m_doc.undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
   connect(&m_doc, &GraphDocument::changed, this, [this] { ++m_revision; });
   connect(&m_doc, &GraphDocument::reset, this, [this] { ++m_revision; });
@@ -71,12 +78,44 @@ MainWindow::MainWindow(QWidget* parent)
   m_autosave.setInterval(kAutosaveMs);
   connect(&m_autosave, &QTimer::timeout, this, &MainWindow::autosaveNow);
   m_autosave.start();
-  resize(1400, 900);
+  // Never larger than the screen it opens on; its size and docks are remembered for
+  // each screen size, so a laptop and a desktop monitor each keep their own.
+  const QRect avail = availableScreen();
+  resize(std::min(1400, avail.width()), std::min(900, avail.height()));
+  fitDocks();
   m_defaultLayout = saveState();
   QSettings settings;
-  restoreGeometry(settings.value("layout/geometry").toByteArray());
-  restoreState(settings.value("layout/docks").toByteArray());
+  restoreGeometry(settings.value(layoutKey() + "geometry").toByteArray());
+  restoreState(settings.value(layoutKey() + "docks").toByteArray());
+  if (width() > avail.width() || height() > avail.height()) {
+    resize(std::min(width(), avail.width()), std::min(height(), avail.height()));
+    move(avail.topLeft());
+  }
   updateTitle();
+}
+
+QRect MainWindow::availableScreen() const {
+  QScreen* s = screen() ? screen() : QGuiApplication::primaryScreen();
+  return s ? s->availableGeometry() : QRect(0, 0, 1366, 768);
+}
+
+QString MainWindow::layoutKey() const {
+  const QRect avail = availableScreen();
+  return QString("layout/%1x%2/").arg(avail.width()).arg(avail.height());
+}
+
+// The canvas gets most of the window; the docks share the rest in proportion to the
+// window, so a 768-pixel screen still shows a chart, the inspector and a settings tab
+// at a usable size.
+void MainWindow::fitDocks() {
+  auto find = [this](const char* title) { return findChild<QDockWidget*>(tr(title)); };
+  const int w = width(), h = height();
+  resizeDocks({find("Layers"), find("Inspector"), find("Runs")},
+              {std::clamp(w / 7, 150, 200), std::clamp(w / 4, 260, 340),
+               std::clamp(w / 4, 260, 340)},
+              Qt::Horizontal);
+  resizeDocks({find("Inspector"), find("Runs"), find("Problems")},
+              {h * 2 / 5, h * 3 / 5, std::clamp(h * 2 / 5, 200, 330)}, Qt::Vertical);
 }
 
 void MainWindow::resetLayout() {
@@ -88,8 +127,8 @@ void MainWindow::resetLayout() {
 
 void MainWindow::saveLayout() {
   QSettings settings;
-  settings.setValue("layout/geometry", saveGeometry());
-  settings.setValue("layout/docks", saveState());
+  settings.setValue(layoutKey() + "geometry", saveGeometry());
+  settings.setValue(layoutKey() + "docks", saveState());
 }
 
 // The canvas goes first, while the document it draws still exists, and without
@@ -181,15 +220,20 @@ void MainWindow::buildDocks() {
   tabifyDockWidget(runs, training);
   tabifyDockWidget(training, data);
   runs->raise();
-  m_evaluation = new EvaluationWidget;
-  QDockWidget* evaluation = dock(tr("Evaluation"), m_evaluation, Qt::BottomDockWidgetArea);
-  tabifyDockWidget(charts, evaluation);
   charts->raise();  // the training charts in front
-  // The canvas gets most of the window: narrow side docks, a low bottom one.
-  QDockWidget* layers = findChild<QDockWidget*>(tr("Layers"));
-  QDockWidget* inspector = findChild<QDockWidget*>(tr("Inspector"));
-  resizeDocks({layers, inspector, runs}, {190, 300, 300}, Qt::Horizontal);
-  resizeDocks({inspector, runs, problems}, {260, 260, 230}, Qt::Vertical);
+  // Evaluation is a window of its own: a confusion matrix and a grid of samples need
+  // more room than a dock beside the canvas has on a laptop's screen.
+  m_evaluation = new EvaluationWidget;
+  m_evaluationWindow = new QDialog(this, Qt::Window);
+  m_evaluationWindow->setObjectName("evaluationWindow");
+  m_evaluationWindow->setWindowTitle(tr("Evaluation"));
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(m_evaluation);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  auto* box = new QVBoxLayout(m_evaluationWindow);
+  box->setContentsMargins(0, 0, 0, 0);
+  box->addWidget(scroll);
   statusBar()->addPermanentWidget(m_runs->status());
   statusBar()->addPermanentWidget(m_runs->progress());
   connect(m_runs, &RunController::message, this, [this](const QString& t) { showMessage(t); });
@@ -223,13 +267,13 @@ void MainWindow::buildActions() {
     connect(a, &QAction::triggered, this, [this, path] { newFromTemplate(path); });
   }
   make(file, "new", tr("&New"), QKeySequence::New, [this] {
-    if (!maybeSave()) return;
+    if (!leaveProject()) return;
     m_doc.setProject(newProject());
     m_doc.setFilePath({});
-    updateTitle();
+    afterLoad();
   });
   make(file, "open", tr("&Open…"), QKeySequence::Open, [this] {
-    if (!maybeSave()) return;
+    if (!leaveProject()) return;
     // From the open project's folder; the examples when there is none.
     const QString from =
         m_doc.filePath().isEmpty() ? templatesDir() : QFileInfo(m_doc.filePath()).absolutePath();
@@ -242,8 +286,12 @@ void MainWindow::buildActions() {
   make(file, "save", tr("&Save"), QKeySequence::Save, [this] { save(); });
   make(file, "saveAs", tr("Save &As…"), QKeySequence::SaveAs, [this] { saveAs(); });
   make(file, "revert", tr("Re&vert"), {}, [this] { revert(); });
+  make(file, "newFromDataset", tr("New from &Dataset…"), {}, [this] { newFromDataset(); });
   file->addSeparator();
   QMenu* data = new QMenu(tr("&Data"), this);
+  make(data, "chooseDataset", tr("Choose &Dataset…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D),
+       [this] { chooseDataset(); });
+  data->addSeparator();
   m_interop = new InteropActions(this, file, data);
   file->addSeparator();
   make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
@@ -318,6 +366,40 @@ void MainWindow::buildActions() {
   menuBar()->addMenu(data);
 }
 
+bool MainWindow::chooseDataset() {
+  DatasetDialog dialog(&m_doc, this);
+  const bool chosen = m_datasetHook ? m_datasetHook(dialog) : dialog.exec() == QDialog::Accepted;
+  if (chosen) {
+    m_view->frameForReading();
+    showMessage(tr("Dataset set: add layers below the Input (Tab), end in a loss, and press F5"));
+  }
+  return chosen;
+}
+
+void MainWindow::newFromDataset() {
+  if (!leaveProject()) return;
+  m_doc.setProject(newProject());
+  m_doc.setFilePath({});
+  afterLoad();
+  chooseDataset();
+}
+
+// Over the canvas while the graph is empty: where to start, and the keys that matter.
+void MainWindow::buildFirstRunPage() {
+  QStringList examples;
+  QDir dir(templatesDir());
+  for (const QString& f : dir.entryList({"*.nlproj"}, QDir::Files, QDir::Name))
+    examples << dir.filePath(f);
+  m_firstRun = new FirstRunPage(examples, m_view);
+  connect(m_firstRun, &FirstRunPage::newFromDataset, this, [this] { chooseDataset(); });
+  connect(m_firstRun, &FirstRunPage::openExample, this,
+          [this](const QString& path) { newFromTemplate(path); });
+  auto follow = [this] { m_firstRun->setVisible(m_doc.nodes().empty()); };
+  connect(&m_doc, &GraphDocument::changed, this, follow);
+  connect(&m_doc, &GraphDocument::reset, this, follow);
+  follow();
+}
+
 void MainWindow::makeBlock() {
   std::vector<NodeId> ids = m_scene->selectedNodes();
   if (ids.empty()) return showMessage(tr("Select the nodes to make a block of"));
@@ -369,7 +451,7 @@ void MainWindow::updateRecent(const QString& added) {
     QAction* a = m_recentMenu->addAction(QFileInfo(path).fileName());
     a->setToolTip(path);
     connect(a, &QAction::triggered, this, [this, path] {
-      if (maybeSave()) openFile(path);
+      if (leaveProject()) openFile(path);
     });
   }
   m_recentMenu->setEnabled(!recent.isEmpty());
@@ -393,8 +475,8 @@ void MainWindow::afterLoad() {
   updateTitle();
   m_view->frameForReading();
   m_pasteCount = 0;
-  m_runs->detach();
-  m_runs->reloadHistory();
+  // The charts, status and run list become the new project's.
+  m_runs->switchProject();
   m_runs->reattach();
   restoreTarget();
 }
@@ -420,7 +502,7 @@ bool MainWindow::openFile(const QString& path) {
 }
 
 bool MainWindow::newFromTemplate(const QString& path) {
-  if (!maybeSave()) return false;
+  if (!leaveProject()) return false;
   auto project = loadProject(path.toStdString());
   if (!project) {
     showMessage(QString::fromStdString(project.error().message), 0);
@@ -489,9 +571,19 @@ bool MainWindow::save() {
 
 bool MainWindow::saveAs(const QString& given) {
   QString path = given;
-  if (path.isEmpty())
-    path = QFileDialog::getSaveFileName(this, tr("Save project"), m_doc.filePath(),
-                                        tr("NetLoom projects (*.nlproj)"));
+  if (path.isEmpty()) {
+    // An untitled project is offered a name of its own, in the user's documents.
+    QString suggestion = m_doc.filePath();
+    if (suggestion.isEmpty()) {
+      QString name = QString::fromStdString(m_doc.toProject().name()).trimmed();
+      name.replace(QRegularExpression("[^A-Za-z0-9._-]+"), "-");
+      suggestion = QDir(QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation))
+                       .filePath((name.isEmpty() ? QString("untitled") : name) + ".nlproj");
+    }
+    path = m_savePathPrompt ? m_savePathPrompt(suggestion)
+                            : QFileDialog::getSaveFileName(this, tr("Save project"), suggestion,
+                                                           tr("NetLoom projects (*.nlproj)"));
+  }
   if (path.isEmpty()) return false;
   if (!path.endsWith(".nlproj")) path += ".nlproj";
   QString old = m_doc.filePath();
@@ -539,6 +631,19 @@ bool MainWindow::maybeSave() {
     return true;
   }
   return false;
+}
+
+bool MainWindow::leaveProject() {
+  // A remote run goes on without the project, and is reattached when it is reopened.
+  if (m_runs->remoteRun()) m_runs->detach();
+  if (m_runs->running()) {
+    auto answer = m_prompt(tr("A run is in progress"),
+                           tr("Stop the run and leave the project? It stops after the current "
+                              "step and keeps its events and a checkpoint."),
+                           QMessageBox::Yes | QMessageBox::Cancel);
+    if (answer != QMessageBox::Yes || !m_runs->stopAndWait()) return false;
+  }
+  return maybeSave();
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

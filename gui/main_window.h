@@ -15,6 +15,7 @@
 #include "engine/runtime/devices.h"
 #include "remote/remote.pb.h"
 
+class QDialog;
 class QLabel;
 class QThread;
 class QMenu;
@@ -30,7 +31,9 @@ class SummaryWidget;
 
 namespace netloom::gui {
 
+class DatasetDialog;
 class EvaluationWidget;
+class FirstRunPage;
 class InteropActions;
 class SettingsForm;
 class RunController;
@@ -57,6 +60,7 @@ class MainWindow : public QMainWindow {
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
   RunController* runs() const { return m_runs; }
   EvaluationWidget* evaluation() const { return m_evaluation; }
+  QDialog* evaluationWindow() const { return m_evaluationWindow; }
   SettingsForm* trainingSettings() const { return m_trainForm; }
   SettingsForm* dataSettings() const { return m_dataForm; }
   InteropActions* interop() const { return m_interop; }
@@ -67,12 +71,24 @@ class MainWindow : public QMainWindow {
   // Asks for a name (a new block's); empty means cancelled. Tests replace the dialog.
   using NamePrompt = std::function<QString(const QString& title, const QString& suggestion)>;
   void setNamePrompt(NamePrompt p) { m_namePrompt = std::move(p); }
+  // Asks where to save a project (Save As), given a suggested path; empty means
+  // cancelled. Tests replace the file dialog.
+  using SavePathPrompt = std::function<QString(const QString& suggestion)>;
+  void setSavePathPrompt(SavePathPrompt p) { m_savePathPrompt = std::move(p); }
   // Where the templates for File > New come from (the projects/ folder).
   static QString templatesDir();
   // The side file autosave writes for a project (or for an untitled one).
   static QString autosavePath(const QString& projectPath);
 
   bool openFile(const QString& path);  // reports failures in a dialog and the status bar
+  // Data ▸ Choose Dataset…; true when one was chosen. New from Dataset starts a new
+  // project with it.
+  bool chooseDataset();
+  void newFromDataset();
+  // Runs the dataset dialog in place of exec() (tests drive it); true: accepted.
+  using DatasetHook = std::function<bool(DatasetDialog&)>;
+  void setDatasetHook(DatasetHook h) { m_datasetHook = std::move(h); }
+  FirstRunPage* firstRunPage() const { return m_firstRun; }
   bool newFromTemplate(const QString& path);
   bool save();
   bool saveAs(const QString& path = {});
@@ -93,13 +109,20 @@ class MainWindow : public QMainWindow {
   // geometry and docks are saved on close and restored when it opens.
   void resetLayout();
   void saveLayout();
+  QRect availableScreen() const;
+  QString layoutKey() const;  // settings key prefix for this screen size
+  void fitDocks();
   void buildRunActions();
+  void buildFirstRunPage();
   void startRun(bool resume);
   void compareRuns(const std::vector<const RunRecord*>& runs);
   void raiseDockOf(QWidget* w);  // shows and raises the dock `w` is in
   void updateTitle();
   void updateRecent(const QString& added = {});
   bool maybeSave();  // false: the user cancelled
+  // Before another project replaces this one: stops a local run (asking) and asks to
+  // save; false when the user kept the project.
+  bool leaveProject();
   void showMessage(const QString& text, int ms = 6000);
   void copySelection();
   void paste();
@@ -121,6 +144,7 @@ class MainWindow : public QMainWindow {
   RunController* m_runs = nullptr;
   InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
+  QDialog* m_evaluationWindow = nullptr;
   SettingsForm* m_trainForm = nullptr;
   SettingsForm* m_dataForm = nullptr;
   editor::GraphScene* m_scene;
@@ -137,6 +161,9 @@ class MainWindow : public QMainWindow {
   QTimer m_autosave;
   Prompt m_prompt;
   NamePrompt m_namePrompt;
+  SavePathPrompt m_savePathPrompt;
+  DatasetHook m_datasetHook;
+  FirstRunPage* m_firstRun = nullptr;
   QString m_lastMessage;
   int m_pasteCount = 0;
   int m_revision = 0;  // counts document changes

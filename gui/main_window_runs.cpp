@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 
 #include "editor/panels.h"
+#include "gui/screen_fit.h"
 #include "gui/charts.h"
 #include "gui/evaluation.h"
 #include "gui/hosts_dialog.h"
@@ -219,13 +220,23 @@ void MainWindow::compareRuns(const std::vector<const RunRecord*>& runs) {
   table->setHorizontalHeaderLabels(names);
   table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   QStringList rows;
+  // How each run ended stands out by the palette's own alternate shade and bold text,
+  // so it reads in a light theme and a dark one.
+  const QPalette pal = table->palette();
+  QFont bold = table->font();
+  bold.setBold(true);
   auto fill = [&](int row, const std::string& key, const std::vector<std::string>& values,
                   bool result) {
-    rows << QString::fromStdString(key);
+    rows << settingLabel(key);
     for (size_t c = 0; c < values.size(); ++c) {
       auto* it = new QTableWidgetItem(values[c].empty() ? QString("—")
                                                         : QString::fromStdString(values[c]));
-      if (result) it->setBackground(QColor(0x2a, 0x33, 0x40));
+      if (result) {
+        it->setBackground(pal.color(QPalette::AlternateBase));
+        it->setForeground(pal.color(QPalette::Text));
+        it->setFont(bold);
+      }
+      it->setToolTip(QString::fromStdString(key));
       table->setItem(row, int(c), it);
     }
   };
@@ -241,8 +252,8 @@ void MainWindow::compareRuns(const std::vector<const RunRecord*>& runs) {
   connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
   layout->addWidget(buttons);
   // As large as it needs, never larger than most of the window.
-  dialog->resize(std::min(width() * 9 / 10, 260 + 160 * int(runs.size())),
-                 std::min(height() * 8 / 10, 120 + 26 * (row + 1)));
+  fitToScreen(dialog, QSize(std::min(width() * 9 / 10, 260 + 160 * int(runs.size())),
+                           std::min(height() * 8 / 10, 120 + 26 * (row + 1))));
   dialog->show();
 }
 
@@ -278,7 +289,9 @@ bool MainWindow::evaluateRun() {
         tr("Evaluation of %1 failed: %2").arg(run->name, QString::fromStdString(s.message())));
     return false;
   }
-  raiseDockOf(m_evaluation);
+  fitToScreen(m_evaluationWindow, QSize(1100, 760));
+  m_evaluationWindow->show();
+  m_evaluationWindow->raise();
   showMessage(tr("Run %1: test accuracy %2 on %3 samples")
                   .arg(run->name)
                   .arg(m_evaluation->evaluation().accuracy, 0, 'f', 4)
@@ -295,6 +308,12 @@ void MainWindow::startRun(bool resume) {
            : m_runs->runs().empty() ? nullptr
                                     : &m_runs->runs().back();
     if (!from) return showMessage(tr("There is no run to resume"));
+  }
+  // Runs are kept beside the project: an untitled one is saved first, then trains.
+  if (!from && m_doc.filePath().isEmpty() && !saveAs()) {
+    showMessage(tr("Not started: a run needs the project saved, since its runs are kept "
+                   "beside it"));
+    return raiseDockOf(m_problems);
   }
   Status s = m_runs->start(from);
   if (!s) showMessage(QString::fromStdString(s.message()));

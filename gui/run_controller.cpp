@@ -101,6 +101,20 @@ std::string attrText(const proto::AttrValue& v) {
 
 namespace {}  // namespace
 
+QString settingLabel(const std::string& key) {
+  static const std::map<std::string, const char*> results = {
+      {"result.state", QT_TR_NOOP("How it ended")},
+      {"result.steps", QT_TR_NOOP("Steps")},
+      {"result.train_loss", QT_TR_NOOP("Training loss")},
+      {"result.test_loss", QT_TR_NOOP("Test loss")},
+      {"result.test_accuracy", QT_TR_NOOP("Test accuracy")}};
+  if (auto it = results.find(key); it != results.end()) return RunController::tr(it->second);
+  QString text = QString::fromStdString(key);
+  for (auto [from, to] : {std::pair{"train.", "Training."}, {"data.", "Data."}, {"model.", "Model."}})
+    if (text.startsWith(from)) text = to + text.mid(QString(from).size());
+  return text.replace('.', " › ").replace('_', ' ');
+}
+
 SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs) {
   std::vector<std::map<std::string, std::string>> all;
   std::set<std::string> keys;
@@ -527,6 +541,26 @@ void RunController::reloadHistory() {
     if (r.dir == selected) m_history->setCurrentItem(it);
   }
   updateOverlays();
+}
+
+void RunController::switchProject() {
+  detach();
+  m_poll.stop();
+  m_active = nullptr;
+  m_current.reset();
+  m_warnings.clear();
+  emit problemsChanged({});
+  m_progress->hide();
+  m_history->clear();  // no check mark of the old project's runs carries over
+  m_charts->clear();
+  reloadHistory();
+  if (m_runs.empty()) {
+    m_status->clear();
+    return;
+  }
+  const RunRecord& latest = m_runs.back();
+  m_charts->append(latest.events);
+  m_status->setText(tr("Last run %1: %2").arg(latest.label(), latest.stateText()));
 }
 
 std::vector<const RunRecord*> RunController::checkedRuns() const {

@@ -41,6 +41,8 @@ struct SettingsDiff {
   std::vector<std::vector<std::string>> resultValues;
 };
 SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs);
+// A row of that table as a person reads it: "Test accuracy", "Training › optimizer › lr".
+QString settingLabel(const std::string& key);
 // An attribute as a person reads it: 5, [5, 5], relu, true, 0.1.
 std::string attrText(const proto::AttrValue& v);
 
@@ -112,6 +114,9 @@ class RunController : public QObject {
   const std::vector<RunRecord>& runs() const { return m_runs; }
   QString runsDir() const;  // empty for an untitled project
   void reloadHistory();
+  // Another project was opened (nothing runs): the charts, status, problems and run
+  // list become its own, the charts showing its latest run.
+  void switchProject();
   // Checked runs in the history, overlaid on the charts.
   std::vector<const RunRecord*> checkedRuns() const;
 

@@ -12,6 +12,7 @@
 #include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPainter>
 #include <QListWidget>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -24,6 +25,8 @@
 #include "engine/data/dataset.h"
 #include "engine/train/project_check.h"
 #include "gui/evaluation.h"
+#include "gui/settings_hints.h"
+#include "engine/train/schedule.h"
 
 namespace netloom::gui {
 
@@ -57,17 +60,21 @@ constexpr int kPreviewSamples = 48;
 
 // The message holding `path`'s last field, and that field's name; null when a
 // step of the path is not a message field. `Msg` is Message or const Message.
+// `created` (where given) tells whether a message on the way was not there before:
+// one of a oneof's other choices, or a section never set.
 template <class Msg>
-Msg* walk(Msg& root, const std::string& path, std::string& leaf) {
+Msg* walk(Msg& root, const std::string& path, std::string& leaf, bool* created = nullptr) {
   Msg* m = &root;
   size_t start = 0;
   for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
     const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(path.substr(start, dot - start));
     if (!f || f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return nullptr;
-    if constexpr (std::is_const_v<Msg>)
+    if constexpr (std::is_const_v<Msg>) {
       m = &m->GetReflection()->GetMessage(*m, f);
-    else
+    } else {
+      if (created && !m->GetReflection()->HasField(*m, f)) *created = true;
       m = m->GetReflection()->MutableMessage(m, f);
+    }
   }
   leaf = path.substr(start);
   return m;
@@ -77,11 +84,6 @@ int typingIdOf(const std::string& path) {
   return int(std::hash<std::string>{}(path)&0x3fffffff) | 1;
 }
 
-QString label(const std::string& name) {
-  QString s = QString::fromStdString(name);
-  s.replace('_', ' ');
-  return s;
-}
 
 }  // namespace
 
@@ -123,6 +125,70 @@ SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* paren
   reload();
 }
 
+QComboBox* SettingsForm::choiceBox(const FieldHint& hint,
+                                    std::function<void(const std::string&)> set) {
+  auto* c = new QComboBox;
+  for (const char* choice : hint.choices) {
+    const QString entry = QString::fromUtf8(choice);
+    c->addItem(tr(entry.section('|', 1).toUtf8().constData()), entry.section('|', 0, 0));
+  }
+  // A device may name any GPU ("cuda:3"): typed where the list lacks it.
+  c->setEditable(QString(hint.path) == "device");
+  auto commitChoice = [this, c, set] {
+    if (m_loading) return;
+    const int i = c->currentIndex();
+    const bool listed = i >= 0 && c->itemText(i) == c->currentText();
+    set((listed ? c->itemData(i).toString() : c->currentText().trimmed()).toStdString());
+  };
+  connect(c, &QComboBox::activated, this, commitChoice);
+  if (c->isEditable()) connect(c->lineEdit(), &QLineEdit::editingFinished, this, commitChoice);
+  return c;
+}
+
+SchedulePlot::SchedulePlot(QWidget* parent) : QWidget(parent) {
+  setObjectName("schedulePlot");
+  setMinimumHeight(70);
+  setToolTip(tr("The learning rate over the run, epoch by epoch"));
+}
+
+void SchedulePlot::setSchedule(const proto::LrSchedule& s, double lr, int epochs) {
+  // Steps per epoch are not known before the data is loaded: 100 stand for one.
+  constexpr int64_t kPerEpoch = 100;
+  const int64_t total = kPerEpoch * std::max(1, epochs);
+  m_points.clear();
+  m_epochs = std::max(1, epochs);
+  m_max = 0;
+  for (int64_t step = 1; step <= total; step += std::max<int64_t>(1, total / 200)) {
+    double rate = learningRate(s, lr, step, kPerEpoch, total);
+    m_points.push_back({double(step) / kPerEpoch, rate});
+    m_max = std::max(m_max, rate);
+  }
+  update();
+}
+
+void SchedulePlot::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const QRectF area = QRectF(rect()).adjusted(4, 14, -4, -14);
+  p.setPen(palette().color(QPalette::Mid));
+  p.drawRect(area);
+  if (m_points.empty() || m_max <= 0) return;
+  QPolygonF line;
+  for (const QPointF& pt : m_points)
+    line << QPointF(area.left() + area.width() * pt.x() / m_epochs,
+                    area.bottom() - area.height() * pt.y() / m_max);
+  p.setPen(QPen(palette().color(QPalette::Highlight), 1.5));
+  p.drawPolyline(line);
+  p.setPen(palette().color(QPalette::Text));
+  QFont f = font();
+  f.setPointSizeF(7.5);
+  p.setFont(f);
+  p.drawText(QRectF(rect()).adjusted(4, 0, -4, 0), Qt::AlignTop | Qt::AlignLeft,
+             tr("learning rate, max %1").arg(m_max, 0, 'g', 3));
+  p.drawText(QRectF(rect()).adjusted(4, 0, -4, 0), Qt::AlignBottom | Qt::AlignRight,
+             tr("epoch %1").arg(m_epochs));
+}
+
 QWidget* SettingsForm::field(const std::string& path) const {
   auto it = m_fields.find(path);
   return it == m_fields.end() ? nullptr : it->second;
@@ -132,12 +198,21 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     std::string path = prefix + f->name();
+    const FieldHint* hint = fieldHint(m_part == Part::Train, path);
+    if (hint && hint->hidden) continue;
+    const QString text = hint && hint->label ? tr(hint->label) : fieldLabel(f->name());
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) continue;
-      auto* box = new QGroupBox(label(f->name()));
+      auto* box = new QGroupBox(text);
+      box->setObjectName(QString::fromStdString(path));
       auto* sub = new QFormLayout(box);
       build(sub, f->message_type(), path + ".");
+      if (path == "schedule") {  // what the chosen schedule does over the run
+        m_schedule = new SchedulePlot;
+        sub->addRow(m_schedule);
+      }
       form->addRow(box);
+      m_groups[path] = box;
       continue;
     }
     QWidget* w = nullptr;
@@ -167,6 +242,8 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
           bool isUnsigned = f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
                             f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
           s->setRange(isUnsigned ? 0 : -1000000000, 2000000000);
+          if (hint && hint->minimum > -1e9) s->setMinimum(int(hint->minimum));
+          if (hint && hint->minimumText) s->setSpecialValueText(tr(hint->minimumText));
           connect(s, &QSpinBox::valueChanged, this, [this, edit](int v) {
             if (m_loading) return;
             edit([v](Message& m, const std::string& leaf) {
@@ -186,6 +263,8 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
         case FieldDescriptor::CPPTYPE_DOUBLE:
         case FieldDescriptor::CPPTYPE_FLOAT: {
           auto* s = new NumberBox;
+          if (hint && hint->minimum > -1e9) s->setMinimum(hint->minimum);
+          if (hint && hint->minimumText) s->setSpecialValueText(tr(hint->minimumText));
           connect(s, &QDoubleSpinBox::valueChanged, this, [this, edit](double v) {
             if (m_loading) return;
             edit([v](Message& m, const std::string& leaf) {
@@ -213,8 +292,7 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
         case FieldDescriptor::CPPTYPE_ENUM: {
           auto* c = new QComboBox;
           for (int k = 0; k < f->enum_type()->value_count(); ++k)
-            c->addItem(QString::fromStdString(f->enum_type()->value(k)->name()),
-                       f->enum_type()->value(k)->number());
+            c->addItem(enumText(f->enum_type()->value(k)), f->enum_type()->value(k)->number());
           connect(c, &QComboBox::currentIndexChanged, this, [this, c, edit](int) {
             if (m_loading) return;
             int number = c->currentData().toInt();
@@ -226,6 +304,14 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
           break;
         }
         case FieldDescriptor::CPPTYPE_STRING: {
+          if (hint && !hint->choices.empty()) {
+            w = choiceBox(*hint, [edit](const std::string& v) {
+              edit([v](Message& m, const std::string& leaf) {
+                m.GetReflection()->SetString(&m, m.GetDescriptor()->FindFieldByName(leaf), v);
+              });
+            });
+            break;
+          }
           auto* e = new QLineEdit;
           connect(e, &QLineEdit::editingFinished, this, [this, e, edit] {
             if (m_loading) return;
@@ -241,9 +327,10 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
       }
     }
     w->setObjectName(QString::fromStdString(path));
-    w->setToolTip(QString::fromStdString((m_part == Part::Train ? "train." : "data.") + path));
-    form->addRow(label(f->name()), w);
+    if (hint && hint->tip) w->setToolTip(tr(hint->tip));
+    form->addRow(text, w);
     m_fields[path] = w;
+    m_forms[path] = form;
   }
 }
 
@@ -252,14 +339,21 @@ void SettingsForm::commit(const std::string& path,
   proto::TrainDef train = m_doc->train();
   proto::DataDef data = m_doc->data();
   Message& root = m_part == Part::Train ? static_cast<Message&>(train) : data;
+  const std::string before = root.SerializeAsString();
   std::string leaf;
-  Message* m = walk(root, path, leaf);
+  bool created = false;
+  Message* m = walk(root, path, leaf, &created);
   if (!m) return;
   set(*m, leaf);
-  m_doc->setSettings(
-      train, data,
-      tr("Set %1").arg(QString::fromStdString((m_part == Part::Train ? "train." : "data.") + path)),
-      typingIdOf(path));
+  // Leaving a field of a section that is not there (an empty CSV path while the data
+  // come from IDX files) as it was is no edit: it must not switch the data source
+  // and wipe the one in use.
+  if (created && m->ByteSizeLong() == 0) return reload();
+  if (root.SerializeAsString() == before) return;
+  const FieldHint* hint = fieldHint(m_part == Part::Train, path);
+  const QString name =
+      hint && hint->label ? tr(hint->label) : fieldLabel(path.substr(path.rfind('.') + 1));
+  m_doc->setSettings(train, data, tr("Set %1").arg(name.toLower()), typingIdOf(path));
 }
 
 void SettingsForm::reload() {
@@ -285,9 +379,14 @@ void SettingsForm::reload() {
       continue;
     }
     switch (f->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32:
-        static_cast<QSpinBox*>(w)->setValue(r->GetInt32(*m, f));
+      case FieldDescriptor::CPPTYPE_INT32: {
+        // An optional number left unset shows what a run uses (batch size 32).
+        const FieldHint* hint = fieldHint(m_part == Part::Train, path);
+        const bool unset = f->has_presence() && !r->HasField(*m, f);
+        static_cast<QSpinBox*>(w)->setValue(unset && hint ? int(hint->unsetValue)
+                                                          : r->GetInt32(*m, f));
         break;
+      }
       case FieldDescriptor::CPPTYPE_INT64:
         static_cast<QSpinBox*>(w)->setValue(int(r->GetInt64(*m, f)));
         break;
@@ -321,14 +420,51 @@ void SettingsForm::reload() {
         break;
       }
       case FieldDescriptor::CPPTYPE_STRING:
-        if (auto* e = static_cast<QLineEdit*>(w); !e->hasFocus())
+        if (auto* c = qobject_cast<QComboBox*>(w)) {
+          const QString v = QString::fromStdString(r->GetString(*m, f));
+          int i = c->findData(v);
+          if (i < 0) c->setEditText(v);
+          c->setCurrentIndex(i);
+          if (i < 0 && c->isEditable()) c->setEditText(v);
+        } else if (auto* e = static_cast<QLineEdit*>(w); !e->hasFocus()) {
           e->setText(QString::fromStdString(r->GetString(*m, f)));
+        }
         break;
       default: break;
     }
   }
+  showRows(root);
+  if (m_schedule) {
+    const proto::TrainDef& t = m_doc->train();
+    auto effective = optimizerSettings(t.optimizer());
+    m_schedule->setSchedule(t.schedule(), effective ? effective->lr : 1e-3,
+                     t.epochs() > 0 ? t.epochs() : 1);
+  }
   m_loading = false;
   showProblems();
+}
+
+// Rows that apply to one optimizer or schedule follow its choice; of the data
+// sources, only the one in use shows (the dataset picker changes it).
+void SettingsForm::showRows(const Message& root) {
+  for (const auto& [path, w] : m_fields) {
+    const FieldHint* hint = fieldHint(m_part == Part::Train, path);
+    if (!hint || !hint->onlyWhen) continue;
+    std::string leaf;
+    const Message* m = walk(root, hint->onlyWhen, leaf);
+    if (!m) continue;
+    const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(leaf);
+    int value = m->GetReflection()->GetEnumValue(*m, f);
+    bool on = std::find(hint->onlyValues.begin(), hint->onlyValues.end(), value) !=
+              hint->onlyValues.end();
+    m_forms.at(path)->setRowVisible(w, on);
+  }
+  const google::protobuf::OneofDescriptor* source = root.GetDescriptor()->FindOneofByName("source");
+  if (!source) return;
+  const FieldDescriptor* active = root.GetReflection()->GetOneofFieldDescriptor(root, source);
+  for (int i = 0; i < source->field_count(); ++i)
+    if (auto it = m_groups.find(source->field(i)->name()); it != m_groups.end())
+      it->second->setVisible(!active || active == source->field(i));
 }
 
 void SettingsForm::showProblems() {

@@ -8,6 +8,7 @@
 // and the warnings, as the user types.
 #pragma once
 
+#include <QPointF>
 #include <QWidget>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "editor/document.h"
 
+class QComboBox;
 class QFormLayout;
 class QLabel;
 class QListWidget;
@@ -25,6 +27,27 @@ class Message;
 }  // namespace google::protobuf
 
 namespace netloom::gui {
+
+struct FieldHint;
+
+// The learning rate over a run as the schedule makes it, epoch by epoch.
+class SchedulePlot : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SchedulePlot(QWidget* parent = nullptr);
+  void setSchedule(const proto::LrSchedule& s, double lr, int epochs);
+  // (epoch, rate) pairs drawn, for tests.
+  const std::vector<QPointF>& points() const { return m_points; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  std::vector<QPointF> m_points;
+  int m_epochs = 1;
+  double m_max = 0;
+};
 
 class SettingsForm : public QWidget {
   Q_OBJECT
@@ -42,11 +65,15 @@ class SettingsForm : public QWidget {
   // when there are none.
   QLabel* problems() const { return m_problems; }
   QLabel* classCounts() const { return m_counts; }
+  SchedulePlot* schedulePlot() const { return m_schedule; }
 
  private:
   void build(QFormLayout* form, const google::protobuf::Descriptor* d, const std::string& prefix);
   void reload();
   void showProblems();
+  void showRows(const google::protobuf::Message& root);
+  // A text field picked among a hint's choices.
+  QComboBox* choiceBox(const FieldHint& hint, std::function<void(const std::string&)> set);
   // Applies `set` to a copy of the settings at `path`'s message, as one edit.
   void commit(const std::string& path,
               const std::function<void(google::protobuf::Message&, const std::string&)>& set);
@@ -54,6 +81,9 @@ class SettingsForm : public QWidget {
   editor::GraphDocument* m_doc;
   Part m_part;
   std::map<std::string, QWidget*> m_fields;
+  std::map<std::string, QFormLayout*> m_forms;    // the form each field's row is in
+  std::map<std::string, QWidget*> m_groups;       // a nested message's box, by path
+  SchedulePlot* m_schedule = nullptr;
   bool m_loading = false;
   QListWidget* m_samples = nullptr;
   QLabel* m_counts = nullptr;

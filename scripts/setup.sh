@@ -83,14 +83,16 @@ case "$mode" in
     out=${2:-resources/screenshots/netloom-training.png}
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
+    # The laptop screen shows a run finished: one epoch of LeNet.
     cp projects/fashion-lenet.nlproj "$tmp/"
+    sed 's/^  epochs: .*/  epochs: 1/' projects/fashion-lenet.nlproj >"$tmp/fashion-lenet-1.nlproj"
     for size in 1600x1000 1366x768; do
-      file=$out
-      [ "$size" = 1600x1000 ] || file=${out%.png}-$size.png
+      file=$out project=fashion-lenet steps=400
+      [ "$size" = 1600x1000 ] || file=${out%.png}-$size.png project=fashion-lenet-1 steps=0
       rm -rf "$tmp/runs" "$tmp/config"
       XDG_CONFIG_HOME="$tmp/config" xvfb-run -a -s "-screen 0 ${size}x24" "$build/gui/netloom" \
-        --window-size "$size" --run --screenshot "$here/$file" --screenshot-steps 400 \
-        "$tmp/fashion-lenet.nlproj"
+        --window-size "$size" --run --screenshot "$here/$file" --screenshot-steps "$steps" \
+        "$tmp/$project.nlproj"
       echo "netloom: wrote $file"
     done
     ;;

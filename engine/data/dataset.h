@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -104,16 +105,27 @@ struct ImageIndex {
   std::vector<std::string> warnings;    // empty class folders, files that are not images
 };
 
+// Lets another thread stop a listing that may be huge (a path half typed can name
+// "/"), and lets a test hold one part-way. A listing checks `cancelled` at every
+// directory entry or list line and then fails with "listing cancelled".
+struct ListControl {
+  std::atomic<bool> cancelled{false};
+  // Called on the listing's thread before each check, with the entries seen so far.
+  std::function<void(size_t entries)> onEntry;
+};
+
 // Lists `dir`'s class folders (sorted) and their PNG and JPEG files (sorted), without
 // opening any. `classNames`, when given, fixes the classes (a test folder must use
 // the training folder's): a folder not among them is an error naming it.
 Result<ImageIndex> listImageFolder(const std::string& dir,
-                                   const std::vector<std::string>* classNames = nullptr);
+                                   const std::vector<std::string>* classNames = nullptr,
+                                   ListControl* control = nullptr);
 // Reads a CSV of path,label lines; paths resolve against the CSV's folder. Labels are
 // all whole numbers (class indices) or else class names, sorted into indices unless
 // `classNames` fixes them.
 Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
-                                 const std::vector<std::string>* classNames = nullptr);
+                                 const std::vector<std::string>* classNames = nullptr,
+                                 ListControl* control = nullptr);
 // Where an image source's shape is unset (0), takes it from the model's first Input
 // whose sample shape is channels × height × width.
 void resolveImageShape(proto::DataDef& def, const proto::ModelDef& model);

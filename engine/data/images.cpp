@@ -151,24 +151,94 @@ Status checkImages(Dataset& d, const std::string& what, bool decodeAll, MemoryBu
   return {};
 }
 
-}  // namespace
+// Counts a listing's entries for its ListControl; without one it costs a null check.
+class EntryCounter {
+ public:
+  explicit EntryCounter(ListControl* control) : m_control(control) {}
+  // Once per directory entry or list line: true when the listing must stop.
+  bool stop() {
+    if (!m_control) return false;
+    if (m_control->onEntry) m_control->onEntry(++m_entries);
+    return m_control->cancelled.load(std::memory_order_relaxed);
+  }
 
-Result<ImageIndex> listImageFolder(const std::string& dir,
-                                   const std::vector<std::string>* classNames) {
+ private:
+  ListControl* m_control;
+  size_t m_entries = 0;
+};
+
+Error cancelledListing(const std::string& path) {
+  return makeError(inQuotes(path) + ": listing cancelled");
+}
+
+// `dir`'s folders (the classes) and its other entries (left out).
+Status listTopFolder(const std::string& dir, std::vector<std::string>& folders,
+                     std::vector<std::string>& loose, EntryCounter& entries) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return makeError(inQuotes(dir) +
-                     (fs::exists(dir, ec) ? " is not a folder" : " does not exist"));
-  ImageIndex index;
-  std::vector<std::string> folders, loose;
   for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
        !ec && it != end; it.increment(ec)) {
+    if (entries.stop()) return cancelledListing(dir);
     if (it->is_directory(ec))
       folders.push_back(it->path().filename().string());
     else
       loose.push_back(it->path().filename().string());
   }
   if (ec) return makeError(inQuotes(dir) + " cannot be listed: " + ec.message());
+  return {};
+}
+
+// Every file under `classDir` (folder links followed), images apart from the rest.
+Status listClassFolder(const fs::path& classDir, std::vector<std::string>& images,
+                       std::vector<std::string>& others, EntryCounter& entries) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(classDir,
+                                           fs::directory_options::follow_directory_symlink |
+                                               fs::directory_options::skip_permission_denied,
+                                           ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    if (entries.stop()) return cancelledListing(classDir.string());
+    if (it->is_directory(ec)) continue;
+    std::string path = it->path().string();
+    (isImageFile(path) ? images : others).push_back(std::move(path));
+  }
+  if (ec) return makeError(inQuotes(classDir.string()) + " cannot be listed: " + ec.message());
+  return {};
+}
+
+// Adds one class folder's sorted images to `index`, with warnings for what is odd there.
+void addClass(ImageIndex& index, size_t label, const fs::path& classDir,
+              std::vector<std::string>& images, std::vector<std::string>& others) {
+  std::sort(images.begin(), images.end());
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    for (std::string& o : others) o = fs::path(o).filename().string();
+    index.warnings.push_back(inQuotes(classDir.string()) + " holds " +
+                             std::to_string(others.size()) +
+                             " file(s) that are not PNG or JPEG, left out: " + someOf(others));
+  }
+  if (images.empty())
+    index.warnings.push_back("class folder " + inQuotes(classDir.string()) + " holds no images");
+  index.perClass[label] = int64_t(images.size());
+  for (std::string& p : images) {
+    index.paths.push_back(std::move(p));
+    index.labels.push_back(int32_t(label));
+  }
+}
+
+}  // namespace
+
+Result<ImageIndex> listImageFolder(const std::string& dir,
+                                   const std::vector<std::string>* classNames,
+                                   ListControl* control) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return makeError(inQuotes(dir) +
+                     (fs::exists(dir, ec) ? " is not a folder" : " does not exist"));
+  EntryCounter entries(control);
+  ImageIndex index;
+  std::vector<std::string> folders, loose;
+  if (Status st = listTopFolder(dir, folders, loose, entries); !st) return st.error();
   std::sort(folders.begin(), folders.end());
   std::sort(loose.begin(), loose.end());
   if (folders.empty())
@@ -192,39 +262,15 @@ Result<ImageIndex> listImageFolder(const std::string& dir,
     const fs::path classDir = fs::path(dir) / index.classNames[label];
     if (!fs::is_directory(classDir, ec)) continue;  // a class the test folder lacks
     std::vector<std::string> images, others;
-    for (fs::recursive_directory_iterator it(classDir,
-                                             fs::directory_options::follow_directory_symlink |
-                                                 fs::directory_options::skip_permission_denied,
-                                             ec),
-         end;
-         !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec)) continue;
-      std::string path = it->path().string();
-      (isImageFile(path) ? images : others).push_back(std::move(path));
-    }
-    if (ec) return makeError(inQuotes(classDir.string()) + " cannot be listed: " + ec.message());
-    std::sort(images.begin(), images.end());
-    if (!others.empty()) {
-      std::sort(others.begin(), others.end());
-      for (std::string& o : others) o = fs::path(o).filename().string();
-      index.warnings.push_back(inQuotes(classDir.string()) + " holds " +
-                               std::to_string(others.size()) +
-                               " file(s) that are not PNG or JPEG, left out: " + someOf(others));
-    }
-    if (images.empty())
-      index.warnings.push_back("class folder " + inQuotes(classDir.string()) + " holds no images");
-    index.perClass[label] = int64_t(images.size());
-    for (std::string& p : images) {
-      index.paths.push_back(std::move(p));
-      index.labels.push_back(int32_t(label));
-    }
+    if (Status st = listClassFolder(classDir, images, others, entries); !st) return st.error();
+    addClass(index, label, classDir, images, others);
   }
   if (index.paths.empty()) return makeError(inQuotes(dir) + " holds no PNG or JPEG images");
   return index;
 }
 
 Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
-                                 const std::vector<std::string>* classNames) {
+                                 const std::vector<std::string>* classNames, ListControl* control) {
   std::ifstream in(csvPath, std::ios::binary);
   if (!in) {
     std::error_code ec;
@@ -235,7 +281,9 @@ Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
   ImageIndex index;
   std::vector<std::string> labels, others;
   std::string line, path, label;
+  EntryCounter entries(control);
   for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (entries.stop()) return cancelledListing(csvPath);
     if (hasHeader && number == 1) continue;
     if (trim(line).empty()) continue;
     if (!splitListLine(line, path, label) || path.empty() || label.empty())

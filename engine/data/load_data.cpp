@@ -313,8 +313,8 @@ std::vector<std::string> dataProblems(const proto::DataDef& def, const std::stri
     }
     case proto::DataDef::SOURCE_NOT_SET:
       out.push_back(
-          "data: the project has no data source (IDX files, a CSV file, images or a "
-          "synthetic set, under Data)");
+          "data: the project has no data source: pick a dataset (Data > Choose Dataset…), or "
+          "set IDX files, a CSV file, images or a synthetic set under Data");
       break;
   }
   return out;

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "engine/graph/analyze.h"
+#include "engine/graph/data_labels.h"
 #include "engine/graph/graph.h"
 
 namespace netloom {
@@ -167,6 +168,7 @@ bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
                (k < nports ? op.inputs[k].name : op.inputs.back().name) + "'";
       };
       if (k >= given || e.inputs[k].empty()) {
+        if (k < nports && op.inputs[k].dataLabels) continue;  // the dataset's labels
         problem(int(k), where() + " is not connected");
         complete = false;
         continue;
@@ -251,8 +253,13 @@ void ModelAnalyzer::infer(Entry& e) {
   e.inferProblems.clear();
   if (!e.complete || !e.ordered) return;
   for (Entry* src : e.sources)
-    if (!src->built()) return;
-  auto input = [&](size_t k) -> const TensorDesc& { return e.sources[k]->outputs[e.ports[k]]; };
+    if (src && !src->built()) return;
+  // A port left to the dataset's labels (the only kind complete without a source)
+  // reads one int32 class index per sample.
+  const TensorDesc labels{{m_batch}, DType::I32, {}};
+  auto input = [&](size_t k) -> const TensorDesc& {
+    return e.sources[k] ? e.sources[k]->outputs[e.ports[k]] : labels;
+  };
   bool same = e.memo && e.memo->inputs.size() == e.sources.size();
   for (size_t k = 0; k < e.sources.size() && same; ++k)
     same = sameDesc(e.memo->inputs[k], input(k));
@@ -266,13 +273,14 @@ void ModelAnalyzer::infer(Entry& e) {
   ++m_inferred;
   struct Remember {  // the result, however the inference ends
     Entry& e;
+    const TensorDesc& labels;
     ~Remember() {
       Entry::Memo m{{}, e.outputs, e.cost, e.inferProblems, e.inferred};
       for (size_t k = 0; k < e.sources.size(); ++k)
-        m.inputs.push_back(e.sources[k]->outputs[e.ports[k]]);
+        m.inputs.push_back(e.sources[k] ? e.sources[k]->outputs[e.ports[k]] : labels);
       e.memo = std::move(m);
     }
-  } remember{e};
+  } remember{e, labels};
   Graph g;
   Node node;
   node.name = e.name;
@@ -280,8 +288,8 @@ void ModelAnalyzer::infer(Entry& e) {
   node.attrs = e.attrs;
   for (size_t k = 0; k < e.sources.size(); ++k) {
     Value v;
-    v.name = joinInputRef(e.sources[k]->name, e.ports[k]);
-    v.desc = e.sources[k]->outputs[e.ports[k]];
+    v.name = e.sources[k] ? joinInputRef(e.sources[k]->name, e.ports[k]) : kLabelsField;
+    v.desc = input(k);
     node.inputs.push_back(g.addValue(std::move(v)));
   }
   addPersistentInputs(g, node);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/graph/blocks.h"
+#include "engine/graph/data_labels.h"
 #include "engine/runtime/memory_budget.h"
 
 namespace netloom {
@@ -234,6 +235,7 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     m.clear_blocks();
     return buildGraph(m, batch);
   }
+  if (readsDataLabels(model)) return buildGraph(withDataLabels(model), batch);
   const OpRegistry& reg = OpRegistry::instance();
   std::map<std::string, int> index;  // node name -> position in model
   for (int i = 0; i < model.nodes_size(); ++i) {

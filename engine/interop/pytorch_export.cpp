@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/graph/data_labels.h"
 #include "engine/interop/pytorch_gen.h"
 
 namespace netloom {
@@ -29,8 +30,11 @@ Status writeText(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-Status exportPytorch(const proto::Project& project, const std::string& projectDir,
+Status exportPytorch(const proto::Project& drawn, const std::string& projectDir,
                      const std::string& outDir) {
+  // The labels a loss reads by default become the input the generated code feeds.
+  proto::Project project = drawn;
+  *project.mutable_model() = withDataLabels(drawn.model());
   auto model = pytorch::generateModel(project);
   if (!model) return makeError("PyTorch export: " + model.error().message);
   auto train = pytorch::generateTrain(project, projectDir, *model);

@@ -40,6 +40,10 @@ struct PortDef {
   std::string doc;
   bool variadic = false;  // only the last input port; takes one or more tensors
   bool hidden = false;    // an output kept for the backward pass, not shown to users
+  // An input port that, left unconnected, reads the dataset's class labels (the Input
+  // whose field is "label", made when the model has none): a loss needs no hand-made
+  // label input.
+  bool dataLabels = false;
 };
 
 // Shape inference: the op reads inputs and attributes, writes output (and parameter)

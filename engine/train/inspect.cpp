@@ -7,6 +7,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/runtime/feeder.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/heads.h"
 #include "engine/train/run_setup.h"
 #include "kernels/core/checked.h"
 
@@ -93,15 +94,9 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
   if (!setup) return setup.error();
   Setup& s = *setup;
   Predictions out;
-  const proto::ModelDef& model = s.project.model();
-  if (model.outputs_size() > 0) {
-    out.output = model.outputs(0);
-  } else {
-    for (const proto::NodeDef& n : model.nodes())
-      if (n.name() == s.project.train().loss() && n.inputs_size() > 0) out.output = n.inputs(0);
-  }
-  if (out.output.empty())
-    return makeError("the model names no output (model.outputs) to predict with");
+  auto output = predictionOutput(s.project);
+  if (!output) return output.error();
+  out.output = *output;
   out.samples = samples ? *samples : s.data.test;
   if (out.samples.size() == 0) return makeError("there are no samples to predict");
   CompileOptions eo = s.evalOpts;

@@ -56,7 +56,8 @@ class Checker {
 };
 
 void checkTrain(const proto::TrainDef& t, Checker& c) {
-  c.atLeast("train.batch_size", t.batch_size(), 0, "0 takes the default, 32");
+  if (t.has_batch_size())
+    c.atLeast("train.batch_size", t.batch_size(), 1, "unset, it takes the default, 32");
   c.atLeast("train.epochs", t.epochs(), 0, "0 takes the default, 1");
   c.atLeast("train.threads", t.threads(), 0, "0 uses every core");
   c.atMost("train.threads", t.threads(), kMaxThreads);
@@ -104,8 +105,8 @@ void checkTrain(const proto::TrainDef& t, Checker& c) {
 void checkData(const proto::DataDef& d, Checker& c) {
   if (d.has_synthetic()) {
     const proto::SyntheticSource& s = d.synthetic();
-    c.atLeast("data.synthetic.classes", s.classes(), 0, "0 takes the default, 2");
-    if (s.classes() == 1) c.fail("data.synthetic.classes must be at least 2, got 1");
+    if (s.has_classes())
+      c.atLeast("data.synthetic.classes", s.classes(), 2, "unset, it takes the default, 2");
     c.atLeast("data.synthetic.train_samples", s.train_samples(), 0);
     c.atLeast("data.synthetic.test_samples", s.test_samples(), 0);
     c.atLeast("data.synthetic.features", s.features(), 0);
@@ -120,6 +121,16 @@ void checkData(const proto::DataDef& d, Checker& c) {
   c.finite("data.normalization.scale", n.scale());
   c.finite("data.normalization.mean", n.mean());
   c.nonNegative("data.normalization.std", n.std());
+  if (n.kind() == proto::Normalization::FIXED) {
+    // FIXED divides by its std: a zero there is a missing value, not a choice.
+    if (n.channel_std_size() == 0 && !(n.std() > 0))
+      c.fail("data.normalization.std must be above 0 for FIXED normalization (samples are "
+             "divided by it), got " + num(n.std()));
+    for (int i = 0; i < n.channel_std_size(); ++i)
+      if (!(n.channel_std(i) > 0))
+        c.fail("data.normalization.channel_std[" + std::to_string(i) +
+               "] must be above 0 (samples are divided by it), got " + num(n.channel_std(i)));
+  }
   double v = d.validation_fraction();
   c.finite("data.validation_fraction", v);
   if (v < 0 || v >= 1) c.fail("data.validation_fraction must be in [0, 1), got " + num(v));

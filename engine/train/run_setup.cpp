@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/runtime/memory_budget.h"
+#include "engine/train/heads.h"
 #include "engine/train/project_check.h"
 #include "kernels/core/checked.h"
 #include "kernels/cpu/cpu_util.h"
@@ -46,6 +47,7 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   Setup s;
   if (Status st = checkProject(project, &s.warnings); !st) return st.error();
+  if (auto loss = lossNode(project); !loss) return loss.error();
   s.project = project;
   const proto::TrainDef& t = project.train();
   if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);

@@ -544,6 +544,7 @@ Status Fit::endEpoch(bool complete, std::chrono::steady_clock::time_point starte
   }
   ep->set_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  ep->set_run_seconds(now() - m_wallStart);
   m_sink(e);
   m_sum.epochs = m_pos.epoch;
   if (!complete) return {};  // stopped mid-epoch: the run ends

@@ -30,6 +30,9 @@ std::vector<proto::TrainEvent> run(int steps, int epochs, int from = 1) {
     e.mutable_step()->set_loss(1.0 / i);
     e.mutable_step()->set_seconds(0.5 * i);
     (*e.mutable_step()->mutable_grad_norms())["fc.weight"] = 0.1 * i;
+    (*e.mutable_step()->mutable_grad_norms())["fc.bias"] = 0.01 * i;
+    (*e.mutable_step()->mutable_weight_norms())["fc.bias"] = 1.0 + 0.01 * i;
+    (*e.mutable_step()->mutable_weight_norms())["fc.weight"] = 2.0 + 0.01 * i;
     out.push_back(e);
     if (i % (steps / epochs) == 0) {
       proto::TrainEvent ep;
@@ -37,7 +40,9 @@ std::vector<proto::TrainEvent> run(int steps, int epochs, int from = 1) {
       ep.mutable_epoch()->set_has_test(true);
       ep.mutable_epoch()->set_test_loss(0.5);
       (*ep.mutable_epoch()->mutable_test_metrics())["accuracy"] = 0.2 * ep.epoch().epoch();
-      ep.mutable_epoch()->set_seconds(0.5 * i + 0.1);
+      // As the trainer writes them: the epoch's own length, and the time since the start.
+      ep.mutable_epoch()->set_seconds(0.5 * (steps / epochs) + 0.1);
+      ep.mutable_epoch()->set_run_seconds(0.5 * i + 0.1);
       out.push_back(ep);
     }
   }
@@ -99,6 +104,79 @@ class TestCharts : public QObject {
     QCOMPARE(charts.xAxis(), TrainingCharts::XAxis::Step);
     QCOMPARE(keys(loss), steps);
     QCOMPARE(keys(accuracy), (std::vector<double>{25, 50, 75, 100}));
+  }
+
+  // Every curve of every chart, after any sequence of axis choices, lies where the
+  // events themselves say: steps at their step, epoch or time; evaluations at the last
+  // step before them, their epoch, and the time they ended.
+  void everyChoiceMatchesTheDataItself() {
+    const std::vector<proto::TrainEvent> events = run(60, 3);
+    std::map<TrainingCharts::XAxis, std::vector<double>> stepX, evalX;
+    for (const proto::TrainEvent& e : events) {
+      if (e.has_step()) {
+        stepX[TrainingCharts::XAxis::Step].push_back(double(e.step().step()));
+        stepX[TrainingCharts::XAxis::Epoch].push_back(e.step().step() * 3 / 60.0);
+        stepX[TrainingCharts::XAxis::Time].push_back(e.step().seconds());
+      }
+      if (e.has_epoch()) {
+        evalX[TrainingCharts::XAxis::Step].push_back(20.0 * e.epoch().epoch());
+        evalX[TrainingCharts::XAxis::Epoch].push_back(double(e.epoch().epoch()));
+        evalX[TrainingCharts::XAxis::Time].push_back(e.epoch().run_seconds());
+      }
+    }
+    using A = TrainingCharts::XAxis;
+    TrainingCharts charts;
+    charts.append(std::vector<proto::TrainEvent>(events.begin(), events.begin() + 30));
+    for (A axis : {A::Epoch, A::Time, A::Step, A::Time, A::Epoch, A::Step, A::Epoch}) {
+      charts.setXAxis(axis);
+      if (charts.lossPoints() < 60) charts.append(std::vector<proto::TrainEvent>(events.begin() + 30, events.end()));
+      const QString label = axis == A::Step ? "step" : axis == A::Epoch ? "epoch" : "time (s)";
+      for (QCustomPlot* p : charts.plots()) {
+        QCOMPARE(p->xAxis->label(), label);
+        for (int i = 0; i < p->graphCount(); ++i) {
+          QCPGraph* g = p->graph(i);
+          if (g->dataCount() == 0) continue;
+          std::vector<double> k = keys(g);
+          const bool perEpoch = g->dataCount() == 3;
+          const std::vector<double>& want = perEpoch ? evalX[axis] : stepX[axis];
+          if (g->dataCount() == 60) {
+            for (size_t j = 0; j < want.size(); ++j) QCOMPARE(k[j], want[j]);
+          } else if (perEpoch) {
+            QCOMPARE(k, want);
+          } else {  // norms every few steps: each on a step's own place
+            for (double x : k) QVERIFY2(std::count(want.begin(), want.end(), x), qPrintable(g->name()));
+          }
+        }
+      }
+    }
+  }
+
+  // A parameter has one colour on the gradient and the weight charts, and the legends
+  // lie outside the curves' area.
+  void parametersKeepTheirColourAndLegendsStayOffTheData() {
+    TrainingCharts charts;
+    charts.resize(900, 700);
+    charts.show();
+    charts.append(run(40, 2));
+    charts.replotNow();
+    auto colourOf = [](QCustomPlot* p, const QString& name) {
+      for (int i = 0; i < p->graphCount(); ++i)
+        if (p->graph(i)->name() == name) return p->graph(i)->pen().color();
+      return QColor();
+    };
+    for (const char* name : {"fc.weight", "fc.bias"}) {
+      QColor grad = colourOf(charts.gradNormPlot(), name);
+      QVERIFY(grad.isValid());
+      QCOMPARE(colourOf(charts.weightNormPlot(), name), grad);
+    }
+    QVERIFY(colourOf(charts.gradNormPlot(), "fc.weight") !=
+            colourOf(charts.gradNormPlot(), "fc.bias"));
+    for (QCustomPlot* p : charts.plots()) {
+      if (!p->legend->visible()) continue;
+      p->replot();
+      QVERIFY2(!p->legend->outerRect().intersects(p->axisRect()->rect()),
+               qPrintable(p->objectName()));
+    }
   }
 
   void aResumedRunReplacesItsStepsOnAnyAxis() {

@@ -12,6 +12,7 @@
 #include <QScreen>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStyleOptionGraphicsItem>
 #include <QtTest>
 
 #include "editor/autolayout.h"
@@ -321,18 +322,59 @@ class TestScene : public QObject {
     QVERIFY(!inspector.nameField()->styleSheet().isEmpty());
   }
 
+  // A node's attribute line follows every edit, undo and redo at once, whether or
+  // not the edit changes any shape (here the node has no input, so none changes).
+  void attributeLinesFollowEditsUndoAndRedo() {
+    GraphDocument doc;
+    doc.setProject({});
+    GraphScene scene(&doc);
+    const NodeId fc = doc.addNode("Linear", {0, 0});
+    NodeItem* item = scene.itemFor(fc);
+    QVERIFY(item);
+    proto::AttrValue v;
+    v.set_i(64);
+    doc.setAttr(fc, "out_features", v);
+    QVERIFY2(item->summary().contains("64"), qPrintable(item->summary()));
+    v.set_i(10);
+    doc.setAttr(fc, "out_features", v);
+    QVERIFY2(item->summary().contains("10") && !item->summary().contains("64"),
+             qPrintable(item->summary()));
+    doc.undoStack()->undo();
+    QVERIFY2(item->summary().contains("64"), qPrintable(item->summary()));
+    doc.undoStack()->redo();
+    QVERIFY2(item->summary().contains("10"), qPrintable(item->summary()));
+    // What is painted is that line: render the item and compare with a render of the
+    // line's own text.
+    QImage shown(240, 120, QImage::Format_ARGB32);
+    shown.fill(Qt::white);
+    QPainter painter(&shown);
+    QStyleOptionGraphicsItem option;
+    item->paint(&painter, &option, nullptr);
+    painter.end();
+    doc.undoStack()->undo();
+    QImage before(240, 120, QImage::Format_ARGB32);
+    before.fill(Qt::white);
+    QPainter again(&before);
+    item->paint(&again, &option, nullptr);
+    again.end();
+    QVERIFY(shown != before);  // the line drawn changed with the undo
+  }
+
   void problemsListSelectsTheNode() {
     GraphDocument doc;
     doc.setProject({});
     doc.addNode("ReLU", {0, 0});  // its input is not connected
     ProblemsWidget problems(&doc);
-    // The graph's problem, and the data's: a new project has no data source yet.
-    QCOMPARE(problems.count(), 2);
+    // The data's problem (a new project has no data source yet), what a run needs
+    // (a loss), then the graph's.
+    QCOMPARE(problems.count(), 3);
     QVERIFY(problems.item(0)->text().contains("no data source"));
-    QVERIFY(problems.item(1)->text().contains("relu"));
+    QVERIFY(problems.item(0)->text().contains("Choose Dataset"));
+    QVERIFY(problems.item(1)->text().contains("has no loss"));
+    QVERIFY(problems.item(2)->text().contains("relu"));
     QSignalSpy activated(&problems, &ProblemsWidget::nodeActivated);
     QTest::mouseClick(problems.viewport(), Qt::LeftButton, {},
-                      problems.visualItemRect(problems.item(1)).center());
+                      problems.visualItemRect(problems.item(2)).center());
     QCOMPARE(activated.count(), 1);
     QCOMPARE(activated.first().first().toInt(), doc.nodes()[0]);
   }

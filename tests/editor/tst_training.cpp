@@ -634,7 +634,7 @@ class TestTraining : public QObject {
     QCOMPARE(doc->train().optimizer().kind(), proto::Optimizer::SGD);
     doc->undoStack()->undo();
     QCOMPARE(doc->train().optimizer().kind(), proto::Optimizer::ADAM);
-    QCOMPARE(kind->currentText(), QString("ADAM"));  // the form follows the document
+    QCOMPARE(kind->currentText(), QString("Adam"));  // the form follows the document
     doc->undoStack()->undo();
     doc->undoStack()->undo();
     QCOMPARE(doc->toText(), before);
@@ -664,15 +664,19 @@ class TestTraining : public QObject {
     QVERIFY(w.openFile(path));
     SettingsForm* train = w.trainingSettings();
     QVERIFY(train->problems()->isHidden());
+    // A batch size below 1 cannot be entered: the field starts at 1.
     auto* batch = qobject_cast<QSpinBox*>(train->field("batch_size"));
-    batch->setValue(-4);
+    QCOMPARE(batch->minimum(), 1);
+    auto* threads = qobject_cast<QSpinBox*>(train->field("threads"));
+    threads->setValue(5000);
     QVERIFY(!train->problems()->isHidden());
-    QVERIFY2(train->problems()->text().contains("train.batch_size must be at least 0, got -4"),
+    QVERIFY2(train->problems()->text().contains("train.threads must be at most 1024, got 5000"),
              qPrintable(train->problems()->text()));
-    QVERIFY(batch->styleSheet().contains("border"));
-    batch->setValue(16);
+    QVERIFY(threads->styleSheet().contains("border"));
+    threads->setValue(0);
+    QCOMPARE(threads->text(), QString("All cores"));  // never a bare 0
     QVERIFY(train->problems()->isHidden());
-    QVERIFY(batch->styleSheet().isEmpty());
+    QVERIFY(threads->styleSheet().isEmpty());
     auto* lr = qobject_cast<QDoubleSpinBox*>(train->field("optimizer.lr"));
     lr->setValue(0);
     QVERIFY2(train->problems()->text().contains("warning: train.optimizer.lr is 0"),

@@ -100,7 +100,9 @@ class TestValidation : public QObject {
     QTest::addColumn<QString>("edit");
     QTest::addColumn<QString>("message");
     QTest::newRow("negative batch") << "batch:-4"
-                                    << "train.batch_size must be at least 0, got -4";
+                                    << "train.batch_size must be at least 1, got -4";
+    QTest::newRow("zero batch") << "batch:0"
+                                << "train.batch_size must be at least 1, got 0";
     QTest::newRow("negative epochs") << "epochs:-1"
                                      << "train.epochs must be at least 0, got -1";
     QTest::newRow("negative threads") << "threads:-2"
@@ -108,7 +110,9 @@ class TestValidation : public QObject {
     QTest::newRow("absurd threads") << "threads:100000"
                                     << "train.threads must be at most 1024, got 100000";
     QTest::newRow("negative classes") << "classes:-3"
-                                      << "data.synthetic.classes must be at least 0";
+                                      << "data.synthetic.classes must be at least 2, got -3";
+    QTest::newRow("zero classes") << "classes:0"
+                                  << "data.synthetic.classes must be at least 2, got 0";
     QTest::newRow("one class") << "classes:1"
                                << "data.synthetic.classes must be at least 2";
     QTest::newRow("negative samples") << "train_samples:-5"
@@ -160,6 +164,10 @@ class TestValidation : public QObject {
                                        << "train.early_stopping.patience must be at least 0";
     QTest::newRow("prefetch") << "prefetch:1000"
                               << "data.prefetch_batches must be at most 64";
+    QTest::newRow("FIXED std 0") << "fixed_std:0"
+                                 << "data.normalization.std must be above 0 for FIXED";
+    QTest::newRow("FIXED channel std 0") << "channel_std:0"
+                                         << "data.normalization.channel_std[1] must be above 0";
   }
 
   void invalidSettingsNameTheirField() {
@@ -199,6 +207,10 @@ class TestValidation : public QObject {
     if (key == "every_steps") t->mutable_checkpoint()->set_every_steps(i);
     if (key == "patience") t->mutable_early_stopping()->set_patience(i);
     if (key == "prefetch") p.mutable_data()->set_prefetch_batches(i);
+    auto* norm = p.mutable_data()->mutable_normalization();
+    if (key == "fixed_std") norm->set_kind(proto::Normalization::FIXED), norm->set_std(v);
+    if (key == "channel_std")
+      norm->set_kind(proto::Normalization::FIXED), norm->add_channel_std(1), norm->add_channel_std(v);
 
     Status s = checkProject(p);
     QVERIFY2(!s.ok(), qPrintable(edit));
@@ -213,6 +225,43 @@ class TestValidation : public QObject {
     QCOMPARE(r.error().message, s.message());
     QCOMPARE(events.size(), size_t(1));
     QVERIFY(events[0].has_failed());
+  }
+
+  // A batch size or class count left unset takes its default; only one set to an
+  // impossible value is refused.
+  void unsetSizesTakeTheirDefaults() {
+    proto::Project p = spirals();
+    p.mutable_train()->clear_batch_size();
+    p.mutable_data()->mutable_synthetic()->clear_classes();
+    QVERIFY(checkProject(p).ok());
+  }
+
+  // What the run minimises must be there: a model with no loss, or train.loss naming
+  // a node that is not, is refused by the trainer and the CLI, naming train.loss.
+  void aProjectWithoutALossIsRefused() {
+    for (const char* how : {"no loss node", "a missing node"}) {
+      proto::Project p = spirals();
+      if (std::string(how) == "no loss node") {
+        p.mutable_train()->clear_loss();
+        auto* nodes = p.mutable_model()->mutable_nodes();
+        for (int i = nodes->size() - 1; i >= 0; --i)
+          if (nodes->Get(i).op() == "SoftmaxCrossEntropy") nodes->DeleteSubrange(i, 1);
+      } else {
+        p.mutable_train()->set_loss("nothere");
+      }
+      TrainOptions opts;
+      opts.projectDir = NETLOOM_SOURCE_DIR "/projects";
+      auto r = runTraining(p, opts, [](const proto::TrainEvent&) {});
+      QVERIFY2(!r.ok(), how);
+      QVERIFY2(QString::fromStdString(r.error().message).startsWith("train.loss"),
+               r.error().message.c_str());
+      QTemporaryDir dir;
+      const QString path = dir.filePath("p.nlproj");
+      QVERIFY(saveProject(path.toStdString(), p).ok());
+      Outcome o = runTrain({path, "--max-steps", "1", "--quiet"});
+      QVERIFY(o.code != 0);
+      QVERIFY2(o.err.contains("train.loss"), qPrintable(o.err));
+    }
   }
 
   // What torch.optim accepts runs, with a warning in the stream naming the field.
