@@ -207,7 +207,7 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
     connect(e, &QLineEdit::editingFinished, this, &DatasetDialog::reload);
   connect(m_csvHeader, &QCheckBox::toggled, this, &DatasetDialog::reload);
   connect(&m_watcher, &QFutureWatcher<Preview>::finished, this, [this] {
-    if (m_watcher.property("generation").toInt() == m_generation) show(m_watcher.result());
+    if (m_watcher.property("generation").toInt() == m_generation) showPreview(m_watcher.result());
   });
   choose(fashion.isEmpty() ? Source::Idx : Source::Fashion);
 }
@@ -316,7 +316,7 @@ void DatasetDialog::reload() {
   m_watcher.setFuture(QtConcurrent::run(load, def, projectDir().toStdString(), names));
 }
 
-void DatasetDialog::show(const Preview& p) {
+void DatasetDialog::showPreview(const Preview& p) {
   m_preview = p;
   if (!p.status) {
     m_summary->setText(QString::fromStdString(p.status.message()));

@@ -77,7 +77,7 @@ class DatasetDialog : public QDialog {
  private:
   QWidget* pathRow(QLineEdit* edit, bool folder, const QString& filter);
   void reload();  // loads the current choice off the GUI thread
-  void show(const Preview& p);
+  void showPreview(const Preview& p);
   QString projectDir() const;
 
   editor::GraphDocument* m_doc;
