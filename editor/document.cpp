@@ -226,9 +226,25 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
     bool old = std::any_of(analysis().problems.begin(), analysis().problems.end(),
                            [&](const ModelProblem& q) { return q.message == p.message; });
     bool unconnected = p.message.find("is not connected") != std::string::npos;
-    if (!old && !unconnected) return QString::fromStdString(p.message);
+    if (!old && !unconnected) {
+      // Refused because the source has no shape yet: say how to give it one.
+      const QString hint = shapeHint(from);
+      return hint.isEmpty() ? QString::fromStdString(p.message) : hint;
+    }
   }
   return {};
+}
+
+QString GraphDocument::shapeHint(NodeId id) const {
+  const proto::NodeDef& def = node(id).def;
+  const OpDef* op = opOf(def);
+  if (!op || !op->external) return {};
+  auto field = def.attrs().find("field");
+  if (field != def.attrs().end() && field->second.s() == "label") return {};
+  auto shape = def.attrs().find("shape");
+  if (shape != def.attrs().end() && shape->second.ints().values_size() > 0) return {};
+  return tr("Input '%1' has no shape: pick a dataset (Data > Choose Dataset…) or set its shape")
+      .arg(QString::fromStdString(def.name()));
 }
 
 bool isPlaceable(const OpDef& op) {

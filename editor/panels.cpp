@@ -341,8 +341,9 @@ QString ProblemsWidget::lossProblem() const {
     if (const OpDef* op = m_doc->opOf(id); op && op->role == OpRole::Loss)
       losses.push_back(m_doc->node(id).def.name());
   if (losses.empty())
-    return tr("The model has no loss: add one (SoftmaxCrossEntropy for classes, MSELoss for "
-              "values) after the network's last layer");
+    return tr(
+        "The model has no loss: add one (SoftmaxCrossEntropy for classes, MSELoss for "
+        "values) after the network's last layer");
   if (losses.size() > 1)
     return tr("The model has several losses ('%1', '%2'): choose the one to minimise in "
               "Training Setup")
@@ -360,6 +361,14 @@ void ProblemsWidget::reload() {
   if (QString loss = lossProblem(); !loss.isEmpty()) before << loss;
   for (const QString& p : before) {
     auto* it = new QListWidgetItem(p, this);
+    it->setForeground(QColor(0xe0, 0x4f, 0x4f));
+  }
+  // Inputs without a shape: the cause of what their readers cannot infer.
+  for (NodeId id : m_doc->nodes()) {
+    const QString hint = m_doc->shapeHint(id);
+    if (hint.isEmpty()) continue;
+    auto* it = new QListWidgetItem(hint, this);
+    it->setData(Qt::UserRole, QString::fromStdString(m_doc->node(id).def.name()));
     it->setForeground(QColor(0xe0, 0x4f, 0x4f));
   }
   for (const ModelProblem& p : m_doc->analysis().problems) {

@@ -158,8 +158,9 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
   auto* imagesBox = new QVBoxLayout(images);
   auto* pick = new QPushButton(tr("Choose an Image Folder…"));
   pick->setObjectName("chooseImageFolder");
-  imagesBox->addWidget(new QLabel(tr("A folder holding one folder per class, each holding that "
-                                     "class's PNG or JPEG images.")));
+  imagesBox->addWidget(
+      new QLabel(tr("A folder holding one folder per class, each holding that "
+                    "class's PNG or JPEG images.")));
   imagesBox->addWidget(pick);
   imagesBox->addStretch();
   m_pages->addWidget(images);
@@ -240,8 +241,7 @@ QString DatasetDialog::projectDir() const {
 }
 
 void DatasetDialog::choose(Source s) {
-  if (m_sources->currentRow() != int(s))
-    m_sources->setCurrentRow(int(s));  // reloads
+  if (m_sources->currentRow() != int(s)) m_sources->setCurrentRow(int(s));  // reloads
 }
 
 DatasetDialog::Source DatasetDialog::source() const {
@@ -298,10 +298,9 @@ void DatasetDialog::reload() {
   const proto::DataDef def = dataDef();
   // Only a source with its training files named is loaded: a half-filled form is no
   // dataset yet (and an empty IDX path would mean Fashion-MNIST's).
-  const bool named = def.has_idx()   ? !def.idx().train_images().empty() &&
-                                         !def.idx().train_labels().empty() &&
-                                         !def.idx().test_images().empty() &&
-                                         !def.idx().test_labels().empty()
+  const bool named = def.has_idx()
+                         ? !def.idx().train_images().empty() && !def.idx().train_labels().empty() &&
+                               !def.idx().test_images().empty() && !def.idx().test_labels().empty()
                      : def.has_csv() ? !def.csv().train_path().empty()
                                      : false;
   if (!named) {

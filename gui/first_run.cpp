@@ -12,8 +12,9 @@ namespace netloom::gui {
 FirstRunPage::FirstRunPage(const QStringList& examples, QWidget* canvas) : QWidget(canvas) {
   setObjectName("firstRunPage");
   setAttribute(Qt::WA_StyledBackground);
-  setStyleSheet("#firstRunPage { background: palette(base); border: 1px solid palette(mid); "
-                "border-radius: 8px; }");
+  setStyleSheet(
+      "#firstRunPage { background: palette(base); border: 1px solid palette(mid); "
+      "border-radius: 8px; }");
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(20, 16, 20, 16);
   auto* title = new QLabel(tr("<h2>Draw a network, then train it</h2>"));
@@ -23,8 +24,9 @@ FirstRunPage::FirstRunPage(const QStringList& examples, QWidget* canvas) : QWidg
   start->setObjectName("newFromDataset");
   start->setDefault(true);
   connect(start, &QPushButton::clicked, this, &FirstRunPage::newFromDataset);
-  lay->addWidget(new QLabel(tr("Start from the data: the input is shaped for it and the "
-                               "labels are read by the loss.")));
+  lay->addWidget(
+      new QLabel(tr("Start from the data: the input is shaped for it and the "
+                    "labels are read by the loss.")));
   lay->addWidget(start);
 
   lay->addWidget(new QLabel(tr("Or open an example:")));
@@ -39,12 +41,13 @@ FirstRunPage::FirstRunPage(const QStringList& examples, QWidget* canvas) : QWidg
   }
   lay->addLayout(grid);
 
-  auto* keys = new QLabel(tr("<table cellspacing=4>"
-                             "<tr><td><b>Tab</b></td><td>add a layer (type its name)</td></tr>"
-                             "<tr><td><b>Drag</b></td><td>from an output port to an input port "
-                             "to wire them</td></tr>"
-                             "<tr><td><b>F5</b></td><td>train, with live charts</td></tr>"
-                             "</table>"));
+  auto* keys =
+      new QLabel(tr("<table cellspacing=4>"
+                    "<tr><td><b>Tab</b></td><td>add a layer (type its name)</td></tr>"
+                    "<tr><td><b>Drag</b></td><td>from an output port to an input port "
+                    "to wire them</td></tr>"
+                    "<tr><td><b>F5</b></td><td>train, with live charts</td></tr>"
+                    "</table>"));
   keys->setObjectName("firstRunKeys");
   lay->addWidget(keys);
   canvas->installEventFilter(this);

@@ -1,7 +1,5 @@
 #include "gui/hosts_dialog.h"
 
-#include <QScrollArea>
-
 #include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QEventLoop>
@@ -14,6 +12,7 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QThread>
 

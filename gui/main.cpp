@@ -26,9 +26,8 @@ int main(int argc, char** argv) {
   QCommandLineOption run("run", "start training the project once it is open");
   QCommandLineOption shot("screenshot", "with --run: save the window to FILE mid-training, quit",
                           "FILE");
-  QCommandLineOption shotSteps("screenshot-steps",
-                               "training steps before the screenshot; 0: once the run ends", "N",
-                               "300");
+  QCommandLineOption shotSteps(
+      "screenshot-steps", "training steps before the screenshot; 0: once the run ends", "N", "300");
   QCommandLineOption size("window-size", "open the window at this size, as WIDTHxHEIGHT", "SIZE");
   cli.addOptions({run, shot, shotSteps, size});
   cli.process(app);

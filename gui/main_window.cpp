@@ -5,8 +5,8 @@
 #include <QCloseEvent>
 #include <QCoreApplication>
 #include <QDateTime>
-#include <QDir>
 #include <QDialog>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -33,8 +33,8 @@
 #include "engine/io/project_file.h"
 #include "gui/charts.h"
 #include "gui/dataset_dialog.h"
-#include "gui/first_run.h"
 #include "gui/evaluation.h"
+#include "gui/first_run.h"
 #include "gui/interop_actions.h"
 #include "gui/run_controller.h"
 #include "gui/settings_form.h"
@@ -110,10 +110,10 @@ QString MainWindow::layoutKey() const {
 void MainWindow::fitDocks() {
   auto find = [this](const char* title) { return findChild<QDockWidget*>(tr(title)); };
   const int w = width(), h = height();
-  resizeDocks({find("Layers"), find("Inspector"), find("Runs")},
-              {std::clamp(w / 7, 150, 200), std::clamp(w / 4, 260, 340),
-               std::clamp(w / 4, 260, 340)},
-              Qt::Horizontal);
+  resizeDocks(
+      {find("Layers"), find("Inspector"), find("Runs")},
+      {std::clamp(w / 7, 150, 200), std::clamp(w / 4, 260, 340), std::clamp(w / 4, 260, 340)},
+      Qt::Horizontal);
   resizeDocks({find("Inspector"), find("Runs"), find("Problems")},
               {h * 2 / 5, h * 3 / 5, std::clamp(h * 2 / 5, 200, 330)}, Qt::Vertical);
 }
@@ -289,8 +289,8 @@ void MainWindow::buildActions() {
   make(file, "newFromDataset", tr("New from &Dataset…"), {}, [this] { newFromDataset(); });
   file->addSeparator();
   QMenu* data = new QMenu(tr("&Data"), this);
-  make(data, "chooseDataset", tr("Choose &Dataset…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D),
-       [this] { chooseDataset(); });
+  make(data, "chooseDataset", tr("Choose &Dataset…"),
+       QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D), [this] { chooseDataset(); });
   data->addSeparator();
   m_interop = new InteropActions(this, file, data);
   file->addSeparator();
@@ -633,29 +633,24 @@ bool MainWindow::maybeSave() {
   return false;
 }
 
-bool MainWindow::leaveProject() {
-  // A remote run goes on without the project, and is reattached when it is reopened.
+bool MainWindow::stopRunToLeave(const QString& question) {
+  // A remote run goes on without the IDE, and is reattached when the project opens.
   if (m_runs->remoteRun()) m_runs->detach();
-  if (m_runs->running()) {
-    auto answer = m_prompt(tr("A run is in progress"),
-                           tr("Stop the run and leave the project? It stops after the current "
-                              "step and keeps its events and a checkpoint."),
-                           QMessageBox::Yes | QMessageBox::Cancel);
-    if (answer != QMessageBox::Yes || !m_runs->stopAndWait()) return false;
-  }
-  return maybeSave();
+  if (!m_runs->running()) return true;
+  auto answer = m_prompt(tr("A run is in progress"),
+                         question + " " +
+                             tr("It stops after the current step and keeps its events and a "
+                                "checkpoint."),
+                         QMessageBox::Yes | QMessageBox::Cancel);
+  return answer == QMessageBox::Yes && m_runs->stopAndWait();
+}
+
+bool MainWindow::leaveProject() {
+  return stopRunToLeave(tr("Stop the run and leave the project?")) && maybeSave();
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
-  // A remote run goes on without the IDE, and is reattached next time.
-  if (m_runs->remoteRun()) m_runs->detach();
-  if (m_runs->running()) {
-    auto answer = m_prompt(tr("A run is in progress"),
-                           tr("Stop the run and close? It stops after the current step and "
-                              "keeps its events and a checkpoint."),
-                           QMessageBox::Yes | QMessageBox::Cancel);
-    if (answer != QMessageBox::Yes || !m_runs->stopAndWait()) return e->ignore();
-  }
+  if (!stopRunToLeave(tr("Stop the run and close?"))) return e->ignore();
   if (maybeSave()) {
     saveLayout();
     e->accept();

@@ -123,6 +123,9 @@ class MainWindow : public QMainWindow {
   // Before another project replaces this one: stops a local run (asking) and asks to
   // save; false when the user kept the project.
   bool leaveProject();
+  // Stops a local run in progress after asking `question` (detaching a remote one);
+  // false when the user kept it running.
+  bool stopRunToLeave(const QString& question);
   void showMessage(const QString& text, int ms = 6000);
   void copySelection();
   void paste();

@@ -19,13 +19,13 @@
 #include <QVBoxLayout>
 
 #include "editor/panels.h"
-#include "gui/screen_fit.h"
 #include "gui/charts.h"
 #include "gui/evaluation.h"
 #include "gui/hosts_dialog.h"
 #include "gui/main_window.h"
 #include "gui/remote_target.h"
 #include "gui/run_controller.h"
+#include "gui/screen_fit.h"
 #include "remote/hosts.h"
 
 namespace netloom::gui {
@@ -253,7 +253,7 @@ void MainWindow::compareRuns(const std::vector<const RunRecord*>& runs) {
   layout->addWidget(buttons);
   // As large as it needs, never larger than most of the window.
   fitToScreen(dialog, QSize(std::min(width() * 9 / 10, 260 + 160 * int(runs.size())),
-                           std::min(height() * 8 / 10, 120 + 26 * (row + 1))));
+                            std::min(height() * 8 / 10, 120 + 26 * (row + 1))));
   dialog->show();
 }
 
@@ -311,8 +311,9 @@ void MainWindow::startRun(bool resume) {
   }
   // Runs are kept beside the project: an untitled one is saved first, then trains.
   if (!from && m_doc.filePath().isEmpty() && !saveAs()) {
-    showMessage(tr("Not started: a run needs the project saved, since its runs are kept "
-                   "beside it"));
+    showMessage(
+        tr("Not started: a run needs the project saved, since its runs are kept "
+           "beside it"));
     return raiseDockOf(m_problems);
   }
   Status s = m_runs->start(from);

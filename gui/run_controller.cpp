@@ -110,7 +110,8 @@ QString settingLabel(const std::string& key) {
       {"result.test_accuracy", QT_TR_NOOP("Test accuracy")}};
   if (auto it = results.find(key); it != results.end()) return RunController::tr(it->second);
   QString text = QString::fromStdString(key);
-  for (auto [from, to] : {std::pair{"train.", "Training."}, {"data.", "Data."}, {"model.", "Model."}})
+  for (auto [from, to] :
+       {std::pair{"train.", "Training."}, {"data.", "Data."}, {"model.", "Model."}})
     if (text.startsWith(from)) text = to + text.mid(QString(from).size());
   return text.replace('.', " › ").replace('_', ' ');
 }

@@ -12,8 +12,8 @@
 #include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QPainter>
 #include <QListWidget>
+#include <QPainter>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QScrollArea>
@@ -24,9 +24,9 @@
 #include "engine/compiler/passes.h"
 #include "engine/data/dataset.h"
 #include "engine/train/project_check.h"
+#include "engine/train/schedule.h"
 #include "gui/evaluation.h"
 #include "gui/settings_hints.h"
-#include "engine/train/schedule.h"
 
 namespace netloom::gui {
 
@@ -84,7 +84,6 @@ int typingIdOf(const std::string& path) {
   return int(std::hash<std::string>{}(path)&0x3fffffff) | 1;
 }
 
-
 }  // namespace
 
 SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* parent)
@@ -126,7 +125,7 @@ SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* paren
 }
 
 QComboBox* SettingsForm::choiceBox(const FieldHint& hint,
-                                    std::function<void(const std::string&)> set) {
+                                   std::function<void(const std::string&)> set) {
   auto* c = new QComboBox;
   for (const char* choice : hint.choices) {
     const QString entry = QString::fromUtf8(choice);
@@ -438,7 +437,7 @@ void SettingsForm::reload() {
     const proto::TrainDef& t = m_doc->train();
     auto effective = optimizerSettings(t.optimizer());
     m_schedule->setSchedule(t.schedule(), effective ? effective->lr : 1e-3,
-                     t.epochs() > 0 ? t.epochs() : 1);
+                            t.epochs() > 0 ? t.epochs() : 1);
   }
   m_loading = false;
   showProblems();

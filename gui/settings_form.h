@@ -81,8 +81,8 @@ class SettingsForm : public QWidget {
   editor::GraphDocument* m_doc;
   Part m_part;
   std::map<std::string, QWidget*> m_fields;
-  std::map<std::string, QFormLayout*> m_forms;    // the form each field's row is in
-  std::map<std::string, QWidget*> m_groups;       // a nested message's box, by path
+  std::map<std::string, QFormLayout*> m_forms;  // the form each field's row is in
+  std::map<std::string, QWidget*> m_groups;     // a nested message's box, by path
   SchedulePlot* m_schedule = nullptr;
   bool m_loading = false;
   QListWidget* m_samples = nullptr;

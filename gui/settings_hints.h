@@ -17,14 +17,14 @@ class EnumValueDescriptor;
 namespace netloom::gui {
 
 struct FieldHint {
-  const char* path;         // in TrainDef or DataDef, e.g. "optimizer.lr"
-  const char* label;        // null: the field's name with spaces
+  const char* path;   // in TrainDef or DataDef, e.g. "optimizer.lr"
+  const char* label;  // null: the field's name with spaces
   const char* tip = nullptr;
   // The lowest value a number takes, and the words shown for it (0 threads: "All
   // cores"); no words: the value is shown as the number it is.
   double minimum = -1e9;
   const char* minimumText = nullptr;
-  double unsetValue = 0;   // an optional number the project leaves unset: what a run uses
+  double unsetValue = 0;  // an optional number the project leaves unset: what a run uses
   // A text field picked among these values ("fp32|Float32 (full precision)").
   std::vector<const char*> choices = {};
   // The row applies only while this other field has one of these enum values

@@ -32,7 +32,8 @@ std::string labelsInput(proto::ModelDef& model) {
     if (field != n.attrs().end() && field->second.s() == kLabelsField) return n.name();
   }
   std::string name = kLabelsField;
-  for (int i = 2; names.count(name); ++i) name = std::string(kLabelsField) + "_" + std::to_string(i);
+  for (int i = 2; names.count(name); ++i)
+    name = std::string(kLabelsField) + "_" + std::to_string(i);
   proto::NodeDef* input = model.add_nodes();
   input->set_name(name);
   input->set_op("Input");

@@ -17,9 +17,6 @@ void registerInput(OpRegistry& r) {
       stringAttr("dtype", "float32", {"float32", "int32"}, "element type; class labels are int32"),
   };
   d.infer = [](InferCtx& c) {
-    // Features have a shape per sample; only labels are one value each.
-    if (c.attrs.ints("shape").empty() && c.attrs.s("field") != "label")
-      return c.fail("has no shape: pick a dataset (Data > Choose Dataset…) or set its shape");
     Shape s{c.attrs.i("__batch", 1)};
     for (int64_t v : c.attrs.ints("shape")) s.push_back(v);
     c.out[0] = TensorDesc{s, c.attrs.s("dtype") == "int32" ? DType::I32 : DType::F32, {}};

@@ -13,7 +13,8 @@ void registerSoftmaxCrossEntropy(OpRegistry& r) {
   d.category = "Losses";
   d.role = OpRole::Loss;
   d.doc = "Cross-entropy of softmax(logits) against class labels, averaged over the batch";
-  d.inputs = {{"logits", "batch × classes"}, {.name = "labels", .doc = "batch, int32 class indices", .dataLabels = true}};
+  d.inputs = {{"logits", "batch × classes"},
+              {.name = "labels", .doc = "batch, int32 class indices", .dataLabels = true}};
   d.outputs = {{"loss", "scalar"}};
   d.attrs = {smoothing};
   d.infer = [](InferCtx& c) {

@@ -9,7 +9,8 @@ void registerTopKAccuracy(OpRegistry& r) {
   d.category = "Metrics";
   d.role = OpRole::Metric;
   d.doc = "Fraction of samples whose true class is among the k highest scores";
-  d.inputs = {{"scores", "batch × classes"}, {.name = "labels", .doc = "batch, int32", .dataLabels = true}};
+  d.inputs = {{"scores", "batch × classes"},
+              {.name = "labels", .doc = "batch, int32", .dataLabels = true}};
   d.outputs = {{"accuracy", "scalar in [0, 1]"}};
   d.attrs = {intAttr("k", 5, 1, 1000, "how many top classes count as a hit")};
   d.infer = [](InferCtx& c) {

@@ -36,20 +36,22 @@ Result<std::string> lossNode(const proto::Project& project) {
         "train.loss: the model has no loss node; add one (SoftmaxCrossEntropy for classes, "
         "MSELoss for values) and wire the network's output into it");
   if (losses.size() > 1)
-    return makeError("train.loss is not set and the model has several loss nodes ('" +
-                     losses[0] + "', '" + losses[1] + "'): choose the one to minimise");
+    return makeError("train.loss is not set and the model has several loss nodes ('" + losses[0] +
+                     "', '" + losses[1] + "'): choose the one to minimise");
   return losses[0];
 }
 
 Result<std::string> predictionOutput(const proto::Project& project) {
   if (project.model().outputs_size() > 0) return project.model().outputs(0);
   auto loss = lossNode(project);
-  if (!loss) return makeError("the model names no output (model.outputs) and " + loss.error().message);
+  if (!loss)
+    return makeError("the model names no output (model.outputs) and " + loss.error().message);
   auto flat = inlineBlocks(project.model());
   if (!flat) return flat.error();
   const proto::NodeDef* n = findNode(*flat, *loss);
   if (!n || n->inputs_size() == 0 || n->inputs(0).empty())
-    return makeError("the loss '" + *loss + "' has no input to predict with: wire the network's "
+    return makeError("the loss '" + *loss +
+                     "' has no input to predict with: wire the network's "
                      "output into it");
   return n->inputs(0);
 }

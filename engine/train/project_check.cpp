@@ -124,8 +124,10 @@ void checkData(const proto::DataDef& d, Checker& c) {
   if (n.kind() == proto::Normalization::FIXED) {
     // FIXED divides by its std: a zero there is a missing value, not a choice.
     if (n.channel_std_size() == 0 && !(n.std() > 0))
-      c.fail("data.normalization.std must be above 0 for FIXED normalization (samples are "
-             "divided by it), got " + num(n.std()));
+      c.fail(
+          "data.normalization.std must be above 0 for FIXED normalization (samples are "
+          "divided by it), got " +
+          num(n.std()));
     for (int i = 0; i < n.channel_std_size(); ++i)
       if (!(n.channel_std(i) > 0))
         c.fail("data.normalization.channel_std[" + std::to_string(i) +

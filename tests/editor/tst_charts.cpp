@@ -129,7 +129,8 @@ class TestCharts : public QObject {
     charts.append(std::vector<proto::TrainEvent>(events.begin(), events.begin() + 30));
     for (A axis : {A::Epoch, A::Time, A::Step, A::Time, A::Epoch, A::Step, A::Epoch}) {
       charts.setXAxis(axis);
-      if (charts.lossPoints() < 60) charts.append(std::vector<proto::TrainEvent>(events.begin() + 30, events.end()));
+      if (charts.lossPoints() < 60)
+        charts.append(std::vector<proto::TrainEvent>(events.begin() + 30, events.end()));
       const QString label = axis == A::Step ? "step" : axis == A::Epoch ? "epoch" : "time (s)";
       for (QCustomPlot* p : charts.plots()) {
         QCOMPARE(p->xAxis->label(), label);
@@ -144,7 +145,8 @@ class TestCharts : public QObject {
           } else if (perEpoch) {
             QCOMPARE(k, want);
           } else {  // norms every few steps: each on a step's own place
-            for (double x : k) QVERIFY2(std::count(want.begin(), want.end(), x), qPrintable(g->name()));
+            for (double x : k)
+              QVERIFY2(std::count(want.begin(), want.end(), x), qPrintable(g->name()));
           }
         }
       }

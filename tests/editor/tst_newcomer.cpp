@@ -5,6 +5,8 @@
 // project, then trains) and F7: a finished run with accuracy on the charts and a
 // confusion matrix. No path, no shape and no label input is typed or drawn. The
 // count of clicks and keys is printed; the README records it.
+#include <qcustomplot.h>
+
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QLineEdit>
@@ -14,7 +16,6 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <qcustomplot.h>
 
 #include "../common/wait.h"
 #include "editor/document.h"
@@ -84,8 +85,7 @@ class TestNewcomer : public QObject {
 
  private slots:
   void initTestCase() {
-    if (installedFashionMnist().isEmpty())
-      QSKIP("Debian's dataset-fashion-mnist is not installed");
+    if (installedFashionMnist().isEmpty()) QSKIP("Debian's dataset-fashion-mnist is not installed");
     QVERIFY(m_dir.isValid());
     qputenv("XDG_CONFIG_HOME", m_dir.filePath("config").toUtf8());
   }

@@ -111,7 +111,10 @@ class TestTraining : public QObject {
     QCOMPARE(w.runs()->charts()->weightNormPlot()->graphCount(), 6);
     // Each per-layer chart names its curves in a legend.
     QVERIFY(w.runs()->charts()->gradNormPlot()->legend->visible());
-    QCOMPARE(w.runs()->charts()->gradNormPlot()->legend->itemCount(), 6);
+    QCPLegend* legend = w.runs()->charts()->gradNormPlot()->legend;
+    int named = 0;  // the legend wraps in a grid: cells past the last are empty
+    for (int i = 0; i < legend->itemCount(); ++i) named += legend->item(i) != nullptr;
+    QCOMPARE(named, 6);
     QVERIFY(w.runs()->charts()->weightNormPlot()->legend->visible());
     QCOMPARE(int64_t(w.runs()->charts()->gradNormPlot()->graph(0)->dataCount()),
              rs->total_steps() / 10 + 1);
@@ -336,12 +339,17 @@ class TestTraining : public QObject {
     QCOMPARE(table->horizontalHeaderItem(0)->text(), w.runs()->runs()[0].name);
     int lr = -1, state = -1;
     for (int r = 0; r < table->rowCount(); ++r) {
-      if (table->verticalHeaderItem(r)->text() == "train.optimizer.lr") lr = r;
-      if (table->verticalHeaderItem(r)->text() == "result.state") state = r;
+      if (table->verticalHeaderItem(r)->text() == "Training › optimizer › lr") lr = r;
+      if (table->verticalHeaderItem(r)->text() == "How it ended") state = r;
     }
     QVERIFY(lr >= 0 && state >= 0);
     QCOMPARE(table->item(lr, 1)->text(), QString("0.003"));
     QCOMPARE(table->item(state, 0)->text(), QString("finished"));
+    // How each run ended reads in the palette's own colours, in bold.
+    QCOMPARE(table->item(state, 0)->foreground().color(), table->palette().color(QPalette::Text));
+    QCOMPARE(table->item(state, 0)->background().color(),
+             table->palette().color(QPalette::AlternateBase));
+    QVERIFY(table->item(state, 0)->font().bold());
     QVERIFY(dialog->height() <= w.height() && dialog->width() <= w.width());
     dialog->close();
     // Renamed, tagged, given a note and deleted from the Runs list; each run keeps

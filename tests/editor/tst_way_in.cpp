@@ -22,6 +22,7 @@
 #include "editor/document.h"
 #include "editor/panels.h"
 #include "engine/io/project_file.h"
+#include "engine/train/schedule.h"
 #include "gui/charts.h"
 #include "gui/dataset_dialog.h"
 #include "gui/hosts_dialog.h"
@@ -30,7 +31,6 @@
 #include "gui/screen_fit.h"
 #include "gui/settings_form.h"
 #include "gui/settings_hints.h"
-#include "engine/train/schedule.h"
 
 using namespace netloom;
 using namespace netloom::gui;
@@ -223,6 +223,27 @@ class TestWayIn : public QObject {
     QCOMPARE(settingLabel("result.train_loss"), QString("Training loss"));
     QCOMPARE(settingLabel("train.optimizer.lr"), QString("Training › optimizer › lr"));
     QCOMPARE(settingLabel("data.csv.train_path"), QString("Data › csv › train path"));
+  }
+
+  // An Input drawn without a shape is listed with the way to give it one, and a wire
+  // its reader cannot take for want of it is refused with the same sentence.
+  void anInputWithoutAShapeSaysHowToGiveItOne() {
+    MainWindow w;
+    editor::GraphDocument* doc = w.document();
+    const editor::NodeId image = doc->addNode("Input", {0, 0}, "image");
+    const editor::NodeId flat = doc->addNode("Flatten", {0, 120});
+    const QString hint =
+        "Input 'image' has no shape: pick a dataset (Data > Choose Dataset…) or set its shape";
+    bool listed = false;
+    for (int i = 0; i < w.problems()->count(); ++i)
+      listed = listed || w.problems()->item(i)->text() == hint;
+    QVERIFY(listed);
+    QCOMPARE(doc->connectRefusal(image, 0, flat, 0), hint);
+    // A label input needs no shape.
+    proto::AttrValue label;
+    label.set_s("label");
+    doc->setAttr(image, "field", label);
+    QVERIFY(doc->shapeHint(image).isEmpty());
   }
 
   // Settings a run would refuse are Problems before F5, naming the field.

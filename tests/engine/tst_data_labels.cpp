@@ -2,7 +2,7 @@
 // dataset's labels (an Input of field "label" made where the model has none), a
 // classifier so drawn is reported with its accuracy, its analysis has no problem,
 // and it trains and predicts; the loss and the output it predicts with default to
-// what the model implies. An Input without a shape says how to give it one.
+// what the model implies.
 #include <google/protobuf/util/message_differencer.h>
 
 #include <QtTest>
@@ -151,21 +151,6 @@ class TestDataLabels : public QObject {
     QVERIFY(!lossNode(p).ok());
     QVERIFY(QString::fromStdString(lossNode(p).error().message).startsWith("train.loss"));
     QVERIFY(QString::fromStdString(predictionOutput(p).error().message).contains("model.outputs"));
-  }
-
-  void anInputWithoutAShapeSaysHowToGiveItOne() {
-    proto::ModelDef m;
-    proto::NodeDef* in = m.add_nodes();
-    in->set_name("image");
-    in->set_op("Input");
-    const ModelAnalysis a = analyzeModel(m, 4);
-    QCOMPARE(a.problems.size(), size_t(1));
-    QCOMPARE(a.problems[0].node, std::string("image"));
-    QVERIFY2(QString::fromStdString(a.problems[0].message).contains("has no shape: pick a dataset"),
-             a.problems[0].message.c_str());
-    // A label input needs none.
-    (*in->mutable_attrs())["field"].set_s("label");
-    QVERIFY(analyzeModel(m, 4).ok());
   }
 };
 

@@ -275,6 +275,7 @@ class TestDevices : public QObject {
         if (kept.has_epoch()) {
           kept.clear_time();
           kept.mutable_epoch()->clear_seconds();
+          kept.mutable_epoch()->clear_run_seconds();
           out.epochs.push_back(kept.ShortDebugString());
         }
       });

@@ -210,7 +210,8 @@ class TestValidation : public QObject {
     auto* norm = p.mutable_data()->mutable_normalization();
     if (key == "fixed_std") norm->set_kind(proto::Normalization::FIXED), norm->set_std(v);
     if (key == "channel_std")
-      norm->set_kind(proto::Normalization::FIXED), norm->add_channel_std(1), norm->add_channel_std(v);
+      norm->set_kind(proto::Normalization::FIXED), norm->add_channel_std(1),
+          norm->add_channel_std(v);
 
     Status s = checkProject(p);
     QVERIFY2(!s.ok(), qPrintable(edit));
