@@ -176,9 +176,16 @@ QAction* MainWindow::action(const QString& name) const {
 void MainWindow::buildDocks() {
   // Every dock scrolls what does not fit rather than growing the window: the
   // window fits a laptop's screen whatever is open or selected.
-  auto dock = [&](const QString& title, QWidget* w, Qt::DockWidgetArea area) {
+  auto dock = [&](const QString& title, QWidget* w, Qt::DockWidgetArea area,
+                  bool scrollsItself = false) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(title);
+    if (scrollsItself) {
+      w->setMinimumSize(80, 60);
+      d->setWidget(w);
+      addDockWidget(area, d);
+      return d;
+    }
     auto* scroll = new QScrollArea;
     scroll->setWidget(w);
     scroll->setWidgetResizable(true);
@@ -188,6 +195,9 @@ void MainWindow::buildDocks() {
     addDockWidget(area, d);
     return d;
   };
+  // The right column runs the window's full height: the inspector and the settings
+  // tabs get the room, the bottom docks sit under the canvas only.
+  setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
   m_palette = new PaletteWidget;
   m_inspector = new InspectorWidget(&m_doc);
   m_problems = new ProblemsWidget(&m_doc);
@@ -215,8 +225,8 @@ void MainWindow::buildDocks() {
   QDockWidget* runs = dock(tr("Runs"), m_runs->history(), Qt::RightDockWidgetArea);
   m_trainForm = new SettingsForm(&m_doc, SettingsForm::Part::Train);
   m_dataForm = new SettingsForm(&m_doc, SettingsForm::Part::Data);
-  QDockWidget* training = dock(tr("Training Setup"), m_trainForm, Qt::RightDockWidgetArea);
-  QDockWidget* data = dock(tr("Data"), m_dataForm, Qt::RightDockWidgetArea);
+  QDockWidget* training = dock(tr("Training Setup"), m_trainForm, Qt::RightDockWidgetArea, true);
+  QDockWidget* data = dock(tr("Data"), m_dataForm, Qt::RightDockWidgetArea, true);
   tabifyDockWidget(runs, training);
   tabifyDockWidget(training, data);
   runs->raise();

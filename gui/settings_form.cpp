@@ -93,9 +93,17 @@ SettingsForm::SettingsForm(editor::GraphDocument* doc, Part part, QWidget* paren
   const Descriptor* d =
       part == Part::Train ? proto::TrainDef::descriptor() : proto::DataDef::descriptor();
   build(form, d, "");
+  // Long rows wrap (labels) or shrink (fields) to the dock's width: it scrolls down,
+  // never sideways.
+  form->setRowWrapPolicy(QFormLayout::WrapLongRows);
+  for (QComboBox* c : inner->findChildren<QComboBox*>()) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(8);
+  }
   auto* scroll = new QScrollArea;
   scroll->setWidget(inner);
   scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   m_problems = new QLabel;
@@ -312,6 +320,7 @@ void SettingsForm::build(QFormLayout* form, const Descriptor* d, const std::stri
             break;
           }
           auto* e = new QLineEdit;
+          if (hint && hint->tip) e->setPlaceholderText(tr(hint->tip));
           connect(e, &QLineEdit::editingFinished, this, [this, e, edit] {
             if (m_loading) return;
             std::string v = e->text().toStdString();

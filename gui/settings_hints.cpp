@@ -16,9 +16,8 @@ using proto::Optimizer;
 
 const std::vector<FieldHint>& trainHints() {
   static const std::vector<FieldHint> hints = {
-      {"loss", "Loss node",
-       "The node whose value training minimises; empty: the model's only loss"},
-      {"metrics", "Metrics", "Metric nodes reported; empty: every metric node"},
+      {"loss", "Loss node", "empty: the model's only loss node"},
+      {"metrics", "Metrics", "empty: every metric node"},
       {"optimizer.kind", "Optimizer"},
       {"optimizer.lr", "Learning rate"},
       {"optimizer.momentum",
