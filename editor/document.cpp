@@ -227,9 +227,9 @@ QString GraphDocument::connectRefusal(NodeId from, int fromPort, NodeId to, int 
                            [&](const ModelProblem& q) { return q.message == p.message; });
     bool unconnected = p.message.find("is not connected") != std::string::npos;
     if (!old && !unconnected) {
-      // Refused because the source has no shape yet: say how to give it one.
-      const QString hint = shapeHint(from);
-      return hint.isEmpty() ? QString::fromStdString(p.message) : hint;
+      // From an Input with no shape yet, the way to give it one comes first.
+      const QString hint = shapeHint(from), why = QString::fromStdString(p.message);
+      return hint.isEmpty() ? why : hint + " (" + why + ")";
     }
   }
   return {};
@@ -239,8 +239,11 @@ QString GraphDocument::shapeHint(NodeId id) const {
   const proto::NodeDef& def = node(id).def;
   const OpDef* op = opOf(def);
   if (!op || !op->external) return {};
-  auto field = def.attrs().find("field");
-  if (field != def.attrs().end() && field->second.s() == "label") return {};
+  // Only the features' Input (field "x", float): labels and targets are one value a
+  // sample, and an int32 input holds indices.
+  auto field = def.attrs().find("field"), dtype = def.attrs().find("dtype");
+  if (field != def.attrs().end() && field->second.s() != "x") return {};
+  if (dtype != def.attrs().end() && dtype->second.s() != "float32") return {};
   auto shape = def.attrs().find("shape");
   if (shape != def.attrs().end() && shape->second.ints().values_size() > 0) return {};
   return tr("Input '%1' has no shape: pick a dataset (Data > Choose Dataset…) or set its shape")

@@ -103,8 +103,8 @@ class GraphDocument : public QObject {
   std::string uniqueName(const std::string& base) const;
   // Why `from:fromPort -> to:toPort` may not be drawn, or empty when it may.
   QString connectRefusal(NodeId from, int fromPort, NodeId to, int toPort);
-  // For an Input of features with no shape yet, the sentence that says how to give it
-  // one; empty for any other node.
+  // For the features' Input (field "x", float32) with no shape yet, the sentence that
+  // says how to give it one; empty for any other node.
   QString shapeHint(NodeId id) const;
   bool reaches(NodeId from, NodeId to) const;  // a path of wires from -> to exists
   // The placeable ops whose first input takes the tensor `from`:`fromPort` produces

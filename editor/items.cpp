@@ -97,6 +97,10 @@ void NodeItem::refresh() {
             : QString("in %1").arg(i);
     if (op && !op->inputs.empty() && op->inputs.back().variadic && i >= int(op->inputs.size()) - 1)
       name += QString(" %1").arg(i - int(op->inputs.size()) + 2);
+    // Left open, a label port reads the dataset's labels: the node says so.
+    if (op && i < int(op->inputs.size()) && op->inputs[size_t(i)].dataLabels &&
+        !doc->inputConnection(m_id, i))
+      name += QObject::tr(" ← data");
     m_inputs << name;
   }
   std::vector<const PortDef*> visible;

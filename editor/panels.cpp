@@ -16,6 +16,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/ops/op.h"
+#include "engine/train/heads.h"
 #include "engine/train/project_check.h"
 #include "kernels/core/checked.h"
 
@@ -329,6 +330,12 @@ void ProblemsWidget::recheckData() {
 // so an edit of a large graph stays cheap.
 QString ProblemsWidget::lossProblem() const {
   if (m_doc->nodes().empty()) return {};
+  // Block instances hide their nodes: the engine's own answer, over the inlined model.
+  for (NodeId id : m_doc->nodes())
+    if (m_doc->isInstance(id)) {
+      auto loss = lossNode(m_doc->toProject());
+      return loss ? QString() : QString::fromStdString(loss.error().message);
+    }
   const std::string& named = m_doc->train().loss();
   if (!named.empty())
     return m_doc->findNode(named) >= 0

@@ -345,16 +345,21 @@ void TrainingCharts::addDistributions(
 
 void TrainingCharts::clear() {
   for (const auto& c : m_charts) {
-    for (QCPGraph* g : c->curves) g->data()->clear();
     for (auto& [name, g] : c->family) c->plot->removeGraph(g);
     c->family.clear();
     c->plot->legend->setVisible(c->desc->legend);
     if (c->desc->y2) c->plot->yAxis2->setVisible(false);
-    if (c->layers) {
-      c->spread.clear();
-      c->layers->clear();
-      for (QCPGraph* g : c->bands) g->data()->clear();
-    }
+    if (c->layers) c->layers->clear();
+  }
+  clearPoints();
+}
+
+void TrainingCharts::clearPoints() {
+  for (const auto& c : m_charts) {
+    for (QCPGraph* g : c->curves) g->data()->clear();
+    for (auto& [name, g] : c->family) g->data()->clear();
+    c->spread.clear();
+    for (QCPGraph* g : c->bands) g->data()->clear();
   }
   m_smooth->data()->clear();
   m_ranks = 1;
@@ -446,17 +451,13 @@ void TrainingCharts::setXAxis(XAxis axis) {
                                                : tr("time (s)");
   for (const auto& c : m_charts) c->plot->xAxis->setLabel(label);
   // Every point is placed again from the events themselves, not from where it lay on
-  // the old axis: no key of one axis is ever read as another's.
+  // the old axis: no key of one axis is ever read as another's. The curves, their
+  // colours and the parameter chosen stay.
   std::vector<proto::TrainEvent> events = std::move(m_events);
-  std::map<const Chart*, QString> shown;
-  for (const auto& c : m_charts)
-    if (c->layers) shown[c.get()] = c->layers->currentText();
-  clear();
+  clearPoints();
   append(events);
-  for (const auto& [c, name] : shown) {
-    if (c->layers->findText(name) >= 0) c->layers->setCurrentText(name);
-    showDistribution(const_cast<Chart&>(*c));
-  }
+  for (const auto& c : m_charts)
+    if (c->layers) showDistribution(*c);
   setOverlays(std::vector<Overlay>(m_overlays));
   m_dirty = true;
 }

@@ -101,6 +101,7 @@ class TrainingCharts : public QWidget {
   Key stepKey(const proto::Step& s) const;
   Key epochKey(const proto::Epoch& e) const;
   void resmooth();
+  void clearPoints();  // every curve's points and the run's keys; the curves stay
   // One curve per parameter, made as its first value arrives.
   void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);
   QWidget* makeDistribution(Chart& chart);

@@ -319,12 +319,11 @@ bool ImageDataDialog::apply() {
     *data.mutable_image_list() = s;
   data.clear_class_names();
   for (const std::string& name : m_classNames) data.add_class_names(name);
-  // Pixels are normalised per channel by the training split's own statistics unless
-  // the project says otherwise.
-  if (data.normalization().kind() == proto::Normalization::KIND_UNSPECIFIED) {
-    data.mutable_normalization()->set_kind(proto::Normalization::STANDARDIZE);
-    data.mutable_normalization()->set_scale(1.0 / 255.0);
-  }
+  // Pixels are normalised per channel by these images' own training split: whatever
+  // another dataset's statistics were, they do not carry over.
+  data.mutable_normalization()->Clear();
+  data.mutable_normalization()->set_kind(proto::Normalization::STANDARDIZE);
+  data.mutable_normalization()->set_scale(1.0 / 255.0);
   // The model's Input takes the images' shape, in the same step.
   setDatasetOf(*m_doc, data, {s.channels(), s.height(), s.width()},
                m_kind == Kind::Folder ? tr("Use Image Folder") : tr("Use Image List"));

@@ -490,7 +490,8 @@ void RunController::onEnded(bool ok, const QString& why) {
     text = tr("Run %1 failed: %2").arg(m_current ? m_current->name : QString(), why);
     emit problemsChanged(m_warnings + QStringList{text});
   } else {
-    text = tr("Run %1 %2").arg(m_current->name, m_current->stateText());
+    text = m_current ? tr("Run %1 %2").arg(m_current->name, m_current->stateText())
+                     : tr("The run ended");
   }
   m_status->setText(text);
   reloadHistory();
@@ -545,6 +546,8 @@ void RunController::reloadHistory() {
 }
 
 void RunController::switchProject() {
+  // A local run belongs to the project it started from: the window stops it first.
+  if (running() && !remoteRun()) return;
   detach();
   m_poll.stop();
   m_active = nullptr;

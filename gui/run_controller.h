@@ -114,8 +114,9 @@ class RunController : public QObject {
   const std::vector<RunRecord>& runs() const { return m_runs; }
   QString runsDir() const;  // empty for an untitled project
   void reloadHistory();
-  // Another project was opened (nothing runs): the charts, status, problems and run
-  // list become its own, the charts showing its latest run.
+  // Another project was opened: the charts, status, problems and run list become its
+  // own, the charts showing its latest run. A local run still going keeps them (the
+  // window stops one before it replaces the project).
   void switchProject();
   // Checked runs in the history, overlaid on the charts.
   std::vector<const RunRecord*> checkedRuns() const;

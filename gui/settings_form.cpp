@@ -141,10 +141,12 @@ QComboBox* SettingsForm::choiceBox(const FieldHint& hint,
   }
   // A device may name any GPU ("cuda:3"): typed where the list lacks it.
   c->setEditable(QString(hint.path) == "device");
+  c->setInsertPolicy(QComboBox::NoInsert);
   auto commitChoice = [this, c, set] {
     if (m_loading) return;
     const int i = c->currentIndex();
-    const bool listed = i >= 0 && c->itemText(i) == c->currentText();
+    // A listed choice stands for its value; anything typed is the value itself.
+    const bool listed = i >= 0 && c->itemText(i) == c->currentText() && c->itemData(i).isValid();
     set((listed ? c->itemData(i).toString() : c->currentText().trimmed()).toStdString());
   };
   connect(c, &QComboBox::activated, this, commitChoice);
@@ -391,8 +393,12 @@ void SettingsForm::reload() {
         // An optional number left unset shows what a run uses (batch size 32).
         const FieldHint* hint = fieldHint(m_part == Part::Train, path);
         const bool unset = f->has_presence() && !r->HasField(*m, f);
-        static_cast<QSpinBox*>(w)->setValue(unset && hint ? int(hint->unsetValue)
-                                                          : r->GetInt32(*m, f));
+        const int value = unset && hint ? int(hint->unsetValue) : r->GetInt32(*m, f);
+        // A value a file holds below the field's range is shown as it is (Problems says
+        // why it is refused), so typing a valid one is an edit.
+        auto* spin = static_cast<QSpinBox*>(w);
+        if (hint && hint->minimum > -1e9) spin->setMinimum(std::min(value, int(hint->minimum)));
+        spin->setValue(value);
         break;
       }
       case FieldDescriptor::CPPTYPE_INT64:

@@ -215,11 +215,11 @@ Result<Normalizer> makeNormalizer(const proto::Normalization& def, const Dataset
   switch (def.kind()) {
     case proto::Normalization::KIND_UNSPECIFIED: break;
     case proto::Normalization::FIXED:
-      if (def.std() < 0) {
+      if (def.has_std() && !(def.std() > 0)) {
         return makeError("normalization std must be positive, got " + std::to_string(def.std()));
       }
       n.mean = static_cast<float>(def.mean());
-      n.std = def.std() == 0 ? 1.0f : static_cast<float>(def.std());  // 0: unset
+      n.std = def.has_std() ? static_cast<float>(def.std()) : 1.0f;  // checked above 0
       if (Status st = fixedChannels(def, train, n); !st) return st.error();
       break;
     case proto::Normalization::STANDARDIZE: {

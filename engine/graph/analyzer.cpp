@@ -168,7 +168,16 @@ bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
                (k < nports ? op.inputs[k].name : op.inputs.back().name) + "'";
       };
       if (k >= given || e.inputs[k].empty()) {
-        if (k < nports && op.inputs[k].dataLabels) continue;  // the dataset's labels
+        // The dataset's labels: the model's Input of them where it has one (as the
+        // engine wires it), else one int32 class index a sample (see infer).
+        if (k < nports && op.inputs[k].dataLabels) {
+          for (Entry* other : m_order)
+            if (other->opDef && other->opDef->external && other->field == kLabelsField) {
+              sources[k] = other;
+              break;
+            }
+          continue;
+        }
         problem(int(k), where() + " is not connected");
         complete = false;
         continue;

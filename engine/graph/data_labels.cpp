@@ -24,10 +24,12 @@ void forEachOpenLabelPort(Model& model, Fn fn) {
 }
 
 std::string labelsInput(proto::ModelDef& model) {
+  const OpRegistry& reg = OpRegistry::instance();
   std::set<std::string> names;
   for (const proto::NodeDef& n : model.nodes()) {
     names.insert(n.name());
-    if (n.op() != "Input") continue;
+    const OpDef* op = reg.find(n.op());
+    if (!op || !op->external) continue;
     auto field = n.attrs().find("field");
     if (field != n.attrs().end() && field->second.s() == kLabelsField) return n.name();
   }

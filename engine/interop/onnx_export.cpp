@@ -150,7 +150,7 @@ std::string normalizationText(const proto::Normalization& n) {
   s.precision(9);
   if (n.kind() == proto::Normalization::FIXED)
     s << "x' = (x * " << (n.scale() == 0 ? 1.0 : n.scale()) << " - " << n.mean() << ") / "
-      << n.std();
+      << (n.has_std() ? n.std() : 1.0);
   else if (n.kind() == proto::Normalization::STANDARDIZE)
     s << "x' = (x * " << (n.scale() == 0 ? 1.0 : n.scale())
       << " - mean) / std, the mean and std of the training split";

@@ -109,7 +109,7 @@ Result<std::string> dataSettings(const proto::DataDef& d, const std::string& dir
   t += entry("no_shuffle", pyBool(d.no_shuffle()));
   t += "    \"normalization\": {\"kind\": " + kind +
        ", \"scale\": " + pyFloat(n.scale() == 0 ? 1.0 : n.scale()) +
-       ", \"mean\": " + pyFloat(n.mean()) + ", \"std\": " + pyFloat(n.std()) +
+       ", \"mean\": " + pyFloat(n.mean()) + ", \"std\": " + pyFloat(n.has_std() ? n.std() : 1.0) +
        ",\n                      \"channel_mean\": " + pyList(n.channel_mean()) +
        ", \"channel_std\": " + pyList(n.channel_std()) + "},\n";
   const proto::Augmentation& a = d.augmentation();

@@ -122,8 +122,8 @@ void checkData(const proto::DataDef& d, Checker& c) {
   c.finite("data.normalization.mean", n.mean());
   c.nonNegative("data.normalization.std", n.std());
   if (n.kind() == proto::Normalization::FIXED) {
-    // FIXED divides by its std: a zero there is a missing value, not a choice.
-    if (n.channel_std_size() == 0 && !(n.std() > 0))
+    // FIXED divides by its std: one given as 0 (unset means 1) divides by nothing.
+    if (n.channel_std_size() == 0 && n.has_std() && !(n.std() > 0))
       c.fail(
           "data.normalization.std must be above 0 for FIXED normalization (samples are "
           "divided by it), got " +

@@ -46,7 +46,10 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
 
 Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   Setup s;
-  if (Status st = checkProject(project, &s.warnings); !st) return st.error();
+  // A batch size given on the command line stands in for the project's, checked or not.
+  proto::Project checked = project;
+  if (opts.batchSize > 0) checked.mutable_train()->set_batch_size(opts.batchSize);
+  if (Status st = checkProject(checked, &s.warnings); !st) return st.error();
   if (auto loss = lossNode(project); !loss) return loss.error();
   s.project = project;
   const proto::TrainDef& t = project.train();

@@ -229,12 +229,21 @@ class TestValidation : public QObject {
   }
 
   // A batch size or class count left unset takes its default; only one set to an
-  // impossible value is refused.
+  // impossible value is refused, by netloom-train too, unless --batch-size replaces it.
   void unsetSizesTakeTheirDefaults() {
     proto::Project p = spirals();
     p.mutable_train()->clear_batch_size();
     p.mutable_data()->mutable_synthetic()->clear_classes();
     QVERIFY(checkProject(p).ok());
+    p.mutable_train()->set_batch_size(0);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("zero.nlproj");
+    QVERIFY(saveProject(path.toStdString(), p).ok());
+    Outcome o = runTrain({path, "--max-steps", "1", "--quiet"});
+    QVERIFY(o.code != 0);
+    QVERIFY2(o.err.contains("train.batch_size must be at least 1, got 0"), qPrintable(o.err));
+    o = runTrain({path, "--max-steps", "1", "--quiet", "--batch-size", "8"});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
   }
 
   // What the run minimises must be there: a model with no loss, or train.loss naming
