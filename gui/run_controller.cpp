@@ -16,6 +16,7 @@
 #include "editor/panels.h"
 #include "engine/data/dataset.h"
 #include "engine/runtime/memory_budget.h"
+#include "engine/train/heads.h"
 #include "gui/charts.h"
 #include "gui/remote_target.h"
 #include "remote/hosts.h"
@@ -337,6 +338,14 @@ Status RunController::start(const RunRecord* resumeFrom) {
     m_current = *resumeFrom;
     req.resume = ckpt;
   } else {
+    // A run names what it minimises: the model's only loss node, where the project
+    // leaves train.loss unset, is written there (an undoable edit the form shows).
+    if (m_doc->train().loss().empty())
+      if (auto loss = lossNode(m_doc->toProject())) {
+        proto::TrainDef train = m_doc->train();
+        train.set_loss(*loss);
+        m_doc->setSettings(train, m_doc->data(), tr("Set the loss node"));
+      }
     proto::Project project = m_doc->toProject();
     if (!m_device.empty()) project.mutable_train()->set_device(m_device);
     if (m_ranks > 1) {

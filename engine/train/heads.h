@@ -11,7 +11,8 @@
 
 namespace netloom {
 
-// train.loss when set (it must name a node), else the model's only loss node.
+// train.loss when set (it must name a node), else the model's only loss node. A run
+// needs train.loss set (prepare refuses it unset); the IDE writes this one there.
 Result<std::string> lossNode(const proto::Project& project);
 
 // model.outputs[0] when set, else the first input of the loss ("node" or "node:port").

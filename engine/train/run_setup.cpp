@@ -51,6 +51,9 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
   if (opts.batchSize > 0) checked.mutable_train()->set_batch_size(opts.batchSize);
   if (Status st = checkProject(checked, &s.warnings); !st) return st.error();
   if (auto loss = lossNode(project); !loss) return loss.error();
+  if (project.train().loss().empty())
+    return makeError("train.loss is not set: name the node whose value training minimises ('" +
+                     *lossNode(project) + "' is the model's only loss node)");
   s.project = project;
   const proto::TrainDef& t = project.train();
   if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);

@@ -168,6 +168,10 @@ class TestNewcomer : public QObject {
     QVERIFY2(waitForSignals(ended), qPrintable(w.lastMessage()));
     QVERIFY2(ended.first().first().toBool(), qPrintable(ended.first().at(1).toString()));
     QCOMPARE(doc->filePath(), path);
+    // The only loss node, named for the run in the project.
+    const editor::NodeId loss = doc->findNode(doc->train().loss());
+    QVERIFY(loss >= 0);
+    QCOMPARE(doc->node(loss).def.op(), std::string("SoftmaxCrossEntropy"));
 
     // Accuracy on the charts, and well above chance.
     TrainingCharts* charts = w.runs()->charts();

@@ -122,9 +122,10 @@ class TestDataLabels : public QObject {
   }
 
   void itTrainsReportsAccuracyAndPredicts() {
-    const proto::Project p = drawnWithoutLabels();
+    proto::Project p = drawnWithoutLabels();
     QCOMPARE(*lossNode(p), std::string("loss"));
     QCOMPARE(*predictionOutput(p), std::string("logits"));
+    p.mutable_train()->set_loss("loss");  // a run names what it minimises
     std::vector<proto::TrainEvent> events;
     TrainOptions opts;
     opts.projectDir = NETLOOM_SOURCE_DIR "/projects";

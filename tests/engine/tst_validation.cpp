@@ -246,12 +246,15 @@ class TestValidation : public QObject {
     QVERIFY2(o.code == 0, qPrintable(o.err));
   }
 
-  // What the run minimises must be there: a model with no loss, or train.loss naming
-  // a node that is not, is refused by the trainer and the CLI, naming train.loss.
+  // What the run minimises must be named and there: a project with no train.loss, a
+  // model with no loss, or train.loss naming a node that is not, is refused by the
+  // trainer and the CLI, naming train.loss.
   void aProjectWithoutALossIsRefused() {
-    for (const char* how : {"no loss node", "a missing node"}) {
+    for (const char* how : {"no loss node", "a missing node", "unset"}) {
       proto::Project p = spirals();
-      if (std::string(how) == "no loss node") {
+      if (std::string(how) == "unset") {
+        p.mutable_train()->clear_loss();  // even with one loss node to take
+      } else if (std::string(how) == "no loss node") {
         p.mutable_train()->clear_loss();
         auto* nodes = p.mutable_model()->mutable_nodes();
         for (int i = nodes->size() - 1; i >= 0; --i)
