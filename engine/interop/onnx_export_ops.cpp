@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/interop/onnx_form.h"
 #include "kernels/core/geometry.h"
 
 namespace netloom::onnxio {
@@ -84,6 +85,7 @@ Status Exporter::emit(NodeId id) {
   const Node& n = node(id);
   if (folded.count(id)) return {};
   const std::string& op = n.op->name;
+  if (!n.op->onnxForm.empty()) return form(id);
   if (op == "Linear") return linear(id);
   if (op == "Conv2d") return conv(id, false);
   if (op == "ConvTranspose2d") return conv(id, true);
@@ -325,6 +327,27 @@ Status Exporter::layerNorm(NodeId id) {
   onnx::NodeProto& p = add("LayerNormalization", n.name, ins, {out(id)});
   *p.add_attribute() = attrInt("axis", int64_t(x.size()) - k);
   *p.add_attribute() = attrFloat("epsilon", float(n.attrs.f("eps")));
+  return {};
+}
+
+Status Exporter::form(NodeId id) {
+  const Node& n = node(id);
+  auto forms = parseForms(*n.op);
+  if (!forms) return forms.error();
+  std::string why;
+  const Form* f = formFor(*n.op, *forms, n.attrs, why);
+  if (!f) return noForm(n, why);
+  FormWriter w;
+  w.param = [&n](const std::string& name) { return n.attrs.f(name); };
+  w.constant = [&](const std::string& hint, float v) { return scalar(n.name + "/" + hint, v); };
+  w.node = [&](const std::string& op, const std::vector<std::string>& ins,
+               const std::vector<std::pair<std::string, float>>& attrs, bool root) {
+    std::string y = root ? out(id) : fresh(n.name + "/" + op + "_out");
+    onnx::NodeProto& p = add(op, root ? n.name : fresh(n.name + "/" + op), ins, {y});
+    for (const auto& [key, v] : attrs) *p.add_attribute() = attrFloat(key, v);
+    return y;
+  };
+  writeForm(*f, in(n, 0), w);
   return {};
 }
 

@@ -56,6 +56,8 @@ class Exporter {
   const Weight* weight(const std::string& name) const;
   Error noForm(const Node& n, const std::string& what) const;
 
+  // An op that declares its ONNX form as data (onnx_form.h).
+  Status form(NodeId id);
   Status linear(NodeId id);
   Status conv(NodeId id, bool transposed);
   Status matmul(NodeId id);

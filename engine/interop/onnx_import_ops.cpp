@@ -10,6 +10,7 @@
 #include <numbers>
 #include <optional>
 
+#include "engine/interop/onnx_form.h"
 #include "engine/interop/onnx_import.h"
 #include "engine/interop/onnx_import_map.h"
 
@@ -188,22 +189,69 @@ std::optional<std::string> Mapper::matchGelu(int head, std::vector<int>& region,
   return std::nullopt;
 }
 
+namespace {
+
+// What a pattern of ONNX nodes becomes: one NetLoom op at the pattern's last node.
+struct Taken {
+  std::string op, input;
+  std::map<std::string, double> floats;
+  std::map<std::string, std::string> strings;
+};
+
+// GELU written out, then every op's declared ONNX forms (onnx_form.h), from the last
+// node back, so that a form takes its nodes before a smaller one inside it could.
+std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
+  std::map<int, Taken> taken;
+  for (int i = 0; i < s.graph.node_size(); ++i) {
+    std::vector<int> region;
+    std::string x, out;
+    if (s.done[size_t(i)]) continue;
+    if (auto approx = m.matchGelu(i, region, x, out)) {
+      for (int r : region) s.done[size_t(r)] = true;
+      taken[region.back()] = Taken{"GELU", x, {}, {{"approximate", *approx}}};
+    }
+  }
+  std::vector<std::pair<const OpDef*, Form>> forms;
+  for (const OpDef* op : OpRegistry::instance().all())
+    if (!op->onnxForm.empty())
+      if (auto parsed = parseForms(*op))
+        for (Form& f : *parsed) forms.emplace_back(op, std::move(f));
+  std::stable_sort(forms.begin(), forms.end(), [](const auto& a, const auto& b) {
+    return a.second.calls() > b.second.calls();
+  });
+  std::map<std::string, int> producer;
+  for (int i = 0; i < s.graph.node_size(); ++i)
+    for (const std::string& y : s.node(i).output()) producer[y] = i;
+  for (int i = s.graph.node_size(); i-- > 0;) {
+    if (s.done[size_t(i)]) continue;
+    for (const auto& [op, form] : forms) {
+      auto match = matchForm(form, s, i, producer);
+      if (!match) continue;
+      for (int r : match->nodes) s.done[size_t(r)] = true;
+      taken[i] = Taken{op->name, match->input, match->params, {}};
+      break;
+    }
+  }
+  return taken;
+}
+
+}  // namespace
+
 void mapNodes(ImportState& s) {
   s.countReaders();
   Mapper m(s);
+  const std::map<int, Taken> taken = takePatterns(s, m);
   for (int i = 0; i < s.graph.node_size(); ++i) {
-    if (s.done[size_t(i)]) continue;
     const onnx::NodeProto& n = s.node(i);
-    std::vector<int> region;
-    std::string x, out;
-    if (auto approx = m.matchGelu(i, region, x, out)) {
-      for (int r : region) s.done[size_t(r)] = true;
-      const onnx::NodeProto& last = s.node(region.back());
-      proto::NodeDef& d = m.add(last, "GELU", {m.ref(last, x)});
-      m.setS(d, "approximate", *approx);
-      s.refOf[out] = d.name();
+    if (auto it = taken.find(i); it != taken.end()) {
+      const Taken& t = it->second;
+      proto::NodeDef& d = m.add(n, t.op, {m.ref(n, t.input)});
+      for (const auto& [key, v] : t.floats) m.setF(d, key, v);
+      for (const auto& [key, v] : t.strings) m.setS(d, key, v);
+      s.refOf[n.output(0)] = d.name();
       continue;
     }
+    if (s.done[size_t(i)]) continue;
     s.done[size_t(i)] = true;
     if (!m.map(i)) m.failed(n);
   }

@@ -198,6 +198,15 @@ Result<Lowered> lowerNode(const Graph& g, const Node& n, const proto::NodeDef& d
     l.call = std::move(call);
     return l;
   };
+  if (!n.op->torchForm.empty()) {
+    // Declared as data: the function, the attributes as its keywords.
+    for (const AttrDef& at : n.op->attrs) {
+      const double* def = std::get_if<double>(&at.def);
+      l.fwdArgs.push_back(
+          arg(d, at.name, pyFloat(a.f(at.name)), at.name, def ? pyFloat(*def) : std::string()));
+    }
+    return fn(n.op->torchForm);
+  }
   if (op == "Linear") {
     l.ctor = "nn.Linear";
     l.ctorArgs = {pos(d, "in_features", pyInt(inShape(g, n, 0).back()), ""),

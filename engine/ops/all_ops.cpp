@@ -16,6 +16,7 @@ void registerAllOps(OpRegistry& r) {
   registerGELU(r);
   registerSigmoid(r);
   registerTanh(r);
+  registerDeclaredElementwise(r);
   registerSoftmax(r);
   registerDropout(r);
   registerPointwise(r);

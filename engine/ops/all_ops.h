@@ -9,6 +9,8 @@ void registerAllOps(OpRegistry& r);
 
 void registerInput(OpRegistry& r);
 void registerConstant(OpRegistry& r);
+// Every op of engine/ops/elementwise/, from its declaration (elementwise.cpp).
+void registerDeclaredElementwise(OpRegistry& r);
 void registerAutocast(OpRegistry& r);
 void registerCollectives(OpRegistry& r);
 void registerLinear(OpRegistry& r);

@@ -143,6 +143,13 @@ struct OpDef {
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;
+  // Interop written as data, where the op declares it so (the element-wise ops of
+  // engine/ops/elementwise/ do): `onnxForm` is the op as ONNX nodes, an expression
+  // over the input x and the attributes (engine/interop/onnx_form.h), which both the
+  // export writes and the import recognises; `torchForm` a PyTorch function called
+  // as f(x, attribute=value, ...). Empty: the interop code has the op's own case.
+  std::string onnxForm;
+  std::string torchForm;
   // Forward cost for model summaries: floating-point operations for the whole batch
   // (a multiply-add counts two).
   std::function<int64_t(const InferCtx&)> flops;

@@ -1,6 +1,36 @@
 #include "kernels/core/pointwise.h"
 
 namespace netloom {
+namespace {
+
+// The ops below whose kernel is their functor alone (Identity and Dropout have their
+// own kernels; Pointwise runs chains of all of them).
+constexpr const char* kBuiltIn[] = {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad",
+                                    "GELU", "GELUGrad", "Sigmoid",   "SigmoidGrad",
+                                    "Tanh", "TanhGrad", "Add",       "RoundHalf"};
+
+// The step of an op declared in engine/ops/elementwise/ ("Name", or "NameGrad" for
+// its backward), its attributes read by the names the op declares.
+std::optional<PointStep> declaredStep(const std::string& op, const Attrs& a) {
+  std::optional<PointStep> found;
+  ew::ForEach<ew::All>::run([&]<class Op>(size_t index) {
+    const bool backward = op == std::string(Op::kName) + "Grad";
+    if (found || (op != Op::kName && !backward)) return;
+    static_assert(std::tuple_size_v<decltype(Op::kParams)> <= 2, "at most two attributes");
+    PointStep s;
+    s.op = PointOp::Declared;
+    s.index = uint8_t(index);
+    s.backward = backward;
+    s.arity = backward ? 2 : 1;
+    float* value[2] = {&s.param, &s.param2};
+    for (size_t k = 0; k < Op::kParams.size(); ++k)
+      *value[k] = float(a.f(Op::kParams[k].name, Op::kParams[k].def));
+    found = s;
+  });
+  return found;
+}
+
+}  // namespace
 
 std::optional<PointStep> pointStep(const std::string& op, const Attrs& a) {
   PointStep s;
@@ -36,7 +66,19 @@ std::optional<PointStep> pointStep(const std::string& op, const Attrs& a) {
     s.salt = uint64_t(a.i("__salt"));
     return unary(PointOp::Dropout);
   }
-  return std::nullopt;
+  return declaredStep(op, a);
+}
+
+const std::vector<std::string>& pointOpNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n(std::begin(kBuiltIn), std::end(kBuiltIn));
+    ew::ForEach<ew::All>::run([&n]<class Op>(size_t) {
+      n.push_back(Op::kName);
+      n.push_back(std::string(Op::kName) + "Grad");
+    });
+    return n;
+  }();
+  return names;
 }
 
 std::optional<PointChain> pointChain(const Attrs& a, int inputs, std::string* error) {

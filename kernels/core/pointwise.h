@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "elementwise_ops.gen.h"
 #include "kernels/core/attrs.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/kernel.h"
@@ -35,7 +36,8 @@ enum class PointOp : uint8_t {
   AddRelu,
   RoundFp16,
   RoundBf16,
-  Dropout,  // reads the step's seed and each element's logical index: the backend's own
+  Dropout,   // reads the step's seed and each element's logical index: the backend's own
+  Declared,  // an op of engine/ops/elementwise/ (ew::All), by PointStep::index
 };
 
 // A chain's limits: a GPU thread holds each step's value, and the kernel's arguments
@@ -50,13 +52,19 @@ struct PointStep {
   PointOp op = PointOp::Copy;
   int8_t arity = 1;
   int8_t arg[2] = {0, 1};
-  float param = 0.f;  // LeakyReLU's slope; Dropout's p
-  uint64_t salt = 0;  // Dropout's stream
+  float param = 0.f;      // LeakyReLU's slope; Dropout's p; a declared op's first attribute
+  float param2 = 0.f;     // a declared op's second attribute
+  uint64_t salt = 0;      // Dropout's stream
+  uint8_t index = 0;      // Declared: the op's place in ew::All
+  bool backward = false;  // Declared: its Backward functor, else its Forward
 };
 
 // The step of op `op` with attributes `a` (operands: inputs 0 and 1), or none where
 // the op is not element-wise math.
 std::optional<PointStep> pointStep(const std::string& op, const Attrs& a);
+
+// Every op pointStep knows: the ops whose kernels, alone, are their functor.
+const std::vector<std::string>& pointOpNames();
 
 // A Pointwise node's chain, as its attributes hold it: "steps" names each step's op,
 // comma-separated; step k's attributes are "k.<name>" and its operands "k.args";
@@ -96,6 +104,10 @@ NL_HD auto visitPoint(const PointStep& s, V&& visit) {
     case PointOp::AddRelu: return visit(fn::AddRelu{});
     case PointOp::RoundFp16: return visit(fn::RoundHalf{true});
     case PointOp::RoundBf16: return visit(fn::RoundHalf{false});
+    case PointOp::Declared: {
+      const float p[2] = {s.param, s.param2};
+      return ew::visitOp(ew::All{}, s.index, s.backward, p, visit, fn::Copy{});
+    }
     default: return visit(fn::Copy{});
   }
 }

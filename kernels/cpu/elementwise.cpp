@@ -164,7 +164,7 @@ void registerElementwise(KernelRegistry& r) {
   // Element by element over same-shaped tensors, so any layout they all share; the
   // shape ops (Flatten, Reshape) and Constant see plain tensors only.
   // `also`: what else the kernel declines, asked first (null: nothing).
-  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make,
+  auto add = [&](const std::string& op, std::function<KernelFn(const KernelSig&)> make,
                  bool anyLayout = true, std::string(*also)(const KernelSig&) = nullptr) {
     KernelImpl k = kernel(std::string("cpu.") + op, make);
     k.anyLayout = anyLayout;
@@ -178,8 +178,8 @@ void registerElementwise(KernelRegistry& r) {
     };
     r.add(op, DeviceKind::Cpu, std::move(k));
   };
-  for (const char* op : {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad", "GELU", "GELUGrad",
-                         "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Add", "RoundHalf"})
+  // Every op whose kernel is its functor alone (pointwise.h), the declared ones too.
+  for (const std::string& op : pointOpNames())
     add(op, [op](const KernelSig& s) { return single(s, op); });
   add("Pointwise", pointwise, true, declinePointwise);
   for (const char* op : {"Identity", "Flatten", "Reshape"})

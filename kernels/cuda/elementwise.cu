@@ -144,11 +144,11 @@ KernelFn copy(const KernelSig& sig) {
 }  // namespace
 
 void registerElementwise(KernelRegistry& r) {
-  auto add = [&](const char* op, std::function<KernelFn(const KernelSig&)> make) {
+  auto add = [&](const std::string& op, std::function<KernelFn(const KernelSig&)> make) {
     r.add(op, DeviceKind::Cuda, plainKernel(std::string("cuda.") + op, std::move(make)));
   };
-  for (const char* op : {"ReLU", "ReLUGrad", "LeakyReLU", "LeakyReLUGrad", "GELU", "GELUGrad",
-                         "Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad", "Add", "RoundHalf"})
+  // Every op whose kernel is its functor alone (pointwise.h), the declared ones too.
+  for (const std::string& op : pointOpNames())
     add(op, [op](const KernelSig& s) { return single(s, op); });
   {
     KernelImpl k = plainKernel("cuda.pointwise", pointwise);

@@ -21,7 +21,8 @@ using netloom::AttrVal;
 using netloom::Shape;
 using Vec = std::vector<double>;
 
-enum class Fill { Uniform, Probability, Labels };
+// Uniform: in [-2, 2]; Wide: in [-5, 5], past an activation's bends at ±3.
+enum class Fill { Uniform, Probability, Labels, Wide };
 
 struct InputSpec {
   Shape shape;  // including the batch dimension
@@ -138,6 +139,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
     for (double& x : v)
       x = s.fill == Fill::Labels        ? double(rng.below(uint64_t(s.classes)))
           : s.fill == Fill::Probability ? rng.uniform(0.05, 0.95)
+          : s.fill == Fill::Wide        ? rng.uniform(-5.0, 5.0)
                                         : rng.uniform(-2.0, 2.0);
     const TensorRef* ref = p.input("f" + std::to_string(k));
     QVERIFY(ref);

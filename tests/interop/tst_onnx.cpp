@@ -4,10 +4,12 @@
 // the weights come from the file, the project or the seed; what has no ONNX form is
 // refused by name and nothing is written.
 #include <QtTest>
+#include <algorithm>
 
 #include "../common/cli.h"
 #include "engine/interop/onnx.h"
 #include "engine/io/project_file.h"
+#include "engine/ops/op.h"
 #include "onnx_fixture.h"
 
 using namespace onnxfixture;
@@ -96,6 +98,42 @@ model {
 }
 train { seed: 5 }
 )";
+
+// Every op that declares its ONNX form as data (OpDef::onnxForm) after one Linear: at
+// its defaults, and with each attribute its form names moved off its default.
+std::string declaredOps() {
+  std::string text = R"(name: "declared-ops"
+model {
+  name: "declared_ops"
+  nodes { name: "x" op: "Input" attrs { key: "shape" value { ints { values: [12] } } } }
+  nodes { name: "fc" op: "Linear" inputs: "x" attrs { key: "out_features" value { i: 10 } } }
+)";
+  bool any = false;
+  for (const OpDef* op : OpRegistry::instance().all()) {
+    if (op->onnxForm.empty()) continue;
+    for (bool tuned : {false, true}) {
+      const std::string name = op->name + (tuned ? "_tuned" : "");
+      text += "  nodes { name: \"" + name + "\" op: \"" + op->name + "\" inputs: \"fc\"";
+      for (const AttrDef& a : op->attrs) {
+        const double* def = std::get_if<double>(&a.def);
+        if (!tuned || !def || op->onnxForm.find(a.name) == std::string::npos) continue;
+        text += " attrs { key: \"" + a.name + "\" value { f: " +
+                std::to_string(std::clamp(*def == 0 ? 0.5 : *def * 1.5, a.min, a.max)) + " } }";
+      }
+      text += " }\n";
+      any = true;
+    }
+  }
+  if (!any) return {};
+  text += "  nodes { name: \"cat\" op: \"Concat\" inputs: [";
+  std::string sep;
+  for (const OpDef* op : OpRegistry::instance().all())
+    if (!op->onnxForm.empty()) {
+      text += sep + "\"" + op->name + "\", \"" + op->name + "_tuned\"";
+      sep = ", ";
+    }
+  return text + "] }\n  outputs: \"cat\"\n}\ntrain { seed: 9 }\n";
+}
 
 proto::Project parse(const char* text) {
   auto p = parseProject(text, "test.nlproj");
@@ -226,13 +264,18 @@ print("checked", len(sys.argv) - 1)
     for (const QString& name : exampleProjects()) QTest::newRow(qPrintable(name)) << name;
     QTest::newRow("all-ops") << QString("all-ops");
     QTest::newRow("blocks") << QString("blocks");
+    QTest::newRow("declared-ops") << QString("declared-ops");
   }
 
   void roundTripGivesTheSameOutputs() {
     QFETCH(QString, name);
     QTemporaryDir dir;
     proto::Project project;
-    if (name == "all-ops" || name == "blocks") {
+    if (name == "declared-ops") {
+      const std::string text = declaredOps();
+      if (text.empty()) QSKIP("no op declares its ONNX form as data");
+      project = parse(text.c_str());
+    } else if (name == "all-ops" || name == "blocks") {
       project = parse(name == "all-ops" ? kAllOps : kBlocks);
     } else {
       auto loaded = loadProject(projectPath(name).toStdString());
@@ -254,7 +297,8 @@ print("checked", len(sys.argv) - 1)
       o.initWeights = weights;
       o.foldBatchNorm = fold;
       Status st = exportOnnx(project, dir.path().toStdString(), onnx, o);
-      if (!st && QString::fromStdString(st.message()).contains("has no ONNX form"))
+      if (!st && name != "declared-ops" &&
+          QString::fromStdString(st.message()).contains("has no ONNX form"))
         QSKIP(qPrintable("refused, as exportsEveryExampleProject checks: " +
                          QString::fromStdString(st.message())));
       QVERIFY2(st.ok(), st ? "" : st.message().c_str());
@@ -273,6 +317,12 @@ print("checked", len(sys.argv) - 1)
       const int bn = name == "blocks" ? 2 : countOps(project, "BatchNorm");
       if (!fold) QCOMPARE(countOps(*imported, "BatchNorm"), bn);
       if (fold && bn > 0) QVERIFY(countOps(*imported, "BatchNorm") < bn);
+      // Each declared op comes back as itself, its attributes read from the nodes.
+      for (const auto& node : project.model().nodes()) {
+        const OpDef* op = OpRegistry::instance().find(node.op());
+        if (!op || op->onnxForm.empty()) continue;
+        QVERIFY2(countOps(*imported, node.op()) == countOps(project, node.op()), node.op().c_str());
+      }
     }
   }
 
@@ -383,9 +433,13 @@ model {
     QTemporaryDir dir;
     QStringList names = exampleProjects();
     names << "all-ops";
+    const std::string declared = declaredOps();
+    if (!declared.empty()) names << "declared-ops";
     for (const QString& name : names) {
-      proto::Project project =
-          name == "all-ops" ? parse(kAllOps) : *loadProject(projectPath(name).toStdString());
+      proto::Project project = name == "all-ops" ? parse(kAllOps)
+                               : name == "declared-ops"
+                                   ? parse(declared.c_str())
+                                   : *loadProject(projectPath(name).toStdString());
       const std::string weights = dir.filePath(name + ".safetensors").toStdString();
       QVERIFY(writeSafetensors(weights, perturbedWeights(project)).ok());
       const int64_t n = 8;

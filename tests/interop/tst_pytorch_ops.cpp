@@ -5,10 +5,12 @@
 // NetLoom run's weights, equal predict()'s. Needs Debian's /usr/bin/python3 with
 // torch; without it the Python side is skipped, and said so.
 #include <QtTest>
+#include <algorithm>
 
 #include "../common/cli.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
+#include "engine/ops/op.h"
 #include "engine/train/trainer.h"
 #include "python.h"
 
@@ -204,6 +206,39 @@ class TestPytorchOps : public QObject {
                node("ln2", "LayerNorm", "\"cat\"",
                     integer("normalized_dims", 2) + " " + real("eps", 0.001)) +
                node("out", "Reshape", "\"ln2\"", flat);
+  }
+
+  // Every op that declares its PyTorch form as data (OpDef::torchForm), at its
+  // defaults and with each attribute moved off its default.
+  void declaredOps_data() {
+    QTest::addColumn<QString>("nodes");
+    const QString rows = node("seq", "Reshape", "\"image\"", ints("shape", "28, 28")) +
+                         node("fc", "Linear", "\"seq\"", integer("out_features", 16));
+    int declared = 0;
+    for (const netloom::OpDef* op : netloom::OpRegistry::instance().all()) {
+      if (op->torchForm.empty()) continue;
+      ++declared;
+      QString tuned;
+      for (const netloom::AttrDef& a : op->attrs)
+        if (const double* def = std::get_if<double>(&a.def))
+          tuned += real(QString::fromStdString(a.name),
+                        std::clamp(*def == 0 ? 0.5 : *def * 1.5, a.min, a.max)) +
+                   " ";
+      const QString name = QString::fromStdString(op->name);
+      QTest::newRow(qPrintable(name)) << rows + node("a", name, "\"fc\"") +
+                                             node("out", "Reshape", "\"a\"", ints("shape", "-1"));
+      if (!tuned.isEmpty())
+        QTest::newRow(qPrintable(name + " tuned"))
+            << rows + node("a", name, "\"fc\"", tuned) +
+                   node("out", "Reshape", "\"a\"", ints("shape", "-1"));
+    }
+    if (declared == 0) QTest::newRow("none declared") << QString();
+  }
+
+  void declaredOps() {
+    QFETCH(QString, nodes);
+    if (nodes.isEmpty()) QSKIP("no op declares its PyTorch form as data");
+    compare(nodes);
   }
 
   void ops() {
