@@ -133,6 +133,9 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
   add("tanh", {"Tanh", {}, {{{2, 2, 5}}}, [](const RefArgs& a) {
                  return unary(a, [](double x) { return std::tanh(x); });
                }});
+  add("silu", {"SiLU", {}, {{{3, 8}, Fill::Wide}}, [](const RefArgs& a) {
+                 return unary(a, [](double x) { return x / (1 + std::exp(-x)); });
+               }});
   add("softmax last", {"Softmax", {}, {{{4, 6}}}, [](const RefArgs& a) { return softmax(a, -1); }});
   add("softmax axis 1 of 3",
       {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}}, [](const RefArgs& a) { return softmax(a, 1); }});
