@@ -136,6 +136,9 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
   add("silu", {"SiLU", {}, {{{3, 8}, Fill::Wide}}, [](const RefArgs& a) {
                  return unary(a, [](double x) { return x / (1 + std::exp(-x)); });
                }});
+  add("hardswish", {"HardSwish", {}, {{{4, 8}, Fill::Wide}}, [](const RefArgs& a) {
+                      return unary(a, [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; });
+                    }});
   add("softmax last", {"Softmax", {}, {{{4, 6}}}, [](const RefArgs& a) { return softmax(a, -1); }});
   add("softmax axis 1 of 3",
       {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}}, [](const RefArgs& a) { return softmax(a, 1); }});
