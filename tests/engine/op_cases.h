@@ -139,6 +139,10 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
   add("hardswish", {"HardSwish", {}, {{{4, 8}, Fill::Wide}}, [](const RefArgs& a) {
                       return unary(a, [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; });
                     }});
+  add("softplus beta 1.5",
+      {"Softplus", {{"beta", 1.5}}, {{{3, 8}, Fill::Wide}}, [](const RefArgs& a) {
+         return unary(a, [](double x) { return std::log1p(std::exp(1.5 * x)) / 1.5; });
+       }});
   add("softmax last", {"Softmax", {}, {{{4, 6}}}, [](const RefArgs& a) { return softmax(a, -1); }});
   add("softmax axis 1 of 3",
       {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}}, [](const RefArgs& a) { return softmax(a, 1); }});
