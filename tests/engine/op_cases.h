@@ -143,6 +143,9 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
       {"Softplus", {{"beta", 1.5}}, {{{3, 8}, Fill::Wide}}, [](const RefArgs& a) {
          return unary(a, [](double x) { return std::log1p(std::exp(1.5 * x)) / 1.5; });
        }});
+  add("mish", {"Mish", {}, {{{3, 8}, Fill::Wide}}, [](const RefArgs& a) {
+                 return unary(a, [](double x) { return x * std::tanh(std::log1p(std::exp(x))); });
+               }});
   add("softmax last", {"Softmax", {}, {{{4, 6}}}, [](const RefArgs& a) { return softmax(a, -1); }});
   add("softmax axis 1 of 3",
       {"Softmax", {{"axis", I(1)}}, {{{2, 4, 3}}}, [](const RefArgs& a) { return softmax(a, 1); }});
