@@ -26,6 +26,11 @@ class TestData : public QObject {
   void fashionMnist();
   void csvHeaderAndLabelByName();
   void csvErrors();
+  void csvQuotedDelimiter();
+  void csvEscapedQuoteInHeader();
+  void csvCrlfLineEnds();
+  void csvLineBreakInQuotedHeader();
+  void csvUnterminatedQuote();
   void csvTestSplit();
   void syntheticDeterministicAndBalanced();
   void epochOrderIsDeterministicPermutation();
@@ -215,6 +220,132 @@ void TestData::csvErrors() {
   auto missing = readCsv(str(m_dir.filePath("absent.csv")), "", true, ',');
   QVERIFY(!missing.ok());
   QVERIFY(missing.error().message.find("absent.csv") != std::string::npos);
+}
+
+void TestData::csvQuotedDelimiter() {
+  // The delimiter inside quotes belongs to the field, in the header and in the rows.
+  const QString path = m_dir.filePath("quoted.csv");
+  writeFile(path, "\"x,1\", \"label\" ,y\n\"1.5\",\"0\",2\n -3 , \"2\" ,\"4e1\"\n", false);
+  auto ds = readCsv(str(path), "label", true, ',');
+  QVERIFY2(ds.ok(), ds.ok() ? "" : ds.error().message.c_str());
+  QCOMPARE(ds->size(), int64_t(2));
+  QCOMPARE(ds->sampleShape, (Shape{2}));
+  QCOMPARE(ds->floats, (std::vector<float>{1.5f, 2, -3, 40}));
+  QCOMPARE(ds->targets, (std::vector<float>{0, 2}));
+  QCOMPARE(ds->labels, (std::vector<int32_t>{0, 2}));
+  QCOMPARE(ds->origins, (std::vector<int64_t>{2, 3}));
+
+  // A quoted "1,5" is one field (no ragged row), and not a number.
+  const QString comma = m_dir.filePath("quoted-comma.csv");
+  writeFile(comma, "\"x,1\",label\n2,0\n\"1,5\",1\n", false);
+  auto c = readCsv(str(comma), "", true, ',');
+  QVERIFY(!c.ok());
+  const std::string& cm = c.error().message;
+  QVERIFY2(cm.find("quoted-comma.csv' line 3, column 1 ('x,1')") != std::string::npos, cm.c_str());
+  QVERIFY2(cm.find("'1,5' is not a number") != std::string::npos, cm.c_str());
+
+  // Semicolons too, and quoted fields need no quotes anywhere else.
+  const QString semi = m_dir.filePath("quoted.ssv");
+  writeFile(semi, "\"a;b\";c\n1;\"3\"\n\"2\";4\n", false);
+  auto s = readCsv(str(semi), "a;b", true, ';');
+  QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+  QCOMPARE(s->floats, (std::vector<float>{3, 4}));
+  QCOMPARE(s->labels, (std::vector<int32_t>{1, 2}));
+}
+
+void TestData::csvEscapedQuoteInHeader() {
+  // "" inside a quoted field is one quote; the label column is asked for by that name.
+  const QString path = m_dir.filePath("escaped.csv");
+  writeFile(path, "a,\"say \"\"hi\"\"\",\"\"\"b\"\"\"\n1,1,2\n3,0,4\n", false);
+  auto ds = readCsv(str(path), "say \"hi\"", true, ',');
+  QVERIFY2(ds.ok(), ds.ok() ? "" : ds.error().message.c_str());
+  QCOMPARE(ds->size(), int64_t(2));
+  QCOMPARE(ds->floats, (std::vector<float>{1, 2, 3, 4}));
+  QCOMPARE(ds->labels, (std::vector<int32_t>{1, 0}));
+  QCOMPARE(ds->classes, 2);
+
+  // The names come back unquoted in messages.
+  auto unknown = readCsv(str(path), "hi", true, ',');
+  QVERIFY(!unknown.ok());
+  const std::string& um = unknown.error().message;
+  QVERIFY2(um.find("(a, say \"hi\", \"b\")") != std::string::npos, um.c_str());
+}
+
+void TestData::csvCrlfLineEnds() {
+  // CRLF ends records, also right after a closing quote; blank CRLF lines are skipped.
+  const QString path = m_dir.filePath("crlf.csv");
+  writeFile(path, "a,\"b\",label\r\n1,2,0\r\n\r\n\"3\",4,1\r\n5,6,\"2\"\r\n", false);
+  auto ds = readCsv(str(path), "label", true, ',');
+  QVERIFY2(ds.ok(), ds.ok() ? "" : ds.error().message.c_str());
+  QCOMPARE(ds->size(), int64_t(3));
+  QCOMPARE(ds->floats, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  QCOMPARE(ds->labels, (std::vector<int32_t>{0, 1, 2}));
+  QCOMPARE(ds->origins, (std::vector<int64_t>{2, 4, 5}));
+
+  // Tab-delimited without a header: the CR is not part of the last field.
+  const QString tsv = m_dir.filePath("crlf.tsv");
+  writeFile(tsv, "1\t\"2\"\r\n3\t4\r\n", false);
+  auto t = readCsv(str(tsv), "", false, '\t');
+  QVERIFY2(t.ok(), t.ok() ? "" : t.error().message.c_str());
+  QCOMPARE(t->floats, (std::vector<float>{1, 3}));
+  QCOMPARE(t->labels, (std::vector<int32_t>{2, 4}));
+}
+
+void TestData::csvLineBreakInQuotedHeader() {
+  // Header names spanning LF and CRLF breaks: the header takes lines 1-3.
+  const QString path = m_dir.filePath("multiline.csv");
+  writeFile(path, "\"first\nfeature\",\"second\r\nfeature\",label\n1,2,0\n3,4,1\n", false);
+  auto ds = readCsv(str(path), "first\nfeature", true, ',');
+  QVERIFY2(ds.ok(), ds.ok() ? "" : ds.error().message.c_str());
+  QCOMPARE(ds->size(), int64_t(2));
+  QCOMPARE(ds->floats, (std::vector<float>{2, 0, 4, 1}));
+  QCOMPARE(ds->labels, (std::vector<int32_t>{1, 3}));
+  QCOMPARE(ds->origins, (std::vector<int64_t>{4, 5}));
+
+  // Messages name the physical line a record starts on: line 5, the 4th record.
+  const QString ragged = m_dir.filePath("multiline-ragged.csv");
+  writeFile(ragged, "\"a\nb\",c,label\n1,2,0\n\"3\",\"4\",1\n\"5\n\",6\n", false);
+  auto r = readCsv(str(ragged), "", true, ',');
+  QVERIFY(!r.ok());
+  const std::string& rm = r.error().message;
+  QVERIFY2(rm.find("multiline-ragged.csv' line 5: expected 3 columns, got 2") != std::string::npos,
+           rm.c_str());
+}
+
+void TestData::csvUnterminatedQuote() {
+  // The file ends inside quotes: the error names the line where the quote opened.
+  const QString path = m_dir.filePath("unterminated.csv");
+  writeFile(path, "a,label\n1,0\n2,\"1\n3,1\n", false);
+  auto u = readCsv(str(path), "", true, ',');
+  QVERIFY(!u.ok());
+  const std::string& um = u.error().message;
+  QVERIFY2(um.find("unterminated.csv' line 3") != std::string::npos, um.c_str());
+  QVERIFY2(um.find("never closed") != std::string::npos, um.c_str());
+
+  // A quote opened on a record's second line is named by that line.
+  const QString later = m_dir.filePath("unterminated-later.csv");
+  writeFile(later, "a,b,label\n1,2,0\n\"x\ny\",\"3\n", false);
+  auto l = readCsv(str(later), "", true, ',');
+  QVERIFY(!l.ok());
+  QVERIFY2(l.error().message.find("unterminated-later.csv' line 4") != std::string::npos,
+           l.error().message.c_str());
+
+  // In the header too.
+  const QString header = m_dir.filePath("unterminated-header.csv");
+  writeFile(header, "\"a,label\n1,0\n", false);
+  auto h = readCsv(str(header), "", true, ',');
+  QVERIFY(!h.ok());
+  QVERIFY2(h.error().message.find("unterminated-header.csv' line 1") != std::string::npos,
+           h.error().message.c_str());
+
+  // A quote closed by the file's last byte, with no line break after it, is fine.
+  const QString closed = m_dir.filePath("closed-at-end.csv");
+  writeFile(closed, "a,label\n1,0\n2,\"1\"", false);
+  auto c = readCsv(str(closed), "", true, ',');
+  QVERIFY2(c.ok(), c.ok() ? "" : c.error().message.c_str());
+  QCOMPARE(c->size(), int64_t(2));
+  QCOMPARE(c->floats, (std::vector<float>{1, 2}));
+  QCOMPARE(c->labels, (std::vector<int32_t>{0, 1}));
 }
 
 void TestData::csvTestSplit() {
