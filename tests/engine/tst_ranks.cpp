@@ -11,8 +11,10 @@
 #include <cmath>
 
 #include "../common/cli.h"
+#include "../common/fashion.h"
 #include "../common/wait.h"
 #include "engine/io/event_stream.h"
+#include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 
 using netloom::testing::Outcome;
@@ -20,9 +22,7 @@ using netloom::testing::runTrain;
 
 namespace {
 
-bool haveFashion() {
-  return QFile::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
+using netloom::testing::haveFashion;
 
 // Fashion-MNIST through an MLP with SGD and momentum, no dropout; `norm` puts a
 // BatchNorm after the first layer, synchronised across ranks or not.
@@ -69,6 +69,7 @@ train {
 }
 )")
               .arg(extraTrain, act)
+              .replace("/usr/share/datasets/fashion-mnist", NETLOOM_FASHION_DIR)
               .toUtf8());
   return path;
 }
@@ -272,10 +273,15 @@ class TestRanks : public QObject {
   // One epoch of Fashion-MNIST (the whole training set) on two ranks.
   void twoRanksReachTheAccuracyFloor() {
     QTemporaryDir dir;
-    Outcome o =
-        runTrain({QString(NETLOOM_SOURCE_DIR) + "/projects/fashion-mlp.nlproj", "--ranks", "2",
-                  "--epochs", "1", "--quiet", "--checkpoint-dir", dir.filePath("ck"), "--rank-logs",
-                  dir.filePath("logs"), "--summary-json", dir.filePath("s.json")});
+    // The example project, its data where this machine keeps Fashion-MNIST.
+    auto example = netloom::loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-mlp.nlproj");
+    QVERIFY(example.ok());
+    const QString project = dir.filePath("fashion-mlp.nlproj");
+    QVERIFY(netloom::saveProject(project.toStdString(), netloom::testing::withFashionDir(*example))
+                .ok());
+    Outcome o = runTrain({project, "--ranks", "2", "--epochs", "1", "--quiet", "--checkpoint-dir",
+                          dir.filePath("ck"), "--rank-logs", dir.filePath("logs"), "--summary-json",
+                          dir.filePath("s.json")});
     QVERIFY2(o.code == 0, qPrintable(o.err));
     QFile f(dir.filePath("s.json"));
     QVERIFY(f.open(QIODevice::ReadOnly));
