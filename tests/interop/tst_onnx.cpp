@@ -383,7 +383,14 @@ model {
 })"
                                     << "node 'mse' (op MSELoss): a loss or metric on the way to "
                                        "the model's outputs has no ONNX "
-                                       "form";
+                                       "form";    // A declared op whose ONNX forms leave out an attribute set off its default.
+    QTest::newRow("softplus threshold") << R"(
+model {
+  nodes { name: "x" op: "Input" attrs { key: "shape" value { ints { values: [4] } } } }
+  nodes { name: "sp" op: "Softplus" inputs: "x" attrs { key: "threshold" value { f: 5 } } }
+  outputs: "sp"
+})"
+                                        << "node 'sp' (op Softplus): attribute threshold=5";
   }
 
   void refusesWhatHasNoOnnxForm() {
