@@ -1,4 +1,5 @@
-// ONNX import of models NetLoom did not write: a CNN exported by torch.onnx.export at
+// ONNX import of models NetLoom did not write: a CNN (with SiLU, Softplus and Mish as
+// PyTorch writes them out) exported by torch.onnx.export at
 // opsets 13 and 17, with BatchNorm kept and folded by PyTorch, gives PyTorch's
 // outputs within 1e-5 and trains; unsupported ops and attributes are all listed and
 // nothing is written. The models come from Debian's /usr/bin/python3 (torch, onnx);
@@ -48,7 +49,9 @@ class Net(nn.Module):
         a = self.avg(g + h)
         c = torch.cat([a, self.side(a)], dim=1)
         f = c.view(c.size(0), -1)
-        return self.fc2(F.gelu(self.fc1(f)))
+        h1 = self.fc1(f)
+        h1 = F.silu(h1) + F.softplus(h1, beta=2.0) + F.mish(h1)
+        return self.fc2(F.gelu(h1))
 
 m = Net()
 with torch.no_grad():
@@ -152,6 +155,8 @@ class TestOnnxImport : public QObject {
     QVERIFY(p.ok());
     QCOMPARE(countOps(*p, "BatchNorm"), batchNorms);
     QCOMPARE(countOps(*p, "GELU"), 2);
+    // Declared ops, as PyTorch writes them out (onnx_form.h's patterns).
+    for (const char* op : {"SiLU", "Softplus", "Mish"}) QCOMPARE(countOps(*p, op), 1);
     QCOMPARE(countOps(*p, "Conv2d"), 3);
     QCOMPARE(countOps(*p, "Linear"), 2);
     QCOMPARE(p->train().loss(), std::string("loss"));
