@@ -1,4 +1,4 @@
-// ONNX import of models NetLoom did not write: a CNN (with SiLU, Softplus and Mish as
+// ONNX import of models NetLoom did not write: a CNN (with SiLU, Softplus, Mish and HardSwish as
 // PyTorch writes them out) exported by torch.onnx.export at
 // opsets 13 and 17, with BatchNorm kept and folded by PyTorch, gives PyTorch's
 // outputs within 1e-5 and trains; unsupported ops and attributes are all listed and
@@ -50,7 +50,7 @@ class Net(nn.Module):
         c = torch.cat([a, self.side(a)], dim=1)
         f = c.view(c.size(0), -1)
         h1 = self.fc1(f)
-        h1 = F.silu(h1) + F.softplus(h1, beta=2.0) + F.mish(h1)
+        h1 = F.silu(h1) + F.softplus(h1, beta=2.0) + F.mish(h1) + F.hardswish(h1)
         return self.fc2(F.gelu(h1))
 
 m = Net()
@@ -156,7 +156,7 @@ class TestOnnxImport : public QObject {
     QCOMPARE(countOps(*p, "BatchNorm"), batchNorms);
     QCOMPARE(countOps(*p, "GELU"), 2);
     // Declared ops, as PyTorch writes them out (onnx_form.h's patterns).
-    for (const char* op : {"SiLU", "Softplus", "Mish"}) QCOMPARE(countOps(*p, op), 1);
+    for (const char* op : {"SiLU", "Softplus", "Mish", "HardSwish"}) QCOMPARE(countOps(*p, op), 1);
     QCOMPARE(countOps(*p, "Conv2d"), 3);
     QCOMPARE(countOps(*p, "Linear"), 2);
     QCOMPARE(p->train().loss(), std::string("loss"));

@@ -21,7 +21,9 @@ struct HardSwish {
     }
   };
   static constexpr int kFlops = 4;
-  static constexpr const char* kOnnx = "HardSwish(x)";
+  // Opset 14 has HardSwish; before it PyTorch writes x·HardSigmoid(x), α = 1/6 and
+  // ONNX's default β = 1/2.
+  static constexpr const char* kOnnx = "HardSwish(x); Mul(x, HardSigmoid{alpha=0.16666667}(x))";
   static constexpr const char* kTorch = "F.hardswish";
 };
 NL_ELEMENTWISE_OP(HardSwish)
