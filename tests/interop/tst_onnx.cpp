@@ -373,7 +373,8 @@ model {
                                   << "node 'pool' (op AvgPool2d): attribute ceil_mode=true with a "
                                      "last window past the padding "
                                      "has no ONNX form";
-    QTest::newRow("loss as output") << R"(
+    QTest::newRow("loss as output")
+        << R"(
 model {
   nodes { name: "x" op: "Input" attrs { key: "shape" value { ints { values: [4] } } } }
   nodes { name: "y" op: "Input" attrs { key: "shape" value { ints { values: [4] } } } attrs { key: "field" value { s: "label" } } }
@@ -381,9 +382,9 @@ model {
   nodes { name: "mse" op: "MSELoss" inputs: ["fc", "y"] }
   outputs: "mse"
 })"
-                                    << "node 'mse' (op MSELoss): a loss or metric on the way to "
-                                       "the model's outputs has no ONNX "
-                                       "form";    // A declared op whose ONNX forms leave out an attribute set off its default.
+        << "node 'mse' (op MSELoss): a loss or metric on the way to "
+           "the model's outputs has no ONNX "
+           "form";  // A declared op whose ONNX forms leave out an attribute set off its default.
     QTest::newRow("softplus threshold") << R"(
 model {
   nodes { name: "x" op: "Input" attrs { key: "shape" value { ints { values: [4] } } } }
