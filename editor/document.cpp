@@ -13,7 +13,7 @@
 #include "engine/graph/graph.h"
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom::editor {
 

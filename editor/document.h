@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/graph/analyze.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
 

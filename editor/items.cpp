@@ -7,7 +7,7 @@
 
 #include "editor/canvas_style.h"
 #include "editor/scene.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom::editor {
 

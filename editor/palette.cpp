@@ -12,7 +12,7 @@
 #include "editor/scene.h"
 #include "editor/view.h"
 #include "engine/graph/blocks.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom::editor {
 

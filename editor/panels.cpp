@@ -15,7 +15,7 @@
 #include <climits>
 
 #include "engine/data/dataset.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "engine/train/heads.h"
 #include "engine/train/project_check.h"
 #include "kernels/core/checked.h"

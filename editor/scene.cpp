@@ -12,7 +12,7 @@
 
 #include "editor/canvas_style.h"
 #include "editor/view.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom::editor {
 

@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QEventLoop>
 #include <QFile>
 #include <QFileInfo>
 #include <QMetaObject>
@@ -319,8 +320,12 @@ void RemoteTarget::detach() {
   m_detach = true;
   QThread* t = m_thread;
   m_thread = nullptr;
-  // The worker may be waiting on a question for this thread: keep answering.
-  while (!t->wait(20)) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  // The worker may be waiting on a question for this thread: its events go on being
+  // handled until the thread says it has finished.
+  QEventLoop loop;
+  connect(t, &QThread::finished, &loop, &QEventLoop::quit);
+  if (!t->isFinished()) loop.exec();
+  t->wait();
   delete t;
 }
 

@@ -4,10 +4,11 @@
 #include <signal.h>
 
 #include <QCoreApplication>
-#include <QElapsedTimer>
+#include <QEventLoop>
 #include <QFileInfo>
 #include <QLabel>
 #include <QProgressBar>
+#include <QTimer>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -15,8 +16,8 @@
 #include "editor/document.h"
 #include "editor/panels.h"
 #include "engine/data/dataset.h"
-#include "engine/runtime/memory_budget.h"
 #include "engine/train/heads.h"
+#include "engine/util/memory_budget.h"
 #include "gui/charts.h"
 #include "gui/remote_target.h"
 #include "remote/hosts.h"
@@ -421,9 +422,12 @@ void RunController::stop() {
 bool RunController::stopAndWait(int ms) {
   if (!running()) return true;
   stop();
-  QElapsedTimer t;
-  t.start();
-  while (running() && t.elapsed() < ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  // The target says when it has ended (runEnded, after it let go of its thread or
+  // process); the timer only bounds the wait.
+  QEventLoop loop;
+  connect(this, &RunController::runEnded, &loop, &QEventLoop::quit);
+  QTimer::singleShot(ms, &loop, &QEventLoop::quit);
+  if (running()) loop.exec();
   return !running();
 }
 

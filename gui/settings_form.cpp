@@ -21,7 +21,7 @@
 #include <QVBoxLayout>
 #include <type_traits>
 
-#include "engine/compiler/passes.h"
+#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
 #include "engine/train/project_check.h"
 #include "engine/train/schedule.h"

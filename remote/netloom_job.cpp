@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cli/progress.h"
+#include "engine/io/progress.h"
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"

@@ -36,7 +36,7 @@ fi
 # The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
 # The interchange tests check exports against PyTorch and the ONNX checker.
-[ "$mode" = test ] && packages+=(python3-torch python3-onnx python3-numpy python3-pil)
+[ "$mode" = test ] && packages+=(python3-torch python3-onnx python3-numpy python3-pil python3-pyflakes)
 [ "$mode" = screenshot ] && packages+=(xvfb xauth)
 
 missing=()

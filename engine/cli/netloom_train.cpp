@@ -14,21 +14,22 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/cli/convert.h"
 #include "engine/cli/hold.h"
-#include "engine/cli/progress.h"
+#include "engine/io/progress.h"
 #include "engine/cli/ranks.h"
-#include "engine/dist/communicator.h"
+#include "engine/parallel/communicator.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
 #include "engine/io/safetensors.h"
 #include "engine/runtime/devices.h"
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 #include "engine/runtime/program.h"
 #include "engine/train/project_check.h"
 #include "engine/train/summary.h"
@@ -83,8 +84,11 @@ const char* kUsage =
     "                      autocast the matrix ops; fp16 also scales the loss\n"
     "  --no-cuda-graphs    on a GPU, issue every kernel each step instead of replaying\n"
     "                      the step as a recorded CUDA Graph (for comparison)\n"
-    "  --no-fuse           compile without fusion, folding or element-wise chains (each\n"
-    "                      op its own kernel), to measure what they save\n"
+    "  --disable-pass NAME compile without the optional pass NAME (repeatable, or names\n"
+    "                      joined by commas; --explain lists the pipeline, optional\n"
+    "                      passes marked *), to measure what it saves\n"
+    "  --no-fuse           the same as --disable-pass folding,fusion,chains (each op\n"
+    "                      its own kernel)\n"
     "  --plain-layouts     keep every activation in plain NCHW instead of the blocked\n"
     "                      layout oneDNN's convolutions prefer (for comparison)\n"
     "  --summary           print each node's output shape, parameters, FLOPs and\n"
@@ -224,6 +228,12 @@ std::string parseArgs(int argc, char** argv, Args& a) {
       a.opts.profile = true;
     } else if (k == "--no-fuse") {
       a.opts.fuse = false;
+    } else if (k == "--disable-pass") {
+      std::string names;
+      if (!value(names) || names.empty()) return "--disable-pass needs a pass name";
+      std::stringstream list(names);
+      for (std::string name; std::getline(list, name, ',');)
+        if (!name.empty()) a.opts.disabledPasses.insert(name);
     } else if (k == "--plain-layouts") {
       a.opts.plainLayouts = true;
     } else if (k == "--norms") {

@@ -1,10 +1,15 @@
 #include "engine/cli/ranks.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -15,8 +20,8 @@
 #include <optional>
 #include <thread>
 
-#include "engine/dist/communicator.h"
 #include "engine/io/event_stream.h"
+#include "engine/parallel/communicator.h"
 
 namespace netloom {
 
@@ -85,10 +90,76 @@ std::vector<std::string> workerArgs(const RankJob& job, int rank, const std::str
 struct Worker {
   int rank = 0;
   pid_t pid = -1;
+  int pidfd = -1;   // readable once the rank has exited (-1: a kernel without pidfd_open)
   std::string log;  // ranks 1..
   bool running = true;
   int status = 0;
   bool signalledByUs = false;
+};
+
+// What the supervisor waits on between two looks at the ranks: a rank exiting (its
+// pidfd), rank 0 writing events (inotify on their folder), a stop signal, or the kill
+// deadline. SIGTERM and SIGINT are blocked while it runs and let in only inside
+// ppoll(), so a stop that arrives just before the wait still ends it.
+class Waits {
+ public:
+  Waits(std::vector<Worker>& workers, const std::string& eventsDir) : m_workers(workers) {
+    for (Worker& w : workers)
+      if (w.pid > 0) w.pidfd = int(syscall(SYS_pidfd_open, w.pid, 0));
+    if (!eventsDir.empty()) {
+      m_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+      if (m_watch >= 0 &&
+          inotify_add_watch(m_watch, eventsDir.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
+        ::close(m_watch);
+        m_watch = -1;
+      }
+    }
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stops, &m_before);
+    m_during = m_before;
+    sigdelset(&m_during, SIGTERM);
+    sigdelset(&m_during, SIGINT);
+  }
+  ~Waits() {
+    pthread_sigmask(SIG_SETMASK, &m_before, nullptr);
+    for (Worker& w : m_workers)
+      if (w.pidfd >= 0) ::close(w.pidfd);
+    if (m_watch >= 0) ::close(m_watch);
+  }
+
+  void next(const std::atomic<bool>& stop, bool stopForwarded,
+            const std::optional<std::chrono::steady_clock::time_point>& killAt) {
+    if (stop.load() && !stopForwarded) return;
+    std::vector<pollfd> fds;
+    bool everyExitSeen = true;
+    for (const Worker& w : m_workers)
+      if (w.running) {
+        if (w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
+        everyExitSeen = everyExitSeen && w.pidfd >= 0;
+      }
+    if (m_watch >= 0) fds.push_back({m_watch, POLLIN, 0});
+    // Without a pidfd (kernels before 5.3) an exit is seen by looking every 20 ms.
+    auto limit = std::chrono::nanoseconds(everyExitSeen ? -1 : 20'000'000);
+    // Until the kill deadline; past it (SIGKILL sent), until the ranks are gone.
+    if (auto now = std::chrono::steady_clock::now(); killAt && *killAt > now) {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(*killAt - now);
+      limit = limit.count() < 0 ? left : std::min(limit, left);
+    }
+    timespec t{time_t(limit.count() / 1'000'000'000), long(limit.count() % 1'000'000'000)};
+    ::ppoll(fds.data(), fds.size(), limit.count() < 0 ? nullptr : &t, &m_during);
+    char drain[4096];
+    if (m_watch >= 0)
+      while (::read(m_watch, drain, sizeof drain) > 0) {
+      }
+  }
+
+ private:
+  std::vector<Worker>& m_workers;
+  int m_watch = -1;
+  sigset_t m_before, m_during;
 };
 
 pid_t spawn(const std::vector<std::string>& args, int rank, const std::string& log) {
@@ -196,6 +267,7 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
   const Worker* first = nullptr;  // the first rank to fail: the job's cause
   bool forwardedStop = false;
   std::optional<std::chrono::steady_clock::time_point> killAt;
+  Waits waits(workers, rank0Events.empty() ? "" : rendezvous);
   auto running = [&] {
     for (const Worker& w : workers)
       if (w.running) return true;
@@ -238,7 +310,7 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
       for (Worker& w : workers)
         if (w.running) kill(w.pid, SIGKILL);
     relay();
-    if (running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running()) waits.next(stop, forwardedStop, killAt);
   }
   relay();
   int code = 0;

@@ -1,10 +1,11 @@
 // Autocast (train.precision bf16 or fp16): RoundHalf around the matrix ops.
 #include "engine/compiler/passes.h"
+#include "engine/ops/internal_ops.h"
 
 namespace netloom {
 
 std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
-  const OpDef* round = OpRegistry::instance().find("RoundHalf");
+  const OpDef* round = &internal_ops::roundHalf();
   std::vector<std::string> rounded;
   std::vector<Node> old = std::move(g.nodes);
   g.nodes.clear();

@@ -1,55 +1,11 @@
 #include "engine/compiler/autodiff.h"
 
+#include "engine/ops/internal_ops.h"
+
 namespace netloom {
 
-GradBuilder::GradBuilder(Graph& g, NodeId node, std::map<ValueId, ValueId>& grads)
-    : m_graph(g), m_node(g.nodes[node]), m_grads(grads) {}
-
-ValueId GradBuilder::outGrad(int i) const {
-  auto it = m_grads.find(m_node.outputs[i]);
-  return it == m_grads.end() ? kNoValue : it->second;
-}
-
-bool GradBuilder::needsGrad(int i) const {
-  return m_graph.values[m_node.inputs[i]].requiresGrad;
-}
-
-std::vector<ValueId> GradBuilder::emitN(const std::string& opName, std::vector<ValueId> inputs,
-                                        Attrs attrs) {
-  const OpDef* op = OpRegistry::instance().find(opName);
-  if (!op) {
-    m_error = "internal: no op '" + opName + "'";
-    return {};
-  }
-  auto resolved = resolveAttrs(*op, attrs);
-  Node n;
-  n.name = m_node.name + "/grad/" + opName + std::to_string(m_graph.nodes.size());
-  n.op = op;
-  n.attrs = resolved ? *resolved : attrs;
-  n.inputs = std::move(inputs);
-  n.backward = true;
-  n.origin = m_node.name;
-  auto id = m_graph.addNode(std::move(n));
-  if (!id) {
-    m_error = id.error().message;
-    return {};
-  }
-  return m_graph.nodes[*id].outputs;
-}
-
-void GradBuilder::addGrad(int i, ValueId grad) {
-  if (grad == kNoValue || !needsGrad(i)) return;
-  ValueId target = m_node.inputs[i];
-  auto it = m_grads.find(target);
-  if (it == m_grads.end()) {
-    m_grads[target] = grad;
-  } else {
-    it->second = emit("Add", {it->second, grad});
-  }
-}
-
 Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss,
-                                            const std::vector<ValueId>& alsoWrt) {
+                                            const std::vector<ValueId>& alsoWrt, NodeId* seedNode) {
   // Which values depend on a parameter (or a requested tensor): only those need gradients.
   for (ValueId v : alsoWrt) g.values[v].requiresGrad = true;
   for (const Node& n : g.nodes) {
@@ -69,13 +25,14 @@ Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss,
   {
     Node seed;
     seed.name = "loss/grad/seed";
-    seed.op = OpRegistry::instance().find("Constant");
+    seed.op = &internal_ops::constant();
     seed.attrs.set("value", 1.0);
     seed.attrs.set("shape", std::vector<int64_t>{});
     seed.backward = true;
     auto id = g.addNode(std::move(seed));
     if (!id) return id.error();
     grads[loss] = g.nodes[*id].outputs[0];
+    if (seedNode) *seedNode = *id;
   }
   for (size_t k = forwardCount; k-- > 0;) {
     const Node& n = g.nodes[k];

@@ -5,6 +5,7 @@
 
 #include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
+#include "engine/ops/internal_ops.h"
 
 namespace netloom {
 
@@ -19,7 +20,7 @@ ValueId persistentBehind(const Graph& g, ValueId v) {
   };
   if (persistent(v)) return v;
   NodeId from = g.values[v].producer;
-  static const OpDef* round = OpRegistry::instance().find("RoundHalf");
+  const OpDef* round = &internal_ops::roundHalf();
   if (from >= 0 && g.nodes[from].op == round && persistent(g.nodes[from].inputs[0]))
     return g.nodes[from].inputs[0];
   return kNoValue;

@@ -7,7 +7,7 @@
 
 #include "engine/compiler/compile.h"
 #include "engine/compiler/memory_planner.h"
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "engine/compiler/passes.h"
+#include "engine/ops/internal_ops.h"
 #include "kernels/core/pointwise.h"
 
 namespace netloom {
@@ -74,11 +75,13 @@ Node chainNode(const Graph& g, const std::vector<size_t>& members,
 
 std::vector<std::string> fuseElementwiseChains(Graph& g, const std::set<ValueId>& pinned,
                                                const KernelRegistry& kernels,
-                                               const KernelSig& context) {
+                                               const KernelSig& context,
+                                               const std::vector<std::vector<NodeId>>* readers) {
   std::vector<std::string> fused;
-  const OpDef* pointwise = OpRegistry::instance().find("Pointwise");
-  if (!pointwise) return fused;
-  const auto users = consumers(g);
+  const OpDef* pointwise = &internal_ops::pointwise();
+  std::vector<std::vector<NodeId>> own;
+  if (!readers) own = consumers(g);
+  const std::vector<std::vector<NodeId>>& users = readers ? *readers : own;
   std::vector<bool> taken(g.nodes.size(), false), dead(g.nodes.size(), false);
   std::vector<std::pair<size_t, Node>> chains;  // each at its last member's place
   for (size_t i = 0; i < g.nodes.size(); ++i) {

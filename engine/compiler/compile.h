@@ -1,13 +1,15 @@
-// The compiler driver: ModelDef -> validated, shape-inferred IR -> fusion ->
-// autodiff -> optimizer -> dead-code elimination -> kernels chosen -> memory
-// planned -> a Program bound to a ParamStore.
+// The compiler driver: ModelDef -> validated, shape-inferred IR -> the pass manager's
+// rewrite pipeline (folding, fusion, autodiff, the optimizer, dead code, chains,
+// layouts...) -> its lower pipeline (buffers, in place, kernels, the memory plan,
+// allocation) -> a Program bound to a ParamStore (engine/compiler/pass.h).
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 #include "engine/runtime/program.h"
 #include "kernels/core/communicator.h"
 
@@ -24,6 +26,9 @@ struct CompileOptions {
   std::vector<std::string> metrics;      // reported nodes; empty: every loss and metric node
   std::vector<std::string> keep;         // further values to keep readable after a run
   uint64_t seed = 0;                     // initialises parameters the store does not hold yet
+  // Optional passes to leave out, by name (--disable-pass; "in-place" and "in place"
+  // alike). fuse false leaves out folding, fusion and chains (--no-fuse).
+  std::set<std::string> disabledPasses;
   bool fuse = true;
   // Without training: the program runs in evaluation mode only (StepContext::training
   // false), so fusion may fold BatchNorm's running statistics into the layer before.

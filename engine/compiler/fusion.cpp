@@ -21,9 +21,12 @@ bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
 }
 
 std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
-                                         const KernelRegistry& kernels, const KernelSig& context) {
+                                         const KernelRegistry& kernels, const KernelSig& context,
+                                         const std::vector<std::vector<NodeId>>* readers) {
   std::vector<std::string> fused;
-  auto users = consumers(g);
+  std::vector<std::vector<NodeId>> own;
+  if (!readers) own = consumers(g);
+  const std::vector<std::vector<NodeId>>& users = readers ? *readers : own;
   std::vector<bool> dead(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& op = g.nodes[i];

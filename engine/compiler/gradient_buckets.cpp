@@ -1,6 +1,7 @@
 // Data parallelism: the gradients summed across the ranks in buckets, each started as
 // its last gradient is written.
 #include "engine/compiler/passes.h"
+#include "engine/ops/internal_ops.h"
 
 namespace netloom {
 
@@ -39,8 +40,8 @@ std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<Value
   for (size_t b = 0; b < buckets.size(); ++b)
     buckets[b].name = "bucket " + std::to_string(b) + " (" + buckets[b].params.front() +
                       (buckets[b].params.size() > 1 ? " .. " + buckets[b].params.back() : "") + ")";
-  const OpDef* start = OpRegistry::instance().find("BucketStart");
-  const OpDef* wait = OpRegistry::instance().find("BucketWait");
+  const OpDef* start = &internal_ops::bucketStart();
+  const OpDef* wait = &internal_ops::bucketWait();
   auto bucketNode = [&](const OpDef* op, size_t b) {
     Node n;
     n.name = buckets[b].name + (op == start ? "/start" : "/wait");

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kernels/core/device.h"
+#include "engine/ops/internal_ops.h"
 
 namespace netloom {
 
@@ -421,7 +422,7 @@ class LayoutPass {
   Node reorderNode(ValueId from, ValueId to, const Node& near) const {
     Node r;
     r.name = m_g.values[from].name + "/reorder";
-    r.op = OpRegistry::instance().find("Reorder");
+    r.op = &internal_ops::reorder();
     r.inputs = {from};
     r.outputs = {to};
     r.backward = near.backward;

@@ -1,9 +1,7 @@
-// Compiler passes that rewrite the IR, each a small function in a file of its own
-// (fold.cpp, fusion.cpp, chains.cpp, autocast.cpp, gradient_buckets.cpp, optimizer.cpp,
-// dead_code.cpp), tested on its own. compile.cpp lists every pass in one table (kPasses), these
-// with autodiff, layouts, lifetimes, in place, kernel choice, the memory plan and the multi-tensor
-// launches, each with when it runs; it runs them in that order, which
-// --explain lists with what each changed.
+// The graph rewrites the passes of engine/compiler/passes/ call, each a function in a
+// file of its own (fold.cpp, fusion.cpp, chains.cpp, autocast.cpp, gradient_buckets.cpp,
+// optimizer.cpp, dead_code.cpp), tested on its own. The pass manager
+// (engine/compiler/pass.h) runs them in order.
 #pragma once
 
 #include <map>
@@ -28,8 +26,10 @@ bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
 // choices (Linear or BatchNorm with ReLU), unless the output is pinned or no kernel
 // of the op on the device of `context` (a plan's kernel context) takes the fused
 // form. Returns what it fused.
-std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
-                                         const KernelRegistry& kernels, const KernelSig& context);
+// `readers`, when given, is consumers(g) as it stands (the pass manager's analysis).
+std::vector<std::string> fuseActivations(
+    Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
+    const KernelSig& context, const std::vector<std::vector<NodeId>>* readers = nullptr);
 
 // Element-wise chains (after autodiff, so the backward pass's too): ops with
 // OpDef::elementwise over float tensors of one shape, each reading the one before,
@@ -37,9 +37,9 @@ std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinn
 // was, where every other reader of their values comes after it and the device has a
 // kernel for it. Its outputs are the last op's value and each other value read outside
 // the chain or pinned. Returns what it fused.
-std::vector<std::string> fuseElementwiseChains(Graph& g, const std::set<ValueId>& pinned,
-                                               const KernelRegistry& kernels,
-                                               const KernelSig& context);
+std::vector<std::string> fuseElementwiseChains(
+    Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
+    const KernelSig& context, const std::vector<std::vector<NodeId>>* readers = nullptr);
 
 // Plans that only evaluate: each op with a `foldsInto` op (BatchNorm) whose input
 // alone comes from a layer that folds a per-channel affine map (foldsChannelAffine:
@@ -84,13 +84,5 @@ Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
 
 // Removes nodes that neither produce one of `roots` (transitively) nor update state.
 void eliminateDeadNodes(Graph& g, const std::vector<ValueId>& roots);
-
-// The optimizer settings with every default applied (PyTorch's defaults).
-struct OptimizerSettings {
-  proto::Optimizer::Kind kind = proto::Optimizer::ADAM;
-  double lr = 1e-3, momentum = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
-  bool nesterov = false;
-};
-Result<OptimizerSettings> optimizerSettings(const proto::Optimizer& opt);
 
 }  // namespace netloom

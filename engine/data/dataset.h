@@ -16,7 +16,7 @@
 
 #include "engine/data/image_decode.h"
 #include "engine/proto/project.pb.h"
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 #include "engine/util/status.h"
 #include "kernels/core/tensor.h"
 

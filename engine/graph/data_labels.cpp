@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom {
 

@@ -8,7 +8,7 @@
 
 #include "engine/graph/blocks.h"
 #include "engine/graph/data_labels.h"
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
 

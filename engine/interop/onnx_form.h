@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "engine/interop/onnx_import.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom::onnxio {
 

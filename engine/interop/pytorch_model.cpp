@@ -4,6 +4,7 @@
 // (channels, strides) become the class's own arguments; instances that differ in
 // structure get classes of their own.
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <set>
 
@@ -142,6 +143,14 @@ class ModelGen {
     text += "NETLOOM_NAMES = {torch_name: name for name, torch_name in TORCH_NAMES.items()}\n\n\n";
     text += "def build_model():\n    return " + out.className + "()\n";
     text += modelRuntime();
+    // torch.nn.functional only where a layer calls it (no import nothing uses).
+    const std::string functional = "import torch.nn.functional as F\n";
+    bool usesF = false;
+    for (size_t at = text.find("F."); at != std::string::npos && !usesF;
+         at = text.find("F.", at + 1))
+      usesF = at == 0 ||
+              !(std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_');
+    if (!usesF) text.erase(text.find(functional), functional.size());
     out.text = std::move(text);
     out.inputNode = m_inputNode;
     out.inputShape = m_inputShape;

@@ -2,7 +2,7 @@
 // and a few generated functions over the fixed runtime (pytorch_runtime.cpp).
 #include <filesystem>
 
-#include "engine/compiler/passes.h"
+#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
 #include "engine/graph/blocks.h"
 #include "engine/interop/pytorch_gen.h"

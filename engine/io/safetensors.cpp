@@ -13,7 +13,7 @@
 
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 

@@ -1,6 +1,6 @@
 #include "engine/ops/all_ops.h"
 
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "kernels/core/rng.h"
 
 namespace netloom {

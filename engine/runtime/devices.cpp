@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <sstream>
 
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 
@@ -153,6 +153,26 @@ std::string bytesText(int64_t b) {
     o << b << " B";
   return o.str();
 }
+// The pass manager's pipelines, then what each pass that ran changed.
+void printPasses(std::ostream& o, const std::vector<Program::PipelineEntry>& pipeline,
+                 const std::vector<Program::PassRecord>& passes) {
+  if (!pipeline.empty()) {
+    o << "  pipeline (pass: analyses it needs / keeps valid; * --disable-pass can turn it off):\n";
+    std::string current;
+    for (const Program::PipelineEntry& e : pipeline) {
+      if (e.pipeline != current) o << "    " << (current = e.pipeline) << ":\n";
+      const std::string name = e.name + (e.optional ? "*" : "");
+      o << "      " << name << std::string(name.size() < 18 ? 18 - name.size() : 1, ' ') << "needs "
+        << e.needs << "; keeps " << e.preserves << "; " << e.status << "\n";
+    }
+  }
+  if (!passes.empty()) {
+    o << "  passes (nodes before -> after: what changed):\n";
+    for (const Program::PassRecord& p : passes)
+      o << "    " << p.name << std::string(p.name.size() < 17 ? 17 - p.name.size() : 1, ' ')
+        << p.nodesBefore << " -> " << p.nodesAfter << ": " << p.change << "\n";
+  }
+}
 }  // namespace
 
 std::string Program::explain() const {
@@ -172,12 +192,7 @@ std::string Program::explain() const {
       o << "each step issued launch by launch once, then recorded as a CUDA Graph and "
            "replayed, one launch per step (its check for non-finite values included)\n";
   }
-  if (!passes.empty()) {
-    o << "  passes (nodes before -> after: what changed):\n";
-    for (const PassRecord& p : passes)
-      o << "    " << p.name << std::string(p.name.size() < 17 ? 17 - p.name.size() : 1, ' ')
-        << p.nodesBefore << " -> " << p.nodesAfter << ": " << p.change << "\n";
-  }
+  printPasses(o, pipeline, passes);
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   for (const std::string& f : chains) o << "  chained: " << f << "\n";
   if (precision != Precision::F32) {

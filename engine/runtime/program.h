@@ -78,6 +78,17 @@ struct Program {
     std::string change;
   };
   std::vector<PassRecord> passes;
+  // The pass manager's pipelines (engine/compiler/pass.h) as they ran: each pass, in
+  // order, with what it reads and keeps valid, and whether it ran, was disabled
+  // (--disable-pass), had nothing to do or was left for a plan that allocates.
+  struct PipelineEntry {
+    std::string pipeline;  // "rewrite" or "lower"
+    std::string name;
+    bool optional = false;
+    std::string needs, preserves;  // analyses, e.g. "shapes, producers"
+    std::string status;            // "ran", "disabled", "not needed", "left for the real plan"
+  };
+  std::vector<PipelineEntry> pipeline;
   // Gradients kept readable when the optimizer does not consume them: tensor name ->
   // its gradient (parameters, and CompileOptions::gradientsOf).
   std::map<std::string, ValueId> gradients;

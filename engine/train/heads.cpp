@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "engine/graph/blocks.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 
 namespace netloom {
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 #include "engine/train/heads.h"
 #include "engine/train/project_check.h"
 #include "kernels/core/checked.h"
@@ -125,6 +125,7 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
 
   s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
   s.trainOpts.fuse = s.evalOpts.fuse = opts.fuse;
+  s.trainOpts.disabledPasses = s.evalOpts.disabledPasses = opts.disabledPasses;
   s.trainOpts.graphs = opts.graphs;
   s.trainOpts.training = true;
   s.trainOpts.optimizer = t.optimizer();

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "engine/compiler/compile.h"
-#include "engine/compiler/passes.h"
+#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
 #include "engine/runtime/feeder.h"

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "engine/data/dataset.h"
@@ -32,6 +33,7 @@ struct TrainOptions {
   bool profile = false;       // time every kernel launch of the training steps
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
   bool fuse = true;           // false: no fusion, folding or chains (CompileOptions::fuse)
+  std::set<std::string> disabledPasses;  // optional passes left out (--disable-pass)
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)

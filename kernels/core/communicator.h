@@ -1,6 +1,6 @@
 // Collectives across the ranks of a data-parallel run: the kernels that sum a
 // bucket of gradients call it, and the trainer sums its losses and evaluations
-// with it. engine/dist/ makes them (Gloo over TCP for CPU ranks; one that does
+// with it. engine/parallel/ makes them (Gloo over TCP for CPU ranks; one that does
 // nothing for a single rank). Every rank makes the same calls in the same order.
 #pragma once
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/compiler/compile.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "kernels/cpu/cpu_util.h"
 
 using namespace netloom;

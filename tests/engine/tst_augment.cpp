@@ -1,6 +1,7 @@
 // Data augmentation on the prefetch threads: flips, padded crops and translations,
 // seeded per sample so results do not depend on threads or on resuming.
 #include <QtTest>
+#include <algorithm>
 
 #include "data_fixture.h"
 
@@ -135,6 +136,21 @@ void TestAugment::augmentCombinedStaysAWindow() {
       }
     }
     QVERIFY(explained);
+    // The input has no zero pixel, so what is kept is a rectangle with zeros around it
+    // (the two shifts' windows intersected): all of it non-zero, and each shift loses
+    // at most its own extent, so never less than (h - p - t) × (w - p - t).
+    int64_t top = h, bottom = -1, left = w, right = -1;
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        if (out[y * w + x] != 0) {
+          top = std::min(top, y), bottom = std::max(bottom, y);
+          left = std::min(left, x), right = std::max(right, x);
+        }
+    QVERIFY2(bottom - top + 1 >= h - p - t && right - left + 1 >= w - p - t,
+             qPrintable(QString("key %1 kept rows %2..%3, columns %4..%5")
+                            .arg(key).arg(top).arg(bottom).arg(left).arg(right)));
+    for (int64_t y = top; y <= bottom; ++y)
+      for (int64_t x = left; x <= right; ++x) QVERIFY(out[y * w + x] != 0);
   }
 }
 

@@ -27,7 +27,8 @@ using netloom::testing::haveFashion;
 // Fashion-MNIST through an MLP with SGD and momentum, no dropout; `norm` puts a
 // BatchNorm after the first layer, synchronised across ranks or not.
 QString writeProject(const QTemporaryDir& dir, const QString& extraTrain = {},
-                     const QString& norm = {}) {
+                     const QString& norm = {},
+                     const QString& optimizer = "kind: SGD lr: 0.05 momentum: 0.9") {
   const QString path = dir.filePath(norm.isEmpty() ? "mlp.nlproj" : "mlp-" + norm + ".nlproj");
   const QString act = norm.isEmpty() ? QString(R"(nodes { name: "act" op: "ReLU" inputs: "fc1" })")
                                      : QString(R"(nodes { name: "bn" op: "BatchNorm" inputs: "fc1"
@@ -62,13 +63,13 @@ data {
 }
 train {
   loss: "loss"
-  optimizer { kind: SGD lr: 0.05 momentum: 0.9 }
+  optimizer { %3 }
   epochs: 2
   seed: 7
   %1
 }
 )")
-              .arg(extraTrain, act)
+              .arg(extraTrain, act, optimizer)
               .replace("/usr/share/datasets/fashion-mnist", NETLOOM_FASHION_DIR)
               .toUtf8());
   return path;
@@ -128,11 +129,27 @@ class TestRanks : public QObject {
       QSKIP("Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
   }
 
-  // Twenty SGD steps: the same losses and weights within 1e-5, relative.
+  // The same losses and weights within 1e-5, relative: twenty steps of momentum SGD
+  // and of AdamW, and a whole epoch whose last batch is short (4000 samples in
+  // batches of 64: 62 full and one of 32, 16 per rank).
+  void twoRanksStepAsOneRankWithTheirBatch_data() {
+    QTest::addColumn<QString>("optimizer");
+    QTest::addColumn<QStringList>("length");
+    QTest::addColumn<int>("steps");
+    QTest::newRow("momentum sgd") << QString("kind: SGD lr: 0.05 momentum: 0.9")
+                                  << QStringList{"--max-steps", "20"} << 20;
+    QTest::newRow("adamw") << QString("kind: ADAMW lr: 0.002 weight_decay: 0.01")
+                           << QStringList{"--max-steps", "20"} << 20;
+    QTest::newRow("short last batch") << QString("kind: ADAM lr: 0.001")
+                                      << QStringList{"--epochs", "1"} << 63;
+  }
   void twoRanksStepAsOneRankWithTheirBatch() {
+    QFETCH(QString, optimizer);
+    QFETCH(QStringList, length);
+    QFETCH(int, steps);
     QTemporaryDir dir;
-    const QString project = writeProject(dir);
-    const QStringList common{project, "--max-steps", "20", "--quiet"};
+    const QString project = writeProject(dir, {}, {}, optimizer);
+    const QStringList common = QStringList{project, "--quiet"} + length;
     Outcome two = runTrain(common + QStringList{"--ranks", "2", "--batch-size", "32", "--events",
                                                 dir.filePath("two.pb"), "--save-weights",
                                                 dir.filePath("two.safetensors")});
@@ -142,8 +159,8 @@ class TestRanks : public QObject {
                                                 dir.filePath("one.safetensors")});
     QVERIFY2(one.code == 0, qPrintable(one.err));
     auto a = stepLosses(dir.filePath("one.pb")), b = stepLosses(dir.filePath("two.pb"));
-    QCOMPARE(a.size(), size_t(20));
-    QCOMPARE(b.size(), size_t(20));
+    QCOMPARE(a.size(), size_t(steps));
+    QCOMPARE(b.size(), size_t(steps));
     for (const auto& [step, loss] : a)
       QVERIFY2(std::fabs(loss - b[step]) <= 1e-5 * std::fabs(loss),
                qPrintable(QString("step %1: %2 against %3").arg(step).arg(loss).arg(b[step])));

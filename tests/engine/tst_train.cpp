@@ -2,6 +2,8 @@
 // determinism, failures that stop a run with a Failed event, and weights that go
 // in and out as safetensors with bad files refused by name.
 #include <QtTest>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -328,15 +330,31 @@ class TestTrain : public QObject {
     Run r = train(p, o);
     QVERIFY2(r.result.ok(), r.result.ok() ? "" : r.result.error().message.c_str());
     QVERIFY2(r.result->testAccuracy > 0.85, qPrintable(QString::number(r.result->testAccuracy)));
-    // Warm-up: the first step's rate is a twentieth of the base rate.
-    double first = 0;
-    for (const auto& e : r.events)
-      if (e.has_step()) {
-        first = e.step().lr();
-        break;
-      }
-    QVERIFY(std::fabs(first - opt->lr() / 20.0) < 1e-12 ||
-            (schedule == proto::LrSchedule::COSINE && first < opt->lr() / 19.0));
+    // The whole curve, step by step, against the schedules as PyTorch defines them:
+    // a linear warm-up over 20 steps (step k at k/20 of the rate), then StepLR over
+    // epochs (halved every 10), CosineAnnealingLR stepped per step from the base rate
+    // over the steps after warm-up (to min_lr 0), or the base rate.
+    const double base = opt->lr();
+    const int64_t perEpoch = (1500 + 31) / 32, total = 20 * perEpoch, warm = 20;
+    int64_t checked = 0, last = 0;
+    for (const auto& e : r.events) {
+      if (!e.has_step()) continue;
+      const int64_t k = e.step().step();
+      QVERIFY(k > last);
+      last = k;
+      double want = base;
+      if (schedule == proto::LrSchedule::STEP)
+        want = base * std::pow(0.5, double((k - 1) / perEpoch / 10));
+      else if (schedule == proto::LrSchedule::COSINE)
+        want = base * 0.5 *
+               (1 + std::cos(M_PI * std::max(0.0, double(k - 1 - warm)) / double(total - warm)));
+      if (k <= warm) want *= double(k) / double(warm);
+      QVERIFY2(std::fabs(e.step().lr() - want) <= 1e-12 * base,
+               qPrintable(QString("step %1: lr %2, want %3").arg(k).arg(e.step().lr()).arg(want)));
+      ++checked;
+    }
+    QCOMPARE(last, total);
+    QVERIFY2(checked >= 100, qPrintable(QString::number(checked)));
   }
 };
 

@@ -9,7 +9,10 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QUndoStack>
+#include <QMenu>
+#include <QMenuBar>
 #include <QtTest>
+#include <functional>
 #include <filesystem>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -50,10 +53,26 @@ class TestInteropGui : public QObject {
 
  private slots:
   void theMenusHoldTheActions() {
+    // Each action is reachable from the menu bar (in a menu or a submenu of one), under
+    // a title a user can read.
     MainWindow w;
+    QMap<QAction*, QString> reachable;  // action -> the menu path it is under
+    std::function<void(QMenu*, const QString&)> walk = [&](QMenu* menu, const QString& path) {
+      for (QAction* a : menu->actions()) {
+        reachable.insert(a, path);
+        if (a->menu()) walk(a->menu(), path + " ▸ " + a->menu()->title());
+      }
+    };
+    for (QAction* top : w.menuBar()->actions())
+      if (top->menu()) walk(top->menu(), top->menu()->title());
+    QVERIFY(reachable.size() > 10);
     for (const char* name : {"useImageFolder", "useImageList", "exportOnnx", "exportOnnxFolded",
-                             "exportPytorch", "importOnnx"})
-      QVERIFY2(w.action(name), name);
+                             "exportPytorch", "importOnnx"}) {
+      QAction* a = w.action(name);
+      QVERIFY2(a, name);
+      QVERIFY2(reachable.contains(a), qPrintable(QString(name) + " is in no menu"));
+      QVERIFY2(!a->text().remove('&').trimmed().isEmpty(), name);
+    }
   }
 
   void anImageFolderIsPreviewedThenUsed() {

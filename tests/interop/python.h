@@ -27,4 +27,12 @@ inline bool havePython(const QString& modules) {
   return QFile::exists(kPython) && runPython({"-c", "import " + modules}).code == 0;
 }
 
+// What pyflakes finds in an export's model.py and train.py (undefined names, unused
+// imports, syntax errors), or "" when it finds nothing. Debian's python3-pyflakes.
+inline QString pyflakesProblems(const QString& exportDir) {
+  Outcome o = runPython({"-m", "pyflakes", exportDir + "/model.py", exportDir + "/train.py"});
+  if (o.code == 0) return {};
+  return "pyflakes (exit " + QString::number(o.code) + "): " + o.out + o.err;
+}
+
 }  // namespace netloom::testing

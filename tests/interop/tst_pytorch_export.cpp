@@ -110,6 +110,8 @@ class TestPytorchExport : public QObject {
     QVERIFY2(st.ok(), st.ok() ? "" : st.message().c_str());
     for (const char* f : {"model.py", "train.py", "README.md"})
       QVERIFY2(QFile::exists(out + "/" + f), f);
+    const QString flakes = netloom::testing::pyflakesProblems(out);
+    QVERIFY2(flakes.isEmpty(), qPrintable(flakes));
 
     const QString script = dir.filePath("check.py");
     QFile s(script);
@@ -169,6 +171,8 @@ class TestPytorchExport : public QObject {
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
     QVERIFY(
         netloom::exportPytorch(*p, dir.path().toStdString(), dir.filePath("x").toStdString()).ok());
+    const QString flakes = netloom::testing::pyflakesProblems(dir.filePath("x"));
+    QVERIFY2(flakes.isEmpty(), qPrintable(flakes));
     QFile m(dir.filePath("x/model.py"));
     QVERIFY(m.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(m.readAll());

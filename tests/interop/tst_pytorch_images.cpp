@@ -106,6 +106,8 @@ class TestPytorchImages : public QObject {
     QDir(dir.filePath("py")).removeRecursively();
     netloom::Status st = netloom::exportPytorch(*loaded, base, out);
     QVERIFY2(st.ok(), st.ok() ? "" : st.message().c_str());
+    const QString flakes = netloom::testing::pyflakesProblems(QString::fromStdString(out));
+    QVERIFY2(flakes.isEmpty(), qPrintable(flakes));
 
     netloom::proto::DataDef def = loaded->data();
     netloom::resolveImageShape(def, loaded->model());

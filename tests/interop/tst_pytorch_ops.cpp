@@ -10,7 +10,7 @@
 #include "../common/cli.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
-#include "engine/ops/op.h"
+#include "engine/graph/op.h"
 #include "engine/train/trainer.h"
 #include "python.h"
 
@@ -115,6 +115,8 @@ class TestPytorchOps : public QObject {
     netloom::Status st =
         netloom::exportPytorch(*loaded, dir.path().toStdString(), out.toStdString());
     QVERIFY2(st.ok(), st.ok() ? "" : st.message().c_str());
+    const QString flakes = netloom::testing::pyflakesProblems(out);
+    QVERIFY2(flakes.isEmpty(), qPrintable(flakes));
 
     const int samples = 16;
     netloom::TrainOptions o;

@@ -39,9 +39,12 @@ class TcpStoreClient {
   Status set(const std::string& key, const std::vector<char>& value);
   // The value, or nothing yet (found false).
   Result<std::vector<char>> get(const std::string& key, bool& found);
+  // Whether `key` is set within `timeout`: the server answers as soon as it is.
+  Result<bool> wait(const std::string& key, std::chrono::milliseconds timeout);
 
  private:
   int m_fd = -1;
+  std::chrono::milliseconds m_timeout{0};
   TcpStoreClient() = default;
 };
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/memory_budget.h"
+#include "engine/util/memory_budget.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

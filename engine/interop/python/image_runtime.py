@@ -1,12 +1,4 @@
-// The image folders and lists of train.py: the same files in the same order, decoded
-// by PIL and converted, resized and centre-cropped with the arithmetic of
-// engine/data/image_decode.cpp, so a PNG becomes the same bytes as in NetLoom.
-#include "engine/interop/pytorch_gen.h"
 
-namespace netloom::pytorch {
-
-std::string imageRuntime() {
-  return R"PY(
 
 # ---- images: folders of class folders and path,label lists, as NetLoom reads them --
 
@@ -253,7 +245,3 @@ def load_images(data, seed):
         test = Dataset(train.x[:0], train.labels[:0])
         test.classes = len(classes)
     return train, test, val
-)PY";
-}
-
-}  // namespace netloom::pytorch

@@ -1,7 +1,7 @@
-#include "engine/dist/communicator.h"
+#include "engine/parallel/communicator.h"
 
-#include "engine/dist/tcp_store.h"
 #include "engine/io/output_file.h"
+#include "engine/parallel/tcp_store.h"
 
 #ifdef NETLOOM_WITH_GLOO
 #include <gloo/allgather.h>
@@ -14,6 +14,8 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
 #endif
 
 #ifdef NETLOOM_WITH_NCCL
@@ -71,19 +73,14 @@ class TcpGlooStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (const std::string& key : keys)
-      for (;;) {
-        bool found = false;
-        {
-          std::lock_guard lock(m_mutex);
-          auto v = m_client->get(key, found);
-          if (!v) throw std::runtime_error(v.error().message);
-        }
-        if (found) break;
-        if (std::chrono::steady_clock::now() >= deadline)
-          throw std::runtime_error("no '" + key + "' in the rendezvous in time");
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+    for (const std::string& key : keys) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      std::lock_guard lock(m_mutex);
+      auto set = m_client->wait(key, std::max(left, std::chrono::milliseconds(0)));
+      if (!set) throw std::runtime_error(set.error().message);
+      if (!*set) throw std::runtime_error("no '" + key + "' in the rendezvous in time");
+    }
   }
 
  private:

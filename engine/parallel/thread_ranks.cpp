@@ -5,16 +5,19 @@
 // meeting lets no rank reuse a buffer before every slice is written.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
-#include "engine/dist/communicator.h"
+#include "engine/parallel/communicator.h"
 
 namespace netloom {
 
@@ -36,36 +39,61 @@ struct ThreadGroup {
   std::atomic<int> left{-1};        // the first rank that left, or -1
   std::vector<const void*> posted;  // per rank; read only between two meetings
 
+  std::mutex mutex;  // with `changed`: the wait after the spin
+  std::condition_variable changed;
+  int sleepers = 0;  // ranks waiting on `changed`, under `mutex`
+
   // Waits until every rank has arrived. A rank waiting spins briefly (a step's
-  // collectives come microseconds apart), then yields its core, then sleeps.
+  // collectives come microseconds apart), then yields its core, then waits on the
+  // condition variable that the last rank to arrive, or a rank leaving, signals.
   void meet(int rank, const char* what) {
     const uint64_t gen = generation.load(std::memory_order_acquire);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size) {
       arrived.store(0, std::memory_order_relaxed);
       generation.fetch_add(1, std::memory_order_release);
+      wakeSleepers();
       return;
     }
-    Clock::time_point sleptFrom;  // the timeout counts from the first sleep
-    for (uint64_t spin = 0;; ++spin) {
-      if (generation.load(std::memory_order_acquire) != gen) return;
-      if (int l = left.load(std::memory_order_acquire); l >= 0)
-        throw CommError(std::string(what) + " across the ranks failed: rank " + std::to_string(l) +
-                        " left the job");
-      if (spin < 4000) {
+    auto done = [&] {
+      return generation.load(std::memory_order_acquire) != gen ||
+             left.load(std::memory_order_acquire) >= 0;
+    };
+    for (int spin = 0; spin < 8000 && !done(); ++spin)
+      if (spin < 4000)
         _mm_pause();
-      } else if (spin < 8000) {
+      else
         std::this_thread::yield();
-      } else {
-        if (spin == 8000) sleptFrom = Clock::now();
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-        if (secondsSince(sleptFrom) > timeoutSeconds) {
-          char waited[32];
-          std::snprintf(waited, sizeof waited, "%g", timeoutSeconds);
-          throw CommError(std::string(what) + " across the ranks failed: rank " +
-                          std::to_string(rank) + " waited " + waited + " s for the others");
-        }
+    if (!done()) {
+      std::unique_lock lock(mutex);
+      ++sleepers;
+      // At most a day at a time: a duration past the clock's range would overflow.
+      const auto limit = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(std::min(timeoutSeconds, 86400.0)));
+      const bool met = changed.wait_for(lock, limit, done);
+      --sleepers;
+      if (!met) {
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%g", timeoutSeconds);
+        throw CommError(std::string(what) + " across the ranks failed: rank " +
+                        std::to_string(rank) + " waited " + waited + " s for the others");
       }
     }
+    if (generation.load(std::memory_order_acquire) != gen) return;
+    throw CommError(std::string(what) + " across the ranks failed: rank " +
+                    std::to_string(left.load()) + " left the job");
+  }
+
+  // Ranks asleep in meet() see the change: taking the mutex orders the change before
+  // their check, so none misses it; with none asleep, no wake-up is paid for.
+  void wakeSleepers() {
+    std::lock_guard lock(mutex);
+    if (sleepers > 0) changed.notify_all();
+  }
+
+  void leave(int rank) {
+    int none = -1;
+    left.compare_exchange_strong(none, rank);
+    wakeSleepers();
   }
 };
 
@@ -100,10 +128,7 @@ class ThreadRank : public Communicator {
         m_floats(size_t(m_group->size)),
         m_doubles(size_t(m_group->size)) {}
   // A rank that ends leaves: the others' next collective fails, naming it.
-  ~ThreadRank() override {
-    int none = -1;
-    m_group->left.compare_exchange_strong(none, m_rank);
-  }
+  ~ThreadRank() override { m_group->leave(m_rank); }
 
   int rank() const override { return m_rank; }
   int size() const override { return m_group->size; }

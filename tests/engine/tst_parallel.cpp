@@ -6,9 +6,11 @@
 #include <QtTest>
 #include <atomic>
 #include <functional>
+#include <future>
 #include <thread>
 
-#include "engine/dist/communicator.h"
+#include "engine/parallel/communicator.h"
+#include "engine/parallel/tcp_store.h"
 
 using namespace netloom;
 
@@ -264,6 +266,34 @@ class TestDist : public QObject {
     QCOMPARE(sums, (std::vector<float>{3.f, 3.f}));
   }
 
+  // A wait is answered by the server when the key is set (before the wait or during
+  // it), a key never set is answered "not set" at the deadline, and a server that
+  // stops answers its waiters instead of holding them for the minute they asked.
+  void tcpStoreWaitIsAnsweredWhenTheKeyIsSet() {
+    auto server = TcpStoreServer::start("127.0.0.1", 0, "k");
+    QVERIFY(server.ok());
+    const int port = (*server)->port();
+    auto waiter = TcpStoreClient::connect("127.0.0.1", port, "k", std::chrono::seconds(10));
+    auto setter = TcpStoreClient::connect("127.0.0.1", port, "k", std::chrono::seconds(10));
+    QVERIFY(waiter.ok() && setter.ok());
+    std::promise<void> waiting;
+    Result<bool> got = false;
+    std::thread t([&] {
+      waiting.set_value();
+      got = (*waiter)->wait("late", std::chrono::seconds(60));
+    });
+    waiting.get_future().wait();
+    QVERIFY((*setter)->set("late", {'1'}).ok());
+    t.join();
+    QVERIFY(got.ok() && *got);
+    auto never = (*waiter)->wait("never", std::chrono::milliseconds(30));
+    QVERIFY(never.ok() && !*never);
+    std::thread stopper([&] { server->reset(); });
+    auto stopped = (*setter)->wait("never", std::chrono::seconds(60));
+    stopper.join();
+    QVERIFY(!stopped.ok() || !*stopped);
+  }
+
   void badRanksAreRefused() {
     RankOptions o;
     o.rank = 2;
@@ -283,4 +313,4 @@ class TestDist : public QObject {
 };
 
 QTEST_APPLESS_MAIN(TestDist)
-#include "tst_dist.moc"
+#include "tst_parallel.moc"

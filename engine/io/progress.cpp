@@ -1,4 +1,4 @@
-#include "engine/cli/progress.h"
+#include "engine/io/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "engine/dist/tcp_store.h"
+#include "engine/parallel/tcp_store.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -8,7 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -18,8 +21,15 @@ namespace netloom {
 
 namespace {
 
+// How long a read on `fd` may wait before it fails.
+void receiveTimeout(int fd, std::chrono::milliseconds t) {
+  timeval limit{time_t(t.count() / 1000), suseconds_t(t.count() % 1000 * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+}
+
 // Frames: a byte of kind, then u32 lengths and bytes. Requests 'S' key value, 'G'
-// key; answers 'K' (stored), 'V' value, 'N' (no such key yet). The first frame of a
+// key, 'W' key milliseconds (the server answers when the key is set, or when the time
+// is up); answers 'K' (stored, or set), 'V' value, 'N' (no such key yet). The first frame of a
 // connection is 'H' secret, answered 'K' or by closing it.
 bool writeAll(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
@@ -79,6 +89,8 @@ struct TcpStoreServer::Impl {
   std::string secret;
   std::mutex mutex;
   std::map<std::string, std::string> values;
+  std::condition_variable changed;  // a value set, or the server stopping
+  bool stopping = false;
   std::thread acceptor;
   std::vector<std::thread> clients;
   std::vector<int> clientFds;
@@ -95,7 +107,18 @@ struct TcpStoreServer::Impl {
           std::lock_guard lock(mutex);
           values[field] = value;
         }
+        changed.notify_all();
         if (!writeAll(fd, "K", 1)) return;
+      } else if (kind == 'W' && readField(fd, field) && readField(fd, value)) {
+        bool have = false;
+        {
+          std::unique_lock lock(mutex);
+          changed.wait_for(lock,
+                           std::chrono::milliseconds(std::strtoll(value.c_str(), nullptr, 10)),
+                           [&] { return stopping || values.count(field) > 0; });
+          have = values.count(field) > 0;
+        }
+        if (!writeAll(fd, have ? "K" : "N", 1)) return;
       } else if (kind == 'G' && readField(fd, field)) {
         std::string found;
         bool have = false;
@@ -140,8 +163,10 @@ TcpStoreServer::~TcpStoreServer() {
   if (m_impl->acceptor.joinable()) m_impl->acceptor.join();
   {
     std::lock_guard lock(m_impl->mutex);
+    m_impl->stopping = true;
     for (int fd : m_impl->clientFds) ::shutdown(fd, SHUT_RDWR);
   }
+  m_impl->changed.notify_all();
   for (std::thread& t : m_impl->clients) t.join();
   for (int fd : m_impl->clientFds) ::close(fd);
   for (int fd : {m_impl->listenFd, m_impl->wake[0], m_impl->wake[1]})
@@ -220,8 +245,8 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::strin
       int on = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
       // A server that stops answering fails the call instead of hanging it.
-      timeval limit{time_t(timeout.count() / 1000), suseconds_t(timeout.count() % 1000 * 1000)};
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+      c->m_timeout = timeout;
+      receiveTimeout(fd, timeout);
       char answer = 0;
       if (!writeAll(fd, "H", 1) || !writeField(fd, secret.data(), secret.size()) ||
           !readAll(fd, &answer, 1) || answer != 'K')
@@ -239,6 +264,18 @@ Status TcpStoreClient::set(const std::string& key, const std::vector<char>& valu
       !writeField(m_fd, value.data(), value.size()) || !readAll(m_fd, &answer, 1) || answer != 'K')
     return makeError("the rendezvous closed the connection");
   return {};
+}
+
+Result<bool> TcpStoreClient::wait(const std::string& key, std::chrono::milliseconds timeout) {
+  const std::string ms = std::to_string(std::max<int64_t>(0, timeout.count()));
+  char answer = 0;
+  // The server answers by the deadline: the read may wait that long, and a little more.
+  receiveTimeout(m_fd, timeout + std::chrono::seconds(10));
+  const bool ok = writeAll(m_fd, "W", 1) && writeField(m_fd, key.data(), key.size()) &&
+                  writeField(m_fd, ms.data(), ms.size()) && readAll(m_fd, &answer, 1);
+  receiveTimeout(m_fd, m_timeout);
+  if (!ok) return makeError("the rendezvous closed the connection");
+  return answer == 'K';
 }
 
 Result<std::vector<char>> TcpStoreClient::get(const std::string& key, bool& found) {

@@ -1,0 +1,40 @@
+// The ops the compiler inserts, as typed handles: a pass writes
+// `n.op = &internal_ops::reorder()`, never a name. Each op file registers its op under
+// the name given here, and each handle looks its op up once.
+#pragma once
+
+#include "engine/graph/op.h"
+
+namespace netloom::internal_ops {
+
+inline constexpr const char* kConstant = "Constant";
+inline constexpr const char* kRoundHalf = "RoundHalf";
+inline constexpr const char* kLossSeed = "LossSeed";
+inline constexpr const char* kLossScaleSeed = "LossScaleSeed";
+inline constexpr const char* kLossScaleCheck = "LossScaleCheck";
+inline constexpr const char* kSumSquares = "SumSquares";
+inline constexpr const char* kHistogram = "Histogram";
+inline constexpr const char* kBucketStart = "BucketStart";
+inline constexpr const char* kBucketWait = "BucketWait";
+inline constexpr const char* kReorder = "Reorder";
+inline constexpr const char* kPointwise = "Pointwise";
+inline constexpr const char* kSgdUpdate = "SgdUpdate";
+inline constexpr const char* kAdamUpdate = "AdamUpdate";
+inline constexpr const char* kAdd = "Add";
+
+const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
+const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
+const OpDef& lossSeed();        // the loss gradient weighted by the rank's share of the batch
+const OpDef& lossScaleSeed();   // fp16's loss gradient: the loss scale
+const OpDef& lossScaleCheck();  // fp16's check of the scaled gradients
+const OpDef& sumSquares();      // Σ x² of a gradient
+const OpDef& histogram();       // a gradient's histogram
+const OpDef& bucketStart();     // starts summing a bucket of gradients across the ranks
+const OpDef& bucketWait();      // waits for a bucket's sum
+const OpDef& reorder();         // a layout conversion
+const OpDef& pointwise();       // a chain of element-wise ops in one loop
+const OpDef& sgdUpdate();       // an SGD update
+const OpDef& adamUpdate();      // an Adam or AdamW update
+const OpDef& add();             // a sum of two tensors (gradients reaching a value twice)
+
+}  // namespace netloom::internal_ops

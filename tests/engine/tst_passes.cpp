@@ -1,0 +1,271 @@
+// The pass manager: the two pipelines in order and listed by --explain; each optional
+// pass turned off by name computing the same loss and gradients; unknown and needed
+// names refused; analyses recomputed after a pass that does not preserve them and a
+// stale shape caught; and passes run alone on a graph.
+#include <QtTest>
+#include <cstring>
+
+#include "engine/compiler/pass.h"
+#include "kernels/core/rng.h"
+#include "model_text.h"
+
+using namespace netloom;
+using namespace testutil;
+
+namespace {
+
+// A convolution, a Linear with its ReLU (fusion), an element-wise chain (Sigmoid,
+// Tanh), a node nothing reads (dead code) and two Linear layers (multi-tensor updates).
+std::string body() {
+  return input("x", "2, 6, 6") + labels() +
+         node("conv", "Conv2d", "x",
+              intAttr("out_channels", 4) +
+                  " attrs { key: 'kernel_size' value { ints { values: "
+                  "[3] } } } attrs { key: 'padding' value { ints { "
+                  "values: [1] } } }") +
+         node("flat", "Flatten", "conv") +
+         node("fc1", "Linear", "flat", intAttr("out_features", 8)) + node("relu", "ReLU", "fc1") +
+         node("sg", "Sigmoid", "relu") +
+         node("th", "Tanh", "sg") + node("spare", "Tanh", "flat") +
+         node("fc2", "Linear", "th", intAttr("out_features", 3)) +
+         node("loss", "SoftmaxCrossEntropy", "fc2,label");
+}
+
+CompileOptions gradientsOnly() {
+  CompileOptions o;
+  o.batch = 4;
+  o.updateParams = false;
+  return o;
+}
+
+// The loss and every gradient of one step on fixed inputs.
+std::vector<float> lossAndGradients(const CompileOptions& o, std::string* explain = nullptr) {
+  ParamStore store;
+  auto p = compile(model(body()), o, store);
+  if (!p) qFatal("%s", p.error().message.c_str());
+  Rng rng(3);
+  TensorRef* x = const_cast<TensorRef*>((*p)->input("x"));
+  for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = float(rng.uniform(-1, 1));
+  const int32_t labels[] = {0, 2, 1, 1};
+  std::memcpy((*p)->input("label")->data, labels, sizeof labels);
+  StepContext ctx;
+  ctx.step = 1;
+  (*p)->run(ctx);
+  std::vector<float> out{(*p)->refs[(*p)->loss].f32()[0]};
+  for (const auto& [name, v] : (*p)->gradients) {
+    const TensorRef& g = (*p)->refs[v];
+    out.insert(out.end(), g.f32(), g.f32() + g.numel());
+  }
+  if (explain) *explain = (*p)->explain();
+  return out;
+}
+
+// A pass for tests: runs `check` on the context, with the analyses it says it needs.
+class Probe : public Pass {
+ public:
+  Probe(uint8_t needs, std::function<Status(PassContext&)> check)
+      : m_needs(needs), m_check(std::move(check)) {}
+  const char* name() const override { return "probe"; }
+  uint8_t needs() const override { return m_needs; }
+  uint8_t preserves() const override { return kAllAnalyses; }
+  Result<std::string> run(PassContext& c) override {
+    if (Status s = m_check(c); !s) return s.error();
+    return std::string("probed");
+  }
+
+ private:
+  uint8_t m_needs;
+  std::function<Status(PassContext&)> m_check;
+};
+
+// The graph of body(), to run a hand-made pipeline over.
+struct Fixture {
+  Program prog;
+  ParamStore store;
+  CompileOptions opts = gradientsOnly();
+  PassContext c{opts, store, prog};
+  Fixture() {
+    auto g = buildGraph(model(body()), opts.batch);
+    if (!g) qFatal("%s", g.error().message.c_str());
+    prog.graph = std::move(*g);
+    c.context.device = &store.device();
+  }
+  int count(const std::string& op) const {
+    int n = 0;
+    for (const Node& node : prog.graph.nodes) n += node.op->name == op;
+    return n;
+  }
+};
+
+}  // namespace
+
+class TestPasses : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void pipelinesRunInOrder() {
+    std::string explain;
+    CompileOptions o = gradientsOnly();
+    o.updateParams = true;
+    ParamStore store;
+    auto p = compile(model(body()), o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    const std::vector<std::string> want = {
+        "outputs",   "folding",   "fusion", "autocast", "autodiff",    "gradient buckets",
+        "optimizer", "dead code", "chains", "layouts",  "values",      "in place",
+        "buffers",   "kernels",   "memory", "allocate", "multi-tensor"};
+    std::vector<std::string> got;
+    for (const auto& e : (*p)->pipeline) got.push_back(e.name);
+    QCOMPARE(got, want);
+    auto status = [&](const std::string& name) {
+      for (const auto& e : (*p)->pipeline)
+        if (e.name == name) return e.status;
+      return std::string();
+    };
+    QCOMPARE(status("folding"), std::string("not needed"));   // a training plan
+    QCOMPARE(status("autocast"), std::string("not needed"));  // float32
+    QCOMPARE(status("fusion"), std::string("ran"));
+    QCOMPARE((*p)->pipeline.front().pipeline, std::string("rewrite"));
+    QCOMPARE((*p)->pipeline.back().pipeline, std::string("lower"));
+    const std::string text = (*p)->explain();
+    QVERIFY2(text.find("pipeline") != std::string::npos, text.c_str());
+    QVERIFY2(text.find("multi-tensor") != std::string::npos, text.c_str());
+  }
+
+  void eachOptionalPassCanBeTurnedOff_data() {
+    QTest::addColumn<QString>("pass");
+    for (const std::string& name : PassManager::standard().optionalNames())
+      QTest::newRow(name.c_str()) << QString::fromStdString(name);
+  }
+
+  void eachOptionalPassCanBeTurnedOff() {
+    QFETCH(QString, pass);
+    const std::vector<float> all = lossAndGradients(gradientsOnly());
+    CompileOptions o = gradientsOnly();
+    o.disabledPasses = {pass.toStdString()};
+    std::string explain;
+    const std::vector<float> without = lossAndGradients(o, &explain);
+    QCOMPARE(without.size(), all.size());
+    for (size_t k = 0; k < all.size(); ++k)
+      QVERIFY2(std::abs(without[k] - all[k]) <= 1e-5f * (1 + std::abs(all[k])),
+               qPrintable(QString("element %1: %2 against %3").arg(k).arg(without[k]).arg(all[k])));
+    // Disabled, or (folding in a training plan) with nothing to do in this plan.
+    const std::string mark = passKey(pass.toStdString()) == "folding" ? "not needed" : "disabled";
+    QVERIFY2(explain.find(mark) != std::string::npos, explain.c_str());
+  }
+
+  void namesThatCannotBeTurnedOffAreRefused() {
+    for (const char* name : {"no-such-pass", "kernels", "autodiff"}) {
+      CompileOptions o = gradientsOnly();
+      o.disabledPasses = {name};
+      ParamStore store;
+      auto p = compile(model(body()), o, store);
+      QVERIFY(!p.ok());
+      const std::string& m = p.error().message;
+      QVERIFY2(m.find(name) != std::string::npos, m.c_str());
+      QVERIFY2(
+          m.find("optional passes: ") != std::string::npos && m.find("fusion") != std::string::npos,
+          m.c_str());
+    }
+    QVERIFY(PassManager::standard().checkDisabled({"in place", "in-place", "dead-code"}).ok());
+  }
+
+  // --no-fuse is --disable-pass for folding, fusion and chains.
+  void noFuseTurnsOffTheFusingPasses() {
+    CompileOptions o = gradientsOnly();
+    o.fuse = false;
+    ParamStore store;
+    auto p = compile(model(body()), o, store);
+    QVERIFY(p.ok());
+    for (const auto& e : (*p)->pipeline)
+      if (e.name == "fusion" || e.name == "chains")
+        QCOMPARE(e.status, std::string("disabled"));
+      else if (e.name == "folding")  // evaluation plans only
+        QCOMPARE(e.status, std::string("not needed"));
+    QVERIFY((*p)->fusions.empty() && (*p)->chains.empty());
+  }
+
+  // The readers a pass is given are the graph's as it stands: recomputed after fusion
+  // (which changes the graph), kept across a pass that preserves them.
+  void analysesFollowTheGraph() {
+    Fixture f;
+    int computed = 0;
+    auto check = [&](PassContext& c) -> Status {
+      if (c.analyses.readers() != consumers(c.g)) return makeError("stale readers");
+      ++computed;
+      return {};
+    };
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, std::make_unique<Probe>(kProducers, check));
+    m.add(Pipeline::Rewrite, fusionPass());
+    m.add(Pipeline::Rewrite, std::make_unique<Probe>(kProducers, check));
+    const size_t before = f.prog.graph.nodes.size();
+    Status s = m.run(f.c);
+    QVERIFY2(s.ok(), s ? "" : s.message().c_str());
+    QCOMPARE(computed, 2);
+    QCOMPARE(f.prog.graph.nodes.size(), before - 1);  // the ReLU went into fc1
+    QVERIFY(f.c.analyses.valid() & kProducers);
+  }
+
+  // A pass that leaves a value's shape other than its producer's inference is caught
+  // before the next pass that reads shapes, naming the node and the pass.
+  void aStaleShapeIsCaught() {
+    Fixture f;
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, std::make_unique<Probe>(0, [](PassContext& c) -> Status {
+            c.g.values[size_t(c.g.findNode("fc1")->outputs[0])].desc.shape = {4, 9};
+            return {};
+          }));
+    m.add(Pipeline::Lower, kernelsPass());
+    Status s = m.run(f.c);
+    QVERIFY(!s.ok());
+    QVERIFY2(s.message().find("'fc1'") != std::string::npos, s.message().c_str());
+    QVERIFY2(s.message().find("after the probe pass") != std::string::npos, s.message().c_str());
+  }
+
+  void fusionAlone() {
+    Fixture f;
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, fusionPass());
+    QVERIFY(m.run(f.c).ok());
+    QCOMPARE(f.count("ReLU"), 0);
+    QCOMPARE(f.prog.graph.findNode("fc1")->attrs.s("activation"), std::string("relu"));
+  }
+
+  void deadCodeAlone() {
+    Fixture f;
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, deadCodePass());
+    QVERIFY(m.run(f.c).ok());
+    QVERIFY(f.prog.graph.findNode("spare") == nullptr);
+    QVERIFY(f.prog.graph.findNode("th") != nullptr);
+  }
+
+  void chainsAlone() {
+    Fixture f;
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, chainsPass());
+    QVERIFY(m.run(f.c).ok());
+    QCOMPARE(f.count("Sigmoid"), 0);
+    QVERIFY(f.count("Pointwise") >= 1);
+  }
+
+  void autodiffAlone() {
+    Fixture f;
+    PassManager m;
+    m.add(Pipeline::Rewrite, outputsPass());
+    m.add(Pipeline::Rewrite, autodiffPass());
+    QVERIFY(m.run(f.c).ok());
+    QCOMPARE(f.c.grads.size(), size_t(6));  // conv, fc1, fc2: weight and bias each
+    QVERIFY(f.c.seed >= 0);
+    QCOMPARE(f.prog.graph.nodes[size_t(f.c.seed)].op->name, std::string("Constant"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPasses)
+#include "tst_passes.moc"
