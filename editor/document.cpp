@@ -11,9 +11,9 @@
 #include "editor/node_refs.h"
 #include "engine/graph/blocks.h"
 #include "engine/graph/graph.h"
+#include "engine/graph/op.h"
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
-#include "engine/graph/op.h"
 
 namespace netloom::editor {
 

@@ -21,8 +21,8 @@
 #include <QVBoxLayout>
 #include <type_traits>
 
-#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
+#include "engine/ops/optimizer_settings.h"
 #include "engine/train/project_check.h"
 #include "engine/train/schedule.h"
 #include "gui/evaluation.h"

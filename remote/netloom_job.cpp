@@ -16,11 +16,14 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -125,214 +128,252 @@ int follow(const remotepb::JobRecord& job, std::unique_ptr<SshSession> s,
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) return usage();
-  std::string verb = argv[1];
-  std::string hostText, hostsPath = defaultHostsPath(), fetchTo;
-  std::string rankHosts;  // --hosts a,b: one data-parallel rank on each
-  remotepb::Host overrides;
+// What the command line says.
+struct JobArgs {
+  std::string verb, hostText, hostsPath = defaultHostsPath(), fetchTo, target;
+  std::string rankHosts;     // --hosts a,b: one data-parallel rank on each
+  remotepb::Host overrides;  // over a saved host's settings
   SubmitOptions submit;
   bool wait = false;
-  std::string target;
-  // Options that override a saved host's settings.
-  auto hostOption = [&](const std::string& a) -> std::string* {
-    if (a == "--identity") return overrides.mutable_identity();
-    if (a == "--known-hosts") return overrides.mutable_known_hosts();
-    if (a == "--trainer") return overrides.mutable_trainer();
-    if (a == "--workdir") return overrides.mutable_work_dir();
-    if (a == "--partition") return overrides.mutable_slurm()->mutable_partition();
-    if (a == "--account") return overrides.mutable_slurm()->mutable_account();
-    if (a == "--qos") return overrides.mutable_slurm()->mutable_qos();
-    if (a == "--time") return overrides.mutable_slurm()->mutable_time_limit();
-    return nullptr;
-  };
-  // Slurm's counts: the host becomes (or stays) a Slurm cluster's login node.
-  auto slurmCount = [&](const std::string& a) -> std::function<void(int)> {
-    remotepb::SlurmSettings* s = nullptr;
-    auto slurm = [&] { return s ? s : (s = overrides.mutable_slurm()); };
-    if (a == "--nodes") return [slurm](int n) { slurm()->set_nodes(n); };
-    if (a == "--gpus-per-node") return [slurm](int n) { slurm()->set_gpus_per_node(n); };
-    if (a == "--tasks-per-node") return [slurm](int n) { slurm()->set_tasks_per_node(n); };
-    if (a == "--cpus-per-task") return [slurm](int n) { slurm()->set_cpus_per_task(n); };
-    return nullptr;
-  };
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--host") {
-      if (!value(hostText)) return usage();
-    } else if (std::string* field = hostOption(a)) {
-      if (!value(*field)) return usage();
-    } else if (auto count = slurmCount(a)) {
-      if (!value(v)) return usage();
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 0 || n > 100000)
-        return fail(a + " needs a whole number, not '" + v + "'");
-      count(int(n));
-    } else if (a == "--sbatch") {
-      if (!value(v)) return usage();
-      overrides.mutable_slurm()->add_extra(v);
-    } else if (a == "--slurm") {
-      overrides.mutable_slurm();
-    } else if (a == "--hosts-file") {
-      if (!value(hostsPath)) return usage();
-    } else if (a == "--hosts") {
-      if (!value(rankHosts)) return usage();
-    } else if (a == "--to") {
-      if (!value(fetchTo)) return usage();
-    } else if (a == "--devices" || a == "--max-steps" || a == "--epochs" || a == "--seed") {
-      if (!value(v)) return usage();
-      submit.args.insert(submit.args.end(), {a, v});
-    } else if (a == "--any-version") {
-      submit.anyVersion = true;
-    } else if (a == "--wait") {
-      wait = true;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "netloom-job: unknown option '%s'\n", a.c_str());
-      return usage();
-    } else {
-      target = a;
-    }
-  }
-  auto saved = loadHosts(hostsPath);
-  if (!saved) return fail(saved.error().message);
-  auto hostFor = [&]() -> Result<remotepb::Host> {
-    auto h = resolveHost(hostText, *saved);
-    if (!h) return h;
-    // What the command line says wins over the saved host.
-    h->MergeFrom(overrides);
-    return h;
-  };
-  const std::string jobsDir = defaultJobsDir();
+  std::string error;  // a value the option cannot take (exit status 1)
+};
 
-  if (verb == "submit" && !rankHosts.empty()) {
-    if (!hostText.empty()) return fail("give --host or --hosts, not both");
-    if (target.empty()) return usage();
-    std::vector<remotepb::Host> hosts;
-    std::vector<std::unique_ptr<SshSession>> sessions;
-    std::vector<SshSession*> raw;
-    std::stringstream names(rankHosts);
-    for (std::string name; std::getline(names, name, ',');) {
-      if (name.empty()) return fail("--hosts " + rankHosts + ": an empty host name");
-      auto h = resolveHost(name, *saved);
-      if (!h) return fail(h.error().message);
-      h->MergeFrom(overrides);
-      auto session = connectTo(*h);
-      if (!session) return fail(session.error().message);
-      hosts.push_back(*h);
-      raw.push_back(session->get());
-      sessions.push_back(std::move(*session));
-    }
-    auto project = loadProject(target);
-    if (!project) return fail(project.error().message);
-    submit.projectDir = std::filesystem::absolute(target).parent_path().string();
-    double timeout = project->train().distributed().timeout_s() > 0
-                         ? project->train().distributed().timeout_s()
-                         : 60.0;
-    auto job = submitRanks(raw, hosts, *project, submit, timeout);
-    if (!job) return fail(job.error().message);
-    if (Status st = saveJobRecord(jobsDir, *job); !st) return fail(st.message());
-    std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
-    std::fflush(stdout);
-    if (!wait) return 0;
-    // Rank 0's session follows the job; the others are not needed any more.
-    std::unique_ptr<SshSession> first = std::move(sessions[0]);
-    sessions.clear();
-    return follow(*job, std::move(first));
+// "--sbatch --exclusive": the value is the next word even where it starts with a dash.
+std::vector<std::string> joinSbatchValues(int argc, char** argv) {
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--sbatch" && i + 1 < argc) a += std::string("=") + argv[++i];
+    words.push_back(a);
   }
-  if (verb == "test" || verb == "submit" || (verb == "list" && !hostText.empty())) {
-    if (hostText.empty()) return usage();
-    auto host = hostFor();
-    if (!host) return fail(host.error().message);
-    if (host->has_slurm())  // before anything connects
-      if (Status st = validateSlurm(host->slurm()); !st) return fail(st.message());
-    auto session = connectTo(*host);
+  return words;
+}
+
+// The options every verb takes (each ignores what it has no use for).
+void addOptions(CLI::App& verb, JobArgs& a) {
+  verb.add_option("target", a.target, "PROJECT.nlproj (submit) or a job's ID");
+  verb.add_option("--host", a.hostText, "a saved host's name or [user@]address[:port]");
+  verb.add_option("--hosts", a.rankHosts, "submit: one data-parallel rank on each of A,B,...");
+  verb.add_option("--hosts-file", a.hostsPath, "the saved hosts");
+  verb.add_option("--to", a.fetchTo, "fetch: the folder to fetch into");
+  verb.add_flag("--wait", a.wait, "submit: follow the job to its end");
+  verb.add_flag("--any-version", a.submit.anyVersion, "accept another netloom-train version");
+  const std::pair<const char*, std::function<void(const std::string&)>> host[] = {
+      {"--identity", [&a](const std::string& v) { a.overrides.set_identity(v); }},
+      {"--known-hosts", [&a](const std::string& v) { a.overrides.set_known_hosts(v); }},
+      {"--trainer", [&a](const std::string& v) { a.overrides.set_trainer(v); }},
+      {"--workdir", [&a](const std::string& v) { a.overrides.set_work_dir(v); }},
+      {"--partition",
+       [&a](const std::string& v) { a.overrides.mutable_slurm()->set_partition(v); }},
+      {"--account", [&a](const std::string& v) { a.overrides.mutable_slurm()->set_account(v); }},
+      {"--qos", [&a](const std::string& v) { a.overrides.mutable_slurm()->set_qos(v); }},
+      {"--time", [&a](const std::string& v) { a.overrides.mutable_slurm()->set_time_limit(v); }},
+  };
+  for (const auto& [name, set] : host) verb.add_option_function<std::string>(name, set);
+  verb.add_option_function<std::vector<std::string>>(
+      "--sbatch",
+      [&a](const std::vector<std::string>& extra) {
+        for (const std::string& e : extra) a.overrides.mutable_slurm()->add_extra(e);
+      },
+      "an sbatch option, --OPT=V (repeatable)");
+  verb.add_flag_callback(
+      "--slurm", [&a] { a.overrides.mutable_slurm(); }, "the host is a Slurm cluster's login node");
+  // Slurm's counts: the host becomes (or stays) a Slurm cluster's login node.
+  using Count = void (remotepb::SlurmSettings::*)(int32_t);
+  const std::pair<const char*, Count> counts[] = {
+      {"--nodes", &remotepb::SlurmSettings::set_nodes},
+      {"--gpus-per-node", &remotepb::SlurmSettings::set_gpus_per_node},
+      {"--tasks-per-node", &remotepb::SlurmSettings::set_tasks_per_node},
+      {"--cpus-per-task", &remotepb::SlurmSettings::set_cpus_per_task}};
+  for (const auto& [name, set] : counts)
+    verb.add_option_function<std::string>(
+        name, [&a, name = std::string(name), set = set](const std::string& v) {
+          char* end = nullptr;
+          long n = std::strtol(v.c_str(), &end, 10);
+          if (v.empty() || *end || n < 0 || n > 100000)
+            a.error = name + " needs a whole number, not '" + v + "'";
+          else
+            (a.overrides.mutable_slurm()->*set)(int32_t(n));
+        });
+  // Passed on to netloom-train.
+  for (const char* name : {"--devices", "--max-steps", "--epochs", "--seed"})
+    verb.add_option_function<std::string>(
+        name,
+        [&a, name](const std::string& v) {
+          a.submit.args.insert(a.submit.args.end(), {name, v});
+        },
+        "passed on to netloom-train");
+}
+
+// Parses the command line into `a`; an exit status where it ends there (help, or a
+// command line it cannot read).
+std::optional<int> parseJobArgs(int argc, char** argv, JobArgs& a) {
+  CLI::App app{"netloom-job: remote training jobs from a terminal"};
+  app.require_subcommand(1);
+  app.footer(
+      "H: a saved host's name or [user@]address[:port]\n"
+      "Slurm (the host is a cluster's login node; over a saved host's settings):\n"
+      "  --slurm --partition P --account A --qos Q --time LIMIT --nodes N\n"
+      "  --gpus-per-node G --tasks-per-node T --cpus-per-task C --sbatch --OPT=V");
+  const std::pair<const char*, const char*> verbs[] = {
+      {"test", "connect to --host H and report the host"},
+      {"submit", "send PROJECT.nlproj to --host H (or one rank to each of --hosts A,B,...)"},
+      {"list", "jobs submitted from here, or on --host H"},
+      {"attach", "follow job ID's progress until it ends"},
+      {"stop", "stop job ID after its current step, with a checkpoint (SIGTERM)"},
+      {"cancel", "end job ID now (SIGKILL)"},
+      {"fetch", "fetch job ID's checkpoints, weights, events and log [--to DIR]"},
+      {"delete", "remove a finished job's folder on its host"}};
+  for (const auto& [name, what] : verbs) {
+    CLI::App* verb = app.add_subcommand(name, what);
+    addOptions(*verb, a);
+    verb->callback([&a, name = std::string(name)] { a.verb = name; });
+  }
+  std::vector<std::string> words = joinSbatchValues(argc, argv);
+  std::reverse(words.begin(), words.end());  // CLI11 reads them from the back
+  try {
+    app.parse(words);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "netloom-job: %s\n", e.what());
+    return usage();
+  }
+  if (!a.error.empty()) return fail(a.error);
+  return std::nullopt;
+}
+
+// submit --hosts A,B,...: one data-parallel rank on each host.
+int submitToRanks(JobArgs& a, const remotepb::HostList& saved) {
+  if (!a.hostText.empty()) return fail("give --host or --hosts, not both");
+  if (a.target.empty()) return usage();
+  std::vector<remotepb::Host> hosts;
+  std::vector<std::unique_ptr<SshSession>> sessions;
+  std::vector<SshSession*> raw;
+  std::stringstream names(a.rankHosts);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (name.empty()) return fail("--hosts " + a.rankHosts + ": an empty host name");
+    auto h = resolveHost(name, saved);
+    if (!h) return fail(h.error().message);
+    h->MergeFrom(a.overrides);
+    auto session = connectTo(*h);
     if (!session) return fail(session.error().message);
-    if (verb == "test") {
-      auto info = probeHost(**session, *host);
-      if (!info) return fail(info.error().message);
-      std::printf("%s: connected, host key known\n%s", hostSpec(*host).label().c_str(),
-                  info->summary().c_str());
-      return info->problem.empty() ? 0 : 1;
-    }
-    if (verb == "list") {
-      auto jobs = listJobs(**session, *host);
-      if (!jobs) return fail(jobs.error().message);
-      std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "STARTED", "HOST", "PROJECT");
-      for (const auto& j : *jobs)
-        std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id.c_str(), j.describe().c_str(),
-                    j.started.c_str(), hostTitle(*host).c_str(), j.project.c_str());
-      return 0;
-    }
-    if (target.empty()) return usage();
-    auto project = loadProject(target);
-    if (!project) return fail(project.error().message);
-    submit.projectDir = std::filesystem::absolute(target).parent_path().string();
-    submit.progress = [](const std::string& name, uint64_t done, uint64_t total) {
-      if (done == total || done % (8 << 20) < 32768)
-        std::fprintf(stderr, "netloom-job: uploading %s: %llu of %llu MiB\n", name.c_str(),
-                     (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
-    };
-    auto job = host->has_slurm() ? submitSlurm(**session, *host, *project, submit)
-                                 : submitJob(**session, *host, *project, submit);
-    if (!job) return fail(job.error().message);
-    if (!job->slurm_job_id().empty())
-      std::fprintf(stderr, "netloom-job: Slurm job %s\n", job->slurm_job_id().c_str());
-    for (const auto& d : job->data())
-      std::fprintf(stderr, "netloom-job: %s -> %s (%s)\n", d.local_path().c_str(),
-                   d.remote_path().c_str(),
-                   d.uploaded()         ? "uploaded"
-                   : d.sha256().empty() ? "the host's copy"
-                                        : "reused");
-    if (Status st = saveJobRecord(jobsDir, *job); !st) return fail(st.message());
-    std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
-    std::fflush(stdout);
-    return wait ? follow(*job, std::move(*session)) : 0;
+    hosts.push_back(*h);
+    raw.push_back(session->get());
+    sessions.push_back(std::move(*session));
   }
-  if (verb == "list") {
-    // Each job's state from its host, one connection per host; a host that cannot be
-    // reached (or whose key is not known) reads "unreachable".
-    std::map<std::string, std::unique_ptr<SshSession>> sessions;
-    std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "SUBMITTED", "HOST", "PROJECT");
-    for (const auto& j : listJobRecords(jobsDir)) {
-      const std::string title = hostTitle(j.host());
-      if (!sessions.count(title)) {
-        auto s = openSession(hostSpec(j.host()), nullptr, askPassphrase);
-        sessions[title] = s ? std::move(*s) : nullptr;
-      }
-      std::string state = "unreachable";
-      if (SshSession* s = sessions[title].get())
-        if (auto st = jobStatus(*s, j)) state = st->describe();
-      std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id().c_str(), state.c_str(),
-                  j.submitted().c_str(), title.c_str(), j.project_name().c_str());
-    }
+  auto project = loadProject(a.target);
+  if (!project) return fail(project.error().message);
+  a.submit.projectDir = std::filesystem::absolute(a.target).parent_path().string();
+  double timeout = project->train().distributed().timeout_s() > 0
+                       ? project->train().distributed().timeout_s()
+                       : 60.0;
+  auto job = submitRanks(raw, hosts, *project, a.submit, timeout);
+  if (!job) return fail(job.error().message);
+  if (Status st = saveJobRecord(defaultJobsDir(), *job); !st) return fail(st.message());
+  std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
+  std::fflush(stdout);
+  if (!a.wait) return 0;
+  // Rank 0's session follows the job; the others are not needed any more.
+  std::unique_ptr<SshSession> first = std::move(sessions[0]);
+  sessions.clear();
+  return follow(*job, std::move(first));
+}
+
+// test, submit and list on --host H.
+int onHost(JobArgs& a, const remotepb::HostList& saved) {
+  if (a.hostText.empty()) return usage();
+  auto host = resolveHost(a.hostText, saved);
+  if (host) host->MergeFrom(a.overrides);  // what the command line says wins
+  if (!host) return fail(host.error().message);
+  if (host->has_slurm())  // before anything connects
+    if (Status st = validateSlurm(host->slurm()); !st) return fail(st.message());
+  auto session = connectTo(*host);
+  if (!session) return fail(session.error().message);
+  if (a.verb == "test") {
+    auto info = probeHost(**session, *host);
+    if (!info) return fail(info.error().message);
+    std::printf("%s: connected, host key known\n%s", hostSpec(*host).label().c_str(),
+                info->summary().c_str());
+    return info->problem.empty() ? 0 : 1;
+  }
+  if (a.verb == "list") {
+    auto jobs = listJobs(**session, *host);
+    if (!jobs) return fail(jobs.error().message);
+    std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "STARTED", "HOST", "PROJECT");
+    for (const auto& j : *jobs)
+      std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id.c_str(), j.describe().c_str(),
+                  j.started.c_str(), hostTitle(*host).c_str(), j.project.c_str());
     return 0;
   }
-  if (target.empty()) return usage();
-  auto job = loadJobRecord(jobsDir, target);
+  if (a.target.empty()) return usage();
+  auto project = loadProject(a.target);
+  if (!project) return fail(project.error().message);
+  a.submit.projectDir = std::filesystem::absolute(a.target).parent_path().string();
+  a.submit.progress = [](const std::string& name, uint64_t done, uint64_t total) {
+    if (done == total || done % (8 << 20) < 32768)
+      std::fprintf(stderr, "netloom-job: uploading %s: %llu of %llu MiB\n", name.c_str(),
+                   (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+  };
+  auto job = host->has_slurm() ? submitSlurm(**session, *host, *project, a.submit)
+                               : submitJob(**session, *host, *project, a.submit);
   if (!job) return fail(job.error().message);
-  job->mutable_host()->MergeFrom(overrides);
+  if (!job->slurm_job_id().empty())
+    std::fprintf(stderr, "netloom-job: Slurm job %s\n", job->slurm_job_id().c_str());
+  for (const auto& d : job->data())
+    std::fprintf(stderr, "netloom-job: %s -> %s (%s)\n", d.local_path().c_str(),
+                 d.remote_path().c_str(),
+                 d.uploaded()         ? "uploaded"
+                 : d.sha256().empty() ? "the host's copy"
+                                      : "reused");
+  if (Status st = saveJobRecord(defaultJobsDir(), *job); !st) return fail(st.message());
+  std::printf("%s %s\n", job->id().c_str(), job->dir().c_str());
+  std::fflush(stdout);
+  return a.wait ? follow(*job, std::move(*session)) : 0;
+}
+
+// Each job's state from its host, one connection per host; a host that cannot be
+// reached (or whose key is not known) reads "unreachable".
+int listHere() {
+  const std::string jobsDir = defaultJobsDir();
+  std::map<std::string, std::unique_ptr<SshSession>> sessions;
+  std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", "JOB", "STATE", "SUBMITTED", "HOST", "PROJECT");
+  for (const auto& j : listJobRecords(jobsDir)) {
+    const std::string title = hostTitle(j.host());
+    if (!sessions.count(title)) {
+      auto s = openSession(hostSpec(j.host()), nullptr, askPassphrase);
+      sessions[title] = s ? std::move(*s) : nullptr;
+    }
+    std::string state = "unreachable";
+    if (SshSession* s = sessions[title].get())
+      if (auto st = jobStatus(*s, j)) state = st->describe();
+    std::printf("%-28s  %-24s  %-20s  %-24s  %s\n", j.id().c_str(), state.c_str(),
+                j.submitted().c_str(), title.c_str(), j.project_name().c_str());
+  }
+  return 0;
+}
+
+// attach, stop, cancel, fetch and delete of job ID.
+int onJob(JobArgs& a) {
+  const std::string jobsDir = defaultJobsDir();
+  if (a.target.empty()) return usage();
+  auto job = loadJobRecord(jobsDir, a.target);
+  if (!job) return fail(job.error().message);
+  job->mutable_host()->MergeFrom(a.overrides);
   auto session = connectTo(job->host());
   if (!session) return fail(session.error().message);
-  if (verb == "attach") return follow(*job, std::move(*session), nullptr, true);
-  if (verb == "cancel" || verb == "stop") {
-    const std::string signal = verb == "cancel" ? "KILL" : "TERM";
+  if (a.verb == "attach") return follow(*job, std::move(*session), nullptr, true);
+  if (a.verb == "cancel" || a.verb == "stop") {
+    const std::string signal = a.verb == "cancel" ? "KILL" : "TERM";
     if (Status s = signalJob(**session, *job, signal); !s) return fail(s.message());
     std::printf("%s: %s\n", job->id().c_str(),
-                verb == "stop" ? "asked to stop; it stops after the current step, with a checkpoint"
-                               : "cancelled");
+                a.verb == "stop"
+                    ? "asked to stop; it stops after the current step, with a checkpoint"
+                    : "cancelled");
     for (const remotepb::RankJob& rank : job->ranks()) {  // a job on several hosts
       remotepb::JobRecord other = *job;
       *other.mutable_host() = rank.host();
-      other.mutable_host()->MergeFrom(overrides);
+      other.mutable_host()->MergeFrom(a.overrides);
       other.set_dir(rank.dir());
       other.set_pid(rank.pid());
       auto there = connectTo(other.host());
@@ -341,13 +382,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (verb == "fetch") {
-    std::string to = fetchTo.empty() ? job->id() : fetchTo;
+  if (a.verb == "fetch") {
+    std::string to = a.fetchTo.empty() ? job->id() : a.fetchTo;
     if (Status s = fetchJob(**session, *job, to); !s) return fail(s.message());
     for (int r = 0; r < job->ranks_size(); ++r) {  // the other ranks' logs and results
       remotepb::JobRecord other = *job;
       *other.mutable_host() = job->ranks(r).host();
-      other.mutable_host()->MergeFrom(overrides);
+      other.mutable_host()->MergeFrom(a.overrides);
       other.set_dir(job->ranks(r).dir());
       auto there = connectTo(other.host());
       if (!there) return fail(there.error().message);
@@ -357,9 +398,24 @@ int main(int argc, char** argv) {
     std::printf("%s\n", to.c_str());
     return 0;
   }
-  if (verb == "delete") {
+  if (a.verb == "delete") {
     if (Status s = deleteJob(**session, *job); !s) return fail(s.message());
     return 0;
   }
   return usage();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  JobArgs a;
+  if (std::optional<int> end = parseJobArgs(argc, argv, a)) return *end;
+  auto saved = loadHosts(a.hostsPath);
+  if (!saved) return fail(saved.error().message);
+  if (a.verb == "submit" && !a.rankHosts.empty()) return submitToRanks(a, *saved);
+  if (a.verb == "test" || a.verb == "submit" || (a.verb == "list" && !a.hostText.empty()))
+    return onHost(a, *saved);
+  if (a.verb == "list") return listHere();
+  return onJob(a);
 }

@@ -25,7 +25,7 @@ if [ "$mode" = node ]; then
 else
   packages+=(
     qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
-    libssh-dev libssl-dev openssh-server openssh-client
+    libssh-dev libssl-dev openssh-server openssh-client libcli11-dev
     dataset-fashion-mnist libonnx-dev
   )
 fi

@@ -190,6 +190,128 @@ pid_t spawn(const std::vector<std::string>& args, int rank, const std::string& l
   _exit(1);
 }
 
+// Every rank started, each rank after 0 logging to its file in the job's log folder.
+std::vector<Worker> spawnRanks(const RankJob& job, const std::string& rendezvous,
+                               const std::string& rank0Events) {
+  std::vector<Worker> workers(size_t(job.ranks));
+  for (int r = 0; r < job.ranks; ++r) {
+    Worker& w = workers[size_t(r)];
+    w.rank = r;
+    if (r > 0) w.log = (fs::path(job.logDir) / ("rank-" + std::to_string(r) + ".log")).string();
+    w.pid = spawn(workerArgs(job, r, rendezvous, rank0Events), r, w.log);
+    if (w.pid < 0) {
+      std::fprintf(stderr, "netloom-train: could not start rank %d: %s\n", r, std::strerror(errno));
+      w.running = false;
+      w.status = 1 << 8;
+    }
+  }
+  return workers;
+}
+
+// Rank 0's events, passed on to the job's stream as rank 0 writes them, all but its
+// Failed event, which is held until the job knows which rank failed first.
+struct Rank0Relay {
+  const std::string& path;  // empty: the job writes no events
+  EventWriter& events;
+  const std::vector<Worker>& workers;
+  const std::string& host;
+  int64_t offset = 0;
+  std::optional<proto::TrainEvent> heldFailure;
+
+  void relay() {
+    if (path.empty()) return;
+    auto read = readEvents(path, offset);
+    if (!read) return;  // not written yet
+    offset = read->nextOffset;
+    for (proto::TrainEvent& e : read->events) {
+      if (e.has_failed()) {
+        heldFailure = e;
+        continue;
+      }
+      events.write(e);
+      if (e.has_run_started()) sayWhereRanksRun(e.time());
+    }
+  }
+
+  // Where each rank runs and logs, once the job has started.
+  void sayWhereRanksRun(double time) {
+    for (const Worker& w : workers) {
+      proto::TrainEvent line;
+      line.set_time(time);
+      line.mutable_log()->set_level(proto::Log::INFO);
+      line.mutable_log()->set_text("rank " + std::to_string(w.rank) + ": pid " +
+                                   std::to_string(w.pid) + " on " + host +
+                                   (w.log.empty() ? "" : ", log " + w.log));
+      events.write(line);
+    }
+  }
+};
+
+// Once a rank has failed, the others get SIGTERM, then SIGKILL past `timeoutSeconds`.
+void endTheOthers(std::vector<Worker>& workers, double timeoutSeconds,
+                  std::optional<std::chrono::steady_clock::time_point>& killAt) {
+  if (!killAt) {
+    for (Worker& w : workers)
+      if (w.running) {
+        kill(w.pid, SIGTERM);
+        w.signalledByUs = true;
+      }
+    killAt = std::chrono::steady_clock::now() +
+             std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
+  }
+  if (std::chrono::steady_clock::now() >= *killAt)
+    for (Worker& w : workers)
+      if (w.running) kill(w.pid, SIGKILL);
+}
+
+// Why the job failed, as its Failed event and stderr say it: rank 0's own Failed
+// event when rank 0 failed first, else the first rank's exit and last log lines.
+// Returns the job's exit status.
+int reportEnd(const RankJob& job, const Worker* first,
+              const std::optional<proto::TrainEvent>& heldFailure, const std::string& host,
+              EventWriter& events) {
+  if (!first) {
+    if (heldFailure) events.write(*heldFailure);
+    return 0;
+  }
+  std::string why;
+  if (first->rank == 0 && heldFailure) {
+    why = heldFailure->failed().message();
+  } else {
+    why = "rank " + std::to_string(first->rank) + " (pid " + std::to_string(first->pid) + " on " +
+          host + ") " + describeExit(first->status);
+    if (!first->log.empty()) {
+      std::string tail = lastLines(first->log, 5);
+      why +=
+          tail.empty() ? "; its log " + first->log + " is empty" : "; its last log lines: " + tail;
+    }
+    if (heldFailure) why += "; rank 0: " + heldFailure->failed().message();
+  }
+  if (!job.events.empty()) {
+    proto::TrainEvent e = heldFailure ? *heldFailure : proto::TrainEvent{};
+    if (!heldFailure)
+      e.set_time(double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count()) /
+                 1000.0);
+    e.mutable_failed()->set_message(why);
+    events.write(e);
+  }
+  std::fprintf(stderr, "netloom-train: %s\n", why.c_str());
+  return first->rank == 0 && WIFEXITED(first->status) ? WEXITSTATUS(first->status) : 1;
+}
+
+// Of ranks that end together, one killed from outside is the cause, not one that
+// failed because it lost its peer.
+const Worker* causeAmong(const std::vector<Worker*>& ended) {
+  const Worker* cause = nullptr;
+  for (Worker* w : ended) {
+    bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
+    if (failed && (!cause || (WIFSIGNALED(w->status) && !WIFSIGNALED(cause->status)))) cause = w;
+  }
+  return cause;
+}
+
 }  // namespace
 
 int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
@@ -220,45 +342,10 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
       return 2;
     }
   const std::string host = hostName();
-  std::vector<Worker> workers(size_t(job.ranks));
-  for (int r = 0; r < job.ranks; ++r) {
-    Worker& w = workers[size_t(r)];
-    w.rank = r;
-    if (r > 0) w.log = (fs::path(job.logDir) / ("rank-" + std::to_string(r) + ".log")).string();
-    w.pid = spawn(workerArgs(job, r, rendezvous, rank0Events), r, w.log);
-    if (w.pid < 0) {
-      std::fprintf(stderr, "netloom-train: could not start rank %d: %s\n", r, std::strerror(errno));
-      w.running = false;
-      w.status = 1 << 8;
-    }
-  }
-  int64_t offset = 0;
-  std::optional<proto::TrainEvent> heldFailure;
-  auto relay = [&] {
-    if (rank0Events.empty()) return;
-    auto read = readEvents(rank0Events, offset);
-    if (!read) return;  // not written yet
-    offset = read->nextOffset;
-    for (proto::TrainEvent& e : read->events) {
-      if (e.has_failed()) {
-        heldFailure = e;
-        continue;
-      }
-      events.write(e);
-      if (e.has_run_started()) {
-        // Where each rank runs and logs, once the job has started.
-        for (const Worker& w : workers) {
-          proto::TrainEvent line;
-          line.set_time(e.time());
-          line.mutable_log()->set_level(proto::Log::INFO);
-          line.mutable_log()->set_text("rank " + std::to_string(w.rank) + ": pid " +
-                                       std::to_string(w.pid) + " on " + host +
-                                       (w.log.empty() ? "" : ", log " + w.log));
-          events.write(line);
-        }
-      }
-    }
-  };
+  std::vector<Worker> workers = spawnRanks(job, rendezvous, rank0Events);
+  Rank0Relay relay0{rank0Events, events, workers, host};
+  auto relay = [&] { relay0.relay(); };
+  std::optional<proto::TrainEvent>& heldFailure = relay0.heldFailure;
   for (const Worker& w : workers)
     if (w.pid > 0 && !job.events.empty() && w.rank > 0)
       std::fprintf(stderr, "netloom-train: rank %d is pid %d on %s, logging to %s\n", w.rank,
@@ -289,60 +376,13 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
         ended.push_back(&w);
       }
     }
-    // Of ranks that end together, one killed from outside is the cause, not one that
-    // failed because it lost its peer.
-    const Worker* cause = nullptr;
-    for (Worker* w : ended) {
-      bool failed = !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
-      if (failed && (!cause || (WIFSIGNALED(w->status) && !WIFSIGNALED(cause->status)))) cause = w;
-    }
-    if (!first) first = cause;
-    if (first && !killAt) {
-      for (Worker& w : workers)
-        if (w.running) {
-          kill(w.pid, SIGTERM);
-          w.signalledByUs = true;
-        }
-      killAt = std::chrono::steady_clock::now() +
-               std::chrono::milliseconds(int64_t(job.timeoutSeconds * 1000));
-    }
-    if (killAt && std::chrono::steady_clock::now() >= *killAt)
-      for (Worker& w : workers)
-        if (w.running) kill(w.pid, SIGKILL);
+    if (!first) first = causeAmong(ended);
+    if (first) endTheOthers(workers, job.timeoutSeconds, killAt);
     relay();
     if (running()) waits.next(stop, forwardedStop, killAt);
   }
   relay();
-  int code = 0;
-  if (first) {
-    code = first->rank == 0 && WIFEXITED(first->status) ? WEXITSTATUS(first->status) : 1;
-    std::string why;
-    if (first->rank == 0 && heldFailure) {
-      why = heldFailure->failed().message();
-    } else {
-      why = "rank " + std::to_string(first->rank) + " (pid " + std::to_string(first->pid) + " on " +
-            host + ") " + describeExit(first->status);
-      if (!first->log.empty()) {
-        std::string tail = lastLines(first->log, 5);
-        why += tail.empty() ? "; its log " + first->log + " is empty"
-                            : "; its last log lines: " + tail;
-      }
-      if (heldFailure) why += "; rank 0: " + heldFailure->failed().message();
-    }
-    if (!job.events.empty()) {
-      proto::TrainEvent e = heldFailure ? *heldFailure : proto::TrainEvent{};
-      if (!heldFailure)
-        e.set_time(double(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()) /
-                   1000.0);
-      e.mutable_failed()->set_message(why);
-      events.write(e);
-    }
-    std::fprintf(stderr, "netloom-train: %s\n", why.c_str());
-  } else if (heldFailure) {
-    events.write(*heldFailure);
-  }
+  const int code = reportEnd(job, first, heldFailure, host, events);
   events.close();
   fs::remove_all(rendezvous, ec);
   return code;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/ops/internal_ops.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
-#include "engine/ops/internal_ops.h"
 
 namespace netloom {
 

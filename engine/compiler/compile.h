@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/util/memory_budget.h"
 #include "engine/runtime/program.h"
+#include "engine/util/memory_budget.h"
 #include "kernels/core/communicator.h"
 
 namespace netloom {

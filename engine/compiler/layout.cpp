@@ -5,8 +5,8 @@
 #include <numeric>
 #include <optional>
 
-#include "kernels/core/device.h"
 #include "engine/ops/internal_ops.h"
+#include "kernels/core/device.h"
 
 namespace netloom {
 

@@ -27,9 +27,9 @@ bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
 // of the op on the device of `context` (a plan's kernel context) takes the fused
 // form. Returns what it fused.
 // `readers`, when given, is consumers(g) as it stands (the pass manager's analysis).
-std::vector<std::string> fuseActivations(
-    Graph& g, const std::set<ValueId>& pinned, const KernelRegistry& kernels,
-    const KernelSig& context, const std::vector<std::vector<NodeId>>* readers = nullptr);
+std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,
+                                         const KernelRegistry& kernels, const KernelSig& context,
+                                         const std::vector<std::vector<NodeId>>* readers = nullptr);
 
 // Element-wise chains (after autodiff, so the backward pass's too): ops with
 // OpDef::elementwise over float tensors of one shape, each reading the one before,

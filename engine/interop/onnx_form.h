@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/interop/onnx_import.h"
 #include "engine/graph/op.h"
+#include "engine/interop/onnx_import.h"
 
 namespace netloom::onnxio {
 

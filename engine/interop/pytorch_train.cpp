@@ -2,10 +2,10 @@
 // and a few generated functions over the fixed runtime (pytorch_runtime.cpp).
 #include <filesystem>
 
-#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
 #include "engine/graph/blocks.h"
 #include "engine/interop/pytorch_gen.h"
+#include "engine/ops/optimizer_settings.h"
 
 namespace netloom::pytorch {
 

@@ -1,8 +1,8 @@
 // Small pieces op files share: common shape rules and the element-wise op shape.
 #pragma once
 
-#include "engine/ops/grad_builder.h"
 #include "engine/graph/op.h"
+#include "engine/ops/grad_builder.h"
 #include "kernels/core/checked.h"
 
 namespace netloom::ops {

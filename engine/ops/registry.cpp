@@ -1,7 +1,7 @@
 #include <cmath>
 
-#include "engine/ops/all_ops.h"
 #include "engine/graph/op.h"
+#include "engine/ops/all_ops.h"
 
 namespace netloom {
 

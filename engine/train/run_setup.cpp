@@ -8,9 +8,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "engine/util/memory_budget.h"
 #include "engine/train/heads.h"
 #include "engine/train/project_check.h"
+#include "engine/util/memory_budget.h"
 #include "kernels/core/checked.h"
 #include "kernels/cpu/cpu_util.h"
 

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "engine/compiler/compile.h"
-#include "engine/ops/optimizer_settings.h"
 #include "engine/data/dataset.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/optimizer_settings.h"
 #include "engine/runtime/feeder.h"
 #include "engine/runtime/nonfinite.h"
 #include "engine/runtime/profile.h"

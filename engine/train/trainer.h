@@ -33,10 +33,11 @@ struct TrainOptions {
   bool profile = false;       // time every kernel launch of the training steps
   bool plainLayouts = false;  // keep every activation in plain NCHW (no layout pass)
   bool fuse = true;           // false: no fusion, folding or chains (CompileOptions::fuse)
-  std::set<std::string> disabledPasses;  // optional passes left out (--disable-pass)
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)
+  // Optional compiler passes left out (--disable-pass), by name.
+  std::set<std::string> disabledPasses;
   // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched
   // batches); 0: what this machine and process can give. Over it, the run is refused.
   int64_t memoryLimit = 0;

@@ -148,7 +148,11 @@ void TestAugment::augmentCombinedStaysAWindow() {
         }
     QVERIFY2(bottom - top + 1 >= h - p - t && right - left + 1 >= w - p - t,
              qPrintable(QString("key %1 kept rows %2..%3, columns %4..%5")
-                            .arg(key).arg(top).arg(bottom).arg(left).arg(right)));
+                            .arg(key)
+                            .arg(top)
+                            .arg(bottom)
+                            .arg(left)
+                            .arg(right)));
     for (int64_t y = top; y <= bottom; ++y)
       for (int64_t x = left; x <= right; ++x) QVERIFY(out[y * w + x] != 0);
   }

@@ -187,6 +187,23 @@ class TestCompiler : public QObject {
       MemoryPlan plan = planMemory(reqs);
       QVERIFY(planIsValid(reqs, plan));
       QVERIFY(plan.arenaBytes <= plan.naiveBytes);
+      // Independently of the planner's own notion of overlap: step by step, the bytes
+      // of every buffer live at that step (first <= step <= last) are owned once.
+      QCOMPARE(plan.offsets.size(), reqs.size());
+      for (int step = 0; step < 40; ++step) {
+        std::vector<int> owner(size_t(plan.arenaBytes), -1);
+        for (size_t i = 0; i < reqs.size(); ++i) {
+          if (step < reqs[i].first || step > reqs[i].last) continue;
+          QVERIFY(plan.offsets[i] >= 0 && plan.offsets[i] % 64 == 0);
+          QVERIFY(plan.offsets[i] + reqs[i].bytes <= plan.arenaBytes);
+          for (int64_t b = plan.offsets[i]; b < plan.offsets[i] + reqs[i].bytes; ++b) {
+            QVERIFY2(owner[size_t(b)] < 0,
+                     qPrintable(QString("step %1: byte %2 held by buffers %3 and %4")
+                                    .arg(step).arg(b).arg(owner[size_t(b)]).arg(i)));
+            owner[size_t(b)] = int(i);
+          }
+        }
+      }
     }
     // Disjoint lifetimes share memory.
     std::vector<BufferRequest> chain{{1000, 0, 1}, {1000, 2, 3}, {1000, 4, 5}};

@@ -46,7 +46,7 @@ QList<QPair<int, QString>> engineIncludes(const QString& file) {
   QList<QPair<int, QString>> out;
   if (!f.open(QIODevice::ReadOnly)) return out;
   static const QRegularExpression include("^\\s*#\\s*include\\s*\"(engine/[^\"]+)\"");
-      int line = 0;
+  int line = 0;
   while (!f.atEnd()) {
     ++line;
     auto m = include.match(QString::fromUtf8(f.readLine()));
@@ -112,4 +112,3 @@ class TestLayers : public QObject {
 
 QTEST_GUILESS_MAIN(TestLayers)
 #include "tst_layers.moc"
-

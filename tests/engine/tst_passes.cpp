@@ -25,8 +25,7 @@ std::string body() {
                   "values: [1] } } }") +
          node("flat", "Flatten", "conv") +
          node("fc1", "Linear", "flat", intAttr("out_features", 8)) + node("relu", "ReLU", "fc1") +
-         node("sg", "Sigmoid", "relu") +
-         node("th", "Tanh", "sg") + node("spare", "Tanh", "flat") +
+         node("sg", "Sigmoid", "relu") + node("th", "Tanh", "sg") + node("spare", "Tanh", "flat") +
          node("fc2", "Linear", "th", intAttr("out_features", 3)) +
          node("loss", "SoftmaxCrossEntropy", "fc2,label");
 }

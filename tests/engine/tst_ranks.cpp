@@ -140,8 +140,8 @@ class TestRanks : public QObject {
                                   << QStringList{"--max-steps", "20"} << 20;
     QTest::newRow("adamw") << QString("kind: ADAMW lr: 0.002 weight_decay: 0.01")
                            << QStringList{"--max-steps", "20"} << 20;
-    QTest::newRow("short last batch") << QString("kind: ADAM lr: 0.001")
-                                      << QStringList{"--epochs", "1"} << 63;
+    QTest::newRow("short last batch")
+        << QString("kind: ADAM lr: 0.001") << QStringList{"--epochs", "1"} << 63;
   }
   void twoRanksStepAsOneRankWithTheirBatch() {
     QFETCH(QString, optimizer);

@@ -6,14 +6,14 @@
 #include <QFile>
 #include <QLabel>
 #include <QListWidget>
+#include <QMenu>
+#include <QMenuBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QUndoStack>
-#include <QMenu>
-#include <QMenuBar>
 #include <QtTest>
-#include <functional>
 #include <filesystem>
+#include <functional>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push

@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "../common/cli.h"
+#include "engine/graph/op.h"
 #include "engine/interop/onnx.h"
 #include "engine/io/project_file.h"
-#include "engine/graph/op.h"
 #include "onnx_fixture.h"
 
 using namespace onnxfixture;

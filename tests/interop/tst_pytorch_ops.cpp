@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "../common/cli.h"
+#include "engine/graph/op.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
-#include "engine/graph/op.h"
 #include "engine/train/trainer.h"
 #include "python.h"
 
