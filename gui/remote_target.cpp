@@ -219,7 +219,7 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   hooks.onEvents = [&](int64_t, const std::string& bytes, const std::vector<proto::TrainEvent>&) {
     if (std::fwrite(bytes.data(), 1, bytes.size(), out.get()) != bytes.size() ||
         std::fflush(out.get()) != 0)
-      writeError = makeError(mirror + ": cannot write (disk full?)"), m_detach = true;
+      writeError = makeError(mirror + ": cannot write (disk full?)"), setDetach();
     else
       emit progressed();
   };
@@ -232,6 +232,10 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
     return recordJob(runDir, j);
   };
   hooks.cancelled = [this] { return m_detach.load(); };
+  hooks.waitCancelled = [this](std::chrono::milliseconds limit) {
+    std::unique_lock lock(m_detachMutex);
+    return m_detached.wait_for(lock, limit, [this] { return m_detach.load(); });
+  };
   hooks.nextSignal = [this] { return takeSignal(); };
   hooks.passphrase = secretPrompt();
   hooks.onStatus = [this, job](const JobStatus& st) {
@@ -315,9 +319,17 @@ void RemoteTarget::cancel() {
   m_signals.push_back("KILL");
 }
 
+void RemoteTarget::setDetach() {
+  {
+    std::lock_guard lock(m_detachMutex);
+    m_detach = true;
+  }
+  m_detached.notify_all();
+}
+
 void RemoteTarget::detach() {
   if (!m_thread) return;
-  m_detach = true;
+  setDetach();
   QThread* t = m_thread;
   m_thread = nullptr;
   // The worker may be waiting on a question for this thread: its events go on being

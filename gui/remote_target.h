@@ -10,6 +10,7 @@
 #include <QString>
 #include <QThread>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -85,6 +86,9 @@ class RemoteTarget : public RunTarget {
   std::vector<remotepb::Host> m_rankHosts;
   QThread* m_thread = nullptr;
   std::atomic<bool> m_detach{false};
+  std::mutex m_detachMutex;  // with m_detached: wakes a reconnection wait on detach
+  std::condition_variable m_detached;
+  void setDetach();
   std::atomic<bool> m_paused{false};
   std::deque<std::string> m_signals;
 

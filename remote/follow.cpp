@@ -53,8 +53,10 @@ Result<FollowEnd> followJob(remotepb::JobRecord job, int64_t offset,
         if (s.error().message.find("host key") != std::string::npos) return s.error();
         notice(s.error().message + "; retrying in " +
                std::to_string(backoffMs / 1000.0).substr(0, 4) + " s");
-        for (int waited = 0; waited < backoffMs && !cancelled(); waited += 50)
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (hooks.waitCancelled)
+          hooks.waitCancelled(std::chrono::milliseconds(backoffMs));
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
         backoffMs = std::min(backoffMs * 2, 10000);
         continue;
       }

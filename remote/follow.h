@@ -7,6 +7,7 @@
 // Signals asked for meanwhile (pause, stop, cancel) go over the same session.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,9 @@ struct FollowHooks {
   std::function<void(const std::string&)> onNotice;
   // Asked often; true ends following (the job keeps running).
   std::function<bool()> cancelled;
+  // Waits up to the time given, ending early when following is cancelled; true when
+  // it is. Between reconnection attempts. Unset: the attempt waits the time out.
+  std::function<bool(std::chrono::milliseconds)> waitCancelled;
   // The next signal to send to the job ("STOP", "CONT", "TERM", "KILL"), or "".
   std::function<std::string()> nextSignal;
   // For a job submitted with launch = false: starts it (launchJob) once the

@@ -2,7 +2,9 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -339,6 +341,33 @@ Status launchJob(SshSession& s, remotepb::JobRecord& job, const std::string& sec
   return {};
 }
 
+// The port rank 0 of `job` serves the rendezvous on, read from its port file as soon
+// as the file is there; an error saying why not (rank 0 ended, or the time ran out).
+Result<std::string> rendezvousPort(SshSession& s, const remotepb::JobRecord& job,
+                                   double timeoutSeconds) {
+  const int64_t seconds = std::max<int64_t>(1, int64_t(std::ceil(timeoutSeconds)));
+  auto stream =
+      s.stream({"timeout", std::to_string(seconds), "tail", "-c", "+1",
+                "--pid=" + std::to_string(job.pid()), "-F", job.dir() + "/rendezvous.port"});
+  if (!stream) return stream.error();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::string text;
+  while (text.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto more = (*stream)->read(text, int(left.count()));
+    if (!more) return more.error();
+    if (!*more) break;  // tail ended: rank 0 exited, or its time ran out
+  }
+  if (text.find('\n') != std::string::npos) return text.substr(0, text.find('\n'));
+  auto st = jobStatus(s, job);
+  if (st && st->state != "running")
+    return makeError("ended before the others joined (" + st->describe() + "); see " + job.dir() +
+                     "/train.log");
+  return makeError("did not open the rendezvous within " + std::to_string(seconds) + " s");
+}
+
 Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
                                         const std::vector<remotepb::Host>& hosts,
                                         const proto::Project& project, const SubmitOptions& o,
@@ -384,27 +413,13 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
   const std::string first = sessions[0]->host().address;
   rankArgs(0, "tcp://" + first + ":0");
   if (Status st = launchJob(*sessions[0], jobs[0], secret); !st) return st.error();
-  // Rank 0 says the port it serves the rendezvous on.
-  std::string port;
-  auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
-  while (port.empty()) {
-    auto r = sessions[0]->run(
-        {"sh", "-c", "cat \"$1/rendezvous.port\" 2>/dev/null || true", "sh", jobs[0].dir()});
-    if (!r) return r.error();
-    port = r->out.substr(0, r->out.find_first_of("\r\n"));
-    if (!port.empty()) break;
-    auto st = jobStatus(*sessions[0], jobs[0]);
-    if (st && st->state != "running")
-      return makeError("rank 0 on " + hostTitle(hosts[0]) + " ended before the others joined (" +
-                       st->describe() + "); see " + jobs[0].dir() + "/train.log");
-    if (std::chrono::steady_clock::now() >= deadline)
-      return makeError("rank 0 on " + hostTitle(hosts[0]) + " did not open the rendezvous within " +
-                       std::to_string(int64_t(timeoutSeconds)) + " s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // Rank 0 says the port it serves the rendezvous on, in a file written once: tail -F
+  // follows the name (inotify) and sends the line when it appears, or ends with rank
+  // 0 (--pid); timeout bounds what is left of it on the host to the rendezvous's time.
+  auto port = rendezvousPort(*sessions[0], jobs[0], timeoutSeconds);
+  if (!port) return makeError("rank 0 on " + hostTitle(hosts[0]) + " " + port.error().message);
   for (size_t r = 1; r < n; ++r) {
-    rankArgs(r, "tcp://" + first + ":" + port);
+    rankArgs(r, "tcp://" + first + ":" + *port);
     if (Status st = launchJob(*sessions[r], jobs[r], secret); !st)
       return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r]) + ": " +
                        st.message());

@@ -208,7 +208,7 @@ void addOptions(CLI::App& verb, JobArgs& a) {
 // Parses the command line into `a`; an exit status where it ends there (help, or a
 // command line it cannot read).
 std::optional<int> parseJobArgs(int argc, char** argv, JobArgs& a) {
-  CLI::App app{"netloom-job: remote training jobs from a terminal"};
+  CLI::App app{"netloom-job: remote training jobs from a terminal", "netloom-job"};
   app.require_subcommand(1);
   app.footer(
       "H: a saved host's name or [user@]address[:port]\n"
