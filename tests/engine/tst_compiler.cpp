@@ -2,6 +2,7 @@
 // elimination, autodiff through whole models, the memory planner's invariant and
 // the determinism of plans.
 #include <QtTest>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -187,21 +188,25 @@ class TestCompiler : public QObject {
       MemoryPlan plan = planMemory(reqs);
       QVERIFY(planIsValid(reqs, plan));
       QVERIFY(plan.arenaBytes <= plan.naiveBytes);
-      // Independently of the planner's own notion of overlap: step by step, the bytes
-      // of every buffer live at that step (first <= step <= last) are owned once.
+      // Independently of the planner's own notion of overlap: step by step, the buffers
+      // live at that step (first <= step <= last), in offset order, each end before the
+      // next begins.
       QCOMPARE(plan.offsets.size(), reqs.size());
       for (int step = 0; step < 40; ++step) {
-        std::vector<int> owner(size_t(plan.arenaBytes), -1);
+        std::vector<std::pair<int64_t, size_t>> live;  // offset, buffer
         for (size_t i = 0; i < reqs.size(); ++i) {
           if (step < reqs[i].first || step > reqs[i].last) continue;
           QVERIFY(plan.offsets[i] >= 0 && plan.offsets[i] % 64 == 0);
           QVERIFY(plan.offsets[i] + reqs[i].bytes <= plan.arenaBytes);
-          for (int64_t b = plan.offsets[i]; b < plan.offsets[i] + reqs[i].bytes; ++b) {
-            QVERIFY2(owner[size_t(b)] < 0,
-                     qPrintable(QString("step %1: byte %2 held by buffers %3 and %4")
-                                    .arg(step).arg(b).arg(owner[size_t(b)]).arg(i)));
-            owner[size_t(b)] = int(i);
-          }
+          live.push_back({plan.offsets[i], i});
+        }
+        std::sort(live.begin(), live.end());
+        for (size_t k = 1; k < live.size(); ++k) {
+          const size_t before = live[k - 1].second, at = live[k].second;
+          QVERIFY2(
+              plan.offsets[before] + reqs[before].bytes <= plan.offsets[at],
+              qPrintable(
+                  QString("step %1: buffers %2 and %3 overlap").arg(step).arg(before).arg(at)));
         }
       }
     }
@@ -484,8 +489,9 @@ class TestCompiler : public QObject {
   }
 
  private:
-  // Gradients of every parameter against central differences of the loss, with the
-  // forward run by the engine itself (float), so tolerances are loose.
+  // Every element of every parameter's gradient against central differences of the
+  // loss, the forward run by the engine itself (float, so h is 1e-2): within 1.2 % of
+  // (1e-3 + |numeric|) (the worst seen is 0.4 %; it was 3 % plus 2e-3 on every third).
   void checkAgainstFiniteDifferences(const std::string& body) {
     ParamStore store;
     CompileOptions o;
@@ -516,12 +522,13 @@ class TestCompiler : public QObject {
       (*fwd)->run(ctx);
       return double((*fwd)->scalar((*fwd)->loss));
     };
+    double worst = 0;
     for (const auto& entry : store.entries()) {
       auto it = (*grads)->gradients.find(entry->name);
       QVERIFY2(it != (*grads)->gradients.end(), entry->name.c_str());
       const float* g = (*grads)->refs[it->second].f32();
       float* w = entry->data();  // the CPU's memory
-      for (int64_t i = 0; i < entry->numel(); i += 3) {
+      for (int64_t i = 0; i < entry->numel(); ++i) {
         float saved = w[i];
         const float h = 1e-2f;
         w[i] = saved + h;
@@ -530,7 +537,8 @@ class TestCompiler : public QObject {
         double down = lossAt();
         w[i] = saved;
         double numeric = (up - down) / (2 * double(h));
-        QVERIFY2(std::fabs(g[i] - numeric) <= 2e-3 + 3e-2 * std::fabs(numeric),
+        worst = std::max(worst, std::fabs(g[i] - numeric) / (1e-3 + std::fabs(numeric)));
+        QVERIFY2(std::fabs(g[i] - numeric) <= 1.2e-2 * (1e-3 + std::fabs(numeric)),
                  qPrintable(QString("%1[%2]: engine %3, finite difference %4")
                                 .arg(entry->name.c_str())
                                 .arg(i)
@@ -538,6 +546,7 @@ class TestCompiler : public QObject {
                                 .arg(numeric)));
       }
     }
+    qInfo("worst |engine - numeric| / (1e-3 + |numeric|): %g", worst);
   }
 };
 
