@@ -11,7 +11,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../common/cli.h"
 #include "../common/wait.h"
+#include "../common/weights.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "job_helpers.h"
@@ -61,7 +63,8 @@ class TestJobRanks : public QObject {
 
   // One data-parallel job on two hosts (the loopback sshd under two names, each with
   // its own work folder): a host named twice is refused; rank 0's stream is the job's
-  // and ends Finished, both ranks trained every step, and fetch brings rank 1's log.
+  // and ends Finished, both ranks trained every step, fetch brings rank 1's log, and
+  // the weights are those of one rank trained with both ranks' batch.
   void twoHostsTrainOneJob() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -122,6 +125,19 @@ class TestJobRanks : public QObject {
     QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
     QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/weights.safetensors")));
     QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/rank-1/train.log")));
+    // The job trained as one rank with both ranks' batch: the same weights (within
+    // 1e-5 of each tensor's largest, the sums' order aside).
+    const int perRank = project.train().batch_size();
+    QVERIFY(perRank > 0);
+    const QString alone = m_dir.filePath("ranks-alone.safetensors");
+    testing::Outcome one =
+        testing::runTrain({path, "--quiet", "--threads", "1", "--batch-size",
+                           QString::number(2 * perRank), "--save-weights", alone});
+    QVERIFY2(one.code == 0, qPrintable(one.err));
+    const double differ =
+        testing::weightsDiffer(m_dir.filePath("ranks-fetch/weights.safetensors"), alone);
+    qInfo("two hosts against one rank: weights differ by %g of each tensor's largest", differ);
+    QVERIFY2(differ >= 0 && differ <= 1e-5, qPrintable(QString::number(differ)));
   }
 
   // Rank 1 of a job on two hosts is killed while both ranks hold at step 3: rank 0
