@@ -7,7 +7,9 @@
 #include <QtTest>
 #include <set>
 
+#include "../common/cli.h"
 #include "../common/wait.h"
+#include "../common/weights.h"
 #include "engine/io/project_file.h"
 #include "job_helpers.h"
 #include "remote/follow.h"
@@ -182,6 +184,21 @@ class TestSlurm : public QObject {
       twoRanks = twoRanks || (e.has_run_started() && e.run_started().ranks() == 2);
     QVERIFY(twoRanks);
     QVERIFY(QFile::exists(QString::fromStdString(job->dir() + "/logs/rank-1.json")));
+    // The weights are those of one rank trained with both tasks' batch (within 1e-5 of
+    // each tensor's largest, the sums' order aside).
+    const proto::Project project = spirals(1);
+    const QString path = m_dir.filePath("slurm-alone.nlproj");
+    QVERIFY(saveProject(path.toStdString(), project).ok());
+    const QString alone = m_dir.filePath("slurm-alone.safetensors");
+    testing::Outcome one = testing::runTrain({path, "--quiet", "--threads", "1", "--batch-size",
+                                              QString::number(2 * project.train().batch_size()),
+                                              "--save-weights", alone});
+    QVERIFY2(one.code == 0, qPrintable(one.err));
+    const double differ =
+        testing::weightsDiffer(QString::fromStdString(job->dir() + "/weights.safetensors"), alone);
+    qInfo("two Slurm tasks against one rank: weights differ by %g of each tensor's largest",
+          differ);
+    QVERIFY2(differ >= 0 && differ <= 1e-5, qPrintable(QString::number(differ)));
   }
 
   void scancelEndsTheJobAsCancelled() {
