@@ -24,6 +24,7 @@
 #include "gui/hosts_dialog.h"
 #include "gui/main_window.h"
 #include "gui/remote_target.h"
+#include "gui/run_comparison.h"
 #include "gui/run_controller.h"
 #include "gui/screen_fit.h"
 #include "remote/hosts.h"

@@ -11,6 +11,7 @@
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
+#include "remote/jobs.h"
 #include "remote/slurm.h"
 
 namespace netloom::gui {
@@ -40,6 +41,16 @@ std::optional<remotepb::JobRecord> remoteJobOf(const QString& runDir) {
   if (!recordFromText(f.readAll().toStdString(), f.fileName().toStdString(), job))
     return std::nullopt;
   return job;
+}
+
+std::optional<FollowableRun> followableRun(const std::vector<RunRecord>& runs,
+                                           const QString& runDir) {
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->state() != RunRecord::State::Running || (!runDir.isEmpty() && it->dir != runDir))
+      continue;
+    if (auto job = remoteJobOf(it->dir)) return FollowableRun{&*it, *job};
+  }
+  return std::nullopt;
 }
 
 QString RemoteTarget::jobsRegistry() {
@@ -137,13 +148,7 @@ Status RemoteTarget::start(const RunRequest& r) {
       return Status(e);
     };
     emit notice(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
-    HostSpec spec = hostSpec(m_host);
-    auto session = openSession(
-        spec,
-        [this](const HostKey& k) {
-          return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
-        },
-        secretPrompt());
+    auto session = connectTo(m_host);
     if (!session) return neverStarted(session.error());
     emit notice(tr("Submitting to %1…").arg(QString::fromStdString(hostTitle(m_host))));
     auto job = submit(**session, project, o);
@@ -167,12 +172,7 @@ Status RemoteTarget::startRanks(const proto::Project& project, const SubmitOptio
     std::vector<SshSession*> raw;
     for (const remotepb::Host& h : m_rankHosts) {
       emit notice(tr("Connecting to %1…").arg(QString::fromStdString(hostTitle(h))));
-      auto session = openSession(
-          hostSpec(h),
-          [this](const HostKey& k) {
-            return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
-          },
-          secretPrompt());
+      auto session = connectTo(h);
       if (!session) return neverStarted(session.error());
       raw.push_back(session->get());
       sessions.push_back(std::move(*session));
@@ -265,6 +265,29 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
   }
   if (end->how == FollowEnd::How::Failed) return makeError(end->message);
   return {};
+}
+
+Result<std::unique_ptr<SshSession>> RemoteTarget::connectTo(const remotepb::Host& host) {
+  return openSession(
+      hostSpec(host),
+      [this](const HostKey& k) {
+        return acceptHostKey && askOnGuiThread<bool>(this, [&] { return acceptHostKey(k); });
+      },
+      secretPrompt());
+}
+
+Status RemoteTarget::deleteJob(const remotepb::JobRecord& job) {
+  auto session = connectTo(job.host());
+  if (!session) return session.error();
+  return remote::deleteJob(**session, job);
+}
+
+Status RemoteTarget::fetchCheckpoints(const RunRecord& run) {
+  auto job = remoteJobOf(run.dir);
+  if (!job) return makeError("run " + run.name.toStdString() + " has no job record");
+  auto session = connectTo(job->host());
+  if (!session) return session.error();
+  return fetchJob(**session, *job, run.dir.toStdString(), true);
 }
 
 std::function<std::string(const std::string&)> RemoteTarget::secretPrompt() {

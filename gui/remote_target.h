@@ -30,6 +30,14 @@ namespace netloom::gui {
 
 // The job a run folder holds, if it was a remote run.
 std::optional<remotepb::JobRecord> remoteJobOf(const QString& runDir);
+// The newest of `runs` that has not ended and has a job (the one in `runDir` when
+// given): a remote run the IDE can follow again.
+struct FollowableRun {
+  const RunRecord* run;
+  remotepb::JobRecord job;
+};
+std::optional<FollowableRun> followableRun(const std::vector<RunRecord>& runs,
+                                           const QString& runDir = {});
 
 class RemoteTarget : public RunTarget {
   Q_OBJECT
@@ -54,6 +62,12 @@ class RemoteTarget : public RunTarget {
   // A data-parallel run with one rank on each of these hosts (the first is this
   // target's host, whose rank 0 stream the run mirrors); empty: one host.
   void setRankHosts(std::vector<remotepb::Host> hosts) { m_rankHosts = std::move(hosts); }
+  // Removes a job's folder on its host (the local run folder, with what was fetched,
+  // stays). Asks its questions on the GUI thread, which it blocks.
+  Status deleteJob(const remotepb::JobRecord& job);
+  // The checkpoints the job of `run` has written so far, into its run folder (for
+  // Evaluate while it runs); blocks the GUI thread as deleteJob does.
+  Status fetchCheckpoints(const RunRecord& run);
 
   // Asked on the GUI thread, blocking the worker: whether to trust an unknown
   // host key, and a key's passphrase. Unset: unknown keys are refused and no
@@ -78,6 +92,8 @@ class RemoteTarget : public RunTarget {
   Status follow(const QString& runDir, const remotepb::JobRecord& job,
                 std::unique_ptr<remote::SshSession> session);
   std::string takeSignal();
+  // A session with `host`, asking acceptHostKey and askPassphrase on the GUI thread.
+  Result<std::unique_ptr<remote::SshSession>> connectTo(const remotepb::Host& host);
   Status recordJob(const QString& runDir, const remotepb::JobRecord& job);
   // askPassphrase, asked on the GUI thread from the worker.
   std::function<std::string(const std::string&)> secretPrompt();

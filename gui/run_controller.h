@@ -1,9 +1,9 @@
 // The training side of the main window: starts runs of the document's project on
-// a RunTarget, tails the run's event stream into the charts and the status bar,
-// and keeps the project's run history (the runs/ folder beside the project).
+// a RunTarget (in process, a child process, a host), tails the run's event stream
+// into the charts and the status bar, and keeps the Runs list in step. What each
+// target does is the target's; the list is a RunHistory, the status a RunProgress.
 #pragma once
 
-#include <QElapsedTimer>
 #include <QListWidget>
 #include <QObject>
 #include <QTimer>
@@ -11,16 +11,14 @@
 #include <optional>
 #include <vector>
 
+#include "gui/run_history.h"
+#include "gui/run_progress.h"
 #include "gui/runs.h"
 #include "remote/remote.pb.h"
 
 namespace netloom::remote {
 struct HostKey;
-class SshSession;
 }  // namespace netloom::remote
-
-class QLabel;
-class QProgressBar;
 
 namespace netloom::editor {
 class GraphDocument;
@@ -31,21 +29,6 @@ namespace netloom::gui {
 class TrainingCharts;
 class RemoteTarget;
 
-// The settings of a run's frozen project that differ between runs, one row per
-// setting ("train.optimizer.lr"), one column per run.
-struct SettingsDiff {
-  std::vector<std::string> keys;
-  std::vector<std::vector<std::string>> values;  // [row][run]; "" where unset
-  // How each run ended ("result.state", "result.test_accuracy", ...), every row.
-  std::vector<std::string> results;
-  std::vector<std::vector<std::string>> resultValues;
-};
-SettingsDiff compareSettings(const std::vector<const RunRecord*>& runs);
-// A row of that table as a person reads it: "Test accuracy", "Training › optimizer › lr".
-QString settingLabel(const std::string& key);
-// An attribute as a person reads it: 5, [5, 5], relu, true, 0.1.
-std::string attrText(const proto::AttrValue& v);
-
 class RunController : public QObject {
   Q_OBJECT
 
@@ -55,9 +38,10 @@ class RunController : public QObject {
 
   // Widgets the window places in docks and the status bar.
   TrainingCharts* charts() const { return m_charts; }
-  QListWidget* history() const { return m_history; }
-  QProgressBar* progress() const { return m_progress; }
-  QLabel* status() const { return m_status; }
+  QListWidget* history() const { return m_history->list(); }
+  QProgressBar* progress() const { return m_progress.bar(); }
+  QLabel* status() const { return m_progress.label(); }
+  RunHistory* runHistory() const { return m_history; }
 
   void setChildProcess(bool on) { m_child = on; }
   bool childProcess() const { return m_child; }
@@ -111,7 +95,7 @@ class RunController : public QObject {
   RunTarget* target() const;
 
   const RunRecord* current() const { return m_current ? &*m_current : nullptr; }
-  const std::vector<RunRecord>& runs() const { return m_runs; }
+  const std::vector<RunRecord>& runs() const { return m_history->runs(); }
   QString runsDir() const;  // empty for an untitled project
   void reloadHistory();
   // Another project was opened: the charts, status, problems and run list become its
@@ -119,7 +103,7 @@ class RunController : public QObject {
   // window stops one before it replaces the project).
   void switchProject();
   // Checked runs in the history, overlaid on the charts.
-  std::vector<const RunRecord*> checkedRuns() const;
+  std::vector<const RunRecord*> checkedRuns() const { return m_history->checked(); }
 
   void poll();  // what the timer does: read new events, update charts and progress
 
@@ -133,20 +117,25 @@ class RunController : public QObject {
 
  private:
   void onEnded(bool ok, const QString& why);
+  // A target for `host` that asks this controller's questions (host key, passphrase).
+  std::unique_ptr<RemoteTarget> hostTarget(const remotepb::Host& host) const;
+  // The next run's target, `m_remote` wired to this controller.
   RemoteTarget* makeRemote(const remotepb::Host& host);
-  // A session with a job's host, asking the GUI's questions (host key, passphrase).
-  Result<std::unique_ptr<remote::SshSession>> openSession(const remotepb::Host& host);
+  RunTarget* localTarget();
+  // Why no run can start now (one runs, the project is untitled, the graph or the
+  // data has problems); ok when one can.
+  Status readyToStart(bool resume) const;  // in process, or netloom-train processes
+  // The project a new run freezes: the document's, with the window's target settings.
+  proto::Project projectToRun();
   void begin(const QString& what);
-  // Upload progress: a real bar, and the bytes in the run status.
-  void showTransfer(const QString& what, qint64 done, qint64 total);
+  void pollSoon();  // one poll queued, however many targets' signals ask for it
   void updateProgress();
   void updateOverlays();
 
   editor::GraphDocument* m_doc;
   TrainingCharts* m_charts;
-  QListWidget* m_history;
-  QProgressBar* m_progress;
-  QLabel* m_status;
+  RunHistory* m_history;
+  RunProgress m_progress;
   QStringList m_warnings;  // the current run's warnings, shown in Problems
   std::unique_ptr<InProcessTarget> m_inProcess;
   std::unique_ptr<ChildProcessTarget> m_childProcess;
@@ -159,7 +148,6 @@ class RunController : public QObject {
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;
-  std::vector<RunRecord> m_runs;
   QTimer m_poll;
   bool m_pollQueued = false;  // a poll for a target's progressed() is on its way
 };

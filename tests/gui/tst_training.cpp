@@ -28,6 +28,7 @@
 #include "gui/charts.h"
 #include "gui/evaluation.h"
 #include "gui/main_window.h"
+#include "gui/run_comparison.h"
 #include "gui/run_controller.h"
 #include "gui/settings_form.h"
 #include "qcustomplot.h"

@@ -27,6 +27,7 @@
 #include "gui/dataset_dialog.h"
 #include "gui/hosts_dialog.h"
 #include "gui/main_window.h"
+#include "gui/run_comparison.h"
 #include "gui/run_controller.h"
 #include "gui/screen_fit.h"
 #include "gui/settings_form.h"
