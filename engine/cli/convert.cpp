@@ -3,7 +3,6 @@
 #include "engine/cli/convert.h"
 
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -12,50 +11,8 @@
 #include "engine/io/project_file.h"
 
 namespace netloom::cli {
-namespace {
 
-struct ConvertArgs {
-  std::string project, exportOnnx, importOnnx, to, exportPytorch, initWeights;
-  bool foldBn = false;
-};
-
-bool isConversion(const char* a) {
-  return !std::strcmp(a, "--export-onnx") || !std::strcmp(a, "--import-onnx") ||
-         !std::strcmp(a, "--export-pytorch");
-}
-
-// Returns an error message, or empty.
-std::string parse(int argc, char** argv, ConvertArgs& c) {
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= argc) return false;
-      out = argv[++i];
-      return true;
-    };
-    if (k == "--export-onnx") {
-      if (!value(c.exportOnnx)) return "--export-onnx needs a file";
-    } else if (k == "--import-onnx") {
-      if (!value(c.importOnnx)) return "--import-onnx needs a file";
-    } else if (k == "--to") {
-      if (!value(c.to)) return "--to needs a project file";
-    } else if (k == "--export-pytorch") {
-      if (!value(c.exportPytorch)) return "--export-pytorch needs a folder";
-    } else if (k == "--init-weights") {
-      if (!value(c.initWeights)) return "--init-weights needs a file";
-    } else if (k == "--fold-bn") {
-      c.foldBn = true;
-    } else if (k == "--quiet") {
-    } else if (!k.empty() && k[0] == '-') {
-      return "'" + k +
-             "' does not go with a conversion (--export-onnx, --import-onnx, "
-             "--export-pytorch)";
-    } else if (c.project.empty()) {
-      c.project = k;
-    } else {
-      return "more than one project given ('" + c.project + "' and '" + k + "')";
-    }
-  }
+std::string checkConversion(const ConvertArgs& c) {
   const int conversions = !c.exportOnnx.empty() + !c.importOnnx.empty() + !c.exportPytorch.empty();
   if (conversions > 1) return "give one of --export-onnx, --import-onnx and --export-pytorch";
   if (!c.importOnnx.empty()) {
@@ -71,14 +28,8 @@ std::string parse(int argc, char** argv, ConvertArgs& c) {
   return {};
 }
 
-}  // namespace
-
-int runConversion(int argc, char** argv) {
-  bool wanted = false;
-  for (int i = 1; i < argc; ++i) wanted = wanted || isConversion(argv[i]);
-  if (!wanted) return -1;
-  ConvertArgs c;
-  if (std::string err = parse(argc, argv, c); !err.empty()) {
+int runConversion(const ConvertArgs& c) {
+  if (std::string err = checkConversion(c); !err.empty()) {
     std::fprintf(stderr, "netloom-train: %s\n", err.c_str());
     return 2;
   }

@@ -2,10 +2,25 @@
 // and PyTorch code export.
 #pragma once
 
+#include <string>
+
 namespace netloom::cli {
 
-// -1 when the command line asks for no conversion; otherwise the exit code of the
-// one it asks for (0 done, 2 refused, with the reason on stderr).
-int runConversion(int argc, char** argv);
+struct ConvertArgs {
+  std::string project, exportOnnx, importOnnx, to, exportPytorch, initWeights;
+  bool foldBn = false;
+  // Whether the command line asks for a conversion.
+  bool wanted() const {
+    return !exportOnnx.empty() || !importOnnx.empty() || !exportPytorch.empty();
+  }
+};
+
+// Why these arguments do not make one conversion (two at once, --to without
+// --import-onnx, ...); empty when they do.
+std::string checkConversion(const ConvertArgs& c);
+
+// Runs the conversion `c` asks for; the exit code (0 done, 2 refused, with the reason
+// on stderr).
+int runConversion(const ConvertArgs& c);
 
 }  // namespace netloom::cli

@@ -57,6 +57,29 @@ class TestCli : public QObject {
     Outcome n = runTrain({project("spirals.nlproj"), "--threads", "zero"});
     QCOMPARE(n.code, 2);
     QVERIFY(n.err.contains("--threads"));
+    // --help is generated from the options themselves: every group, every option.
+    Outcome h = runTrain({"--help"});
+    QCOMPARE(h.code, 0);
+    for (const char* part :
+         {"usage: netloom-train PROJECT.nlproj", "--epochs N", "--disable-pass", "--thread-ranks N",
+          "--export-onnx F", "--import-onnx F", "Conversions:", "Data parallel:"})
+      QVERIFY2(h.out.contains(part), part);
+    QVERIFY2(!h.out.contains("--world-size"), "the launcher's own options stay out of --help");
+    // Given twice, an option takes its last value (a rank launcher appends its own).
+    QTemporaryDir dir;
+    const QString summary = dir.filePath("s.json");
+    Outcome twice = runTrain({project("spirals.nlproj"), "--max-steps", "1", "--max-steps", "2",
+                              "--quiet", "--test-limit", "8", "--summary-json", summary});
+    QVERIFY2(twice.code == 0, qPrintable(twice.err));
+    QFile f(summary);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    auto json = netloom::Json::parse(f.readAll().toStdString());
+    QVERIFY(json.ok() && json->find("steps"));
+    QCOMPARE(json->find("steps")->asNumber(), 2.0);
+    Outcome conv = runTrain(
+        {project("spirals.nlproj"), "--export-onnx", dir.filePath("m.onnx"), "--epochs", "3"});
+    QCOMPARE(conv.code, 2);
+    QVERIFY2(conv.err.contains("'--epochs' does not go with a conversion"), qPrintable(conv.err));
   }
 
   void syntaxErrorNamesFileLineAndColumn() {
