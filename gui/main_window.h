@@ -1,23 +1,20 @@
-// The netloom main window, editing part: the canvas in the middle, the palette on
-// the left, the inspector on the right, Problems and the model summary below; File,
-// Edit and View menus with the usual shortcuts; the title shows the file and a
-// modified mark; unsaved changes are asked about on close and autosaved to a side
-// file every minute, which is offered back after a crash.
+// The netloom main window: the canvas in the middle, the palette on the left, the
+// inspector, the runs and the settings on the right, Problems, the summary and the
+// training charts below. It builds the docks and the View and Data menus, and wires
+// the parts that each own an area: ProjectFiles (the File menu, saving, autosave),
+// EditActions (the Edit menu), RunActions and TargetSelector (the Run menu and
+// toolbar), DockLayout (the docks' sizes, remembered per screen size).
 #pragma once
 
-#include <QComboBox>
 #include <QMainWindow>
 #include <QMessageBox>
-#include <QTimer>
 #include <functional>
+#include <memory>
 
 #include "editor/document.h"
-#include "engine/runtime/devices.h"
-#include "remote/remote.pb.h"
 
 class QDialog;
 class QLabel;
-class QThread;
 class QMenu;
 
 namespace netloom::editor {
@@ -32,12 +29,16 @@ class SummaryWidget;
 namespace netloom::gui {
 
 class DatasetDialog;
+class DockLayout;
+class EditActions;
 class EvaluationWidget;
 class FirstRunPage;
 class InteropActions;
+class ProjectFiles;
+class RunActions;
 class SettingsForm;
 class RunController;
-struct RunRecord;
+class TargetSelector;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -64,6 +65,7 @@ class MainWindow : public QMainWindow {
   SettingsForm* trainingSettings() const { return m_trainForm; }
   SettingsForm* dataSettings() const { return m_dataForm; }
   InteropActions* interop() const { return m_interop; }
+  ProjectFiles* files() const { return m_files; }
   // Shows the evaluation of a run (the checked one, else the current or latest).
   bool evaluateRun();
 
@@ -75,6 +77,12 @@ class MainWindow : public QMainWindow {
   // cancelled. Tests replace the file dialog.
   using SavePathPrompt = std::function<QString(const QString& suggestion)>;
   void setSavePathPrompt(SavePathPrompt p) { m_savePathPrompt = std::move(p); }
+  // Those questions, asked through whatever answers them now (the parts ask here).
+  QMessageBox::StandardButton ask(const QString& title, const QString& text,
+                                  QMessageBox::StandardButtons buttons) const;
+  // `null`: no name prompt is set, ask with a dialog of the caller's.
+  const NamePrompt& namePrompt() const { return m_namePrompt; }
+  const SavePathPrompt& savePathPrompt() const { return m_savePathPrompt; }
   // Where the templates for File > New come from (the projects/ folder).
   static QString templatesDir();
   // The side file autosave writes for a project (or for an untitled one).
@@ -94,57 +102,40 @@ class MainWindow : public QMainWindow {
   bool saveAs(const QString& path = {});
   void revert();
   void autosaveNow();
+  // Before another project replaces this one: stops a local run (asking) and asks to
+  // save; false when the user kept the project.
+  bool leaveProject();
   QString lastMessage() const { return m_lastMessage; }
+  void showMessage(const QString& text, int ms = 6000);
   // Graphs of at least this many nodes are laid out on a worker thread.
-  void setBackgroundLayoutFrom(int nodes) { m_backgroundLayoutFrom = nodes; }
-  bool layoutRunning() const { return m_layoutThread != nullptr; }
+  void setBackgroundLayoutFrom(int nodes);
+  bool layoutRunning() const;
+  // An action of the window's, in `menu`, found by `name`; it calls `fn` while
+  // `context` lives (the window when null).
+  QAction* makeAction(QMenu* menu, const QString& name, const QString& text, QKeySequence key = {},
+                      std::function<void()> fn = {}, QObject* context = nullptr);
+  void raiseDockOf(QWidget* w);  // shows and raises the dock `w` is in
 
  protected:
   void closeEvent(QCloseEvent* e) override;
 
  private:
-  void buildActions();
   void buildDocks();
-  // The docks as they were first laid out (View ▸ Reset Layout); the window's
-  // geometry and docks are saved on close and restored when it opens.
-  void resetLayout();
-  void saveLayout();
-  QRect availableScreen() const;
-  QString layoutKey() const;  // settings key prefix for this screen size
-  void fitDocks();
-  void buildRunActions();
+  void buildEvaluationWindow();
+  void buildMenus();
+  void buildViewMenu();
   void buildFirstRunPage();
-  void startRun(bool resume);
-  void compareRuns(const std::vector<const RunRecord*>& runs);
-  void raiseDockOf(QWidget* w);  // shows and raises the dock `w` is in
-  void updateTitle();
-  void updateRecent(const QString& added = {});
-  bool maybeSave();  // false: the user cancelled
-  // Before another project replaces this one: stops a local run (asking) and asks to
-  // save; false when the user kept the project.
-  bool leaveProject();
-  // Stops a local run in progress after asking `question` (detaching a remote one);
-  // false when the user kept it running.
-  bool stopRunToLeave(const QString& question);
-  void showMessage(const QString& text, int ms = 6000);
-  void copySelection();
-  void paste();
-  void deleteSelection();
-  void layoutGraph();
-  // Draws the graph top to bottom (or left to right), laid out again: one undo step.
-  void turnGraph(bool vertical);
-  void makeBlock();
-  void expandOrCollapse(bool expand);
+  // A project was opened, reverted or started: the view, the runs and the target
+  // become its own.
   void afterLoad();
-  void reloadHosts();  // the device selector from the hosts file
-  // The target the project last ran on (or the host of the remote run it follows).
-  void restoreTarget();
-  void offerRecovery(const QString& path);
-
-  friend class InteropActions;  // reports through showMessage, asks maybeSave
 
   editor::GraphDocument m_doc;
   RunController* m_runs = nullptr;
+  ProjectFiles* m_files = nullptr;
+  EditActions* m_edit = nullptr;
+  RunActions* m_runActions = nullptr;
+  TargetSelector* m_target = nullptr;
+  std::unique_ptr<DockLayout> m_docks;
   InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
   QDialog* m_evaluationWindow = nullptr;
@@ -156,24 +147,13 @@ class MainWindow : public QMainWindow {
   editor::InspectorWidget* m_inspector = nullptr;
   editor::ProblemsWidget* m_problems = nullptr;
   editor::SummaryWidget* m_summary = nullptr;
-  QMenu* m_recentMenu = nullptr;
-  QComboBox* m_device = nullptr;
-  remotepb::HostList m_hosts;
-  std::vector<ListedDevice> m_localDevices;  // this computer's GPUs, found at start
   QLabel* m_problemCount = nullptr;
-  QTimer m_autosave;
   Prompt m_prompt;
   NamePrompt m_namePrompt;
   SavePathPrompt m_savePathPrompt;
   DatasetHook m_datasetHook;
   FirstRunPage* m_firstRun = nullptr;
   QString m_lastMessage;
-  int m_pasteCount = 0;
-  int m_revision = 0;  // counts document changes
-  int m_backgroundLayoutFrom = 1500;
-  QThread* m_layoutThread = nullptr;
-  QByteArray m_defaultLayout;
-  bool m_restoringTarget = false;
 };
 
 }  // namespace netloom::gui
