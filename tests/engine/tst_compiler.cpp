@@ -11,6 +11,7 @@
 #include "engine/compiler/kernel_choice.h"
 #include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
+#include "gradient_check.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
 #include "model_text.h"
@@ -161,10 +162,30 @@ class TestCompiler : public QObject {
         node("a", "Tanh", "fc1") + node("b", "Sigmoid", "fc1") + node("sum", "Add", "a,b") +
         node("fc2", "Linear", "sum", intAttr("out_features", 3)) +
         node("loss", "SoftmaxCrossEntropy", "fc2,label");
-    checkAgainstFiniteDifferences(body);
+    harness::checkModelGradients(body);
   }
 
-  void wholeModelGradients() { checkAgainstFiniteDifferences(mlpBody()); }
+  void wholeModelGradients_data() {
+    QTest::addColumn<QString>("body");
+    QTest::newRow("mlp") << QString::fromStdString(mlpBody());
+    auto ints = [](const std::string& key, const std::string& v) {
+      return "attrs { key: '" + key + "' value { ints { values: [" + v + "] } } }";
+    };
+    QTest::newRow("conv, batch norm, pooling") << QString::fromStdString(
+        input("x", "2,6,6") + labels() +
+        node("conv", "Conv2d", "x",
+             intAttr("out_channels", 4) + ints("kernel_size", "3") + ints("padding", "1")) +
+        node("bn", "BatchNorm", "conv") + node("relu", "ReLU", "bn") +
+        node("pool", "AvgPool2d", "relu", ints("kernel_size", "2")) +
+        node("flat", "Flatten", "pool") +
+        node("fc1", "Linear", "flat", intAttr("out_features", 6)) + node("tanh", "Tanh", "fc1") +
+        node("fc2", "Linear", "tanh", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc2,label"));
+  }
+  void wholeModelGradients() {
+    QFETCH(QString, body);
+    harness::checkModelGradients(body.toStdString());
+  }
 
   void concatAndReshapeModelGradients() {
     std::string body =
@@ -173,7 +194,7 @@ class TestCompiler : public QObject {
         node("f", "Flatten", "r") + node("g", "GELU", "f") + node("c", "Concat", "f,g") +
         node("fc", "Linear", "c", intAttr("out_features", 4)) +
         node("loss", "SoftmaxCrossEntropy", "fc,label");
-    checkAgainstFiniteDifferences(body);
+    harness::checkModelGradients(body);
   }
 
   void plannerNeverOverlapsLiveBuffers() {
@@ -486,67 +507,6 @@ class TestCompiler : public QObject {
         QVERIFY2(ParamStore::read(*e) == expected, e->name.c_str());
       }
     }
-  }
-
- private:
-  // Every element of every parameter's gradient against central differences of the
-  // loss, the forward run by the engine itself (float, so h is 1e-2): within 1.2 % of
-  // (1e-3 + |numeric|) (the worst seen is 0.4 %; it was 3 % plus 2e-3 on every third).
-  void checkAgainstFiniteDifferences(const std::string& body) {
-    ParamStore store;
-    CompileOptions o;
-    o.batch = 5;
-    o.updateParams = false;
-    o.fuse = true;
-    auto grads = compile(model(body), o, store);
-    QVERIFY2(grads.ok(), grads.ok() ? "" : grads.error().message.c_str());
-    CompileOptions e = o;
-    e.training = false;
-    auto fwd = compile(model(body), e, store);
-    QVERIFY(fwd.ok());
-    Rng rng(3);
-    std::vector<float> x(5 * 6);
-    for (float& v : x) v = float(rng.uniform(-1, 1));
-    std::vector<int32_t> l{0, 2, 1, 1, 0};
-    auto feed = [&](const Program& p) {
-      const TensorRef* xi = p.input("x");
-      std::memcpy(xi->data, x.data(), xi->numel() * sizeof(float));
-      std::memcpy(p.input("label")->data, l.data(), l.size() * sizeof(int32_t));
-    };
-    StepContext ctx;
-    ctx.step = 1;
-    feed(**grads);
-    (*grads)->run(ctx);
-    auto lossAt = [&]() {
-      feed(**fwd);
-      (*fwd)->run(ctx);
-      return double((*fwd)->scalar((*fwd)->loss));
-    };
-    double worst = 0;
-    for (const auto& entry : store.entries()) {
-      auto it = (*grads)->gradients.find(entry->name);
-      QVERIFY2(it != (*grads)->gradients.end(), entry->name.c_str());
-      const float* g = (*grads)->refs[it->second].f32();
-      float* w = entry->data();  // the CPU's memory
-      for (int64_t i = 0; i < entry->numel(); ++i) {
-        float saved = w[i];
-        const float h = 1e-2f;
-        w[i] = saved + h;
-        double up = lossAt();
-        w[i] = saved - h;
-        double down = lossAt();
-        w[i] = saved;
-        double numeric = (up - down) / (2 * double(h));
-        worst = std::max(worst, std::fabs(g[i] - numeric) / (1e-3 + std::fabs(numeric)));
-        QVERIFY2(std::fabs(g[i] - numeric) <= 1.2e-2 * (1e-3 + std::fabs(numeric)),
-                 qPrintable(QString("%1[%2]: engine %3, finite difference %4")
-                                .arg(entry->name.c_str())
-                                .arg(i)
-                                .arg(g[i])
-                                .arg(numeric)));
-      }
-    }
-    qInfo("worst |engine - numeric| / (1e-3 + |numeric|): %g", worst);
   }
 };
 
