@@ -83,12 +83,18 @@ class MainWindow : public QMainWindow {
   // `null`: no name prompt is set, ask with a dialog of the caller's.
   const NamePrompt& namePrompt() const { return m_namePrompt; }
   const SavePathPrompt& savePathPrompt() const { return m_savePathPrompt; }
-  // Where the templates for File > New come from (the projects/ folder).
-  static QString templatesDir();
-  // The side file autosave writes for a project (or for an untitled one).
-  static QString autosavePath(const QString& projectPath);
 
-  bool openFile(const QString& path);  // reports failures in a dialog and the status bar
+  // The project on disk, as files() keeps it (File ▸ Open, Save, …; autosave).
+  static QString templatesDir();
+  static QString autosavePath(const QString& projectPath);
+  bool openFile(const QString& path);
+  bool newFromTemplate(const QString& path);
+  bool save();
+  bool saveAs(const QString& path = {});
+  void revert();
+  void autosaveNow();
+  bool leaveProject();
+
   // Data ▸ Choose Dataset…; true when one was chosen. New from Dataset starts a new
   // project with it.
   bool chooseDataset();
@@ -97,14 +103,6 @@ class MainWindow : public QMainWindow {
   using DatasetHook = std::function<bool(DatasetDialog&)>;
   void setDatasetHook(DatasetHook h) { m_datasetHook = std::move(h); }
   FirstRunPage* firstRunPage() const { return m_firstRun; }
-  bool newFromTemplate(const QString& path);
-  bool save();
-  bool saveAs(const QString& path = {});
-  void revert();
-  void autosaveNow();
-  // Before another project replaces this one: stops a local run (asking) and asks to
-  // save; false when the user kept the project.
-  bool leaveProject();
   QString lastMessage() const { return m_lastMessage; }
   void showMessage(const QString& text, int ms = 6000);
   // Graphs of at least this many nodes are laid out on a worker thread.

@@ -121,10 +121,10 @@ class RunController : public QObject {
   std::unique_ptr<RemoteTarget> hostTarget(const remotepb::Host& host) const;
   // The next run's target, `m_remote` wired to this controller.
   RemoteTarget* makeRemote(const remotepb::Host& host);
-  RunTarget* localTarget();
+  RunTarget* localTarget();  // in process, or netloom-train processes
   // Why no run can start now (one runs, the project is untitled, the graph or the
   // data has problems); ok when one can.
-  Status readyToStart(bool resume) const;  // in process, or netloom-train processes
+  Status readyToStart(bool resume) const;
   // The project a new run freezes: the document's, with the window's target settings.
   proto::Project projectToRun();
   void begin(const QString& what);
