@@ -37,6 +37,12 @@ fi
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
 # The interchange tests check exports against PyTorch and the ONNX checker.
 [ "$mode" = test ] && packages+=(python3-torch python3-onnx python3-numpy python3-pil python3-pyflakes)
+# ... and run the ONNX exports through onnxruntime (npm's onnxruntime-node, below). A
+# node that brings its own npm (NodeSource's) conflicts with Debian's npm package.
+if [ "$mode" = test ]; then
+  packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
+fi
 [ "$mode" = screenshot ] && packages+=(xvfb xauth)
 
 missing=()
@@ -97,6 +103,9 @@ case "$mode" in
     done
     ;;
   test)
+    # onnxruntime for the ort_parity suite, into the cache it reads (once). Should npm
+    # fail, that suite skips, saying so, and the check of skips below fails the run.
+    tests/interop/ort_parity.sh --install || true
     # A skipped suite says why; one skipped for what this script installed fails the run.
     status=0
     ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" --timeout 900 \

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Reads CTest's JUnit report: prints every skipped suite with Qt Test's reasons, and
-exits 1 when a suite skipped for something scripts/setup.sh installs (Python modules,
-Fashion-MNIST, sshd, Slurm, ONNX), which on a machine it set up is a failure."""
+"""Reads CTest's JUnit report: prints every skipped suite with its reasons (Qt Test's,
+or a script suite's `NAME: SKIP: reason` line), and exits 1 when a suite skipped for
+something scripts/setup.sh installs (Python modules, Fashion-MNIST, sshd, Slurm, ONNX,
+node, npm and onnxruntime-node), which on a machine it set up is a failure."""
 import re
 import sys
 import xml.etree.ElementTree as ET
 
 # What `scripts/setup.sh test` installs, as the suites' skip messages name it.
 INSTALLED = re.compile(r"python3|Fashion-MNIST|dataset-fashion-mnist|no sshd|openssh|"
-                       r"slurm-wlm|munge|libonnx|ONNX")
+                       r"slurm-wlm|munge|libonnx|ONNX|nodejs|npm|onnxruntime-node")
 
 def main(path):
     failed = False
@@ -20,6 +21,9 @@ def main(path):
         reasons = {}
         for l in out.splitlines():
             m = re.match(r"SKIP   : (\S+?\(.*?\)) (.*)", l)
+            if m:
+                reasons.setdefault(m.group(2), []).append(m.group(1))
+            m = re.match(r"(\S+): SKIP: (.*)", l)
             if m:
                 reasons.setdefault(m.group(2), []).append(m.group(1))
         print(f"netloom: {case.get('name')} skipped:")

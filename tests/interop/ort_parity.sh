@@ -1,35 +1,50 @@
 #!/usr/bin/env bash
 # Runs NetLoom's ONNX exports (every example project and a model of every exported
 # op, BatchNorm folded and not) with onnxruntime, through npm's onnxruntime-node, and
-# compares its outputs with NetLoom's on the same samples. Not part of ctest: it
-# installs from npm. Skips, saying why, where node or npm is missing or the install
-# fails.
+# compares its outputs with NetLoom's on the same samples. CTest runs it (ort_parity);
+# it installs nothing itself: `--install` puts onnxruntime-node in the cache once, as
+# scripts/setup.sh test does. Where node, npm or the package is missing it skips,
+# saying why, with exit status 77 (CTest's SKIP_RETURN_CODE).
 #   usage: tests/interop/ort_parity.sh [BUILD_DIR]      (default: build-dev)
+#          tests/interop/ort_parity.sh --install
 #   NETLOOM_ORT_CACHE: where onnxruntime-node is installed (default ~/.cache/netloom/ort-node)
 #   NETLOOM_ORT_TOLERANCE: the largest max abs difference accepted (default 1e-4)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=${1:-$root/build-dev}
-tst=$build/tests/interop/tst_onnx
+version=1.30.0
+cache=${NETLOOM_ORT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netloom/ort-node}
 skip() {
   echo "ort_parity: SKIP: $*"
-  exit 0
+  exit 77
 }
-command -v node >/dev/null || skip "node is missing"
-command -v npm >/dev/null || skip "npm is missing"
-[ -x "$tst" ] || { echo "ort_parity: $tst is not built" >&2; exit 1; }
+installed() {
+  [ -f "$cache/node_modules/onnxruntime-node/package.json" ] &&
+    [ "$(cd "$cache" && node -p "require('onnxruntime-node/package.json').version")" = "$version" ]
+}
+command -v node >/dev/null || skip "node is missing (Debian's nodejs)"
+command -v npm >/dev/null || skip "npm is missing (Debian's npm)"
 
-cache=${NETLOOM_ORT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netloom/ort-node}
-mkdir -p "$cache" || skip "cannot create $cache"
-if [ ! -f "$cache/node_modules/onnxruntime-node/package.json" ]; then
+if [ "${1:-}" = --install ]; then
+  installed && exit 0
+  mkdir -p "$cache" || exit 1
   # The package's post-install fetches CUDA libraries unless told to skip; the CPU
   # runtime ships in the package itself.
   [ -f "$cache/package.json" ] || echo '{"private": true}' >"$cache/package.json"
-  (cd "$cache" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund \
-    onnxruntime-node@1.30.0) >"$cache/install.log" 2>&1 ||
-    skip "npm install onnxruntime-node@1.30.0 failed (see $cache/install.log)"
+  echo "ort_parity: installing onnxruntime-node@$version in $cache"
+  if ! (cd "$cache" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund \
+    "onnxruntime-node@$version") >"$cache/install.log" 2>&1; then
+    echo "ort_parity: npm install onnxruntime-node@$version failed (see $cache/install.log)" >&2
+    exit 1
+  fi
+  exit 0
 fi
+
+build=${1:-$root/build-dev}
+tst=$build/tests/interop/tst_onnx
+installed || skip "onnxruntime-node@$version is not installed in $cache" \
+  "(tests/interop/ort_parity.sh --install, or scripts/setup.sh test)"
+[ -x "$tst" ] || { echo "ort_parity: $tst is not built" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
