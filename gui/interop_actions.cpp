@@ -12,6 +12,7 @@
 #include "engine/interop/pytorch_export.h"
 #include "gui/image_data_dialog.h"
 #include "gui/main_window.h"
+#include "gui/project_files.h"
 #include "gui/run_controller.h"
 
 namespace netloom::gui {
@@ -111,7 +112,7 @@ Status InteropActions::exportPytorch(const QString& dir) {
 }
 
 Status InteropActions::importOnnx(const QString& onnxPath, const QString& projectPath) {
-  if (!m_window->leaveProject()) return makeError("the open project was kept");
+  if (!m_window->files()->leaveProject()) return makeError("the open project was kept");
   Status s = netloom::importOnnx(onnxPath.toStdString(), projectPath.toStdString());
   if (s && !m_window->openFile(projectPath)) return makeError("the imported project did not open");
   report(s, tr("Imported %1 as %2").arg(onnxPath, projectPath));

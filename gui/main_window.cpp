@@ -108,28 +108,12 @@ bool MainWindow::openFile(const QString& path) {
   return m_files->openFile(path);
 }
 
-bool MainWindow::newFromTemplate(const QString& path) {
-  return m_files->newFromTemplate(path);
-}
-
 bool MainWindow::save() {
   return m_files->save();
 }
 
 bool MainWindow::saveAs(const QString& path) {
   return m_files->saveAs(path);
-}
-
-void MainWindow::revert() {
-  m_files->revert();
-}
-
-void MainWindow::autosaveNow() {
-  m_files->autosaveNow();
-}
-
-bool MainWindow::leaveProject() {
-  return m_files->leaveProject();
 }
 
 bool MainWindow::evaluateRun() {
@@ -310,7 +294,7 @@ void MainWindow::buildFirstRunPage() {
   m_firstRun = new FirstRunPage(examples, m_view);
   connect(m_firstRun, &FirstRunPage::newFromDataset, this, [this] { chooseDataset(); });
   connect(m_firstRun, &FirstRunPage::openExample, this,
-          [this](const QString& path) { newFromTemplate(path); });
+          [this](const QString& path) { m_files->newFromTemplate(path); });
   auto follow = [this] { m_firstRun->setVisible(m_doc.nodes().empty()); };
   connect(&m_doc, &GraphDocument::changed, this, follow);
   connect(&m_doc, &GraphDocument::reset, this, follow);

@@ -88,12 +88,8 @@ class MainWindow : public QMainWindow {
   static QString templatesDir();
   static QString autosavePath(const QString& projectPath);
   bool openFile(const QString& path);
-  bool newFromTemplate(const QString& path);
   bool save();
   bool saveAs(const QString& path = {});
-  void revert();
-  void autosaveNow();
-  bool leaveProject();
 
   // Data ▸ Choose Dataset…; true when one was chosen. New from Dataset starts a new
   // project with it.

@@ -23,6 +23,7 @@
 #include "editor/view.h"
 #include "engine/compiler/compile.h"
 #include "gui/main_window.h"
+#include "gui/project_files.h"
 #include "gui/settings_form.h"
 
 using namespace netloom;
@@ -200,7 +201,7 @@ class TestMainWindow : public QObject {
       QVERIFY(w.openFile(path));
       w.document()->addNode("Dropout", {0, 0}, "unsaved_dropout");
       edited = w.document()->toText();
-      w.autosaveNow();
+      w.files()->autosaveNow();
       QVERIFY(QFile::exists(side));
       QCOMPARE(read(side).toStdString(), edited);
       // The window "crashes": it is destroyed without closing.
@@ -507,7 +508,7 @@ class TestMainWindow : public QObject {
 
   void newFromTemplateIsUntitled() {
     MainWindow w;
-    QVERIFY(w.newFromTemplate(MainWindow::templatesDir() + "/fashion-resnet.nlproj"));
+    QVERIFY(w.files()->newFromTemplate(MainWindow::templatesDir() + "/fashion-resnet.nlproj"));
     QVERIFY(w.document()->filePath().isEmpty());
     QVERIFY(w.windowTitle().startsWith("Untitled"));
     QVERIFY(w.document()->findNode("stem") >= 0);
