@@ -44,20 +44,12 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
   return checkClassLabels(data, classes, split);
 }
 
-Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
-  Setup s;
-  // A batch size given on the command line stands in for the project's, checked or not.
-  proto::Project checked = project;
-  if (opts.batchSize > 0) checked.mutable_train()->set_batch_size(opts.batchSize);
-  if (Status st = checkProject(checked, &s.warnings); !st) return st.error();
-  if (auto loss = lossNode(project); !loss) return loss.error();
-  if (project.train().loss().empty())
-    return makeError("train.loss is not set: name the node whose value training minimises ('" +
-                     *lossNode(project) + "' is the model's only loss node)");
-  s.project = project;
-  const proto::TrainDef& t = project.train();
-  if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);
-  if (opts.testLimit >= 0) s.project.mutable_data()->set_test_limit(opts.testLimit);
+namespace {
+
+// The run's numbers over the project's: batch, epochs, threads, seed, device, finite
+// checks and precision.
+Status resolveSettings(Setup& s, const TrainOptions& opts) {
+  const proto::TrainDef& t = s.project.train();
   s.batch = opts.batchSize > 0 ? opts.batchSize : (t.batch_size() > 0 ? t.batch_size() : 32);
   s.epochs = opts.epochs > 0 ? opts.epochs : (t.epochs() > 0 ? t.epochs() : 1);
   s.threads =
@@ -81,13 +73,17 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
     return makeError(opts.precision.empty() ? precision.error().message
                                             : "--precision: '" + opts.precision +
                                                   "' is not a precision (fp32, bf16, fp16)");
+  s.trainOpts.precision = *precision;  // evaluation computes as training does
   cpu::configureThreads(s.threads);
+  return {};
+}
 
+// The data, loaded within this process's memory budget.
+Status loadSetupData(Setup& s, const TrainOptions& opts) {
   s.budget = MemoryBudget::forThisProcess(opts.memoryLimit, "--memory-limit");
   // Parameters, optimizer state and arenas live on the device: a GPU's memory is
   // planned apart from the host's, which keeps the data and the batches.
-  std::shared_ptr<MemoryBudget> programs =
-      s.device->hostAddressable() ? s.budget : MemoryBudget::forDevice(*s.device);
+  s.trainOpts.budget = s.device->hostAddressable() ? s.budget : MemoryBudget::forDevice(*s.device);
   resolveImageShape(*s.project.mutable_data(), s.project.model());
   auto data = loadData(s.project.data(), opts.projectDir, s.seed, s.budget);
   if (!data) return data.error();
@@ -98,56 +94,87 @@ Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
     for (const std::string& name : s.data.classNames)
       s.project.mutable_data()->add_class_names(name);
   if (s.data.train.size() == 0) return makeError("the training set is empty");
+  return {};
+}
 
-  auto watch = [&](const std::string& spec, proto::MetricMode mode, double delta,
-                   const std::string& field) -> Result<std::optional<MetricWatch>> {
-    if (spec.empty()) return std::optional<MetricWatch>{};
-    auto w = MetricWatch::parse(spec, mode, delta, field);
-    if (!w) return w.error();
-    if (w->needsValidation() && s.data.val.size() == 0)
-      return makeError(field + " '" + spec +
-                       "' needs a validation split: set data.validation_fraction");
-    if (w->needsTest() && s.data.test.size() == 0)
-      return makeError(field + " '" + spec + "' needs a test set");
-    return std::optional<MetricWatch>(*w);
-  };
+// A metric the run watches (keep_best, early stopping), checked against the splits
+// it reads; none where `spec` is empty.
+Result<std::optional<MetricWatch>> watch(const Setup& s, const std::string& spec,
+                                         proto::MetricMode mode, double delta,
+                                         const std::string& field) {
+  if (spec.empty()) return std::optional<MetricWatch>{};
+  auto w = MetricWatch::parse(spec, mode, delta, field);
+  if (!w) return w.error();
+  if (w->needsValidation() && s.data.val.size() == 0)
+    return makeError(field + " '" + spec +
+                     "' needs a validation split: set data.validation_fraction");
+  if (w->needsTest() && s.data.test.size() == 0)
+    return makeError(field + " '" + spec + "' needs a test set");
+  return std::optional<MetricWatch>(*w);
+}
+
+Status resolveWatches(Setup& s, const TrainOptions& opts) {
+  const proto::TrainDef& t = s.project.train();
   const auto& ck = t.checkpoint();
-  auto best = watch(ck.keep_best(), ck.mode(), 0.0, "train.checkpoint.keep_best");
+  auto best = watch(s, ck.keep_best(), ck.mode(), 0.0, "train.checkpoint.keep_best");
   if (!best) return best.error();
   s.best = *best;
   const auto& es = t.early_stopping();
-  auto early = watch(es.metric(), es.mode(), es.min_delta(), "train.early_stopping.metric");
+  auto early = watch(s, es.metric(), es.mode(), es.min_delta(), "train.early_stopping.metric");
   if (!early) return early.error();
   s.early = *early;
   s.checkpointDir = !opts.checkpointDir.empty()
                         ? opts.checkpointDir
                         : (std::filesystem::path(opts.projectDir) / "checkpoints").string();
+  return {};
+}
 
-  s.trainOpts.blockedLayouts = s.evalOpts.blockedLayouts = !opts.plainLayouts;
-  s.trainOpts.fuse = s.evalOpts.fuse = opts.fuse;
-  s.trainOpts.disabledPasses = s.evalOpts.disabledPasses = opts.disabledPasses;
-  s.trainOpts.graphs = opts.graphs;
-  s.trainOpts.training = true;
-  s.trainOpts.optimizer = t.optimizer();
-  s.trainOpts.loss = t.loss();
-  s.trainOpts.metrics = {t.metrics().begin(), t.metrics().end()};
-  s.trainOpts.seed = s.seed;
-  s.trainOpts.precision = *precision;  // evaluation computes as training does
+// How the training and evaluation programs are compiled.
+Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
+  const proto::TrainDef& t = s.project.train();
+  CompileOptions& c = s.trainOpts;
+  c.blockedLayouts = !opts.plainLayouts;
+  c.fuse = opts.fuse;
+  c.disabledPasses = opts.disabledPasses;
+  c.graphs = opts.graphs;
+  c.training = true;
+  c.optimizer = t.optimizer();
+  c.loss = t.loss();
+  c.metrics = {t.metrics().begin(), t.metrics().end()};
+  c.seed = s.seed;
   const proto::Distributed& dist = t.distributed();
   if (!(dist.first_bucket_mb() >= 0) || !(dist.bucket_mb() >= 0) ||
       !std::isfinite(dist.first_bucket_mb() + dist.bucket_mb()))
     return makeError("train.distributed.first_bucket_mb and bucket_mb must be sizes in MiB");
-  if (dist.first_bucket_mb() > 0)
-    s.trainOpts.firstBucketBytes = int64_t(dist.first_bucket_mb() * 1048576);
-  if (dist.bucket_mb() > 0) s.trainOpts.bucketBytes = int64_t(dist.bucket_mb() * 1048576);
-  s.trainOpts.budget = programs;
-  s.trainOpts.batchField =
+  if (dist.first_bucket_mb() > 0) c.firstBucketBytes = int64_t(dist.first_bucket_mb() * 1048576);
+  if (dist.bucket_mb() > 0) c.bucketBytes = int64_t(dist.bucket_mb() * 1048576);
+  c.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
-  s.evalOpts = s.trainOpts;
-  s.trainOpts.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
-  s.trainOpts.gradientNorms = opts.reportNorms;
+  s.evalOpts = c;
+  c.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
+  c.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;
   s.evalOpts.evaluation = true;  // run with StepContext::training false only
+  return {};
+}
+
+}  // namespace
+
+Result<Setup> prepare(const proto::Project& project, const TrainOptions& opts) {
+  Setup s;
+  // A batch size given on the command line stands in for the project's, checked or not.
+  proto::Project checked = project;
+  if (opts.batchSize > 0) checked.mutable_train()->set_batch_size(opts.batchSize);
+  if (Status st = checkProject(checked, &s.warnings); !st) return st.error();
+  if (auto loss = lossNode(project); !loss) return loss.error();
+  if (project.train().loss().empty())
+    return makeError("train.loss is not set: name the node whose value training minimises ('" +
+                     *lossNode(project) + "' is the model's only loss node)");
+  s.project = project;
+  if (opts.trainLimit >= 0) s.project.mutable_data()->set_train_limit(opts.trainLimit);
+  if (opts.testLimit >= 0) s.project.mutable_data()->set_test_limit(opts.testLimit);
+  for (auto step : {resolveSettings, loadSetupData, resolveWatches, resolveCompileOptions})
+    if (Status st = step(s, opts); !st) return st.error();
   return s;
 }
 
