@@ -228,9 +228,100 @@ Result<HostInfo> probeHost(SshSession& s, const remotepb::Host& host) {
   return info;
 }
 
+namespace {
+
+// Images stay where they are: a folder of them (or a list naming them) is not
+// uploaded, so the host must hold it, at the path given (absolute, as a shared file
+// system or a copy made beforehand has it).
+Status checkImagesThere(SshSession& s, proto::Project& project, const SubmitOptions& o) {
+  for (auto& [field, path] : imagePaths(project)) {
+    fs::path local = *path;
+    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
+    auto there = s.stat(local.string());
+    if (!there) return there.error();
+    if (!there->exists)
+      return makeError(field + ": " + local.string() + " is not on " + s.host().label() +
+                       ": images are not uploaded with a job; copy them to the host and "
+                       "give their path there");
+    *path = local.string();
+  }
+  return {};
+}
+
+// A data file of the job, `local` here: the host's own copy where asked and present
+// (set in `df`, true), else nothing (false).
+Result<bool> useHostCopy(SshSession& s, const remotepb::Host& host, const fs::path& local,
+                         remotepb::DataFile& df) {
+  if (!local.is_absolute() || (!host.prefer_host_data() && fs::is_regular_file(local)))
+    return false;
+  auto there = s.stat(local.string());
+  if (!there) return there.error();
+  if (!there->exists || there->isDir) return false;
+  df.set_remote_path(local.string());
+  df.set_bytes(int64_t(there->size));
+  return true;
+}
+
+// Uploads `local` once under its checksum, reused by every later job; its path on
+// the host.
+Result<std::string> uploadData(SshSession& s, const HostInfo& probe, const fs::path& local,
+                               const SubmitOptions& o, remotepb::DataFile& df) {
+  const std::string label = s.host().label();
+  auto sum = sha256File(local.string());
+  if (!sum) return sum.error();
+  const uint64_t bytes = fs::file_size(local);
+  const std::string dir = probe.workDir + "/data/" + *sum;
+  auto target = bundlePath(dir, local.filename().string());
+  if (!target) return target.error();
+  auto there = s.stat(*target);
+  if (!there) return there.error();
+  if (!there->exists || there->size != bytes) {
+    if (probe.diskFreeBytes > 0 && probe.diskFreeBytes < bytes)
+      return makeError(label + ": the host's disk is full: " + mib(probe.diskFreeBytes) +
+                       " free in " + probe.workDir + ", " + local.string() + " needs " +
+                       mib(bytes));
+    if (Status st = s.makeDirs(dir); !st) return st.error();
+    auto progress = [&](uint64_t done, uint64_t total) {
+      if (o.progress) o.progress(local.filename().string(), done, total);
+    };
+    if (Status st = s.uploadFile(local.string(), *target, progress); !st) return st.error();
+    df.set_uploaded(true);
+  }
+  df.set_remote_path(*target);
+  df.set_sha256(*sum);
+  df.set_bytes(int64_t(bytes));
+  return *target;
+}
+
+// The dataset: the host's own copy where asked and present, else uploaded; the
+// project then names the files where they are on the host.
+Status placeData(SshSession& s, const remotepb::Host& host, const HostInfo& probe,
+                 proto::Project& project, const SubmitOptions& o, remotepb::JobRecord& job) {
+  for (auto& [field, path] : dataPaths(project)) {
+    remotepb::DataFile* df = job.add_data();
+    fs::path local = *path;
+    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
+    df->set_local_path(local.string());
+    auto hostCopy = useHostCopy(s, host, local, *df);
+    if (!hostCopy) return hostCopy.error();
+    if (*hostCopy) {
+      *path = local.string();
+      continue;
+    }
+    if (!fs::is_regular_file(local))
+      return makeError(field + ": " + local.string() + " is neither here nor on " +
+                       s.host().label());
+    auto target = uploadData(s, probe, local, o, *df);
+    if (!target) return target.error();
+    *path = *target;
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
                                       const proto::Project& project, const SubmitOptions& o) {
-  const std::string label = s.host().label();
   auto probe = probeHost(s, host);
   if (!probe) return probe.error();
   if (probe->trainerVersion.empty() || (!o.anyVersion && !probe->problem.empty()))
@@ -247,67 +338,9 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
   job.set_local_run(o.localRun);
   for (const auto& a : o.args) job.add_args(a);
 
-  // The dataset: the host's own copy where asked and present, else uploaded once
-  // under its checksum and reused by every later job.
   proto::Project remoteProject = project;
-  // Images stay where they are: a folder of them (or a list naming them) is not
-  // uploaded, so the host must hold it, at the path given (absolute, as a shared
-  // file system or a copy made beforehand has it).
-  for (auto& [field, path] : imagePaths(remoteProject)) {
-    fs::path local = *path;
-    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
-    auto there = s.stat(local.string());
-    if (!there) return there.error();
-    if (!there->exists)
-      return makeError(field + ": " + local.string() + " is not on " + label +
-                       ": images are not uploaded with a job; copy them to the host and "
-                       "give their path there");
-    *path = local.string();
-  }
-  for (auto& [field, path] : dataPaths(remoteProject)) {
-    remotepb::DataFile* df = job.add_data();
-    fs::path local = *path;
-    if (local.is_relative() && !o.projectDir.empty()) local = fs::path(o.projectDir) / local;
-    df->set_local_path(local.string());
-    const bool haveLocal = fs::is_regular_file(local);
-    if (local.is_absolute() && (host.prefer_host_data() || !haveLocal)) {
-      auto there = s.stat(local.string());
-      if (!there) return there.error();
-      if (there->exists && !there->isDir) {
-        df->set_remote_path(local.string());
-        df->set_bytes(int64_t(there->size));
-        *path = local.string();
-        continue;
-      }
-    }
-    if (!haveLocal)
-      return makeError(field + ": " + local.string() + " is neither here nor on " + label);
-    auto sum = sha256File(local.string());
-    if (!sum) return sum.error();
-    const uint64_t bytes = fs::file_size(local);
-    const std::string dir = probe->workDir + "/data/" + *sum;
-    auto target = bundlePath(dir, local.filename().string());
-    if (!target) return target.error();
-    auto there = s.stat(*target);
-    if (!there) return there.error();
-    if (!there->exists || there->size != bytes) {
-      if (probe->diskFreeBytes > 0 && probe->diskFreeBytes < bytes)
-        return makeError(label + ": the host's disk is full: " + mib(probe->diskFreeBytes) +
-                         " free in " + probe->workDir + ", " + local.string() + " needs " +
-                         mib(bytes));
-      if (Status st = s.makeDirs(dir); !st) return st.error();
-      auto progress = [&](uint64_t done, uint64_t total) {
-        if (o.progress) o.progress(local.filename().string(), done, total);
-      };
-      if (Status st = s.uploadFile(local.string(), *target, progress); !st) return st.error();
-      df->set_uploaded(true);
-    }
-    df->set_remote_path(*target);
-    df->set_sha256(*sum);
-    df->set_bytes(int64_t(bytes));
-    *path = *target;
-  }
-
+  if (Status st = checkImagesThere(s, remoteProject, o); !st) return st.error();
+  if (Status st = placeData(s, host, *probe, remoteProject, o, job); !st) return st.error();
   if (Status st = s.makeDirs(job.dir()); !st) return st.error();
   const std::pair<const char*, std::string> bundle[] = {
       {"project.nlproj", projectToText(remoteProject)}, {"job.txtpb", recordToText(job)}};

@@ -92,6 +92,13 @@ class ModelAnalyzer {
   void refreshOwn(Entry& e);
   // `self`: the node whose name `e` holds (a copy of it stands in for it).
   bool relink(Entry& e, const Entry* self = nullptr);
+  bool linkPort(const Entry& e, size_t k, Entry*& source, int& port,
+                std::vector<ModelProblem>& problems) const;
+  bool reorder(const std::vector<NodeRef>& nodes, bool all, std::vector<std::string>& names);
+  bool refreshDirty(bool all, std::vector<std::string>& names);
+  void relinkAll(bool structural);
+  void inferInOrder();
+  void publishChanges(const std::vector<std::string>& names);
   void sortTopologically();
   void infer(Entry& e);
   void publish(Entry& e);

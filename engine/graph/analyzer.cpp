@@ -124,6 +124,45 @@ void ModelAnalyzer::refreshOwn(Entry& e) {
   if (e.opDef->external) e.field = e.attrs.s("field");
 }
 
+// Resolves input `k` of `e` (whose op is known) into `source` and `port`; false,
+// with the problem said, where it cannot.
+bool ModelAnalyzer::linkPort(const Entry& e, size_t k, Entry*& source, int& port,
+                             std::vector<ModelProblem>& problems) const {
+  const OpDef& op = *e.opDef;
+  const size_t nports = op.inputs.size();
+  auto problem = [&](std::string message) {
+    problems.push_back({e.name, int(k), std::move(message)});
+    return false;
+  };
+  auto where = [&] {
+    return "node '" + e.name + "', input '" +
+           (k < nports ? op.inputs[k].name : op.inputs.back().name) + "'";
+  };
+  if (k >= e.inputs.size() || e.inputs[k].empty()) {
+    if (k >= nports || !op.inputs[k].dataLabels) return problem(where() + " is not connected");
+    // The dataset's labels: the model's Input of them where it has one (as the
+    // engine wires it), else one int32 class index a sample (see infer).
+    for (Entry* other : m_order)
+      if (other->opDef && other->opDef->external && other->field == kLabelsField) {
+        source = other;
+        break;
+      }
+    return true;
+  }
+  auto ref = parseInputRef(e.name, k, e.inputs[k]);
+  if (!ref) return problem(ref.error().message);
+  auto it = m_byName.find(ref->node);
+  if (it == m_byName.end())
+    return problem(where() + ": no node named '" + ref->node + "' (dangling input)");
+  const OpDef* src = it->second->rawOp;
+  if (src && ref->port >= int(src->outputs.size()))
+    return problem(where() + ": node '" + ref->node + "' has no output port " +
+                   std::to_string(ref->port));
+  source = it->second;
+  port = ref->port;
+  return true;
+}
+
 // Resolves `e`'s references against the names as they are now; returns whether what
 // it found differs from before.
 bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
@@ -132,23 +171,21 @@ bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
   std::vector<Entry*> sources;
   std::vector<int> ports;
   bool complete = false;
-  auto problem = [&](int port, std::string message) {
-    problems.push_back({e.name, port, std::move(message)});
-  };
+  auto problem = [&](std::string message) { problems.push_back({e.name, -1, std::move(message)}); };
   if (e.name.empty()) {
-    problem(-1, "node #" + std::to_string(e.pos + 1) + " (" + e.op + ") has no name");
+    problem("node #" + std::to_string(e.pos + 1) + " (" + e.op + ") has no name");
   } else if (auto it = m_byName.find(e.name); it != m_byName.end() && it->second != self) {
-    problem(-1, "node '" + e.name + "': the name is used by another node");
+    problem("node '" + e.name + "': the name is used by another node");
   } else if (!e.nameProblem.empty()) {
-    problem(-1, e.nameProblem);
+    problem(e.nameProblem);
   }
   if (!e.opDef) {
-    problem(-1, "node '" + e.name + "': unknown op '" + e.op + "'");
+    problem("node '" + e.name + "': unknown op '" + e.op + "'");
   } else {
     const OpDef& op = *e.opDef;
     complete = true;
     if (!e.attrsError.empty()) {
-      problem(-1, "node '" + e.name + "' (" + op.name + "): " + e.attrsError);
+      problem("node '" + e.name + "' (" + op.name + "): " + e.attrsError);
       complete = false;
     }
     size_t nports = op.inputs.size();
@@ -156,54 +193,14 @@ bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
     size_t given = e.inputs.size();
     size_t count = variadic ? std::max(nports, given) : nports;
     if (!variadic && given > nports) {
-      problem(-1, "node '" + e.name + "' (" + op.name + "): expects " + std::to_string(nports) +
-                      " input(s), has " + std::to_string(given));
+      problem("node '" + e.name + "' (" + op.name + "): expects " + std::to_string(nports) +
+              " input(s), has " + std::to_string(given));
       complete = false;
     }
     sources.assign(count, nullptr);
     ports.assign(count, 0);
-    for (size_t k = 0; k < count; ++k) {
-      auto where = [&] {
-        return "node '" + e.name + "', input '" +
-               (k < nports ? op.inputs[k].name : op.inputs.back().name) + "'";
-      };
-      if (k >= given || e.inputs[k].empty()) {
-        // The dataset's labels: the model's Input of them where it has one (as the
-        // engine wires it), else one int32 class index a sample (see infer).
-        if (k < nports && op.inputs[k].dataLabels) {
-          for (Entry* other : m_order)
-            if (other->opDef && other->opDef->external && other->field == kLabelsField) {
-              sources[k] = other;
-              break;
-            }
-          continue;
-        }
-        problem(int(k), where() + " is not connected");
-        complete = false;
-        continue;
-      }
-      auto ref = parseInputRef(e.name, k, e.inputs[k]);
-      if (!ref) {
-        problem(int(k), ref.error().message);
-        complete = false;
-        continue;
-      }
-      auto it = m_byName.find(ref->node);
-      if (it == m_byName.end()) {
-        problem(int(k), where() + ": no node named '" + ref->node + "' (dangling input)");
-        complete = false;
-        continue;
-      }
-      const OpDef* src = it->second->rawOp;
-      if (src && ref->port >= int(src->outputs.size())) {
-        problem(int(k), where() + ": node '" + ref->node + "' has no output port " +
-                            std::to_string(ref->port));
-        complete = false;
-        continue;
-      }
-      sources[k] = it->second;
-      ports[k] = ref->port;
-    }
+    for (size_t k = 0; k < count; ++k)
+      complete = linkPort(e, k, sources[k], ports[k], problems) && complete;
   }
   bool differs = complete != e.complete || sources != e.sources || ports != e.ports ||
                  !sameProblems(problems, e.problems);
@@ -346,48 +343,50 @@ void ModelAnalyzer::publish(Entry& e) {
   na.activationBytes = e.built() ? e.cost.activationBytes : 0;
 }
 
-void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int>& dirty,
-                        bool all) {
-  m_changed.clear();
-  m_inferred = 0;
-  bool structural = all;
-  for (int key : dirty)
-    if (auto it = m_entries.find(key); it != m_entries.end()) it->second.dirty = true;
+// Takes the nodes as they are now, in model order; names that went or changed hands
+// go into `names`, to have their analysis written again (or dropped). Whether the
+// graph's structure may have changed.
+bool ModelAnalyzer::reorder(const std::vector<NodeRef>& nodes, bool all,
+                            std::vector<std::string>& names) {
   // The same nodes in the same order (an edit of some of them): only their
   // definitions' addresses are read again.
   bool same = !all && nodes.size() == m_order.size();
   for (size_t i = 0; i < nodes.size() && same; ++i) same = nodes[i].key == m_order[i]->key;
-  if (same)
+  if (same) {
     for (size_t i = 0; i < nodes.size(); ++i) m_order[i]->def = nodes[i].def;
-  // Else which nodes there are, and in what order; names that went or changed
-  // hands have their analysis written again (or dropped).
-  std::vector<std::string> names;
-  if (!same) {
-    for (auto& [key, e] : m_entries) e.seen = false;
-    std::vector<Entry*> order;
-    order.reserve(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      auto [it, added] = m_entries.try_emplace(nodes[i].key);
-      Entry& e = it->second;
-      e.key = nodes[i].key;
-      e.def = nodes[i].def;
-      e.seen = true;
-      if (added || all) e.dirty = true;
-      if (added || i >= m_order.size() || m_order[i] != &e || e.pos != int(i)) structural = true;
-      e.pos = int(i);
-      order.push_back(&e);
-    }
-    for (auto it = m_entries.begin(); it != m_entries.end();) {
-      if (it->second.seen) {
-        ++it;
-        continue;
-      }
-      structural = true;
-      names.push_back(it->second.name);
-      it = m_entries.erase(it);
-    }
-    m_order = std::move(order);
+    return all;
   }
+  bool structural = all;
+  for (auto& [key, e] : m_entries) e.seen = false;
+  std::vector<Entry*> order;
+  order.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto [it, added] = m_entries.try_emplace(nodes[i].key);
+    Entry& e = it->second;
+    e.key = nodes[i].key;
+    e.def = nodes[i].def;
+    e.seen = true;
+    if (added || all) e.dirty = true;
+    if (added || i >= m_order.size() || m_order[i] != &e || e.pos != int(i)) structural = true;
+    e.pos = int(i);
+    order.push_back(&e);
+  }
+  for (auto it = m_entries.begin(); it != m_entries.end();) {
+    if (it->second.seen) {
+      ++it;
+      continue;
+    }
+    structural = true;
+    names.push_back(it->second.name);
+    it = m_entries.erase(it);
+  }
+  m_order = std::move(order);
+  return structural;
+}
+
+// Reads the edited nodes' definitions again; whether a name, op or wire changed.
+bool ModelAnalyzer::refreshDirty(bool all, std::vector<std::string>& names) {
+  bool structural = false;
   for (Entry* e : m_order) {
     if (!e->dirty) continue;
     const proto::NodeDef& nd = *e->def;
@@ -398,19 +397,27 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
     refreshOwn(*e);
     names.push_back(e->name);
   }
-  // Links: every node's when names or wires changed, else the edited nodes'.
-  if (structural) {
-    m_byName.clear();
-    m_byName.reserve(m_order.size());
-    for (Entry* e : m_order) e->published = nullptr;  // names may have changed hands
-    for (Entry* e : m_order) m_byName.emplace(e->name, e);
-    for (Entry* e : m_order) e->relinked = relink(*e);
-    sortTopologically();
-  } else {
+  return structural;
+}
+
+// Links: every node's when names or wires changed, else the edited nodes'.
+void ModelAnalyzer::relinkAll(bool structural) {
+  if (!structural) {
     for (Entry* e : m_order)
       if (e->dirty) e->relinked = relink(*e);
+    return;
   }
-  // Shapes, in order, stopping where they come out as before.
+  m_byName.clear();
+  m_byName.reserve(m_order.size());
+  for (Entry* e : m_order) e->published = nullptr;  // names may have changed hands
+  for (Entry* e : m_order) m_byName.emplace(e->name, e);
+  for (Entry* e : m_order) e->relinked = relink(*e);
+  sortTopologically();
+}
+
+// Shapes, in order, stopping where they come out as before; nodes on or below a
+// cycle have none.
+void ModelAnalyzer::inferInOrder() {
   std::unordered_set<std::string> fields;  // read by the Inputs so far
   for (Entry* e : m_topo) {
     bool reinfer = e->dirty || e->relinked;
@@ -431,7 +438,6 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
     e->outChanged =
         wasBuilt != e->built() || (reinfer && e->built() && !sameDescs(before, e->outputs));
   }
-  // Nodes on or below a cycle have no shapes.
   for (Entry* e : m_order) {
     if (e->ordered || (!e->inferred && e->outputs.empty() && e->inferProblems.empty())) continue;
     e->inferred = e->fieldTaken = false;
@@ -440,7 +446,10 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
     e->inferProblems.clear();
     e->touched = true;
   }
-  // Publish what changed.
+}
+
+// Publishes what changed, and gathers every node's problems.
+void ModelAnalyzer::publishChanges(const std::vector<std::string>& names) {
   for (const std::string& name : names)
     if (!m_byName.count(name)) m_out.nodes.erase(name);
   for (const std::string& name : names)
@@ -472,6 +481,20 @@ void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int
                      };
                      return pos(a.node) < pos(b.node);
                    });
+}
+
+void ModelAnalyzer::run(const std::vector<NodeRef>& nodes, const std::vector<int>& dirty,
+                        bool all) {
+  m_changed.clear();
+  m_inferred = 0;
+  for (int key : dirty)
+    if (auto it = m_entries.find(key); it != m_entries.end()) it->second.dirty = true;
+  std::vector<std::string> names;  // whose analysis is written again, or dropped
+  bool structural = reorder(nodes, all, names);
+  structural = refreshDirty(all, names) || structural;
+  relinkAll(structural);
+  inferInOrder();
+  publishChanges(names);
 }
 
 }  // namespace netloom

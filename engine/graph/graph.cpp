@@ -227,17 +227,18 @@ std::vector<int> topologicalOrder(const std::vector<std::vector<int>>& users,
   return order;
 }
 
-Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
-  if (model.blocks_size() > 0 || hasInstances(model)) {
-    auto flat = inlineBlocks(model);
-    if (!flat) return flat.error();
-    proto::ModelDef m = std::move(*flat);
-    m.clear_blocks();
-    return buildGraph(m, batch);
-  }
-  if (readsDataLabels(model)) return buildGraph(withDataLabels(model), batch);
-  const OpRegistry& reg = OpRegistry::instance();
-  std::map<std::string, int> index;  // node name -> position in model
+namespace {
+
+// A node of the model with its op, attributes and input references resolved.
+struct Pending {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<InputRef> inputs;
+};
+
+// Each node's position in the model, by name; names are there and unique.
+Result<std::map<std::string, int>> indexNames(const proto::ModelDef& model) {
+  std::map<std::string, int> index;
   for (int i = 0; i < model.nodes_size(); ++i) {
     const auto& nd = model.nodes(i);
     if (nd.name().empty())
@@ -245,71 +246,73 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     if (!index.emplace(nd.name(), i).second)
       return makeError("node '" + nd.name() + "': the name is used by another node");
   }
+  return index;
+}
 
-  // Resolve ops, attributes and input references before ordering.
-  struct Pending {
-    const OpDef* op;
-    Attrs attrs;
-    std::vector<InputRef> inputs;
-  };
-  std::vector<Pending> pending(model.nodes_size());
-  for (int i = 0; i < model.nodes_size(); ++i) {
-    const auto& nd = model.nodes(i);
-    const OpDef* op = reg.find(nd.op());
-    if (!op || op->role == OpRole::Internal || op->role == OpRole::Optimizer)
-      return makeError("node '" + nd.name() + "': unknown op '" + nd.op() + "'");
-    Attrs given;
-    for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
-    auto attrs = resolveAttrs(*op, given, true);
-    if (!attrs)
-      return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
-    pending[i].op = op;
-    pending[i].attrs = std::move(*attrs);
-
-    size_t nports = op->inputs.size();
-    bool variadic = nports && op->inputs.back().variadic;
-    size_t given_n = nd.inputs_size();
-    if ((!variadic && given_n != nports) || (variadic && given_n < nports)) {
-      return makeError("node '" + nd.name() + "' (" + op->name + "): expects " +
-                       (variadic ? "at least " : "") + std::to_string(nports) + " input(s), has " +
-                       std::to_string(given_n));
-    }
-    for (int k = 0; k < nd.inputs_size(); ++k) {
-      std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
-      if (nd.inputs(k).empty())
-        return makeError("node '" + nd.name() + "', input '" + port + "' is not connected");
-      auto ref = parseInputRef(nd.name(), k, nd.inputs(k));
-      if (!ref) return ref.error();
-      auto it = index.find(ref->node);
-      if (it == index.end())
-        return makeError("node '" + nd.name() + "', input '" + port + "': no node named '" +
-                         ref->node + "' (dangling input)");
-      const OpDef* src = reg.find(model.nodes(it->second).op());
-      if (src && ref->port >= int(src->outputs.size()))
-        return makeError("node '" + nd.name() + "', input '" + port + "': node '" + ref->node +
-                         "' has no output port " + std::to_string(ref->port));
-      pending[i].inputs.push_back(*ref);
-    }
+Result<Pending> resolveNode(const proto::ModelDef& model, int i,
+                            const std::map<std::string, int>& index) {
+  const OpRegistry& reg = OpRegistry::instance();
+  const auto& nd = model.nodes(i);
+  const OpDef* op = reg.find(nd.op());
+  if (!op || op->role == OpRole::Internal || op->role == OpRole::Optimizer)
+    return makeError("node '" + nd.name() + "': unknown op '" + nd.op() + "'");
+  Attrs given;
+  for (const auto& [k, v] : nd.attrs()) given.set(k, attrFromProto(v));
+  auto attrs = resolveAttrs(*op, given, true);
+  if (!attrs)
+    return makeError("node '" + nd.name() + "' (" + op->name + "): " + attrs.error().message);
+  Pending p{op, std::move(*attrs), {}};
+  size_t nports = op->inputs.size();
+  bool variadic = nports && op->inputs.back().variadic;
+  size_t given_n = nd.inputs_size();
+  if ((!variadic && given_n != nports) || (variadic && given_n < nports)) {
+    return makeError("node '" + nd.name() + "' (" + op->name + "): expects " +
+                     (variadic ? "at least " : "") + std::to_string(nports) + " input(s), has " +
+                     std::to_string(given_n));
   }
+  for (int k = 0; k < nd.inputs_size(); ++k) {
+    std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
+    if (nd.inputs(k).empty())
+      return makeError("node '" + nd.name() + "', input '" + port + "' is not connected");
+    auto ref = parseInputRef(nd.name(), k, nd.inputs(k));
+    if (!ref) return ref.error();
+    auto it = index.find(ref->node);
+    if (it == index.end())
+      return makeError("node '" + nd.name() + "', input '" + port + "': no node named '" +
+                       ref->node + "' (dangling input)");
+    const OpDef* src = reg.find(model.nodes(it->second).op());
+    if (src && ref->port >= int(src->outputs.size()))
+      return makeError("node '" + nd.name() + "', input '" + port + "': node '" + ref->node +
+                       "' has no output port " + std::to_string(ref->port));
+    p.inputs.push_back(*ref);
+  }
+  return p;
+}
 
-  // Kahn's algorithm, preferring file order among ready nodes so plans are stable.
+// Kahn's algorithm, preferring file order among ready nodes so plans are stable; a
+// cycle is named by its nodes.
+Result<std::vector<int>> orderNodes(const proto::ModelDef& model,
+                                    const std::vector<Pending>& pending,
+                                    const std::map<std::string, int>& index) {
   int n = model.nodes_size();
   std::vector<int> indegree(n, 0);
   std::vector<std::vector<int>> users(n);
   for (int i = 0; i < n; ++i)
     for (const auto& r : pending[i].inputs) {
-      int src = index[r.node];
-      users[src].push_back(i);
+      users[index.at(r.node)].push_back(i);
       ++indegree[i];
     }
   std::vector<int> order = topologicalOrder(users, indegree);
-  if (int(order.size()) != n) {
-    std::string names;
-    for (int i = 0; i < n; ++i)
-      if (indegree[i] > 0) names += (names.empty() ? "'" : ", '") + model.nodes(i).name() + "'";
-    return makeError("the graph has a cycle through nodes " + names);
-  }
+  if (int(order.size()) == n) return order;
+  std::string names;
+  for (int i = 0; i < n; ++i)
+    if (indegree[i] > 0) names += (names.empty() ? "'" : ", '") + model.nodes(i).name() + "'";
+  return makeError("the graph has a cycle through nodes " + names);
+}
 
+// Adds the resolved nodes to a graph in `order`.
+Result<Graph> assemble(const proto::ModelDef& model, std::vector<Pending>& pending,
+                       const std::vector<int>& order, int64_t batch) {
   Graph g;
   std::map<std::string, NodeId> built;
   for (int i : order) {
@@ -317,7 +320,7 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     Node node;
     node.name = nd.name();
     node.op = pending[i].op;
-    node.attrs = pending[i].attrs;
+    node.attrs = std::move(pending[i].attrs);
     for (const auto& r : pending[i].inputs)
       node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
     addPersistentInputs(g, node);
@@ -337,6 +340,32 @@ Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
     }
   }
   return g;
+}
+
+}  // namespace
+
+Result<Graph> buildGraph(const proto::ModelDef& model, int64_t batch) {
+  if (model.blocks_size() > 0 || hasInstances(model)) {
+    auto flat = inlineBlocks(model);
+    if (!flat) return flat.error();
+    proto::ModelDef m = std::move(*flat);
+    m.clear_blocks();
+    return buildGraph(m, batch);
+  }
+  if (readsDataLabels(model)) return buildGraph(withDataLabels(model), batch);
+  auto index = indexNames(model);
+  if (!index) return index.error();
+  // Resolve ops, attributes and input references before ordering.
+  std::vector<Pending> pending;
+  pending.reserve(model.nodes_size());
+  for (int i = 0; i < model.nodes_size(); ++i) {
+    auto p = resolveNode(model, i, *index);
+    if (!p) return p.error();
+    pending.push_back(std::move(*p));
+  }
+  auto order = orderNodes(model, pending, *index);
+  if (!order) return order.error();
+  return assemble(model, pending, *order, batch);
 }
 
 }  // namespace netloom

@@ -194,8 +194,15 @@ class ModelGen {
     return makeError("node '" + node + "': " + why);
   }
 
-  // Lowers every node of `s` (and, depth first, of every instance in it).
-  Status build(Scope& s) {
+  // The names a scope's lowering has taken: local variables, module attributes, and
+  // each node's variable per output port.
+  struct Names {
+    std::set<std::string> vars, attrs;
+    std::map<std::string, std::vector<std::string>> outVars;
+  };
+
+  // The nodes of `s` in an order that computes each after what it reads.
+  Result<std::vector<int>> nodeOrder(const Scope& s) const {
     const proto::ModelDef& body = *s.body;
     std::map<std::string, int> index;
     for (int i = 0; i < body.nodes_size(); ++i) index[body.nodes(i).name()] = i;
@@ -205,97 +212,129 @@ class ModelGen {
       for (const std::string& in : body.nodes(i).inputs()) {
         auto it = index.find(splitInputRef(in).first);
         if (it == index.end())
-          return fail(s.prefix + body.nodes(i).name(), "reads '" + in + "', which is not a node");
+          return fail(s.prefix + body.nodes(i).name(), "reads '" + in + "', which is not a node")
+              .error();
         users[it->second].push_back(i);
         ++indegree[i];
       }
     std::vector<int> order = topologicalOrder(users, indegree);
     if (int(order.size()) != body.nodes_size())
       return makeError("model '" + body.name() + "' has a cycle");
-    std::set<std::string> vars = reservedVars(), attrs = moduleMembers();
-    std::map<std::string, std::vector<std::string>> outVars;  // node -> variable per port
-    for (int i : order) {
+    return order;
+  }
+
+  // An Input (of the model, or of a block): the features become forward()'s
+  // argument; other fields (labels) are read by train.py only.
+  Status addInput(Scope& s, const proto::NodeDef& nd, Names& names) {
+    const std::string full = s.prefix + nd.name();
+    if (nd.op() == "Input" && !s.prefix.empty()) return fail(full, "an Input inside a block");
+    bool feature = nd.op() == kBlockInputOp;
+    if (!feature) {
+      const Node* n = m_g.findNode(full);
+      feature = n && n->attrs.s("field") == "x";
+      if (feature && m_inputNode.empty()) {
+        m_inputNode = nd.name();
+        m_inputShape = n->attrs.ints("shape");
+      }
+    }
+    std::string v = unique(sanitize(nd.name()), names.vars);
+    names.outVars[nd.name()] = {v};
+    if (!feature) return {};
+    if (nd.op() == "Input" && !s.args.empty()) {
+      // Every Input of field x reads the same features.
+      s.lines.push_back(
+          Line{nd.name(), "", Lowered{{}, {}, {}, s.args[0], {}, {}, {}}, {}, {v}, {}});
+      return {};
+    }
+    s.args.push_back(v);
+    return {};
+  }
+
+  // An instance of a block: a submodule of its own, lowered depth first.
+  Status addInstance(Scope& s, const proto::NodeDef& nd, const proto::ModelDef& block, Line& line,
+                     Names& names) {
+    const std::string full = s.prefix + nd.name();
+    Scope& child = m_scopes[full + "/"];
+    child.body = &block;
+    child.prefix = full + "/";
+    line.attr = unique(sanitize(nd.name()), names.attrs);
+    if (moduleMembers().count(line.attr)) line.attr = unique(line.attr + "_", names.attrs);
+    child.torchPrefix = s.torchPrefix + line.attr + ".";
+    if (Status st = build(child); !st) return st;
+    line.child = child.prefix;
+    line.low.expr = "{m}({*})";
+    m_instances[block.name()].push_back(child.prefix);
+    std::string base = unique(sanitize(nd.name()), names.vars);
+    line.outs.push_back(base);
+    for (int p = 1; p < block.outputs_size(); ++p)
+      line.outs.push_back(unique(base + "_" + std::to_string(p), names.vars));
+    return {};
+  }
+
+  // A node of an op: its PyTorch form, its parameters renamed where the module's
+  // attribute path differs from NetLoom's name. False: not part of forward().
+  Result<bool> addOp(Scope& s, const proto::NodeDef& nd, Line& line, Names& names) {
+    const std::string full = s.prefix + nd.name();
+    const Node* n = m_g.findNode(full);
+    if (!n) return fail(full, "is not in the built model").error();
+    if (n->op->role == OpRole::Loss || n->op->role == OpRole::Metric) {
+      if (!s.prefix.empty())
+        return fail(full, "a loss or metric inside a block (train.py computes them at the top)")
+            .error();
+      return false;
+    }
+    auto low = lowerNode(m_g, *n, nd);
+    if (!low) return low.error();
+    line.low = std::move(*low);
+    if (!line.low.ctor.empty()) {
+      line.attr = unique(sanitize(nd.name()), names.attrs);
+      for (const std::string& p : line.low.paramNames) {
+        std::string from = full + "." + p, to = s.torchPrefix + line.attr + "." + p;
+        if (from != to) m_renames[from] = to;
+      }
+    }
+    line.outs.push_back(unique(sanitize(nd.name()), names.vars));
+    return true;
+  }
+
+  // Lowers every node of `s` (and, depth first, of every instance in it).
+  Status build(Scope& s) {
+    const proto::ModelDef& body = *s.body;
+    auto order = nodeOrder(s);
+    if (!order) return order.error();
+    Names names{reservedVars(), moduleMembers(), {}};
+    for (int i : *order) {
       const proto::NodeDef& nd = body.nodes(i);
-      std::string full = s.prefix + nd.name();
+      const std::string full = s.prefix + nd.name();
       if (nd.op() == kBlockInputOp || nd.op() == "Input") {
-        if (nd.op() == "Input" && !s.prefix.empty()) return fail(full, "an Input inside a block");
-        bool feature = nd.op() == kBlockInputOp;
-        if (!feature) {
-          const Node* n = m_g.findNode(full);
-          feature = n && n->attrs.s("field") == "x";
-          if (feature && m_inputNode.empty()) {
-            m_inputNode = nd.name();
-            m_inputShape = n->attrs.ints("shape");
-          }
-        }
-        std::string v = unique(sanitize(nd.name()), vars);
-        outVars[nd.name()] = {v};
-        if (!feature) continue;
-        if (nd.op() == "Input" && !s.args.empty()) {
-          // Every Input of field x reads the same features.
-          s.lines.push_back(
-              Line{nd.name(), "", Lowered{{}, {}, {}, s.args[0], {}, {}, {}}, {}, {v}, {}});
-          continue;
-        }
-        s.args.push_back(v);
+        if (Status st = addInput(s, nd, names); !st) return st;
         continue;
       }
-      const proto::ModelDef* block = findBlock(m_model, nd.op());
       Line line;
       line.node = nd.name();
       for (const std::string& in : nd.inputs()) {
         auto [name, port] = splitInputRef(in);
-        const auto& ov = outVars[name];
+        const auto& ov = names.outVars[name];
         if (port >= int(ov.size()))
           return fail(full, "reads output " + std::to_string(port) + " of '" + name +
                                 "', which has no PyTorch counterpart");
         line.ins.push_back(ov[port]);
       }
-      if (block) {
-        Scope& child = m_scopes[full + "/"];
-        child.body = block;
-        child.prefix = full + "/";
-        line.attr = unique(sanitize(nd.name()), attrs);
-        if (moduleMembers().count(line.attr)) line.attr = unique(line.attr + "_", attrs);
-        child.torchPrefix = s.torchPrefix + line.attr + ".";
-        if (Status st = build(child); !st) return st;
-        line.child = child.prefix;
-        line.low.expr = "{m}({*})";
-        m_instances[block->name()].push_back(child.prefix);
-        std::string base = unique(sanitize(nd.name()), vars);
-        line.outs.push_back(base);
-        for (int p = 1; p < block->outputs_size(); ++p)
-          line.outs.push_back(unique(base + "_" + std::to_string(p), vars));
-        outVars[nd.name()] = line.outs;
-        s.lines.push_back(std::move(line));
-        continue;
+      if (const proto::ModelDef* block = findBlock(m_model, nd.op())) {
+        if (Status st = addInstance(s, nd, *block, line, names); !st) return st;
+      } else {
+        auto added = addOp(s, nd, line, names);
+        if (!added) return added.error();
+        if (!*added) continue;
       }
-      const Node* n = m_g.findNode(full);
-      if (!n) return fail(full, "is not in the built model");
-      if (n->op->role == OpRole::Loss || n->op->role == OpRole::Metric) {
-        if (!s.prefix.empty())
-          return fail(full, "a loss or metric inside a block (train.py computes them at the top)");
-        continue;
-      }
-      auto low = lowerNode(m_g, *n, nd);
-      if (!low) return low.error();
-      line.low = std::move(*low);
-      if (!line.low.ctor.empty()) {
-        line.attr = unique(sanitize(nd.name()), attrs);
-        for (const std::string& p : line.low.paramNames) {
-          std::string from = full + "." + p, to = s.torchPrefix + line.attr + "." + p;
-          if (from != to) m_renames[from] = to;
-        }
-      }
-      line.outs.push_back(unique(sanitize(nd.name()), vars));
-      outVars[nd.name()] = line.outs;
+      names.outVars[nd.name()] = line.outs;
       s.lines.push_back(std::move(line));
     }
-    m_outVars[s.prefix] = outVars;
+    m_outVars[s.prefix] = names.outVars;
     if (!s.prefix.empty())
       for (const std::string& o : body.outputs()) {
         auto [name, port] = splitInputRef(o);
-        const auto& ov = outVars[name];
+        const auto& ov = names.outVars[name];
         if (port >= int(ov.size())) return fail(s.prefix + name, "output '" + o + "' is not there");
         s.returns.push_back(ov[port]);
       }

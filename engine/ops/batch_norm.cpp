@@ -3,12 +3,15 @@
 // (running = (1 - momentum)·running + momentum·batch, the variance unbiased), as
 // PyTorch does; in evaluation, uses the running statistics. The batch statistics are
 // hidden outputs the backward pass reads.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
 
-void registerBatchNorm(OpRegistry& r) {
+namespace {
+
+std::vector<AttrDef> batchNormAttrs() {
   std::vector<AttrDef> attrs = {
       intAttr("num_features", 0, 0, 1 << 24, "expected channels; 0 takes them from the input"),
       floatAttr("eps", 1e-5, 0.0, 1.0, "added to the variance"),
@@ -21,6 +24,10 @@ void registerBatchNorm(OpRegistry& r) {
                  "activation applied to the output in the same kernel (set by fusion)"),
   };
   attrs.back().internal = true;
+  return attrs;
+}
+
+OpDef batchNorm(const std::vector<AttrDef>& attrs) {
   OpDef d;
   d.name = "BatchNorm";
   d.foldsInto = "FoldBatchNorm";
@@ -66,8 +73,30 @@ void registerBatchNorm(OpRegistry& r) {
     fillConstant(p[k++], 1.0f);  // running_var
   };
   d.flops = [](const InferCtx& c) { return 4 * numel(c.in[0].shape); };
-  r.add(std::move(d));
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    const Attrs& a = c.attrs();
+    const Shape& x = c.inShape(0);
+    // NetLoom's momentum is PyTorch's: the batch's weight in the running statistics.
+    const size_t rank = x.size();
+    TorchLowering l = TorchCtx::module(
+        rank <= 3   ? "nn.BatchNorm1d"
+        : rank == 4 ? "nn.BatchNorm2d"
+                    : "nn.BatchNorm3d",
+        {c.pos("num_features", pyInt(x[1]), ""), c.arg("eps", pyFloat(a.f("eps")), "eps", "1e-05"),
+         c.arg("momentum", pyFloat(a.f("momentum")), "momentum", "0.1"),
+         c.arg("affine", pyBool(a.b("affine")), "affine", "True")});
+    if (rank > 5) {
+      // PyTorch's modules stop at five dimensions; the statistics are per channel over
+      // everything else either way, so the positions are flattened into one.
+      l.ctor = "nn.BatchNorm1d";
+      l.expr = "{m}({0}.flatten(2)).view_as({0})";
+    }
+    return l;
+  };
+  return d;
+}
 
+OpDef batchNormGrad(const std::vector<AttrDef>& attrs) {
   OpDef g;
   g.name = "BatchNormGrad";
   g.layoutPorts = LayoutPorts{{0, 1}, {0}, {}, false};
@@ -86,8 +115,11 @@ void registerBatchNorm(OpRegistry& r) {
     c.out[1] = c.out[2] = c.in[2];
     return true;
   };
-  r.add(std::move(g));
+  return g;
+}
 
+// A layer's weight and bias with the evaluation-mode BatchNorm after it folded in.
+OpDef foldBatchNorm(const std::vector<AttrDef>& attrs) {
   OpDef f;
   f.name = "FoldBatchNorm";
   f.category = "Internal";
@@ -105,7 +137,16 @@ void registerBatchNorm(OpRegistry& r) {
     c.out[1] = TensorDesc{{c.in[0].shape[0]}, DType::F32, {}};
     return true;
   };
-  r.add(std::move(f));
+  return f;
+}
+
+}  // namespace
+
+void registerBatchNorm(OpRegistry& r) {
+  const std::vector<AttrDef> attrs = batchNormAttrs();
+  r.add(batchNorm(attrs));
+  r.add(batchNormGrad(attrs));
+  r.add(foldBatchNorm(attrs));
 }
 
 }  // namespace netloom

@@ -270,6 +270,33 @@ Pd preferStored(const dnnl::memory::desc& stored, const dnnl::memory::desc& any,
   return make(any);
 }
 
+// Binds a primitive's arguments to the kernel's slots (-1: its output).
+struct Binder {
+  DnnlConv& st;
+  const WeightGeometry& geo;
+  const dnnl::memory::desc& wei;  // the weights as stored
+
+  void bind(int arg, int slot, const dnnl::memory::desc& d) {
+    dnnl::memory m(d, dnnlEngine(), DNNL_MEMORY_NONE);
+    st.slots.push_back({slot, m});
+    st.args[arg] = m;
+  }
+  // The weights (or their gradient, `out`) at slot `slot`, in PyTorch's layout there
+  // and in `chosen` for the primitive.
+  void bindWeights(int arg, int slot, const dnnl::memory::desc& chosen, bool out) {
+    st.geometry = geo;
+    st.weights = chosen;
+    if (chosen == wei) return bind(arg, slot, wei);
+    dnnl::memory user(wei, dnnlEngine(), DNNL_MEMORY_NONE), own(chosen, dnnlEngine());
+    st.slots.push_back({slot, user});
+    st.args[arg] = own;
+    if (out)
+      st.after.push_back({dnnl::reorder(own, user), own, user});
+    else
+      st.before.push_back({dnnl::reorder(user, own), user, own});
+  }
+};
+
 // `run`: the primitive will run, so its scratchpad is allocated; a primitive built
 // only to ask oneDNN something (whether it takes a configuration, which weight
 // layout it reads) needs none, which at large batches is gigabytes.
@@ -301,34 +328,16 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
                             strides, dil, padL, padR),
       attr, eng);
   auto st = std::make_shared<DnnlConv>();
-  auto bind = [&](int arg, int slot, const dnnl::memory::desc& d) {
-    dnnl::memory m(d, eng, DNNL_MEMORY_NONE);
-    st->slots.push_back({slot, m});
-    st->args[arg] = m;
-  };
-  // The weights (or their gradient, `out`) at slot `slot`, in PyTorch's layout there
-  // and in `chosen` for the primitive.
-  auto bindWeights = [&](int arg, int slot, const dnnl::memory::desc& chosen, bool out) {
-    st->geometry = geo;
-    st->weights = chosen;
-    if (chosen == wei) return bind(arg, slot, wei);
-    dnnl::memory user(wei, eng, DNNL_MEMORY_NONE), own(chosen, eng);
-    st->slots.push_back({slot, user});
-    st->args[arg] = own;
-    if (out)
-      st->after.push_back({dnnl::reorder(own, user), own, user});
-    else
-      st->before.push_back({dnnl::reorder(user, own), user, own});
-  };
+  Binder b{*st, geo, wei};
   dnnl::memory::desc scratch;
   if (pass == Pass::Forward) {
     st->prim = typename P::Fwd(fwd);
     st->impl = fwd.impl_info_str();
     scratch = fwd.scratchpad_desc();
-    bind(DNNL_ARG_SRC, 0, src);
-    bindWeights(DNNL_ARG_WEIGHTS, 1, fwd.weights_desc(), false);
-    if (k.bias) bind(DNNL_ARG_BIAS, 2, bias);
-    bind(DNNL_ARG_DST, -1, dst);
+    b.bind(DNNL_ARG_SRC, 0, src);
+    b.bindWeights(DNNL_ARG_WEIGHTS, 1, fwd.weights_desc(), false);
+    if (k.bias) b.bind(DNNL_ARG_BIAS, 2, bias);
+    b.bind(DNNL_ARG_DST, -1, dst);
   } else if (pass == Pass::Data) {
     auto pd = preferStored<typename P::Data::primitive_desc>(wei, weiAny, [&](const auto& wd) {
       return typename P::Data::primitive_desc(
@@ -337,9 +346,9 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
     st->prim = typename P::Data(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
-    bind(DNNL_ARG_DIFF_DST, 0, dst);
-    bindWeights(DNNL_ARG_WEIGHTS, 2, pd.weights_desc(), false);
-    bind(DNNL_ARG_DIFF_SRC, -1, src);
+    b.bind(DNNL_ARG_DIFF_DST, 0, dst);
+    b.bindWeights(DNNL_ARG_WEIGHTS, 2, pd.weights_desc(), false);
+    b.bind(DNNL_ARG_DIFF_SRC, -1, src);
   } else {
     auto pd = preferStored<typename P::Weights::primitive_desc>(wei, weiAny, [&](const auto& wd) {
       return typename P::Weights::primitive_desc(
@@ -349,9 +358,9 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
     st->prim = typename P::Weights(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
-    bind(DNNL_ARG_DIFF_DST, 0, dst);
-    bind(DNNL_ARG_SRC, 1, src);
-    bindWeights(DNNL_ARG_DIFF_WEIGHTS, -1, pd.diff_weights_desc(), true);
+    b.bind(DNNL_ARG_DIFF_DST, 0, dst);
+    b.bind(DNNL_ARG_SRC, 1, src);
+    b.bindWeights(DNNL_ARG_DIFF_WEIGHTS, -1, pd.diff_weights_desc(), true);
   }
   if (run && scratch.get_size() > 0) {
     st->scratchpad = dnnl::memory(scratch, eng);
@@ -427,6 +436,80 @@ dnnl::memory::desc reorderDesc(const TensorDesc& d, const TensorDesc& other) {
   return activationDesc(d.shape, d.layout);
 }
 
+// Per-channel sums (the bias gradient): each thread owns a band of channels and
+// walks the batch in order, so the result does not depend on the thread count. In
+// nChw16c a band is a block of 16 channels, summed lane by lane.
+KernelFn makeReduceChannels(const KernelSig& s) {
+  const Shape& x = s.in[0].shape;
+  int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
+  if (s.in[0].layout == Layout::Blocked16) {
+    int64_t blocks = paddedChannels(c) / 16;  // the last block's padding not summed
+    return [n, c, blocks, inner](const KernelIO& io) {
+      const float* x = io.in[0].f32();
+      float* y = io.out[0].f32();
+      parallelFor(blocks, grainFor(n * inner * 16), [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          double acc[16] = {};
+          for (int64_t i = 0; i < n; ++i) {
+            const float* p = x + (i * blocks + b) * inner * 16;
+            float plane[16] = {};
+            for (int64_t j = 0; j < inner; ++j)
+#pragma omp simd
+              for (int l = 0; l < 16; ++l) plane[l] += p[j * 16 + l];
+            for (int l = 0; l < 16; ++l) acc[l] += plane[l];
+          }
+          for (int l = 0; l < 16 && b * 16 + l < c; ++l) y[b * 16 + l] = float(acc[l]);
+        }
+      });
+    };
+  }
+  return [n, c, inner](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(c, grainFor(n * inner), [&](int64_t lo, int64_t hi) {
+      for (int64_t ch = lo; ch < hi; ++ch) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float* p = x + (i * c + ch) * inner;
+          float plane = 0.f;
+#pragma omp simd reduction(+ : plane)
+          for (int64_t j = 0; j < inner; ++j) plane += p[j];
+          acc += plane;
+        }
+        y[ch] = float(acc);
+      }
+    });
+  };
+}
+
+// Layout conversions the compiler's layout pass places between the blocked and the
+// plain parts of a plan.
+std::string declineReorder(const KernelSig& s) {
+  bool packed = s.in[0].layout == Layout::Packed || s.out[0].layout == Layout::Packed;
+  if (packed && s.in[0].layout != Layout::Plain && s.out[0].layout != Layout::Plain)
+    return "converts packed weights to and from PyTorch's layout only";
+  WeightGeometry g;
+  dnnl::memory::desc md;
+  for (const TensorDesc* d : {&s.in[0], &s.out[0]})
+    if (d->layout == Layout::Packed && !packedDesc(*d, g, md))
+      return "unknown packed format '" + d->format + "'";
+  if (!packed && s.in[0].shape.size() != 4) return "activations are 4-D";
+  return {};
+}
+
+KernelFn makeReorder(const KernelSig& s) {
+  void* none = DNNL_MEMORY_NONE;
+  auto from = std::make_shared<dnnl::memory>(reorderDesc(s.in[0], s.out[0]), dnnlEngine(), none);
+  auto to = std::make_shared<dnnl::memory>(reorderDesc(s.out[0], s.in[0]), dnnlEngine(), none);
+  auto prim = std::make_shared<dnnl::reorder>(*from, *to);
+  return [from, to, prim](const KernelIO& io) {
+    from->set_data_handle(io.in[0].data);
+    to->set_data_handle(io.out[0].data);
+    prim->execute(dnnlStream(), *from, *to);
+    dnnlStream().wait();
+  };
+}
+
 }  // namespace
 
 void registerConv(KernelRegistry& r) {
@@ -463,86 +546,10 @@ void registerConv(KernelRegistry& r) {
           kernel(e.reference, [t, p](const KernelSig& s) { return makeReference(s, t, p); }));
   }
 
-  // Per-channel sums (the bias gradient): each thread owns a band of channels and
-  // walks the batch in order, so the result does not depend on the thread count. In
-  // nChw16c a band is a block of 16 channels, summed lane by lane.
   r.add("ReduceChannels", DeviceKind::Cpu,
-        {"cpu.reduce_channels", [](const KernelSig&) { return std::string(); },
-         [](const KernelSig& s) -> KernelFn {
-           const Shape& x = s.in[0].shape;
-           int64_t n = x[0], c = x[1], inner = numel(x) / std::max<int64_t>(1, n * c);
-           if (s.in[0].layout == Layout::Blocked16) {
-             int64_t blocks = paddedChannels(c) / 16;  // the last block's padding not summed
-             return [n, c, blocks, inner](const KernelIO& io) {
-               const float* x = io.in[0].f32();
-               float* y = io.out[0].f32();
-               parallelFor(blocks, grainFor(n * inner * 16), [&](int64_t lo, int64_t hi) {
-                 for (int64_t b = lo; b < hi; ++b) {
-                   double acc[16] = {};
-                   for (int64_t i = 0; i < n; ++i) {
-                     const float* p = x + (i * blocks + b) * inner * 16;
-                     float plane[16] = {};
-                     for (int64_t j = 0; j < inner; ++j)
-#pragma omp simd
-                       for (int l = 0; l < 16; ++l) plane[l] += p[j * 16 + l];
-                     for (int l = 0; l < 16; ++l) acc[l] += plane[l];
-                   }
-                   for (int l = 0; l < 16 && b * 16 + l < c; ++l) y[b * 16 + l] = float(acc[l]);
-                 }
-               });
-             };
-           }
-           return [n, c, inner](const KernelIO& io) {
-             const float* x = io.in[0].f32();
-             float* y = io.out[0].f32();
-             parallelFor(c, grainFor(n * inner), [&](int64_t lo, int64_t hi) {
-               for (int64_t ch = lo; ch < hi; ++ch) {
-                 double acc = 0;
-                 for (int64_t i = 0; i < n; ++i) {
-                   const float* p = x + (i * c + ch) * inner;
-                   float plane = 0.f;
-#pragma omp simd reduction(+ : plane)
-                   for (int64_t j = 0; j < inner; ++j) plane += p[j];
-                   acc += plane;
-                 }
-                 y[ch] = float(acc);
-               }
-             });
-           };
-         },
+        {"cpu.reduce_channels", [](const KernelSig&) { return std::string(); }, makeReduceChannels,
          true});
-
-  // Layout conversions the compiler's layout pass places between the blocked and the
-  // plain parts of a plan.
-  r.add("Reorder", DeviceKind::Cpu,
-        {"onednn.reorder",
-         [](const KernelSig& s) -> std::string {
-           bool packed = s.in[0].layout == Layout::Packed || s.out[0].layout == Layout::Packed;
-           if (packed && s.in[0].layout != Layout::Plain && s.out[0].layout != Layout::Plain)
-             return "converts packed weights to and from PyTorch's layout only";
-           WeightGeometry g;
-           dnnl::memory::desc md;
-           for (const TensorDesc* d : {&s.in[0], &s.out[0]})
-             if (d->layout == Layout::Packed && !packedDesc(*d, g, md))
-               return "unknown packed format '" + d->format + "'";
-           if (!packed && s.in[0].shape.size() != 4) return "activations are 4-D";
-           return {};
-         },
-         [](const KernelSig& s) -> KernelFn {
-           void* none = DNNL_MEMORY_NONE;
-           auto from =
-               std::make_shared<dnnl::memory>(reorderDesc(s.in[0], s.out[0]), dnnlEngine(), none);
-           auto to =
-               std::make_shared<dnnl::memory>(reorderDesc(s.out[0], s.in[0]), dnnlEngine(), none);
-           auto prim = std::make_shared<dnnl::reorder>(*from, *to);
-           return [from, to, prim](const KernelIO& io) {
-             from->set_data_handle(io.in[0].data);
-             to->set_data_handle(io.out[0].data);
-             prim->execute(dnnlStream(), *from, *to);
-             dnnlStream().wait();
-           };
-         },
-         true});
+  r.add("Reorder", DeviceKind::Cpu, {"onednn.reorder", declineReorder, makeReorder, true});
 }
 
 }  // namespace netloom::cpu

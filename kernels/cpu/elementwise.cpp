@@ -158,6 +158,51 @@ bool keepsPaddingZero(const KernelSig& s, const std::function<KernelFn(const Ker
   return std::all_of(y.begin(), y.end(), [](float v) { return v == 0.f; });
 }
 
+// Each element's draw is keyed by its logical NCHW index, so a blocked tensor gets
+// the very mask the plain one would.
+KernelFn makeDropout(const KernelSig& s) {
+  float p = float(s.attrs->f("p"));
+  uint64_t salt = uint64_t(s.attrs->i("__salt"));
+  KernelFn passThrough = copy(s);
+  bool blocked = s.in[0].layout == Layout::Blocked16;
+  const Shape& x = s.in[0].shape;
+  int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
+  const int64_t stored = storedElements(s.out[0]);
+  return [p, salt, passThrough, blocked, c, area, stored](const KernelIO& io) {
+    if (!io.ctx->training || p == 0.f) return passThrough(io);
+    fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
+                     1.f / (1.f - p)};
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    if (!blocked) {
+      parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) y[i] = drop(x[i], uint64_t(i));
+      });
+      return;
+    }
+    // Blocked, block by block of 16 channels at one position: element
+    // ((n · C/16 + cb) · area + hw) · 16 + lane is channel cb · 16 + lane of sample n,
+    // plain index (n · C + cb · 16 + lane) · area + hw. No division per element, so
+    // the lanes vectorise. A padded block's padding is zero, and so stays.
+    const int64_t blocks = paddedChannels(c) / 16, planes = stored / (16 * area);
+    parallelFor(
+        planes, std::max<int64_t>(1, kParallelGrain / (16 * area)), [&](int64_t lo, int64_t hi) {
+          for (int64_t nb = lo; nb < hi; ++nb) {
+            const int64_t n = nb / blocks, cb = nb % blocks;
+            const uint64_t first = uint64_t((n * c + cb * 16) * area);
+            const float* xb = x + nb * area * 16;
+            float* yb = y + nb * area * 16;
+            for (int64_t hw = 0; hw < area; ++hw) {
+#pragma omp simd
+              for (int64_t lane = 0; lane < 16; ++lane)
+                yb[hw * 16 + lane] = drop(xb[hw * 16 + lane], first + uint64_t(lane * area + hw));
+            }
+          }
+        });
+  };
+}
+
 }  // namespace
 
 void registerElementwise(KernelRegistry& r) {
@@ -197,50 +242,7 @@ void registerElementwise(KernelRegistry& r) {
       },
       false);
 
-  // Each element's draw is keyed by its logical NCHW index, so a blocked tensor gets
-  // the very mask the plain one would.
-  add("Dropout", [](const KernelSig& s) -> KernelFn {
-    float p = float(s.attrs->f("p"));
-    uint64_t salt = uint64_t(s.attrs->i("__salt"));
-    KernelFn passThrough = copy(s);
-    bool blocked = s.in[0].layout == Layout::Blocked16;
-    const Shape& x = s.in[0].shape;
-    int64_t c = blocked ? x[1] : 0, area = blocked ? x[2] * x[3] : 0;
-    const int64_t stored = storedElements(s.out[0]);
-    return [p, salt, passThrough, blocked, c, area, stored](const KernelIO& io) {
-      if (!io.ctx->training || p == 0.f) return passThrough(io);
-      fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
-                       1.f / (1.f - p)};
-      const float* x = io.in[0].f32();
-      float* y = io.out[0].f32();
-      if (!blocked) {
-        parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-          for (int64_t i = lo; i < hi; ++i) y[i] = drop(x[i], uint64_t(i));
-        });
-        return;
-      }
-      // Blocked, block by block of 16 channels at one position: element
-      // ((n · C/16 + cb) · area + hw) · 16 + lane is channel cb · 16 + lane of sample n,
-      // plain index (n · C + cb · 16 + lane) · area + hw. No division per element, so
-      // the lanes vectorise. A padded block's padding is zero, and so stays.
-      const int64_t blocks = paddedChannels(c) / 16, planes = stored / (16 * area);
-      parallelFor(
-          planes, std::max<int64_t>(1, kParallelGrain / (16 * area)), [&](int64_t lo, int64_t hi) {
-            for (int64_t nb = lo; nb < hi; ++nb) {
-              const int64_t n = nb / blocks, cb = nb % blocks;
-              const uint64_t first = uint64_t((n * c + cb * 16) * area);
-              const float* xb = x + nb * area * 16;
-              float* yb = y + nb * area * 16;
-              for (int64_t hw = 0; hw < area; ++hw) {
-#pragma omp simd
-                for (int64_t lane = 0; lane < 16; ++lane)
-                  yb[hw * 16 + lane] = drop(xb[hw * 16 + lane], first + uint64_t(lane * area + hw));
-              }
-            }
-          });
-    };
-  });
+  add("Dropout", makeDropout);
 }
 
 }  // namespace netloom::cpu
