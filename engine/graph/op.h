@@ -19,6 +19,8 @@ namespace netloom {
 class Graph;
 class GradBuilder;
 class Rng;
+class TorchCtx;
+struct TorchLowering;
 
 enum class AttrKind { Int, Float, Bool, String, Ints };
 
@@ -147,9 +149,13 @@ struct OpDef {
   // engine/ops/elementwise/ do): `onnxForm` is the op as ONNX nodes, an expression
   // over the input x and the attributes (engine/interop/onnx_form.h), which both the
   // export writes and the import recognises; `torchForm` a PyTorch function called
-  // as f(x, attribute=value, ...). Empty: the interop code has the op's own case.
+  // as f(x, attribute=value, ...).
   std::string onnxForm;
   std::string torchForm;
+  // The op as PyTorch where it is more than a function of x (a module, an
+  // expression, arguments computed from shapes): engine/graph/torch_lowering.h.
+  // Unset with torchForm empty: the PyTorch export refuses the op, naming it.
+  std::function<Result<TorchLowering>(const TorchCtx&)> torch;
   // Forward cost for model summaries: floating-point operations for the whole batch
   // (a multiply-add counts two).
   std::function<int64_t(const InferCtx&)> flops;

@@ -9,17 +9,18 @@
 #include <vector>
 
 #include "engine/graph/graph.h"
+#include "engine/graph/torch_lowering.h"
 #include "engine/proto/project.pb.h"
 #include "engine/util/status.h"
 
 namespace netloom::pytorch {
 
 // Python source for values the generated code spells out.
-std::string pyInt(int64_t v);
-std::string pyFloat(double v);
-std::string pyBool(bool v);
-std::string pyStr(const std::string& s);
-std::string pyTuple(const std::vector<int64_t>& v);  // "(1, 2)", "(3,)", "()"
+using netloom::pyBool;
+using netloom::pyFloat;
+using netloom::pyInt;
+using netloom::pyStr;
+using netloom::pyTuple;
 
 // Whether `s` can be written as a Python attribute or variable as it is.
 bool isIdentifier(const std::string& s);
@@ -28,31 +29,9 @@ bool isIdentifier(const std::string& s);
 // digit. Deterministic; callers make it unique.
 std::string sanitize(const std::string& name);
 
-// One argument of a constructor or a call. `slot` names the block param the value
-// came from ("$p" in the block's definition), so a block class can take it as its
-// own argument; `dflt` is PyTorch's default, which lets the argument be left out.
-struct Arg {
-  std::string key;  // keyword; empty: positional
-  std::string value;
-  std::string slot;
-  std::string dflt;
-  std::string label;  // a positional argument's name, for a block class's own arguments
-};
-
-// One node as PyTorch: a module it owns (constructed in __init__) and the expression
-// forward() assigns to its outputs. In `expr`, {m} is the module, {0}, {1}, … the
-// inputs, {*} all inputs joined, {aK} the K-th of `fwdArgs`. With `call` set the
-// expression is `call(inputs…, fwdArgs…)` and arguments equal to their default are
-// left out.
-struct Lowered {
-  std::string ctor;  // "nn.Conv2d", a block class; empty: no module
-  std::vector<Arg> ctorArgs;
-  std::string call;
-  std::string expr;
-  std::vector<Arg> fwdArgs;
-  std::vector<std::string> paramNames;  // NetLoom's, in the module's state dict order
-  std::string init;  // NetLoom's initialiser of the weight when not PyTorch's default
-};
+// One node as PyTorch (engine/graph/torch_lowering.h).
+using Arg = TorchArg;
+using Lowered = TorchLowering;
 
 // Lowers a built node (attributes resolved, shapes inferred) of `g`. `def` is the
 // node as written, whose "$p" attributes name slots. Fails naming the node and op

@@ -1,4 +1,5 @@
 // Add: element-wise sum of two tensors of the same shape (residual connections).
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -30,6 +31,7 @@ void registerAdd(OpRegistry& r) {
     b.addGrad(1, dy);
   };
   d.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
+  d.torch = [](const TorchCtx&) -> Result<TorchLowering> { return TorchCtx::expr("{0} + {1}"); };
   r.add(std::move(d));
 }
 

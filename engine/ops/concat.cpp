@@ -1,5 +1,6 @@
 // Concat: joins tensors along one axis; its gradient slices the incoming gradient
 // back into the pieces.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -48,6 +49,10 @@ void registerConcat(OpRegistry& r) {
       }
       start += len;
     }
+  };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::expr("torch.cat([{*}], dim={a0})",
+                          {c.arg("", pyInt(c.attrs().i("axis")), "axis")});
   };
   r.add(std::move(d));
 

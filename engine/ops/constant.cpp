@@ -1,4 +1,5 @@
 // Constant: a tensor filled with one value; autodiff seeds the loss gradient with it.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -15,6 +16,11 @@ void registerConstant(OpRegistry& r) {
   d.infer = [](InferCtx& c) {
     c.out[0] = TensorDesc{c.attrs.ints("shape"), DType::F32, {}};
     return true;
+  };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::expr("torch.full({a0}, {a1})",
+                          {c.arg("", pyTuple(c.attrs().ints("shape")), "shape"),
+                           c.arg("", pyFloat(c.attrs().f("value")), "value")});
   };
   r.add(std::move(d));
 }

@@ -96,6 +96,38 @@ OpDef convGradOp(std::string name, std::string doc, bool transposed) {
   return g;
 }
 
+Result<TorchLowering> convTorch(const TorchCtx& c, bool transposed) {
+  const Attrs& a = c.attrs();
+  const Shape& x = c.inShape(0);
+  TorchLowering l =
+      TorchCtx::module(transposed ? "nn.ConvTranspose2d" : "nn.Conv2d",
+                       {c.pos("in_channels", pyInt(x[1]), ""),
+                        c.pos("out_channels", pyInt(a.i("out_channels")), "out_channels"),
+                        c.arg("kernel_size", c.pair("kernel_size", 1), "kernel_size"),
+                        c.arg("stride", c.pair("stride", 1), "stride", "1")});
+  Window2d w;
+  std::string err = transposed ? convTransposeWindow(a, x, w) : convWindow(a, x, w);
+  if (!err.empty()) return c.refuse(err);
+  if (!transposed && a.b("same_padding") && (w.padTop != w.padBottom || w.padLeft != w.padRight)) {
+    // TensorFlow's "same" pads the extra row and column at the end, which a
+    // convolution's own (symmetric) padding cannot: pad first, as PyTorch's
+    // padding="same" does for stride 1.
+    l.ctorArgs.push_back(c.arg("padding", "0", "", "0"));
+    l.expr = "{m}(F.pad({0}, {a0}))";
+    l.fwdArgs = {c.arg("", pyTuple({w.padLeft, w.padRight, w.padTop, w.padBottom}), "")};
+  } else {
+    std::string p = w.padTop == w.padLeft ? pyInt(w.padTop) : pyTuple({w.padTop, w.padLeft});
+    l.ctorArgs.push_back(c.arg("padding", p, a.b("same_padding") ? "" : "padding", "0"));
+  }
+  if (transposed)
+    l.ctorArgs.push_back(
+        c.arg("output_padding", c.pair("output_padding", 0), "output_padding", "0"));
+  l.ctorArgs.push_back(c.arg("dilation", c.pair("dilation", 1), "dilation", "1"));
+  l.ctorArgs.push_back(c.arg("groups", pyInt(a.i("groups")), "groups", "1"));
+  l.ctorArgs.push_back(c.arg("bias", pyBool(a.b("bias")), "bias", "True"));
+  return l;
+}
+
 }  // namespace ops
 
 using namespace ops;
@@ -129,6 +161,7 @@ void registerConv2d(OpRegistry& r) {
     const Shape& w = c.params[0].shape;
     return saturatingMul(saturatingMul(2 * numel(c.out[0].shape), w[1]), w[2] * w[3]);
   };
+  d.torch = [](const TorchCtx& c) { return convTorch(c, false); };
   r.add(std::move(d));
   r.add(convGradOp("Conv2dGradInput", "d loss / d input of Conv2d", false));
   r.add(convGradOp("Conv2dGradWeight", "d loss / d weight of Conv2d", false));

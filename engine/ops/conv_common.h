@@ -2,6 +2,7 @@
 // shape of their backward ops.
 #pragma once
 
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom::ops {
@@ -10,5 +11,7 @@ std::vector<AttrDef> convAttrs(bool transposed);
 bool inferConv(InferCtx& c, bool transposed);
 void initConv(const Attrs& a, const std::vector<TensorRef>& p, Rng& rng);
 OpDef convGradOp(std::string name, std::string doc, bool transposed);
+// nn.Conv2d or nn.ConvTranspose2d, with NetLoom's padding as PyTorch's.
+Result<TorchLowering> convTorch(const TorchCtx& c, bool transposed);
 
 }  // namespace netloom::ops

@@ -35,6 +35,7 @@ void registerConvTranspose2d(OpRegistry& r) {
     const Shape& w = c.params[0].shape;
     return saturatingMul(saturatingMul(2 * numel(c.in[0].shape), w[1]), w[2] * w[3]);
   };
+  d.torch = [](const TorchCtx& c) { return convTorch(c, true); };
   r.add(std::move(d));
   r.add(convGradOp("ConvTranspose2dGradInput", "d loss / d input of ConvTranspose2d", true));
   r.add(convGradOp("ConvTranspose2dGradWeight", "d loss / d weight of ConvTranspose2d", true));

@@ -1,4 +1,5 @@
 // Flatten: merges the dimensions from start_dim on, e.g. N×C×H×W -> N×(C·H·W).
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -27,6 +28,10 @@ void registerFlatten(OpRegistry& r) {
     return true;
   };
   d.grad = ops::reshapeGradBack;
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::call("torch.flatten",
+                          {c.arg("", pyInt(c.attrs().i("start_dim")), "start_dim")});
+  };
   r.add(std::move(d));
 }
 

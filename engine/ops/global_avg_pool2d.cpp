@@ -1,5 +1,6 @@
 // GlobalAvgPool2d: the mean of each channel over H×W, N×C×H×W -> N×C (keepdim:
 // N×C×1×1, as PyTorch's AdaptiveAvgPool2d(1)).
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -25,6 +26,11 @@ void registerGlobalAvgPool2d(OpRegistry& r) {
     b.addGrad(0, b.emit("GlobalAvgPool2dGrad", {b.outGrad(0), b.input(0)}));
   };
   d.flops = [](const InferCtx& c) { return numel(c.in[0].shape); };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::call("torch.mean",
+                          {c.arg("dim", "(2, 3)", ""),
+                           c.arg("keepdim", pyBool(c.attrs().b("keepdim")), "keepdim", "False")});
+  };
   r.add(std::move(d));
 
   OpDef g;

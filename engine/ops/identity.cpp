@@ -1,4 +1,5 @@
 // Identity: passes its input through; useful as a named tap or a graph output.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -15,6 +16,7 @@ void registerIdentity(OpRegistry& r) {
   d.elementwise = true;
   d.infer = ops::sameAsInput;
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.outGrad(0)); };
+  d.torch = [](const TorchCtx&) -> Result<TorchLowering> { return TorchCtx::expr("{0}"); };
   r.add(std::move(d));
 }
 

@@ -1,6 +1,7 @@
 // LayerNorm: normalises each sample over its last `normalized_dims` dimensions, with
 // a learned scale and shift of that trailing shape, as PyTorch's LayerNorm. The
 // per-row mean and biased variance are hidden outputs for backward.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
 
@@ -46,6 +47,16 @@ void registerLayerNorm(OpRegistry& r) {
     }
   };
   d.flops = [](const InferCtx& c) { return 5 * numel(c.in[0].shape); };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    const Attrs& a = c.attrs();
+    const Shape& x = c.inShape(0);
+    Shape tail(x.end() - a.i("normalized_dims"), x.end());
+    return TorchCtx::module(
+        "nn.LayerNorm",
+        {c.pos("normalized_shape", tail.size() == 1 ? pyInt(tail[0]) : pyTuple(tail), ""),
+         c.arg("eps", pyFloat(a.f("eps")), "eps", "1e-05"),
+         c.arg("elementwise_affine", pyBool(a.b("affine")), "affine", "True")});
+  };
   r.add(std::move(d));
 
   OpDef g;

@@ -8,6 +8,7 @@ void registerLeakyReLU(OpRegistry& r) {
   OpDef d = ops::unaryActivation("LeakyReLU", "Leaky ReLU: x if x > 0 else slope·x",
                                  "LeakyReLUGrad", false);
   d.attrs = {slope};
+  d.torchForm = "F.leaky_relu";
   r.add(std::move(d));
   r.add(ops::elementwiseGrad("LeakyReLUGrad", {slope}));
 }

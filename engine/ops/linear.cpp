@@ -2,6 +2,7 @@
 // Backward: dx = dy·W, dW = dyᵀ·x, db = column sums of dy.
 #include <cmath>
 
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
 
@@ -58,6 +59,14 @@ void registerLinear(OpRegistry& r) {
   };
   d.flops = [](const InferCtx& c) {
     return saturatingMul(2 * numel(c.out[0].shape), c.in[0].shape.back());
+  };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    const Attrs& a = c.attrs();
+    return TorchCtx::module("nn.Linear",
+                            {c.pos("in_features", pyInt(c.inShape(0).back()), ""),
+                             c.pos("out_features", pyInt(a.i("out_features")), "out_features"),
+                             c.arg("bias", pyBool(a.b("bias")), "bias", "True")},
+                            a.s("activation") == "relu" ? "F.relu({m}({0}))" : "{m}({0})");
   };
   r.add(std::move(d));
 

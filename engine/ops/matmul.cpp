@@ -1,5 +1,6 @@
 // MatMul: a 2-D product over tensors viewed as rows × last dimension. Linear's
 // backward uses it; transposes are attributes so no transpose copies are made.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -37,6 +38,13 @@ void registerMatMul(OpRegistry& r) {
     const Shape& a = c.in[0].shape;
     int64_t k = c.attrs.b("trans_a") ? numel(a) / a.back() : a.back();
     return saturatingMul(2 * numel(c.out[0].shape), k);
+  };
+  // Both operands are viewed as rows × last dimension, as the op defines them.
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    const bool ta = c.attrs().b("trans_a"), tb = c.attrs().b("trans_b");
+    std::string lhs = ta ? "{0}.reshape(-1, {0}.shape[-1]).t()" : "{0}";
+    std::string rhs = tb ? "{1}.reshape(-1, {1}.shape[-1]).t()" : "{1}.reshape(-1, {1}.shape[-1])";
+    return TorchCtx::expr("torch.matmul(" + lhs + ", " + rhs + ")");
   };
   r.add(std::move(d));
 }

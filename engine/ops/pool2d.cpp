@@ -2,6 +2,7 @@
 // default), padding and ceil_mode as in PyTorch. Their gradients read the forward
 // input: max pooling routes dy to each window's first maximum, average pooling
 // spreads it evenly.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 #include "kernels/core/geometry.h"
 
@@ -47,6 +48,21 @@ OpDef pool(const std::string& name, bool average) {
     int64_t kh = 1, kw = 1;
     pair2d(c.attrs, "kernel_size", 1, kh, kw);
     return saturatingMul(numel(c.out[0].shape), kh * kw);
+  };
+  d.torch = [average](const TorchCtx& c) -> Result<TorchLowering> {
+    const Attrs& a = c.attrs();
+    // An empty stride is the kernel size, as PyTorch's None is.
+    std::string stride = a.ints("stride").empty() ? "None" : c.pair("stride", 1);
+    TorchLowering l =
+        TorchCtx::call(average ? "F.avg_pool2d" : "F.max_pool2d",
+                       {c.arg("", c.pair("kernel_size", 1), "kernel_size"),
+                        c.arg("stride", stride, "stride", "None"),
+                        c.arg("padding", c.pair("padding", 0), "padding", "0"),
+                        c.arg("ceil_mode", pyBool(a.b("ceil_mode")), "ceil_mode", "False")});
+    if (average)
+      l.fwdArgs.push_back(c.arg("count_include_pad", pyBool(a.b("count_include_pad")),
+                                "count_include_pad", "True"));
+    return l;
   };
   return d;
 }

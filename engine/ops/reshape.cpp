@@ -1,5 +1,6 @@
 // Reshape: a new shape for each sample (the batch dimension is kept); one entry may
 // be -1 and is inferred.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -40,6 +41,11 @@ void registerReshape(OpRegistry& r) {
     return true;
   };
   d.grad = ops::reshapeGradBack;
+  // The shape is per sample: the batch dimension stays in front.
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::expr("{0}.reshape({0}.shape[0], *{a0})",
+                          {c.arg("", pyTuple(c.attrs().ints("shape")), "shape")});
+  };
   r.add(std::move(d));
 }
 

@@ -4,7 +4,10 @@
 namespace netloom {
 
 void registerSigmoid(OpRegistry& r) {
-  r.add(ops::unaryActivation("Sigmoid", "Logistic sigmoid: 1 / (1 + e^-x)", "SigmoidGrad", true));
+  OpDef d =
+      ops::unaryActivation("Sigmoid", "Logistic sigmoid: 1 / (1 + e^-x)", "SigmoidGrad", true);
+  d.torchForm = "torch.sigmoid";
+  r.add(std::move(d));
   r.add(ops::elementwiseGrad("SigmoidGrad"));
 }
 

@@ -1,4 +1,5 @@
 // Softmax along one axis; its gradient reads only the output: dx = y·(dy - Σ dy·y).
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
@@ -24,6 +25,9 @@ void registerSoftmax(OpRegistry& r) {
     b.addGrad(0, b.emit("SoftmaxGrad", {b.outGrad(0), b.output(0)}, b.attrs()));
   };
   d.flops = [](const InferCtx& c) { return 5 * numel(c.out[0].shape); };
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    return TorchCtx::call("torch.softmax", {c.arg("dim", pyInt(c.attrs().i("axis")), "axis")});
+  };
   r.add(std::move(d));
   r.add(ops::unaryGrad("SoftmaxGrad", {axis}));
 }

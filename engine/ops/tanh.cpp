@@ -4,7 +4,9 @@
 namespace netloom {
 
 void registerTanh(OpRegistry& r) {
-  r.add(ops::unaryActivation("Tanh", "Hyperbolic tangent", "TanhGrad", true));
+  OpDef d = ops::unaryActivation("Tanh", "Hyperbolic tangent", "TanhGrad", true);
+  d.torchForm = "torch.tanh";
+  r.add(std::move(d));
   r.add(ops::elementwiseGrad("TanhGrad"));
 }
 

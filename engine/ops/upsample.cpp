@@ -1,5 +1,6 @@
 // Upsample: nearest-neighbour enlargement of N×C×H×W by whole factors; its gradient
 // sums each block of the output gradient.
+#include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 #include "kernels/core/geometry.h"
 
@@ -30,6 +31,13 @@ void registerUpsample(OpRegistry& r) {
     b.addGrad(0, b.emit("UpsampleGrad", {b.outGrad(0), b.input(0)}, b.attrs()));
   };
   d.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
+  // Nearest neighbour by whole factors is a repeat of every row and column, exactly.
+  d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
+    int64_t sh = 1, sw = 1;
+    pair2d(c.attrs(), "scale_factor", 2, sh, sw);
+    return TorchCtx::expr("{0}.repeat_interleave({a0}, dim=2).repeat_interleave({a1}, dim=3)",
+                          {c.arg("", pyInt(sh), ""), c.arg("", pyInt(sw), "")});
+  };
   r.add(std::move(d));
 
   OpDef g;

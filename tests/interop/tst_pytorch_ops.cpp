@@ -9,6 +9,7 @@
 
 #include "../common/cli.h"
 #include "engine/graph/op.h"
+#include "engine/graph/torch_lowering.h"
 #include "engine/interop/pytorch_export.h"
 #include "engine/io/project_file.h"
 #include "engine/train/trainer.h"
@@ -235,6 +236,22 @@ class TestPytorchOps : public QObject {
                    node("out", "Reshape", "\"a\"", ints("shape", "-1"));
     }
     if (declared == 0) QTest::newRow("none declared") << QString();
+  }
+
+  // Every op a model can hold says, in its op file, how it reads as PyTorch: the
+  // export has no case of its own for any op.
+  void everyLayerDeclaresItsPytorchForm() {
+    QStringList missing;
+    int declared = 0;
+    for (const netloom::OpDef* op : netloom::OpRegistry::instance().all()) {
+      if (op->role != netloom::OpRole::Layer || op->external) continue;
+      if (!op->torch && op->torchForm.empty())
+        missing << QString::fromStdString(op->name);
+      else
+        ++declared;
+    }
+    QVERIFY2(missing.isEmpty(), qPrintable("no PyTorch form: " + missing.join(", ")));
+    QVERIFY2(declared >= 25, qPrintable(QString::number(declared)));
   }
 
   void declaredOps() {
