@@ -237,6 +237,7 @@ Status RemoteTarget::follow(const QString& runDir, const remotepb::JobRecord& jo
     return m_detached.wait_for(lock, limit, [this] { return m_detach.load(); });
   };
   hooks.nextSignal = [this] { return takeSignal(); };
+  hooks.wake = &m_wake;
   hooks.passphrase = secretPrompt();
   hooks.onStatus = [this, job](const JobStatus& st) {
     const QString state = QString::fromStdString(st.describe());
@@ -315,31 +316,35 @@ std::string RemoteTarget::takeSignal() {
   return s;
 }
 
+void RemoteTarget::queueSignal(const char* sig) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_signals.push_back(sig);
+  }
+  m_wake.notify();  // the follower sends it now, not at its next record
+}
+
 void RemoteTarget::pause() {
   if (!m_thread || m_paused) return;
-  std::lock_guard lock(m_mutex);
-  m_signals.push_back("STOP");
+  queueSignal("STOP");
   m_paused = true;
 }
 
 void RemoteTarget::resume() {
   if (!m_thread || !m_paused) return;
-  std::lock_guard lock(m_mutex);
-  m_signals.push_back("CONT");
+  queueSignal("CONT");
   m_paused = false;
 }
 
 void RemoteTarget::stop() {
   if (!m_thread) return;
-  std::lock_guard lock(m_mutex);
-  m_signals.push_back("TERM");  // signalJob continues a paused job too
+  queueSignal("TERM");  // signalJob continues a paused job too
   m_paused = false;
 }
 
 void RemoteTarget::cancel() {
   if (!m_thread) return;
-  std::lock_guard lock(m_mutex);
-  m_signals.push_back("KILL");
+  queueSignal("KILL");
 }
 
 void RemoteTarget::setDetach() {
@@ -348,6 +353,7 @@ void RemoteTarget::setDetach() {
     m_detach = true;
   }
   m_detached.notify_all();
+  m_wake.notify();
 }
 
 void RemoteTarget::detach() {

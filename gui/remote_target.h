@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gui/runs.h"
+#include "remote/follow.h"
 #include "remote/remote.pb.h"
 
 namespace netloom::remote {
@@ -105,8 +106,11 @@ class RemoteTarget : public RunTarget {
   std::mutex m_detachMutex;  // with m_detached: wakes a reconnection wait on detach
   std::condition_variable m_detached;
   void setDetach();
+  // Queues a signal for the job and wakes the follower to send it.
+  void queueSignal(const char* sig);
   std::atomic<bool> m_paused{false};
   std::deque<std::string> m_signals;
+  remote::FollowWake m_wake;  // notified on a queued signal and on detach
 
  protected:
   mutable std::mutex m_mutex;

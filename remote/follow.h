@@ -18,6 +18,22 @@
 
 namespace netloom::remote {
 
+// Ends a follower's wait from another thread, when a signal is queued for the job or
+// following is cancelled: an eventfd the follower waits on beside the connection.
+class FollowWake {
+ public:
+  FollowWake();
+  ~FollowWake();
+  FollowWake(const FollowWake&) = delete;
+  FollowWake& operator=(const FollowWake&) = delete;
+  void notify() const;  // from any thread
+  int fd() const { return m_fd; }
+  void clear() const;  // by the follower, once woken
+
+ private:
+  int m_fd = -1;
+};
+
 struct FollowHooks {
   // Whole records, with the bytes they came from; `offset` is where they start.
   std::function<void(int64_t offset, const std::string& bytes,
@@ -25,8 +41,11 @@ struct FollowHooks {
       onEvents;
   // Connection news for a status line ("connection lost: …; retrying in 0.4 s").
   std::function<void(const std::string&)> onNotice;
-  // Asked often; true ends following (the job keeps running).
+  // Asked whenever the follower wakes; true ends following (the job keeps running).
   std::function<bool()> cancelled;
+  // Notified by whoever queues a signal or cancels. Unset: the follower wakes at
+  // least once a second to ask (a caller that only ever stops it by a deadline).
+  const FollowWake* wake = nullptr;
   // Waits up to the time given, ending early when following is cancelled; true when
   // it is. Between reconnection attempts. Unset: the attempt waits the time out.
   std::function<bool(std::chrono::milliseconds)> waitCancelled;

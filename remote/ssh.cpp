@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libssh/libssh.h>
 #include <libssh/sftp.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -277,26 +278,42 @@ int CommandStream::exitStatus() const {
   return m_impl->exitStatus;
 }
 
-Result<bool> CommandStream::read(std::string& out, int timeoutMs) {
+Result<bool> CommandStream::read(std::string& out, int timeoutMs, int wakeFd) {
   ssh_channel ch = m_impl->ch;
   char buf[16384];
+  auto lost = [&] {
+    return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  };
+  // What libssh holds or the socket has now, read without waiting.
+  int ready = ssh_channel_poll(ch, 0);
+  if (ready == SSH_ERROR) return lost();
+  if (ready == 0 && !ssh_channel_is_eof(ch)) {
+    pollfd fds[2] = {{ssh_get_fd(m_impl->s), POLLIN, 0}, {wakeFd, POLLIN, 0}};
+    int n;
+    do n = ::poll(fds, wakeFd >= 0 ? 2 : 1, timeoutMs);
+    while (n < 0 && errno == EINTR);
+    if (n > 0 && fds[0].revents) ready = ssh_channel_poll(ch, 0);  // takes the packets in
+    if (ready == SSH_ERROR) return lost();
+  }
+  for (int k; (k = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
+    out.append(buf, size_t(k));
+  // stderr is not the stream.
+  while (ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1) > 0) {
+  }
   if (ssh_channel_is_eof(ch)) {
-    for (int n; (n = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
-      out.append(buf, size_t(n));
+    for (int k; (k = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
+      out.append(buf, size_t(k));
     m_impl->exitStatus = ssh_channel_get_exit_status(ch);
     return false;
   }
-  int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, timeoutMs);
-  if (n == SSH_ERROR) return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
-  if (n > 0) out.append(buf, size_t(n));
-  // Whatever is already there, without waiting again; stderr is not the stream.
-  for (int k; (k = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 0)) > 0;)
-    out.append(buf, size_t(k));
-  while (ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1) > 0) {
-  }
-  if (!ssh_channel_is_open(ch) && !ssh_channel_is_eof(ch))
-    return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  if (!ssh_channel_is_open(ch)) return lost();
   return true;
+}
+
+Status CommandStream::closeInput() {
+  if (ssh_channel_send_eof(m_impl->ch) != SSH_OK)
+    return makeError(std::string("connection lost: ") + ssh_get_error(m_impl->s));
+  return {};
 }
 
 Status CommandStream::write(const std::string& bytes) {

@@ -53,11 +53,15 @@ struct CommandResult {
 class CommandStream {
  public:
   ~CommandStream();
-  // Appends what the command wrote to stdout within `timeoutMs`; false once it
-  // ended and everything was read; an error when the connection is lost.
-  Result<bool> read(std::string& out, int timeoutMs);
+  // Appends what the command wrote to stdout, waiting up to `timeoutMs` (-1: no
+  // limit) on the connection's socket and on `wakeFd` (when not -1), whichever is
+  // readable first: a wait another thread ends by writing to `wakeFd`. False once
+  // the command ended and everything was read; an error when the connection is lost.
+  Result<bool> read(std::string& out, int timeoutMs, int wakeFd = -1);
   // Writes to the command's standard input (a stream opened with its input open).
   Status write(const std::string& bytes);
+  // Ends the command's standard input (EOF).
+  Status closeInput();
   int exitStatus() const;
 
  private:

@@ -254,6 +254,9 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::connect(const std::strin
       return c;
     }
     if (std::chrono::steady_clock::now() >= deadline) return makeError(why);
+    // The one wait that retries: a refused connection means rank 0 does not listen
+    // yet, and nothing on this host can say when it will (its port is on another
+    // host, or not yet chosen), so the next attempt is the only way to find out.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
