@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 limit=${1:-80}
-command -v ctags >/dev/null || { echo "long_functions: needs universal-ctags" >&2; exit 2; }
+command -v ctags >/dev/null || { echo "long_functions: SKIP: universal-ctags is missing"; exit 77; }
 found=$(find engine kernels remote \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) |
   sort | ctags -L - --language-force=c++ --kinds-c++=f --fields=+ne -o - |
   awk -F'\t' -v limit="$limit" '

@@ -27,7 +27,7 @@ step() {
 
 # Configured every time, so that a build folder made otherwise is made sanitized.
 step cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DNETLOOM_SANITIZE=ON -DNETLOOM_BUILD_IDE=OFF -DNETLOOM_BUILD_REMOTE=ON >/dev/null
+  -DNETLOOM_SANITIZE=ON -DNETLOOM_BUILD_IDE=OFF -DNETLOOM_BUILD_REMOTE=ON -DNETLOOM_CUDA=OFF >/dev/null
 
 if [ -n "${NETLOOM_BUILD_LOCK:-}" ]; then
   # Holding a shared lock through a build of the whole engine would stop every other

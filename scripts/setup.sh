@@ -16,7 +16,7 @@ build=${NETLOOM_BUILD_DIR:-build}
 packages=(
   g++ cmake ninja-build pkg-config zlib1g-dev nlohmann-json3-dev
   protobuf-compiler libprotobuf-dev
-  libdnnl-dev ocl-icd-opencl-dev libgloo-dev libstb-dev
+  libdnnl-dev ocl-icd-opencl-dev libgloo-dev libstb-dev libcli11-dev
 )
 cmake_options=()
 if [ "$mode" = node ]; then
@@ -25,7 +25,7 @@ if [ "$mode" = node ]; then
 else
   packages+=(
     qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
-    libssh-dev libssl-dev openssh-server openssh-client libcli11-dev
+    libssh-dev libssl-dev openssh-server openssh-client
     dataset-fashion-mnist libonnx-dev
   )
 fi
@@ -35,6 +35,8 @@ fi
 [ "$mode" = bench ] && packages+=(python3-torch python3-numpy libopenblas0-pthread)
 # The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
+# The function-length check (scripts/long_functions.sh) reads the code with ctags.
+[ "$mode" = test ] && packages+=(universal-ctags)
 # The interchange tests check exports against PyTorch and the ONNX checker.
 [ "$mode" = test ] && packages+=(python3-torch python3-onnx python3-numpy python3-pil python3-pyflakes)
 # ... and run the ONNX exports through onnxruntime (npm's onnxruntime-node, below). A

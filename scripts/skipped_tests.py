@@ -2,14 +2,15 @@
 """Reads CTest's JUnit report: prints every skipped suite with its reasons (Qt Test's,
 or a script suite's `NAME: SKIP: reason` line), and exits 1 when a suite skipped for
 something scripts/setup.sh installs (Python modules, Fashion-MNIST, sshd, Slurm, ONNX,
-node, npm and onnxruntime-node), which on a machine it set up is a failure."""
+node, npm, onnxruntime-node and universal-ctags), which on a machine it set up is a
+failure."""
 import re
 import sys
 import xml.etree.ElementTree as ET
 
 # What `scripts/setup.sh test` installs, as the suites' skip messages name it.
 INSTALLED = re.compile(r"python3|Fashion-MNIST|dataset-fashion-mnist|no sshd|openssh|"
-                       r"slurm-wlm|munge|libonnx|ONNX|nodejs|npm|onnxruntime-node")
+                       r"slurm-wlm|munge|libonnx|ONNX|nodejs|npm|onnxruntime-node|universal-ctags")
 
 def main(path):
     failed = False
