@@ -86,6 +86,7 @@ class Follower {
   bool m_connectedOnce;  // a connection held before: the next one says the stream resumed
   int m_backoffMs = 200;
   bool m_lastWasEnd = false;
+  bool m_lastStopped = false;  // the last end event says the run was stopped (SIGTERM)
   FollowEnd m_end;
   std::chrono::steady_clock::time_point m_lastStatus{};
   std::string m_shownStatus;
@@ -126,6 +127,8 @@ Status Follower::deliver(std::string& pending) {
   const size_t used = size_t(parsed->nextOffset - m_end.offset);
   if (m_hooks.onEvents) m_hooks.onEvents(m_end.offset, pending.substr(0, used), parsed->events);
   m_lastWasEnd = isEnd(parsed->events.back());
+  m_lastStopped =
+      parsed->events.back().has_finished() && parsed->events.back().finished().stopped();
   for (const auto& e : parsed->events)
     if (isEnd(e)) {
       m_end.how = e.has_finished() ? FollowEnd::How::Finished : FollowEnd::How::Failed;
@@ -262,7 +265,16 @@ Result<FollowEnd> Follower::run() {
     if (*pass == Pass::Cancelled) break;
     // tail ended: the process is gone. A run that ended on its own said so last;
     // one that was killed did not, and gets a Failed event saying so.
-    if (m_lastWasEnd) return m_end;
+    if (m_lastWasEnd) {
+      // Slurm stops a job at its time limit with SIGTERM, which the run takes as a
+      // stop and ends cleanly: the job failed all the same, and Slurm says why.
+      if (m_slurm && m_lastStopped)
+        if (auto st = jobStatus(*m_session, m_job); st && st->state == "failed") {
+          m_end.how = FollowEnd::How::Failed;
+          m_end.message = slurmEnd(*m_session, m_job, *st);
+        }
+      return m_end;
+    }
     if (m_slurm && !m_drained) {
       m_drained = true;
       continue;
