@@ -297,9 +297,9 @@ std::optional<int> checkOutputs(const TrainArgs& a) {
 }
 
 // Where the run's events go: the stream file, the progress line, and the step hold.
-class EventSink {
+class RunOutputs {
  public:
-  EventSink(const TrainArgs& a, netloom::StepHold hold)
+  RunOutputs(const TrainArgs& a, netloom::StepHold hold)
       : m_a(a), m_hold(std::move(hold)), m_progress(stderr) {}
 
   netloom::Status open() {
@@ -341,7 +341,7 @@ int train(Plan& p) {
   auto hold = netloom::StepHold::fromEnvironment();
   if (!hold) return fail(2, hold.error().message);
   if (auto rc = checkOutputs(a)) return *rc;
-  EventSink sink(a, std::move(*hold));
+  RunOutputs sink(a, std::move(*hold));
   if (auto st = sink.open(); !st) return fail(2, st.message());
   a.opts.stop = &g_stop;
   std::signal(SIGTERM, onStopSignal);
