@@ -21,6 +21,9 @@ class GradBuilder;
 class Rng;
 class TorchCtx;
 struct TorchLowering;
+class OnnxExportCtx;
+class OnnxImportCtx;
+struct OnnxPointwise;
 
 enum class AttrKind { Int, Float, Bool, String, Ints };
 
@@ -152,6 +155,16 @@ struct OpDef {
   // as f(x, attribute=value, ...).
   std::string onnxForm;
   std::string torchForm;
+  // The op as ONNX where it is more than an expression of x (weights, attributes
+  // computed from shapes, a folded BatchNorm): engine/graph/onnx_lowering.h. Unset
+  // with onnxForm empty: the export refuses the op, naming it.
+  std::function<Status(OnnxExportCtx&)> onnxExport;
+  // The ONNX ops (by op type) whose nodes this op's file maps to NetLoom nodes. One
+  // op file owns each ONNX op; its mapping may write another op (MatMul by a
+  // constant is a Linear).
+  std::map<std::string, std::function<bool(OnnxImportCtx&)>> onnxImport;
+  // Set where exporters write the op out as element-wise arithmetic.
+  std::shared_ptr<const OnnxPointwise> onnxPointwise;
   // The op as PyTorch where it is more than a function of x (a module, an
   // expression, arguments computed from shapes): engine/graph/torch_lowering.h.
   // Unset with torchForm empty: the PyTorch export refuses the op, naming it.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/graph/onnx_lowering.h"
 #include "engine/util/status.h"
 #include "kernels/core/tensor.h"
 
@@ -29,14 +30,7 @@ onnx::TensorProto int64Tensor(const std::string& name, const Shape& shape,
 
 // A constant tensor's values, read from raw_data or the typed fields. Floats and
 // doubles come back as floats, every integer type (and bool) as int64.
-struct ConstTensor {
-  bool isFloat = true;
-  Shape shape;
-  std::vector<float> f;
-  std::vector<int64_t> i;
-  int64_t size() const { return isFloat ? int64_t(f.size()) : int64_t(i.size()); }
-  double at(int64_t k) const { return isFloat ? double(f[size_t(k)]) : double(i[size_t(k)]); }
-};
+using ConstTensor = OnnxConst;  // engine/graph/onnx_lowering.h
 // Errors name the tensor and what it holds that cannot be read (external data, an
 // element type with no float or integer reading, a size that does not match).
 Result<ConstTensor> readTensor(const onnx::TensorProto& t);

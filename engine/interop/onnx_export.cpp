@@ -131,15 +131,15 @@ void chooseFolds(const Graph& g, const std::vector<bool>& live, const std::vecto
   for (ValueId v : outputs) ++readers[v];
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& bn = g.nodes[i];
-    if (!live[i] || bn.op->name != "BatchNorm") continue;
+    if (!live[i] || bn.op->foldsInto.empty()) continue;
     ValueId x = bn.inputs[0];
     NodeId p = g.values[size_t(x)].producer;
     if (p < 0 || readers[x] != 1) continue;
     const Node& prod = g.nodes[size_t(p)];
-    const bool conv = prod.op->name == "Conv2d";
-    const bool linear = prod.op->name == "Linear" && g.values[size_t(x)].desc.shape.size() == 2 &&
-                        prod.attrs.s("activation", "none") == "none";
-    if (!(conv || linear) || prod.outputs[0] != x) continue;
+    const bool foldable = prod.op->foldsChannelAffine &&
+                          prod.op->foldsChannelAffine(g.values[size_t(x)].desc.shape) &&
+                          prod.attrs.s("activation", "none") == "none";
+    if (!foldable || prod.outputs[0] != x) continue;
     ex.foldInto[p] = NodeId(i);
     ex.folded.insert(NodeId(i));
   }
@@ -240,13 +240,13 @@ Status exportOnnx(const proto::Project& project, const std::string& projectDir,
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!live[i]) continue;
     const Node& n = g.nodes[i];
-    if (n.op->name == "Input") {
+    if (n.op->external) {  // the data the model reads
       const TensorDesc& d = g.values[size_t(n.outputs[0])].desc;
       Shape s = d.shape;
       s[0] = -1;
       setTensorType(*graph.add_input(),
                     d.dtype == DType::I32 ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT, s);
-      graph.mutable_input(graph.input_size() - 1)->set_name(ex.valueName(n.outputs[0]));
+      graph.mutable_input(graph.input_size() - 1)->set_name(ex.name(n.outputs[0]));
       continue;
     }
     if (Status s = ex.emit(NodeId(i)); !s) return s;
@@ -255,7 +255,7 @@ Status exportOnnx(const proto::Project& project, const std::string& projectDir,
     Shape s = g.values[size_t(v)].desc.shape;
     if (!s.empty()) s[0] = -1;
     onnx::ValueInfoProto* o = graph.add_output();
-    o->set_name(ex.valueName(v));
+    o->set_name(ex.name(v));
     setTensorType(*o, onnx::TensorProto::FLOAT, s);
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/graph/onnx_lowering.h"
 #include "engine/interop/onnx_common.h"
 #include "engine/proto/project.pb.h"
 
@@ -16,7 +17,7 @@ namespace netloom::onnxio {
 
 // An integer a shape computation reads from the batch dimension (Shape of an
 // activation, dimension 0): known only when the model runs.
-inline constexpr int64_t kBatchSym = INT64_MIN + 7;
+inline constexpr int64_t kBatchSym = kOnnxBatchSym;
 
 struct ImportState {
   const onnx::GraphProto& graph;

@@ -1,13 +1,13 @@
-// ONNX nodes as NetLoom nodes (onnx_import.h). Each mapping reads every attribute
-// the ONNX op has and refuses, by name, what NetLoom would compute differently;
-// patterns of several nodes (GELU written out, a product and its bias, pooling then
-// flattening) become the one NetLoom op they compute.
+// ONNX nodes as NetLoom nodes (onnx_import.h). Patterns of several nodes (an
+// element-wise op written out as arithmetic, an op's declared ONNX form) become the
+// one NetLoom op they compute; every other node is mapped by the op file that
+// declares its ONNX op (OpDef::onnxImport), which reads every attribute the node has
+// and refuses, by name, what NetLoom would compute differently.
 #ifdef NETLOOM_WITH_ONNX
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <numbers>
 #include <optional>
 
 #include "engine/interop/onnx_form.h"
@@ -115,13 +115,30 @@ std::optional<std::vector<double>> evaluate(const ImportState& s, const std::vec
   return it->second;
 }
 
+// Whether every value `nodes` make but the last is read only inside them.
+bool closed(const ImportState& s, const std::vector<int>& nodes) {
+  std::set<int> inside(nodes.begin(), nodes.end());
+  for (size_t k = 0; k + 1 < nodes.size(); ++k) {
+    const std::string& v = s.node(nodes[k]).output(0);
+    if (s.graphOutputs.count(v)) return false;
+    auto it = s.readers.find(v);
+    if (it != s.readers.end())
+      for (int r : it->second)
+        if (!inside.count(r)) return false;
+  }
+  return true;
+}
+
+const std::vector<double> kSamples = {-3.1, -1.7, -0.6, -0.05, 0.2, 0.9, 1.6, 2.8};
+
 }  // namespace
 
-// GELU as exporters write it out (0.5·x·(1 + erf(x/√2)), or the tanh form): a
+// An element-wise op as exporters write it out (GELU's 0.5·x·(1 + erf(x/√2))): a
 // region of element-wise nodes over one input and scalar constants that computes,
-// at sample points, what GELU computes. Returns the approximation matched.
-std::optional<std::string> Mapper::matchGelu(int head, std::vector<int>& region, std::string& x,
-                                             std::string& out) {
+// at sample points, what the op computes with one of its variants' attributes.
+std::optional<Attrs> Mapper::matchPointwise(int head, const OnnxPointwise& p,
+                                            std::vector<int>& region, std::string& x,
+                                            std::string& out) {
   const onnx::NodeProto& h = s.node(head);
   if (!kPointwise.count(h.op_type()) || h.output_size() != 1) return std::nullopt;
   x.clear();
@@ -150,39 +167,24 @@ std::optional<std::string> Mapper::matchGelu(int head, std::vector<int>& region,
     nodes.push_back(j);
     made.insert(n.output(0));
   }
-  static const std::vector<double> xs = {-3.1, -1.7, -0.6, -0.05, 0.2, 0.9, 1.6, 2.8};
   // The longest closed prefix first: every value it makes but its last is read
   // inside it.
   for (size_t end = nodes.size(); end-- > 0;) {
     std::vector<int> sub(nodes.begin(), nodes.begin() + long(end) + 1);
+    if (!closed(s, sub)) continue;
     const std::string last = s.node(sub.back()).output(0);
-    bool closed = true;
-    std::set<int> inside(sub.begin(), sub.end());
-    for (size_t k = 0; closed && k + 1 < sub.size(); ++k) {
-      const std::string& v = s.node(sub[k]).output(0);
-      if (s.graphOutputs.count(v)) closed = false;
-      auto it = s.readers.find(v);
-      if (it != s.readers.end())
-        for (int r : it->second) closed = closed && inside.count(r);
-    }
-    if (!closed) continue;
-    auto y = evaluate(s, sub, x, last, xs);
+    auto y = evaluate(s, sub, x, last, kSamples);
     if (!y) continue;
-    for (const char* approx : {"none", "tanh"}) {
+    for (const Attrs& variant : p.variants) {
       bool same = true;
-      for (size_t k = 0; k < xs.size() && same; ++k) {
-        double t = xs[k];
-        double want =
-            std::string(approx) == "none"
-                ? 0.5 * t * (1 + std::erf(t / std::sqrt(2.0)))
-                : 0.5 * t *
-                      (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (t + 0.044715 * t * t * t)));
+      for (size_t k = 0; k < kSamples.size() && same; ++k) {
+        const double want = p.f(kSamples[k], variant);
         same = std::abs((*y)[k] - want) <= 1e-5 * (1 + std::abs(want));
       }
       if (same) {
         region = sub;
         out = last;
-        return std::string(approx);
+        return variant;
       }
     }
   }
@@ -194,21 +196,24 @@ namespace {
 // What a pattern of ONNX nodes becomes: one NetLoom op at the pattern's last node.
 struct Taken {
   std::string op, input;
-  std::map<std::string, double> floats;
-  std::map<std::string, std::string> strings;
+  Attrs attrs;
 };
 
-// GELU written out, then every op's declared ONNX forms (onnx_form.h), from the last
-// node back, so that a form takes its nodes before a smaller one inside it could.
+// Element-wise ops written out as arithmetic (OnnxPointwise), then every op's
+// declared ONNX forms (onnx_form.h), from the last node back, so that a form takes
+// its nodes before a smaller one inside it could.
 std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
   std::map<int, Taken> taken;
-  for (int i = 0; i < s.graph.node_size(); ++i) {
-    std::vector<int> region;
-    std::string x, out;
-    if (s.done[size_t(i)]) continue;
-    if (auto approx = m.matchGelu(i, region, x, out)) {
-      for (int r : region) s.done[size_t(r)] = true;
-      taken[region.back()] = Taken{"GELU", x, {}, {{"approximate", *approx}}};
+  for (const OpDef* op : OpRegistry::instance().all()) {
+    if (!op->onnxPointwise) continue;
+    for (int i = 0; i < s.graph.node_size(); ++i) {
+      std::vector<int> region;
+      std::string x, out;
+      if (s.done[size_t(i)]) continue;
+      if (auto attrs = m.matchPointwise(i, *op->onnxPointwise, region, x, out)) {
+        for (int r : region) s.done[size_t(r)] = true;
+        taken[region.back()] = Taken{op->name, x, *attrs};
+      }
     }
   }
   std::vector<std::pair<const OpDef*, Form>> forms;
@@ -228,7 +233,9 @@ std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
       auto match = matchForm(form, s, i, producer);
       if (!match) continue;
       for (int r : match->nodes) s.done[size_t(r)] = true;
-      taken[i] = Taken{op->name, match->input, match->params, {}};
+      Taken t{op->name, match->input, {}};
+      for (const auto& [key, v] : match->params) t.attrs.set(key, v);
+      taken[i] = t;
       break;
     }
   }
@@ -242,18 +249,15 @@ void mapNodes(ImportState& s) {
   Mapper m(s);
   const std::map<int, Taken> taken = takePatterns(s, m);
   for (int i = 0; i < s.graph.node_size(); ++i) {
-    const onnx::NodeProto& n = s.node(i);
     if (auto it = taken.find(i); it != taken.end()) {
       const Taken& t = it->second;
-      proto::NodeDef& d = m.add(n, t.op, {m.ref(n, t.input)});
-      for (const auto& [key, v] : t.floats) m.setF(d, key, v);
-      for (const auto& [key, v] : t.strings) m.setS(d, key, v);
-      s.refOf[n.output(0)] = d.name();
+      m.begin(i);
+      m.produce(m.add(t.op, {m.ref(t.input)}, t.attrs));
       continue;
     }
     if (s.done[size_t(i)]) continue;
     s.done[size_t(i)] = true;
-    if (!m.map(i)) m.failed(n);
+    if (!m.map(i)) m.failed();
   }
 }
 

@@ -3,6 +3,7 @@
 // (running = (1 - momentum)·running + momentum·batch, the variance unbiased), as
 // PyTorch does; in evaluation, uses the running statistics. The batch statistics are
 // hidden outputs the backward pass reads.
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
@@ -25,6 +26,65 @@ std::vector<AttrDef> batchNormAttrs() {
   };
   attrs.back().internal = true;
   return attrs;
+}
+
+// BatchNormalization on the running statistics; without affine, a scale of ones
+// and a shift of zeros.
+Status batchNormOnnx(OnnxExportCtx& c) {
+  const Node& n = c.node();
+  const int64_t ch = c.inShape(0)[1];
+  std::vector<std::string> ins{c.input(0)};
+  if (c.attrs().b("affine")) {
+    for (int k : {1, 2}) {
+      auto p = c.param(k, {ch});
+      if (!p) return p.error();
+      ins.push_back(*p);
+    }
+  } else {
+    ins.push_back(c.initializer(n.name + ".scale", {ch}, std::vector<float>(size_t(ch), 1.f)));
+    ins.push_back(c.initializer(n.name + ".shift", {ch}, std::vector<float>(size_t(ch), 0.f)));
+  }
+  const int stats = n.numDataInputs() + n.numParams - 2;
+  for (int k = stats; k < stats + 2; ++k) {
+    auto p = c.param(k, {ch});
+    if (!p) return p.error();
+    ins.push_back(*p);
+  }
+  // ONNX weighs the running statistics, PyTorch the batch.
+  c.add(
+      "BatchNormalization", n.name, ins, {c.output()},
+      {{"epsilon", float(c.attrs().f("eps"))}, {"momentum", float(1.0 - c.attrs().f("momentum"))}});
+  return {};
+}
+
+bool batchNormFromOnnx(OnnxImportCtx& c) {
+  const OnnxNode& n = c.n();
+  bool ok = c.onlyAttrs({"epsilon", "momentum", "training_mode", "spatial"});
+  if (n.i("training_mode", 0) != 0 || n.i("spatial", 1) != 1) {
+    c.problem("training_mode=1 or spatial=0 has no NetLoom form");
+    ok = false;
+  }
+  ok = !c.extraOutputsUsed() && ok;
+  const char* names[] = {"scale", "bias (B)", "mean", "variance"};
+  const OnnxConst* t[4];
+  for (size_t k = 0; k < 4; ++k) ok = (t[k] = c.weightInput(k + 1, names[k])) && ok;
+  if (!ok) return false;
+  const int64_t ch = t[0]->size();
+  for (const OnnxConst* p : t)
+    if (p->size() != ch) {
+      c.problem("its scale, bias, mean and variance differ in size");
+      return false;
+    }
+  Attrs a;
+  a.set("num_features", ch);
+  a.set("eps", double(n.f("epsilon", 1e-5f)));
+  // ONNX's momentum weighs the running statistics, NetLoom's (PyTorch's) the batch.
+  a.set("momentum", 1.0 - double(n.f("momentum", 0.9f)));
+  const std::string d = c.add("BatchNorm", {c.in(0)}, a);
+  const char* keys[] = {"weight", "bias", "running_mean", "running_var"};
+  for (int k = 0; k < 4; ++k) c.param(d, keys[k], *t[k], {ch});
+  c.produce(d);
+  return true;
 }
 
 OpDef batchNorm(const std::vector<AttrDef>& attrs) {
@@ -73,6 +133,8 @@ OpDef batchNorm(const std::vector<AttrDef>& attrs) {
     fillConstant(p[k++], 1.0f);  // running_var
   };
   d.flops = [](const InferCtx& c) { return 4 * numel(c.in[0].shape); };
+  d.onnxExport = batchNormOnnx;
+  d.onnxImport["BatchNormalization"] = batchNormFromOnnx;
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     const Attrs& a = c.attrs();
     const Shape& x = c.inShape(0);

@@ -1,9 +1,33 @@
 // Concat: joins tensors along one axis; its gradient slices the incoming gradient
 // back into the pieces.
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+// Joined along an axis after the batch dimension; NetLoom's axis counts from the front.
+bool concatFromOnnx(OnnxImportCtx& c) {
+  if (!c.onlyAttrs({"axis"})) return false;
+  const Shape* y = c.shapeOf(c.n().outputs[0]);
+  const int64_t axis = c.n().i("axis", 0);
+  const int64_t pos = y ? positiveAxis(axis, y->size()) : axis;
+  if (pos == 0 || (!y && axis < 0)) {
+    c.problem("attribute axis=" + std::to_string(axis) +
+              (pos == 0 ? " joins along the batch dimension" : " over an unknown rank"));
+    return false;
+  }
+  std::vector<std::string> ins;
+  for (const std::string& in : c.n().inputs) ins.push_back(c.ref(in));
+  Attrs a;
+  a.set("axis", pos);
+  c.produce(c.add("Concat", ins, a));
+  return true;
+}
+
+}  // namespace
 
 void registerConcat(OpRegistry& r) {
   OpDef d;
@@ -54,6 +78,11 @@ void registerConcat(OpRegistry& r) {
     return TorchCtx::expr("torch.cat([{*}], dim={a0})",
                           {c.arg("", pyInt(c.attrs().i("axis")), "axis")});
   };
+  d.onnxExport = [](OnnxExportCtx& c) -> Status {
+    c.same("Concat", {{"axis", c.attrs().i("axis")}});
+    return {};
+  };
+  d.onnxImport["Concat"] = concatFromOnnx;
   r.add(std::move(d));
 
   OpDef s;

@@ -1,4 +1,5 @@
 // Constant: a tensor filled with one value; autodiff seeds the loss gradient with it.
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
@@ -21,6 +22,13 @@ void registerConstant(OpRegistry& r) {
     return TorchCtx::expr("torch.full({a0}, {a1})",
                           {c.arg("", pyTuple(c.attrs().ints("shape")), "shape"),
                            c.arg("", pyFloat(c.attrs().f("value")), "value")});
+  };
+  // A constant's shape is its full shape (no batch dimension): an initializer.
+  d.onnxExport = [](OnnxExportCtx& c) -> Status {
+    const Shape& s = c.outShape();
+    c.initializer(c.name(c.node().outputs[0]), s,
+                  std::vector<float>(size_t(numel(s)), float(c.attrs().f("value"))), true);
+    return {};
   };
   r.add(std::move(d));
 }

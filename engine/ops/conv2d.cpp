@@ -162,6 +162,9 @@ void registerConv2d(OpRegistry& r) {
     return saturatingMul(saturatingMul(2 * numel(c.out[0].shape), w[1]), w[2] * w[3]);
   };
   d.torch = [](const TorchCtx& c) { return convTorch(c, false); };
+  d.onnxExport = [](OnnxExportCtx& c) { return convOnnx(c, false); };
+  d.onnxImport["Conv"] = [](OnnxImportCtx& c) { return convFromOnnx(c, false); };
+  d.onnxImport["Pad"] = padFromOnnx;
   r.add(std::move(d));
   r.add(convGradOp("Conv2dGradInput", "d loss / d input of Conv2d", false));
   r.add(convGradOp("Conv2dGradWeight", "d loss / d weight of Conv2d", false));

@@ -36,6 +36,8 @@ void registerConvTranspose2d(OpRegistry& r) {
     return saturatingMul(saturatingMul(2 * numel(c.in[0].shape), w[1]), w[2] * w[3]);
   };
   d.torch = [](const TorchCtx& c) { return convTorch(c, true); };
+  d.onnxExport = [](OnnxExportCtx& c) { return convOnnx(c, true); };
+  d.onnxImport["ConvTranspose"] = [](OnnxImportCtx& c) { return convFromOnnx(c, true); };
   r.add(std::move(d));
   r.add(convGradOp("ConvTranspose2dGradInput", "d loss / d input of ConvTranspose2d", true));
   r.add(convGradOp("ConvTranspose2dGradWeight", "d loss / d weight of ConvTranspose2d", true));

@@ -1,4 +1,5 @@
 // Flatten: merges the dimensions from start_dim on, e.g. N×C×H×W -> N×(C·H·W).
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
@@ -31,6 +32,24 @@ void registerFlatten(OpRegistry& r) {
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     return TorchCtx::call("torch.flatten",
                           {c.arg("", pyInt(c.attrs().i("start_dim")), "start_dim")});
+  };
+  d.onnxExport = [](OnnxExportCtx& c) -> Status {
+    if (c.attrs().i("start_dim") == 1)
+      c.same("Flatten", {{"axis", int64_t(1)}});
+    else
+      c.reshapeToOutput();
+    return {};
+  };
+  d.onnxImport["Flatten"] = [](OnnxImportCtx& c) {
+    if (!c.onlyAttrs({"axis"})) return false;
+    const Shape* x = c.shapeOf(c.n().input(0));
+    if (positiveAxis(c.n().i("axis", 1), x ? x->size() : 2) != 1) {
+      c.problem("attribute axis=" + std::to_string(c.n().i("axis", 1)) +
+                " merges the batch dimension with others");
+      return false;
+    }
+    c.produce(c.add("Flatten", {c.in(0)}));
+    return true;
   };
   r.add(std::move(d));
 }

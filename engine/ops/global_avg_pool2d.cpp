@@ -1,9 +1,45 @@
 // GlobalAvgPool2d: the mean of each channel over H×W, N×C×H×W -> N×C (keepdim:
 // N×C×1×1, as PyTorch's AdaptiveAvgPool2d(1)).
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+// GlobalAveragePool keeps the 1×1; a Flatten after it drops it, as NetLoom does
+// without keepdim.
+Status globalPoolOnnx(OnnxExportCtx& c) {
+  if (c.attrs().b("keepdim")) {
+    c.same("GlobalAveragePool");
+    return {};
+  }
+  std::string pooled = c.fresh("pooled");
+  c.add("GlobalAveragePool", c.fresh("pool"), {c.input(0)}, {pooled});
+  c.add("Flatten", c.node().name, {pooled}, {c.output()}, {{"axis", int64_t(1)}});
+  return {};
+}
+
+bool globalPoolFromOnnx(OnnxImportCtx& c) {
+  if (!c.onlyAttrs({})) return false;
+  const Shape* x = c.shapeOf(c.n().input(0));
+  if (x && x->size() != 4) {
+    c.problem("an input of shape " + onnxShapeText(*x) + ": NetLoom pools N×C×H×W");
+    return false;
+  }
+  const std::string x0 = c.in(0);
+  const OnnxNode* f = c.users(c.n().outputs[0]) == 1 ? c.soleReader(c.n().outputs[0]) : nullptr;
+  const bool flatten = f && f->opType == "Flatten" && f->domain.empty() && f->i("axis", 1) == 1 &&
+                       f->attrs.size() <= 1;
+  if (flatten) c.take(*f);
+  Attrs a;
+  a.set("keepdim", !flatten);
+  c.produce(c.add("GlobalAvgPool2d", {x0}, a));
+  return true;
+}
+
+}  // namespace
 
 void registerGlobalAvgPool2d(OpRegistry& r) {
   OpDef d;
@@ -31,6 +67,8 @@ void registerGlobalAvgPool2d(OpRegistry& r) {
                           {c.arg("dim", "(2, 3)", ""),
                            c.arg("keepdim", pyBool(c.attrs().b("keepdim")), "keepdim", "False")});
   };
+  d.onnxExport = globalPoolOnnx;
+  d.onnxImport["GlobalAveragePool"] = globalPoolFromOnnx;
   r.add(std::move(d));
 
   OpDef g;

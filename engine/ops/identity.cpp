@@ -17,6 +17,7 @@ void registerIdentity(OpRegistry& r) {
   d.infer = ops::sameAsInput;
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.outGrad(0)); };
   d.torch = [](const TorchCtx&) -> Result<TorchLowering> { return TorchCtx::expr("{0}"); };
+  d.onnxForm = "Identity(x)";
   r.add(std::move(d));
 }
 

@@ -1,11 +1,73 @@
 // LayerNorm: normalises each sample over its last `normalized_dims` dimensions, with
 // a learned scale and shift of that trailing shape, as PyTorch's LayerNorm. The
 // per-row mean and biased variance are hidden outputs for backward.
+#include <algorithm>
+
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+// LayerNormalization over the trailing dimensions; without affine, a scale of ones.
+Status layerNormOnnx(OnnxExportCtx& c) {
+  const Node& n = c.node();
+  const Shape& x = c.inShape(0);
+  const int64_t k = c.attrs().i("normalized_dims");
+  const Shape tail(x.end() - k, x.end());
+  std::vector<std::string> ins{c.input(0)};
+  if (c.attrs().b("affine")) {
+    for (int p : {1, 2}) {
+      auto name = c.param(p, tail);
+      if (!name) return name.error();
+      ins.push_back(*name);
+    }
+  } else {
+    ins.push_back(
+        c.initializer(n.name + ".scale", tail, std::vector<float>(size_t(numel(tail)), 1.f)));
+  }
+  c.add("LayerNormalization", n.name, ins, {c.output()},
+        {{"axis", int64_t(x.size()) - k}, {"epsilon", float(c.attrs().f("eps"))}});
+  return {};
+}
+
+bool layerNormFromOnnx(OnnxImportCtx& c) {
+  const OnnxNode& n = c.n();
+  bool ok = c.onlyAttrs({"axis", "epsilon", "stash_type"}) && !c.extraOutputsUsed();
+  const Shape* x = c.shapeOf(n.input(0));
+  const OnnxConst* scale = c.weightInput(1, "scale");
+  const bool hasBias = !n.input(2).empty();
+  const OnnxConst* bias = hasBias ? c.weightInput(2, "bias") : nullptr;
+  if (!ok || !scale || (hasBias && !bias)) return false;
+  if (!x) {
+    c.problem("the shape of its input is unknown");
+    return false;
+  }
+  const int64_t axis = positiveAxis(n.i("axis", -1), x->size());
+  Shape tail(x->begin() + std::clamp<int64_t>(axis, 0, int64_t(x->size())), x->end());
+  bool known = axis >= 1;
+  for (int64_t v : tail) known = known && v >= 0;
+  if (!known || scale->size() != numel(tail) || (bias && bias->size() != numel(tail))) {
+    c.problem("attribute axis=" + std::to_string(n.i("axis", -1)) + " over " + onnxShapeText(*x) +
+              " with a scale of shape " + onnxShapeText(scale->shape));
+    return false;
+  }
+  Attrs a;
+  a.set("normalized_dims", int64_t(tail.size()));
+  a.set("eps", double(n.f("epsilon", 1e-5f)));
+  const std::string d = c.add("LayerNorm", {c.in(0)}, a);
+  c.param(d, "weight", *scale, tail);
+  OnnxConst zeros;
+  zeros.f.assign(size_t(numel(tail)), 0.f);
+  c.param(d, "bias", bias ? *bias : zeros, tail);
+  c.produce(d);
+  return true;
+}
+
+}  // namespace
 
 void registerLayerNorm(OpRegistry& r) {
   std::vector<AttrDef> attrs = {
@@ -57,6 +119,8 @@ void registerLayerNorm(OpRegistry& r) {
          c.arg("eps", pyFloat(a.f("eps")), "eps", "1e-05"),
          c.arg("elementwise_affine", pyBool(a.b("affine")), "affine", "True")});
   };
+  d.onnxExport = layerNormOnnx;
+  d.onnxImport["LayerNormalization"] = layerNormFromOnnx;
   r.add(std::move(d));
 
   OpDef g;

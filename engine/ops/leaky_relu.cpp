@@ -9,6 +9,7 @@ void registerLeakyReLU(OpRegistry& r) {
                                  "LeakyReLUGrad", false);
   d.attrs = {slope};
   d.torchForm = "F.leaky_relu";
+  d.onnxForm = "LeakyRelu{alpha=negative_slope}(x)";
   r.add(std::move(d));
   r.add(ops::elementwiseGrad("LeakyReLUGrad", {slope}));
 }

@@ -2,11 +2,100 @@
 // Backward: dx = dy·W, dW = dyᵀ·x, db = column sums of dy.
 #include <cmath>
 
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/init.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+// Gemm over matrices; MatMul by the weight stored transposed, then the bias, over
+// more dimensions; a ReLU the layer applies after it. The last node carries the
+// node's name, so that an importer names the layer after it.
+Status exportLinear(OnnxExportCtx& c) {
+  const Node& n = c.node();
+  OnnxWeight w, b;
+  bool hasBias = false;
+  if (Status s = c.layerParams(c.inShape(1)[0], w, b, hasBias); !s) return s;
+  const bool relu = c.attrs().s("activation") == "relu";
+  const std::string y = c.output();
+  const int64_t outF = w.shape[0], inF = w.shape[1];
+  // Each step writes `y` when it is the last one, else a fresh value.
+  int steps = 1 + (relu ? 1 : 0);
+  std::string cur = c.input(0);
+  auto step = [&](const std::string& op, const std::string& what, std::vector<std::string> ins,
+                  std::vector<OnnxAttr> attrs = {}) {
+    --steps;
+    std::string to = steps == 0 ? y : c.fresh(what + "_out");
+    c.add(op, steps == 0 ? n.name : c.fresh(what), ins, {to}, attrs);
+    cur = to;
+  };
+  auto bias = [&] {
+    return c.initializer(n.name + ".bias", b.shape, b.values, n.inputs.size() > 2);
+  };
+  if (c.inShape(0).size() == 2) {
+    std::vector<std::string> ins{cur, c.initializer(c.name(n.inputs[1]), w.shape, w.values, true)};
+    if (hasBias) ins.push_back(bias());
+    step("Gemm", "gemm", ins, {{"transB", int64_t(1)}});
+  } else {
+    std::vector<float> t(w.values.size());
+    for (int64_t o = 0; o < outF; ++o)
+      for (int64_t i = 0; i < inF; ++i) t[size_t(i * outF + o)] = w.values[size_t(o * inF + i)];
+    std::string wt = c.initializer(c.name(n.inputs[1]), {inF, outF}, std::move(t), true);
+    if (hasBias) ++steps;
+    step("MatMul", "matmul", {cur, wt});
+    if (hasBias) step("Add", "bias", {cur, bias()});
+  }
+  if (relu) step("Relu", "relu", {cur});
+  return {};
+}
+
+// Gemm with a constant B: Linear's weight is [out, in], B as given with transB,
+// else transposed; alpha and beta scale the weight and the bias.
+bool importGemm(OnnxImportCtx& c) {
+  const OnnxNode& n = c.n();
+  bool ok = c.onlyAttrs({"alpha", "beta", "transA", "transB"});
+  if (n.i("transA", 0) != 0) {
+    c.problem("attribute transA=1 has no NetLoom form");
+    ok = false;
+  }
+  const OnnxConst* bw = c.weightInput(1, "weight (input B)");
+  const bool hasBias = !n.input(2).empty();
+  const OnnxConst* bc = hasBias ? c.weightInput(2, "bias (input C)") : nullptr;
+  if (!ok || !bw || (hasBias && !bc)) return false;
+  if (bw->shape.size() != 2) {
+    c.problem("a weight of shape " + onnxShapeText(bw->shape));
+    return false;
+  }
+  const bool tb = n.i("transB", 0) != 0;
+  OnnxConst w = *bw;
+  if (!tb) w.f = transposed2d(*bw);
+  const int64_t out = tb ? bw->shape[0] : bw->shape[1], in = tb ? bw->shape[1] : bw->shape[0];
+  const float alpha = n.f("alpha", 1.f), beta = n.f("beta", 1.f);
+  if (alpha != 1.f)
+    for (float& v : w.f) v *= alpha;
+  OnnxConst bias;
+  if (bc) {
+    if (bc->size() != out && bc->size() != 1) {
+      c.problem("a bias of shape " + onnxShapeText(bc->shape) + " (NetLoom adds one per output)");
+      return false;
+    }
+    bias.f = bc->size() == 1 ? std::vector<float>(size_t(out), bc->f[0]) : bc->f;
+    for (float& v : bias.f) v *= beta;
+  }
+  Attrs a;
+  a.set("out_features", out);
+  a.set("bias", bc != nullptr);
+  const std::string d = c.add("Linear", {c.in(0)}, a);
+  c.param(d, "weight", w, {out, in});
+  if (bc) c.param(d, "bias", bias, {out});
+  c.produce(d);
+  return true;
+}
+
+}  // namespace
 
 void registerLinear(OpRegistry& r) {
   OpDef d;
@@ -68,6 +157,8 @@ void registerLinear(OpRegistry& r) {
                              c.arg("bias", pyBool(a.b("bias")), "bias", "True")},
                             a.s("activation") == "relu" ? "F.relu({m}({0}))" : "{m}({0})");
   };
+  d.onnxExport = exportLinear;
+  d.onnxImport["Gemm"] = importGemm;
   r.add(std::move(d));
 
   OpDef rows;

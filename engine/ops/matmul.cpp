@@ -1,9 +1,65 @@
 // MatMul: a 2-D product over tensors viewed as rows × last dimension. Linear's
 // backward uses it; transposes are attributes so no transpose copies are made.
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+Status exportMatMul(OnnxExportCtx& c) {
+  const Node& n = c.node();
+  if (c.attrs().b("trans_a")) return c.noForm("attribute trans_a=true");
+  if (c.inShape(1).size() != 2)
+    return c.noForm("a second operand of rank " + std::to_string(c.inShape(1).size()) +
+                    " (NetLoom views it as a matrix)");
+  std::string b = c.input(1);
+  if (c.attrs().b("trans_b")) {
+    std::string t = c.fresh("b_t");
+    c.add("Transpose", c.fresh("transpose"), {b}, {t}, {{"perm", std::vector<int64_t>{1, 0}}});
+    b = t;
+  }
+  c.add("MatMul", n.name, {c.input(0), b}, {c.output()});
+  return {};
+}
+
+// x·B with a constant B [in, out] is a Linear layer without bias (an Add after it
+// gives it one: add.cpp); by a computed matrix, a MatMul.
+bool importMatMul(OnnxImportCtx& c) {
+  const OnnxNode& n = c.n();
+  if (!c.onlyAttrs({})) return false;
+  const Shape* as = c.shapeOf(n.input(0));
+  if (c.isConst(n.input(0)) || (as && as->size() < 2)) {
+    c.problem("a first operand that is a constant or a vector has no NetLoom form");
+    return false;
+  }
+  if (const OnnxConst* b = c.constOf(n.input(1))) {
+    if (b->shape.size() != 2 || !b->isFloat) {
+      c.problem("a constant second operand of shape " + onnxShapeText(b->shape));
+      return false;
+    }
+    OnnxConst w = *b;
+    w.f = transposed2d(*b);
+    Attrs a;
+    a.set("out_features", b->shape[1]);
+    a.set("bias", false);
+    const std::string d = c.add("Linear", {c.in(0)}, a);
+    c.param(d, "weight", w, {b->shape[1], b->shape[0]});
+    c.produce(d);
+    return true;
+  }
+  const Shape* bs = c.shapeOf(n.input(1));
+  if (!bs || bs->size() != 2) {
+    c.problem("a second operand of shape " + (bs ? onnxShapeText(*bs) : std::string("unknown")) +
+              " (NetLoom multiplies by matrices)");
+    return false;
+  }
+  c.produce(c.add("MatMul", {c.in(0), c.in(1)}));
+  return true;
+}
+
+}  // namespace
 
 void registerMatMul(OpRegistry& r) {
   OpDef d;
@@ -46,6 +102,8 @@ void registerMatMul(OpRegistry& r) {
     std::string rhs = tb ? "{1}.reshape(-1, {1}.shape[-1]).t()" : "{1}.reshape(-1, {1}.shape[-1])";
     return TorchCtx::expr("torch.matmul(" + lhs + ", " + rhs + ")");
   };
+  d.onnxExport = exportMatMul;
+  d.onnxImport["MatMul"] = importMatMul;
   r.add(std::move(d));
 }
 

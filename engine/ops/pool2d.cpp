@@ -2,6 +2,7 @@
 // default), padding and ceil_mode as in PyTorch. Their gradients read the forward
 // input: max pooling routes dy to each window's first maximum, average pooling
 // spreads it evenly.
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 #include "kernels/core/geometry.h"
@@ -27,6 +28,87 @@ bool inferPool(InferCtx& c) {
   Window2d w;
   if (std::string err = poolWindow(c.attrs, c.in[0].shape, w); !err.empty()) return c.fail(err, 0);
   c.out[0] = TensorDesc{{w.n, w.c, w.oh, w.ow}, DType::F32, {}};
+  return true;
+}
+
+Status poolOnnx(OnnxExportCtx& c, bool average) {
+  Window2d w;
+  if (std::string err = poolWindow(c.attrs(), c.inShape(0), w); !err.empty()) return c.error(err);
+  const bool ceil = c.attrs().b("ceil_mode");
+  // A window that ceil_mode adds past the padding is divided by the part inside the
+  // padded input in NetLoom (as PyTorch); ONNX runtimes disagree on that divisor.
+  if (average && ceil && (w.padBottom > w.padTop || w.padRight > w.padLeft))
+    return c.noForm("attribute ceil_mode=true with a last window past the padding");
+  std::vector<OnnxAttr> attrs{
+      {"kernel_shape", std::vector<int64_t>{w.kh, w.kw}},
+      {"strides", std::vector<int64_t>{w.sh, w.sw}},
+      {"pads", std::vector<int64_t>{w.padTop, w.padLeft, w.padTop, w.padLeft}},
+      {"ceil_mode", int64_t(ceil ? 1 : 0)}};
+  if (average) attrs.push_back({"count_include_pad", int64_t(c.attrs().b("count_include_pad"))});
+  c.add(average ? "AveragePool" : "MaxPool", c.node().name, {c.input(0)}, {c.output()}, attrs);
+  return {};
+}
+
+// The window, strides and padding of an ONNX pooling: 2-D, no dilation, pads
+// symmetric or none (auto_pad VALID).
+bool poolWindowFromOnnx(OnnxImportCtx& c, std::vector<int64_t>& pads) {
+  const OnnxNode& n = c.n();
+  bool ok = true;
+  for (int64_t d : n.ints("dilations", {1, 1}))
+    if (d != 1) {
+      c.problem("attribute dilations has no NetLoom form for pooling");
+      ok = false;
+      break;
+    }
+  if (n.i("storage_order", 0) != 0) {
+    c.problem("attribute storage_order=1 has no NetLoom form");
+    ok = false;
+  }
+  pads = {0, 0};
+  const std::string autoPad = n.s("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    ok = c.symmetricPads(pads) && ok;
+  } else if (autoPad != "VALID") {
+    c.problem("attribute auto_pad=" + autoPad + " has no NetLoom form");
+    ok = false;
+  }
+  return ok;
+}
+
+bool poolFromOnnx(OnnxImportCtx& c, bool average) {
+  const OnnxNode& n = c.n();
+  std::set<std::string> known{"auto_pad", "ceil_mode",     "dilations", "kernel_shape",
+                              "pads",     "storage_order", "strides"};
+  if (average) known.insert("count_include_pad");
+  bool ok = c.onlyAttrs(known) && !c.extraOutputsUsed();
+  const std::vector<int64_t> k = n.ints("kernel_shape");
+  const std::vector<int64_t> strides = n.ints("strides", {1, 1});
+  if (k.size() != 2 || strides.size() != 2) {
+    c.problem("a window of " + std::to_string(k.size()) + " dimensions: NetLoom pools 2-D");
+    return false;
+  }
+  std::vector<int64_t> pads;
+  ok = poolWindowFromOnnx(c, pads) && ok;
+  std::vector<int64_t> extra{0, 0};
+  const std::string x = average ? c.paddedInput(extra) : c.in(0);
+  bool countPad = n.i("count_include_pad", 0) != 0;
+  if (average && (extra[0] || extra[1])) {
+    // Explicit zeros always count; the pool's own padding must count alike.
+    if ((pads[0] || pads[1]) && !countPad) {
+      c.problem("a Pad before it and its own pads without count_include_pad");
+      return false;
+    }
+    countPad = true;
+    pads = {pads[0] + extra[0], pads[1] + extra[1]};
+  }
+  if (!ok) return false;
+  Attrs a;
+  a.set("kernel_size", k);
+  a.set("stride", strides);
+  a.set("padding", pads);
+  a.set("ceil_mode", n.i("ceil_mode", 0) != 0);
+  if (average) a.set("count_include_pad", countPad);
+  c.produce(c.add(average ? "AvgPool2d" : "MaxPool2d", {x}, a));
   return true;
 }
 
@@ -63,6 +145,10 @@ OpDef pool(const std::string& name, bool average) {
       l.fwdArgs.push_back(c.arg("count_include_pad", pyBool(a.b("count_include_pad")),
                                 "count_include_pad", "True"));
     return l;
+  };
+  d.onnxExport = [average](OnnxExportCtx& c) { return poolOnnx(c, average); };
+  d.onnxImport[average ? "AveragePool" : "MaxPool"] = [average](OnnxImportCtx& c) {
+    return poolFromOnnx(c, average);
   };
   return d;
 }

@@ -6,7 +6,8 @@ namespace netloom {
 void registerReLU(OpRegistry& r) {
   OpDef d = ops::unaryActivation("ReLU", "Rectified linear unit: max(x, 0)", "ReLUGrad", true);
   d.epilogue = "relu";
-  d.torchForm = "F.relu";  // Linear and BatchNorm apply it in their own kernels (fusion.cpp)
+  d.torchForm = "F.relu";
+  d.onnxForm = "Relu(x)";  // Linear and BatchNorm apply it in their own kernels (fusion.cpp)
   r.add(std::move(d));
   r.add(ops::elementwiseGrad("ReLUGrad"));
 }

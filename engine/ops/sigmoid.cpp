@@ -7,6 +7,7 @@ void registerSigmoid(OpRegistry& r) {
   OpDef d =
       ops::unaryActivation("Sigmoid", "Logistic sigmoid: 1 / (1 + e^-x)", "SigmoidGrad", true);
   d.torchForm = "torch.sigmoid";
+  d.onnxForm = "Sigmoid(x)";
   r.add(std::move(d));
   r.add(ops::elementwiseGrad("SigmoidGrad"));
 }

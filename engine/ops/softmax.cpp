@@ -1,8 +1,37 @@
 // Softmax along one axis; its gradient reads only the output: dx = y·(dy - Σ dy·y).
+#include "engine/graph/onnx_lowering.h"
 #include "engine/graph/torch_lowering.h"
 #include "engine/ops/op_helpers.h"
 
 namespace netloom {
+
+namespace {
+
+// Before opset 13 Softmax flattens the input to 2-D at `axis`: one axis only when
+// it is the last.
+bool softmaxFromOnnx(OnnxImportCtx& c) {
+  if (!c.onlyAttrs({"axis"})) return false;
+  const Shape* x = c.shapeOf(c.n().input(0));
+  if (!x) {
+    c.problem("the shape of its input is unknown");
+    return false;
+  }
+  const int64_t given = c.n().i("axis", c.opset() >= 13 ? -1 : 1);
+  const int64_t axis = positiveAxis(given, x->size());
+  if (axis < 1 || axis >= int64_t(x->size()) ||
+      (c.opset() < 13 && axis != int64_t(x->size()) - 1)) {
+    c.problem("attribute axis=" + std::to_string(c.n().i("axis", 1)) + " over rank " +
+              std::to_string(x->size()) + " at opset " + std::to_string(c.opset()) +
+              " has no NetLoom form");
+    return false;
+  }
+  Attrs a;
+  a.set("axis", axis);
+  c.produce(c.add("Softmax", {c.in(0)}, a));
+  return true;
+}
+
+}  // namespace
 
 void registerSoftmax(OpRegistry& r) {
   AttrDef axis = intAttr("axis", -1, -8, 7, "axis to normalise over; negative counts from the end");
@@ -28,6 +57,11 @@ void registerSoftmax(OpRegistry& r) {
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     return TorchCtx::call("torch.softmax", {c.arg("dim", pyInt(c.attrs().i("axis")), "axis")});
   };
+  d.onnxExport = [](OnnxExportCtx& c) -> Status {
+    c.same("Softmax", {{"axis", c.attrs().i("axis")}});
+    return {};
+  };
+  d.onnxImport["Softmax"] = softmaxFromOnnx;
   r.add(std::move(d));
   r.add(ops::unaryGrad("SoftmaxGrad", {axis}));
 }

@@ -6,6 +6,7 @@ namespace netloom {
 void registerTanh(OpRegistry& r) {
   OpDef d = ops::unaryActivation("Tanh", "Hyperbolic tangent", "TanhGrad", true);
   d.torchForm = "torch.tanh";
+  d.onnxForm = "Tanh(x)";
   r.add(std::move(d));
   r.add(ops::elementwiseGrad("TanhGrad"));
 }

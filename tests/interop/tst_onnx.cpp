@@ -212,6 +212,42 @@ class TestOnnx : public QObject {
     if (!onnxAvailable()) QSKIP("this build has no libonnx: ONNX export and import are left out");
   }
 
+  // Every layer writes itself as ONNX from its op file (a form as data, or its
+  // export), and reads itself back: by its form, its arithmetic pattern, or an ONNX
+  // op it declares. A layer that reads no input (a constant) becomes an initializer,
+  // which the import reads as a weight: it has no ONNX node of its own.
+  void everyLayerDeclaresItsOnnxForm() {
+    QStringList noExport, noImport;
+    int declared = 0;
+    for (const OpDef* op : OpRegistry::instance().all()) {
+      if (op->role != OpRole::Layer || op->external) continue;
+      ++declared;
+      if (op->onnxForm.empty() && !op->onnxExport) noExport << QString::fromStdString(op->name);
+      if (op->onnxForm.empty() && op->onnxImport.empty() && !op->onnxPointwise &&
+          !op->inputs.empty())
+        noImport << QString::fromStdString(op->name);
+    }
+    QVERIFY2(noExport.isEmpty(), qPrintable("no ONNX export: " + noExport.join(", ")));
+    QVERIFY2(noImport.isEmpty(), qPrintable("no ONNX import: " + noImport.join(", ")));
+    QVERIFY2(declared >= 25, qPrintable(QString::number(declared)));
+  }
+
+  // The import finds the op file that maps an ONNX op by the op type alone: one
+  // owner each.
+  void eachOnnxOpHasOneOwner() {
+    std::map<std::string, std::string> owner;
+    QStringList twice;
+    for (const OpDef* op : OpRegistry::instance().all())
+      for (const auto& [type, fn] : op->onnxImport) {
+        QVERIFY2(fn, (op->name + ": " + type).c_str());
+        if (!owner.emplace(type, op->name).second)
+          twice << QString::fromStdString(type + " (" + owner[type] + ", " + op->name + ")");
+      }
+    QVERIFY2(twice.isEmpty(), qPrintable(twice.join(", ")));
+    for (const char* type : {"Conv", "Gemm", "MatMul", "BatchNormalization", "Resize", "Pad"})
+      QVERIFY2(owner.count(type), type);
+  }
+
   void exportsEveryExampleProject() {
     QTemporaryDir dir;
     QStringList files;
