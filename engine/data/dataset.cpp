@@ -12,7 +12,9 @@ namespace netloom {
 int64_t Dataset::memoryBytes() const {
   int64_t paths = 0;
   for (const std::string& f : files) paths += int64_t(sizeof f + f.capacity());
-  return int64_t(bytes.size() + (floats.size() + labels.size() + targets.size()) * 4) + paths;
+  const int64_t text = tokens ? int64_t(tokens->size() * 4 + starts.size() * 8) : 0;
+  return int64_t(bytes.size() + (floats.size() + labels.size() + targets.size()) * 4) + paths +
+         text;
 }
 
 Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
@@ -28,6 +30,16 @@ Dataset Dataset::subset(const std::vector<int64_t>& indices) const {
   out.image = image;
   out.skipUnreadable = skipUnreadable;
   out.decodeThreads = decodeThreads;
+  out.tokens = tokens;
+  out.context = context;
+  out.vocab = vocab;
+  out.textFile = textFile;
+  out.textEnd = textEnd;
+  if (isText()) {
+    out.labels.clear();
+    for (int64_t i : indices) out.starts.push_back(starts[size_t(i)]);
+    return out;
+  }
   if (!origins.empty()) out.origins.resize(n);
   if (!files.empty()) out.files.resize(n);
   if (!bytes.empty()) out.bytes.resize(n * f);

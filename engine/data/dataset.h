@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -46,7 +47,18 @@ struct Dataset {
   bool skipUnreadable = false;
   int decodeThreads = 1;
 
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  // Text (a language model's data): every split reads windows of `context` tokens
+  // of one token stream; sample i is the window at starts[i] and its labels the
+  // window one token on. `vocab` spells each token id.
+  std::shared_ptr<const std::vector<int32_t>> tokens;
+  std::vector<int64_t> starts;
+  int64_t context = 0;
+  std::vector<std::string> vocab;
+  std::string textFile;
+  int64_t textEnd = 0;  // where this split's tokens end: no window reads past it
+  bool isText() const { return tokens != nullptr; }
+
+  int64_t size() const { return static_cast<int64_t>(isText() ? starts.size() : labels.size()); }
   int64_t featuresPerSample() const { return numel(sampleShape); }
   // What its vectors hold, in bytes.
   int64_t memoryBytes() const;
@@ -127,7 +139,8 @@ Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
                                  const std::vector<std::string>* classNames = nullptr,
                                  ListControl* control = nullptr);
 // Where an image source's shape is unset (0), takes it from the model's first Input
-// whose sample shape is channels × height × width.
+// whose sample shape is channels × height × width; where a text source's context is
+// unset, the length of the model's int32 token Input.
 void resolveImageShape(proto::DataDef& def, const proto::ModelDef& model);
 
 // Readers. Errors name the file and what is wrong with it. Sizes a file claims are
@@ -157,9 +170,28 @@ struct Batch {
   int64_t size = 0;                // samples in this batch (the last may be short)
   int64_t globalSize = 0;          // in the step's batch across all ranks (size for one)
   std::vector<float> x;            // size * featuresPerSample, normalised
-  std::vector<int32_t> labels;     // size
+  std::vector<int32_t> ids;        // text: x as int32 token ids (an int32 Input reads these)
+  std::vector<int32_t> labels;     // size, or for text size * context (the next tokens)
   std::vector<float> labelFloats;  // labels as floats, for regression losses
 };
+
+// A text file's tokens and vocabulary (TextSource): `vocabulary` CHAR or BYTE; a CHAR
+// vocabulary that is empty is built from the characters of the training part, the
+// file's first 1 - validationFraction.
+// Fails naming the file: unreadable, empty, or (CHAR) not valid UTF-8, with the byte
+// offset of the first bad sequence.
+struct TextTokens {
+  std::vector<int32_t> tokens;
+  std::vector<std::string> vocab;
+};
+Result<TextTokens> readText(const std::string& path, proto::TextSource::Vocabulary vocabulary,
+                            std::vector<std::string> vocab, double validationFraction);
+// The ids of `text` in `vocab` (CHAR: characters the vocabulary lacks are token 0;
+// BYTE: the bytes), for a prompt; fails on invalid UTF-8 in CHAR mode.
+Result<std::vector<int32_t>> encodeText(const std::string& text,
+                                        const std::vector<std::string>& vocab, bool bytes);
+// The text of token ids.
+std::string decodeTokens(const std::vector<int32_t>& ids, const std::vector<std::string>& vocab);
 
 // Produces one epoch of batches in a seeded order, assembled by a prefetch thread
 // that keeps up to `prefetch` batches ready ahead of the consumer.

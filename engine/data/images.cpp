@@ -332,6 +332,18 @@ Result<ImageIndex> readImageList(const std::string& csvPath, bool hasHeader,
 }
 
 void resolveImageShape(proto::DataDef& def, const proto::ModelDef& model) {
+  if (def.has_text() && def.text().context() <= 0) {
+    // A text source's context: the length of the model's first int32 sequence Input.
+    for (const proto::NodeDef& n : model.nodes()) {
+      if (n.op() != "Input" || !n.attrs().count("shape") || !n.attrs().count("dtype") ||
+          n.attrs().at("dtype").s() != "int32" || n.attrs().count("field"))
+        continue;
+      const auto& dims = n.attrs().at("shape").ints().values();
+      if (dims.size() == 1) def.mutable_text()->set_context(int32_t(dims[0]));
+      return;
+    }
+    return;
+  }
   proto::ImageSource* src = def.has_image_folder() ? def.mutable_image_folder()
                             : def.has_image_list() ? def.mutable_image_list()
                                                    : nullptr;

@@ -289,6 +289,14 @@ std::vector<std::string> dataProblems(const proto::DataDef& def, const std::stri
         need("data.csv.test_path", resolve(def.csv().test_path(), baseDir));
       break;
     case proto::DataDef::kSynthetic: break;
+    case proto::DataDef::kText:
+      if (def.text().path().empty())
+        out.push_back("data.text.path: no file is named");
+      else
+        need("data.text.path", resolve(def.text().path(), baseDir));
+      if (!def.text().test_path().empty())
+        need("data.text.test_path", resolve(def.text().test_path(), baseDir));
+      break;
     case proto::DataDef::kImageFolder:
     case proto::DataDef::kImageList: {
       const bool folder = def.has_image_folder();
@@ -333,10 +341,18 @@ Result<DataSplits> loadData(const proto::DataDef& def, const std::string& baseDi
     case proto::DataDef::kImageList:
       loaded = data_internal::loadImages(def, baseDir, seed, *budget);
       break;
+    case proto::DataDef::kText: loaded = data_internal::loadText(def, baseDir, *budget); break;
     case proto::DataDef::SOURCE_NOT_SET: break;
   }
   if (!loaded) return loaded;
   DataSplits& s = *loaded;
+  if (def.has_text()) {  // split by position and never normalised
+    s.train = takeFirst(s.train, def.train_limit());
+    s.test = takeFirst(s.test, def.test_limit());
+    budget->release(budget->planned() - plannedBefore);
+    if (Status st = budget->reserve("the text", s.train.memoryBytes()); !st) return st.error();
+    return loaded;
+  }
 
   if (def.train_limit() < 0 || def.test_limit() < 0) {
     return makeError("train_limit and test_limit must not be negative");

@@ -45,6 +45,10 @@ class BatchLoader::Assembler {
   // cannot be read (and may not be skipped).
   bool assemble(const Range& range, Batch& out, std::string& error) {
     const Dataset& d = m_l.m_data;
+    if (d.isText()) {
+      assembleText(range, out);
+      return true;
+    }
     const int64_t count = range.count;
     const int64_t* idx = m_l.m_order.data() + range.start;
     out.size = count;
@@ -92,6 +96,35 @@ class BatchLoader::Assembler {
   }
 
  private:
+  // Windows of token ids and, as labels, the same windows one token on. Training
+  // windows start at an offset drawn for the epoch, so an epoch's windows are not
+  // always cut at the same places; none reads past its split's end.
+  void assembleText(const Range& range, Batch& out) {
+    const Dataset& d = m_l.m_data;
+    const BatchLoader::Options& o = m_l.m_opts;
+    const int64_t t = d.context, count = range.count;
+    const int64_t* idx = m_l.m_order.data() + range.start;
+    const int32_t* tok = d.tokens->data();
+    const int64_t shift =
+        o.shuffle ? int64_t(hashCombine(o.seed, uint64_t(o.epoch)) % uint64_t(t)) : 0;
+    out.size = count;
+    out.globalSize = range.global;
+    out.x.resize(size_t(count * t));
+    out.ids.resize(size_t(count * t));
+    out.labels.resize(size_t(count * t));
+    out.labelFloats.resize(size_t(count * t));
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t start = std::min(d.starts[size_t(idx[i])] + shift, d.textEnd - t - 1);
+      for (int64_t j = 0; j < t; ++j) {
+        const size_t at = size_t(i * t + j);
+        out.ids[at] = tok[start + j];
+        out.x[at] = float(tok[start + j]);
+        out.labels[at] = tok[start + j + 1];
+        out.labelFloats[at] = float(tok[start + j + 1]);
+      }
+    }
+  }
+
   // Decodes `sample` into m_decoded; a substitute's label replaces the sample's.
   bool decode(int64_t& sample, std::string& error) {
     const Dataset& d = m_l.m_data;

@@ -21,6 +21,11 @@ void splitOff(const Dataset& all, double fraction, uint64_t key, Dataset& keep, 
 Result<DataSplits> loadImages(const proto::DataDef& def, const std::string& baseDir, uint64_t seed,
                               MemoryBudget& budget);
 
+// A DataDef's text source: tokens, vocabulary and the windows of every split, the
+// validation part by position.
+Result<DataSplits> loadText(const proto::DataDef& def, const std::string& baseDir,
+                            MemoryBudget& budget);
+
 // Per channel, how many times each byte value occurs in `data`'s samples (decoding
 // its files where it has them); an unreadable image fails unless it may be skipped.
 Result<std::vector<std::array<int64_t, 256>>> channelHistograms(const Dataset& data);

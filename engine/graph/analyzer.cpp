@@ -191,7 +191,11 @@ bool ModelAnalyzer::relink(Entry& e, const Entry* self) {
     size_t nports = op.inputs.size();
     bool variadic = nports && op.inputs.back().variadic;
     size_t given = e.inputs.size();
-    size_t count = variadic ? std::max(nports, given) : nports;
+    while (given > requiredInputs(op) && given <= nports && op.inputs[given - 1].optional &&
+           e.inputs[given - 1].empty())
+      --given;  // an optional port left unconnected
+    size_t count =
+        variadic ? std::max(nports, given) : std::clamp(given, requiredInputs(op), nports);
     if (!variadic && given > nports) {
       problem("node '" + e.name + "' (" + op.name + "): expects " + std::to_string(nports) +
               " input(s), has " + std::to_string(given));

@@ -29,6 +29,7 @@ class Inliner {
 
   InlinedModel run() {
     m_out.model.set_name(m_model.name());
+    *m_out.model.mutable_shared() = m_model.shared();  // names of the inlined nodes' tensors
     for (const proto::ModelDef& b : m_model.blocks())
       if (OpRegistry::instance().find(b.name()))
         m_problems.push_back({"", -1, "block '" + b.name() + "' has the name of an op: rename it"});

@@ -114,6 +114,14 @@ Status inferNode(Graph& g, NodeId id, int* errorPort) {
           n,
           "output '" + (i < n.op->outputs.size() ? n.op->outputs[i].name : std::to_string(i)) + "'",
           ctx.out[i]);
+  for (int i = 0; i < n.numParams; ++i) {
+    Value& v = g.values[n.inputs[ndata + i]];
+    // A shared tensor: every node that reads it must want its shape.
+    if (!v.desc.shape.empty() && v.desc.shape != ctx.params[i].shape)
+      return makeError("node '" + n.name + "' (" + n.op->name + "): its parameter '" + v.name +
+                       "' is shared, of shape " + shapeToString(v.desc.shape) + ", and it needs " +
+                       shapeToString(ctx.params[i].shape));
+  }
   for (int i = 0; i < n.numParams; ++i) g.values[n.inputs[ndata + i]].desc = ctx.params[i];
   for (size_t i = 0; i < n.outputs.size(); ++i) g.values[n.outputs[i]].desc = ctx.out[i];
   return {};
@@ -194,15 +202,31 @@ std::string joinInputRef(const std::string& node, int port) {
   return port == 0 ? node : node + ":" + std::to_string(port);
 }
 
-void addPersistentInputs(Graph& g, Node& node) {
+void addPersistentInputs(Graph& g, Node& node, SharedParams* shared) {
   auto persistent = [&](const auto& names, ValueKind kind) {
     if (!names) return;
     for (const std::string& p : names(node.attrs)) {
       Value v;
       v.name = node.name + "." + p;
+      if (shared && kind == ValueKind::Param) {
+        if (auto a = shared->alias.find(v.name); a != shared->alias.end()) {
+          shared->aliased.insert(v.name);
+          v.name = a->second;
+        } else {
+          shared->own.insert(v.name);
+        }
+        if (auto m = shared->made.find(v.name); m != shared->made.end()) {
+          node.inputs.push_back(m->second);
+          ++node.numParams;
+          continue;
+        }
+      }
       v.kind = kind;
       v.requiresGrad = kind == ValueKind::Param;
-      node.inputs.push_back(g.addValue(std::move(v)));
+      const std::string name = v.name;
+      const ValueId id = g.addValue(std::move(v));
+      if (shared && kind == ValueKind::Param) shared->made[name] = id;
+      node.inputs.push_back(id);
       ++node.numParams;
     }
   };
@@ -264,13 +288,20 @@ Result<Pending> resolveNode(const proto::ModelDef& model, int i,
   Pending p{op, std::move(*attrs), {}};
   size_t nports = op->inputs.size();
   bool variadic = nports && op->inputs.back().variadic;
+  size_t required = requiredInputs(*op);
   size_t given_n = nd.inputs_size();
-  if ((!variadic && given_n != nports) || (variadic && given_n < nports)) {
+  while (given_n > required && given_n <= nports && op->inputs[given_n - 1].optional &&
+         nd.inputs(int(given_n) - 1).empty())
+    --given_n;  // an optional port left unconnected
+  if (given_n < required || (!variadic && given_n > nports)) {
     return makeError("node '" + nd.name() + "' (" + op->name + "): expects " +
-                     (variadic ? "at least " : "") + std::to_string(nports) + " input(s), has " +
-                     std::to_string(given_n));
+                     (variadic ? "at least " + std::to_string(required)
+                      : required < nports
+                          ? std::to_string(required) + " to " + std::to_string(nports)
+                          : std::to_string(nports)) +
+                     " input(s), has " + std::to_string(given_n));
   }
-  for (int k = 0; k < nd.inputs_size(); ++k) {
+  for (int k = 0; k < int(given_n); ++k) {
     std::string port = k < int(nports) ? op->inputs[k].name : op->inputs.back().name;
     if (nd.inputs(k).empty())
       return makeError("node '" + nd.name() + "', input '" + port + "' is not connected");
@@ -315,6 +346,16 @@ Result<Graph> assemble(const proto::ModelDef& model, std::vector<Pending>& pendi
                        const std::vector<int>& order, int64_t batch) {
   Graph g;
   std::map<std::string, NodeId> built;
+  SharedParams shared;
+  for (const proto::SharedParam& t : model.shared()) {
+    if (t.param() == t.with() || !shared.alias.emplace(t.param(), t.with()).second)
+      return makeError("model.shared: parameter '" + t.param() +
+                       "' is shared twice or with itself");
+  }
+  for (const auto& [from, to] : shared.alias)
+    if (shared.alias.count(to))
+      return makeError("model.shared: '" + from + "' is shared with '" + to +
+                       "', which is itself shared: name the tensor it is shared with");
   for (int i : order) {
     const auto& nd = model.nodes(i);
     Node node;
@@ -323,7 +364,7 @@ Result<Graph> assemble(const proto::ModelDef& model, std::vector<Pending>& pendi
     node.attrs = std::move(pending[i].attrs);
     for (const auto& r : pending[i].inputs)
       node.inputs.push_back(g.nodes[built[r.node]].outputs[r.port]);
-    addPersistentInputs(g, node);
+    addPersistentInputs(g, node, &shared);
     if (node.op->external) node.attrs.set("__batch", batch);
     node.attrs.set("__salt", int64_t(nameHash(node.name) >> 1));
     auto id = g.addNode(std::move(node));
@@ -339,6 +380,10 @@ Result<Graph> assemble(const proto::ModelDef& model, std::vector<Pending>& pendi
       g.inputsByField[field] = added.outputs[0];
     }
   }
+  for (const auto& [from, to] : shared.alias)
+    for (const std::string& name : {from, to})
+      if (!(name == from ? shared.aliased.count(name) : shared.own.count(name)))
+        return makeError("model.shared: '" + name + "' is no parameter of the model");
   return g;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -94,9 +95,19 @@ std::string joinInputRef(const std::string& node, int port);  // "node" for port
 std::vector<int> topologicalOrder(const std::vector<std::vector<int>>& users,
                                   std::vector<int>& indegree);
 
+// Tensors several nodes read as one (ModelDef.shared): a parameter name to the name
+// of the tensor it is, and the values made so far by name.
+struct SharedParams {
+  std::map<std::string, std::string> alias;
+  std::map<std::string, ValueId> made;
+  std::set<std::string> own;  // names a node's parameter has as its own (not an alias)
+  std::set<std::string> aliased;
+};
+
 // Parameter and buffer values a node of `op` with `attrs` reads, appended to its
-// inputs as buildGraph lays them out.
-void addPersistentInputs(Graph& g, Node& node);
+// inputs as buildGraph lays them out; with `shared`, a tied parameter reads the one
+// value of its tensor.
+void addPersistentInputs(Graph& g, Node& node, SharedParams* shared = nullptr);
 
 // Converts a project attribute into the engine's form, and back.
 AttrVal attrFromProto(const proto::AttrValue& v);

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -42,6 +44,7 @@ class OnnxExportCtx {
 
   virtual const Node& node() const = 0;
   virtual const Shape& shape(ValueId v) const = 0;
+  virtual DType dtype(ValueId v) const = 0;
   // The ONNX name of NetLoom value `v`.
   virtual std::string name(ValueId v) const = 0;
   // The ONNX name of the node's output 0 (a BatchNorm folded into the node gives
@@ -193,6 +196,49 @@ struct OnnxPointwise {
   std::function<double(double x, const Attrs&)> f;
   std::vector<Attrs> variants;
 };
+
+// An op its export writes as several ONNX nodes (opset 17 has no RMSNorm, attention
+// or rotary op): the import tries each node, from the last back, as the pattern's
+// last node (`root`), walking to the nodes before it. The nodes a match takes must
+// be read by nothing outside it.
+class OnnxPatternCtx {
+ public:
+  virtual ~OnnxPatternCtx() = default;
+
+  virtual const OnnxNode& root() const = 0;
+  // The node not yet mapped whose output `v` is; null for a graph input, a constant
+  // or a value already mapped.
+  virtual const OnnxNode* producerOf(const std::string& v) const = 0;
+  virtual const OnnxConst* constOf(const std::string& v) const = 0;
+  virtual const Shape* shapeOf(const std::string& v) const = 0;
+  // `n` (from producerOf) belongs to the match.
+  virtual void take(const OnnxNode& n) = 0;
+
+  // The producer of `v` where it is of ONNX op `op`, else null.
+  const OnnxNode* producer(const std::string& v, const std::string& op) const {
+    const OnnxNode* n = producerOf(v);
+    return n && n->opType == op ? n : nullptr;
+  }
+  // A constant holding one number (any shape of one element), or NaN.
+  double scalar(const std::string& v) const {
+    const OnnxConst* c = constOf(v);
+    return c && c->size() == 1 ? c->at(0) : NAN;
+  }
+};
+
+// What a recognised pattern becomes: one NetLoom op over ONNX values `inputs`, with
+// its attributes and weights (each with its NetLoom shape).
+struct OnnxPatternMatch {
+  std::string op;
+  std::vector<std::string> inputs;
+  Attrs attrs;
+  struct Weight {
+    std::string key;
+    OnnxConst value;
+  };
+  std::vector<Weight> params;
+};
+using OnnxPattern = std::function<bool(OnnxPatternCtx&, OnnxPatternMatch&)>;
 
 // "[1, 2, ?]" for messages: -1 as ?.
 std::string onnxShapeText(const Shape& s);

@@ -23,6 +23,8 @@ class TorchCtx;
 struct TorchLowering;
 class OnnxExportCtx;
 class OnnxImportCtx;
+class OnnxPatternCtx;
+struct OnnxPatternMatch;
 struct OnnxPointwise;
 
 enum class AttrKind { Int, Float, Bool, String, Ints };
@@ -49,6 +51,9 @@ struct PortDef {
   // whose field is "label", made when the model has none): a loss needs no hand-made
   // label input.
   bool dataLabels = false;
+  // An input port that may be left unconnected (only trailing ports; an attention
+  // mask): the op's inputs then end before it.
+  bool optional = false;
 };
 
 // Shape inference: the op reads inputs and attributes, writes output (and parameter)
@@ -127,7 +132,7 @@ struct OpDef {
   // gradient. The layout pass packs a weight whose every reader allows it.
   int packableWeight = -1;
   bool weightGradient = false;
-  // Input 0 holds one score per class along dimension 1 and input 1 the class labels:
+  // Input 0 holds one score per class along its last axis and input 1 the class labels:
   // the model's class count, which the data's labels are checked against (a
   // classification loss).
   bool definesClasses = false;
@@ -165,6 +170,9 @@ struct OpDef {
   std::map<std::string, std::function<bool(OnnxImportCtx&)>> onnxImport;
   // Set where exporters write the op out as element-wise arithmetic.
   std::shared_ptr<const OnnxPointwise> onnxPointwise;
+  // The op recognised from the ONNX nodes its export writes, where those are several
+  // ops of other meanings (onnx_lowering.h, OnnxPatternCtx): true with the match filled.
+  std::function<bool(OnnxPatternCtx&, OnnxPatternMatch&)> onnxPattern;
   // The op as PyTorch where it is more than a function of x (a module, an
   // expression, arguments computed from shapes): engine/graph/torch_lowering.h.
   // Unset with torchForm empty: the PyTorch export refuses the op, naming it.
@@ -175,6 +183,9 @@ struct OpDef {
 
   const AttrDef* attr(const std::string& n) const;
 };
+
+// The input ports a node of `op` must connect: all but the trailing optional ones.
+size_t requiredInputs(const OpDef& op);
 
 class OpRegistry {
  public:

@@ -61,8 +61,14 @@ std::string Exporter::fresh(const std::string& what) {
 
 std::string Exporter::initializer(const std::string& name, const Shape& shape,
                                   std::vector<float> values, bool exact) {
-  // A parameter keeps its NetLoom name ("conv1.weight"), which no helper takes.
-  std::string n = exact ? name : unused(name);
+  // A parameter keeps its NetLoom name ("conv1.weight"), which no helper takes; one
+  // that two nodes share (model.shared) is written once.
+  if (exact) {
+    auto it = m_exact.find(name);
+    if (it != m_exact.end() && it->second == shape) return name;
+    if (it == m_exact.end()) m_exact[name] = shape;
+  }
+  std::string n = exact && m_exact[name] == shape ? name : unused(name);
   *m_out.add_initializer() = floatTensor(n, shape, values);
   return n;
 }

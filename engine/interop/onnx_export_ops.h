@@ -35,6 +35,7 @@ class Exporter : public OnnxExportCtx {
   // OnnxExportCtx, for node `m_cur`.
   const Node& node() const override { return m_g.nodes[size_t(m_cur)]; }
   const Shape& shape(ValueId v) const override { return m_g.values[size_t(v)].desc.shape; }
+  DType dtype(ValueId v) const override { return m_g.values[size_t(v)].desc.dtype; }
   std::string name(ValueId v) const override { return m_g.values[size_t(v)].name; }
   std::string output() override;
   std::string fresh(const std::string& what) override;
@@ -56,6 +57,7 @@ class Exporter : public OnnxExportCtx {
   const Graph& m_g;
   std::map<std::string, Weight> m_weights;
   onnx::GraphProto& m_out;
+  std::map<std::string, Shape> m_exact;  // parameters written under their own names
   std::map<std::string, Shape> m_expected;
   std::set<std::string> m_used;
   NodeId m_cur = 0;

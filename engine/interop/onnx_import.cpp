@@ -55,13 +55,14 @@ Status addInput(ImportState& s, const std::string& file) {
                      " inputs; a NetLoom project reads one (its samples)");
   const onnx::ValueInfoProto& in = *inputs[0];
   auto shape = shapeOf(in);
-  const bool isFloat = in.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT;
+  const int elem = in.type().tensor_type().elem_type();
+  const bool isFloat = elem == onnx::TensorProto::FLOAT, isInt = elem == onnx::TensorProto::INT32;
   bool known = shape && shape->size() >= 2;
   for (size_t k = 1; known && k < shape->size(); ++k) known = (*shape)[k] > 0;
-  if (!isFloat || !known)
+  if (!(isFloat || isInt) || !known)
     return makeError(file + ": input '" + in.name() +
-                     "' must be float32 with a batch dimension first and every other dimension "
-                     "known");
+                     "' must be float32 (or int32 token ids) with a batch dimension first and "
+                     "every other dimension known");
   onnx::NodeProto named;
   named.set_name(in.name());
   named.set_op_type("Input");
@@ -70,6 +71,7 @@ Status addInput(ImportState& s, const std::string& file) {
   d->set_op("Input");
   auto* dims = (*d->mutable_attrs())["shape"].mutable_ints();
   for (size_t k = 1; k < shape->size(); ++k) dims->add_values((*shape)[k]);
+  if (isInt) (*d->mutable_attrs())["dtype"].set_s("int32");
   d->set_doc("ONNX input '" + in.name() + "'");
   s.refOf[in.name()] = d->name();
   return {};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <optional>
 
@@ -195,15 +196,80 @@ namespace {
 
 // What a pattern of ONNX nodes becomes: one NetLoom op at the pattern's last node.
 struct Taken {
-  std::string op, input;
+  std::string op;
+  std::vector<std::string> inputs;
   Attrs attrs;
+  std::vector<OnnxPatternMatch::Weight> params;
 };
+
+// An op's declared pattern (OpDef::onnxPattern) tried with node `root` last.
+class PatternCtx : public OnnxPatternCtx {
+ public:
+  PatternCtx(const ImportState& s, const std::map<std::string, int>& producer, int root)
+      : s(s), m_producer(producer), m_root(readNode(s.node(root))), m_taken{root} {}
+
+  const OnnxNode& root() const override { return m_root; }
+  const OnnxNode* producerOf(const std::string& v) const override {
+    auto it = m_producer.find(v);
+    if (it == m_producer.end() || s.done[size_t(it->second)] || s.isConst(v)) return nullptr;
+    m_read.push_back(readNode(s.node(it->second)));
+    m_readIndex[&m_read.back()] = it->second;
+    return &m_read.back();
+  }
+  const OnnxConst* constOf(const std::string& v) const override { return s.constOf(v); }
+  const Shape* shapeOf(const std::string& v) const override { return s.shapeOf(v); }
+  void take(const OnnxNode& n) override {
+    auto it = m_readIndex.find(&n);
+    if (it != m_readIndex.end()) m_taken.push_back(it->second);
+  }
+
+  // The taken nodes in graph order (root last), where nothing outside reads them.
+  std::optional<std::vector<int>> region() const {
+    std::vector<int> nodes(m_taken.begin() + 1, m_taken.end());
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    nodes.push_back(m_taken.front());
+    if (!closed(s, nodes)) return std::nullopt;
+    return nodes;
+  }
+
+ private:
+  const ImportState& s;
+  const std::map<std::string, int>& m_producer;
+  OnnxNode m_root;
+  std::vector<int> m_taken;
+  mutable std::deque<OnnxNode> m_read;  // stable addresses for take()
+  mutable std::map<const OnnxNode*, int> m_readIndex;
+};
+
+// Ops declared as patterns of ONNX nodes (OpDef::onnxPattern), from the last node
+// back, so that a pattern takes its nodes before a smaller one inside it could.
+void takeDeclaredPatterns(ImportState& s, std::map<int, Taken>& taken) {
+  std::map<std::string, int> producer;
+  for (int i = 0; i < s.graph.node_size(); ++i)
+    for (const std::string& y : s.node(i).output()) producer[y] = i;
+  for (int i = s.graph.node_size(); i-- > 0;) {
+    if (s.done[size_t(i)]) continue;
+    for (const OpDef* op : OpRegistry::instance().all()) {
+      if (!op->onnxPattern) continue;
+      PatternCtx ctx(s, producer, i);
+      OnnxPatternMatch match;
+      if (!op->onnxPattern(ctx, match)) continue;
+      std::optional<std::vector<int>> nodes = ctx.region();
+      if (!nodes) continue;
+      for (int r : *nodes) s.done[size_t(r)] = true;
+      taken[i] = Taken{match.op, match.inputs, match.attrs, match.params};
+      break;
+    }
+  }
+}
 
 // Element-wise ops written out as arithmetic (OnnxPointwise), then every op's
 // declared ONNX forms (onnx_form.h), from the last node back, so that a form takes
 // its nodes before a smaller one inside it could.
 std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
   std::map<int, Taken> taken;
+  takeDeclaredPatterns(s, taken);
   for (const OpDef* op : OpRegistry::instance().all()) {
     if (!op->onnxPointwise) continue;
     for (int i = 0; i < s.graph.node_size(); ++i) {
@@ -212,7 +278,7 @@ std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
       if (s.done[size_t(i)]) continue;
       if (auto attrs = m.matchPointwise(i, *op->onnxPointwise, region, x, out)) {
         for (int r : region) s.done[size_t(r)] = true;
-        taken[region.back()] = Taken{op->name, x, *attrs};
+        taken[region.back()] = Taken{op->name, {x}, *attrs, {}};
       }
     }
   }
@@ -233,7 +299,7 @@ std::map<int, Taken> takePatterns(ImportState& s, Mapper& m) {
       auto match = matchForm(form, s, i, producer);
       if (!match) continue;
       for (int r : match->nodes) s.done[size_t(r)] = true;
-      Taken t{op->name, match->input, {}};
+      Taken t{op->name, {match->input}, {}, {}};
       for (const auto& [key, v] : match->params) t.attrs.set(key, v);
       taken[i] = t;
       break;
@@ -252,7 +318,12 @@ void mapNodes(ImportState& s) {
     if (auto it = taken.find(i); it != taken.end()) {
       const Taken& t = it->second;
       m.begin(i);
-      m.produce(m.add(t.op, {m.ref(t.input)}, t.attrs));
+      std::vector<std::string> refs;
+      for (const std::string& in : t.inputs) refs.push_back(m.ref(in));
+      const std::string made = m.add(t.op, refs, t.attrs);
+      for (const OnnxPatternMatch::Weight& w : t.params)
+        m.param(made, w.key, w.value, w.value.shape);
+      m.produce(made);
       continue;
     }
     if (s.done[size_t(i)]) continue;

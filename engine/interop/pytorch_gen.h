@@ -57,5 +57,8 @@ Result<std::string> generateTrain(const proto::Project& project, const std::stri
 std::string trainRuntime();
 // Its part that reads image folders and lists as NetLoom does (PIL, numpy).
 std::string imageRuntime();
+// Layers an older PyTorch lacks (RMSNorm, PositionEmbedding, rotary_embedding,
+// scaled_dot_product_attention); model.py holds them where it uses one.
+std::string layersRuntime();
 
 }  // namespace netloom::pytorch

@@ -140,9 +140,23 @@ class ModelGen {
     for (const auto& [from, to] : m_renames)
       text += "\n    " + pyStr(from) + ": " + pyStr(to) + ",";
     text += m_renames.empty() ? "}\n" : "\n}\n";
-    text += "NETLOOM_NAMES = {torch_name: name for name, torch_name in TORCH_NAMES.items()}\n\n\n";
-    text += "def build_model():\n    return " + out.className + "()\n";
+    text += "NETLOOM_NAMES = {torch_name: name for name, torch_name in TORCH_NAMES.items()}\n";
+    text +=
+        "\n# Parameters that are the tensor of another (NetLoom's model.shared, weight tying).\n"
+        "SHARED = {";
+    for (const proto::SharedParam& t : m_model.shared())
+      text += "\n    " + pyStr(t.param()) + ": " + pyStr(t.with()) + ",";
+    text += m_model.shared().empty() ? "}\n\n\n" : "\n}\n\n\n";
+    text += "def build_model():\n    return tie_shared(" + out.className + "())\n";
     text += modelRuntime();
+    for (const char* name :
+         {"RMSNorm(", "PositionEmbedding(", "rotary_embedding(", "scaled_dot_product_attention("})
+      if (text.find(name) != std::string::npos) {
+        text += layersRuntime();
+        if (text.find("\nimport math\n") == std::string::npos)
+          text.insert(text.find("import struct\n"), "import math\n");
+        break;
+      }
     // torch.nn.functional only where a layer calls it (no import nothing uses).
     const std::string functional = "import torch.nn.functional as F\n";
     bool usesF = false;

@@ -6,7 +6,9 @@
 //   and training loop as plain PyTorch;
 // - image_runtime.py: image folders and lists, decoded, resized and centre-cropped
 //   with the arithmetic of engine/data/image_decode.cpp, so a PNG becomes the same
-//   bytes as in NetLoom.
+//   bytes as in NetLoom;
+// - layers_runtime.py: the layers NetLoom has that an older PyTorch lacks (RMSNorm,
+//   positions, rotary embedding, attention), added to a model.py that uses them.
 #include "engine/interop/pytorch_gen.h"
 #include "python_templates.gen.h"
 
@@ -18,6 +20,10 @@ std::string modelRuntime() {
 
 std::string trainRuntime() {
   return templates::train_runtime;
+}
+
+std::string layersRuntime() {
+  return templates::layers_runtime;
 }
 
 std::string imageRuntime() {

@@ -216,8 +216,11 @@ Result<std::string> lossAndMetrics(const proto::Project& p, const ModelText& mod
                   pyStr(loss->name()) + " (" + loss->op() + ").\"\"\"\n    return ";
   if (loss->op() == "SoftmaxCrossEntropy") {
     double ls = attrF(*loss, "label_smoothing", 0.0);
-    t += "F.cross_entropy(" + a + ", " + b + ".long()" +
-         (ls > 0 ? ", label_smoothing=" + pyFloat(ls) : "") + ")\n";
+    const int64_t ignore = int64_t(attrF(*loss, "ignore_index", -100));
+    // Classes on the last axis: a sequence's logits are flattened to rows first.
+    t += "F.cross_entropy(" + a + ".reshape(-1, " + a + ".shape[-1]), " + b +
+         ".reshape(-1).long()" + (ls > 0 ? ", label_smoothing=" + pyFloat(ls) : "") +
+         (ignore != -100 ? ", ignore_index=" + pyInt(ignore) : "") + ")\n";
   } else if (loss->op() == "MSELoss") {
     t += "F.mse_loss(" + a + ", " + b + ".reshape(" + a + ".shape).to(" + a + ".dtype))\n";
   } else if (loss->op() == "BCELoss") {

@@ -41,6 +41,13 @@ void registerAllOps(OpRegistry& r) {
   registerAdamUpdate(r);
   registerReorder(r);
   registerSumSquares(r);
+  registerTranspose(r);
+  registerBatchMatMul(r);
+  registerEmbedding(r);
+  registerPositionEmbedding(r);
+  registerRotaryEmbedding(r);
+  registerRMSNorm(r);
+  registerAttention(r);
 }
 
 }  // namespace netloom

@@ -44,5 +44,13 @@ void registerSgdUpdate(OpRegistry& r);
 void registerAdamUpdate(OpRegistry& r);
 void registerReorder(OpRegistry& r);
 void registerSumSquares(OpRegistry& r);
+// Sequences and attention.
+void registerTranspose(OpRegistry& r);
+void registerBatchMatMul(OpRegistry& r);  // with SumTo, its gradient's reduction
+void registerEmbedding(OpRegistry& r);
+void registerPositionEmbedding(OpRegistry& r);
+void registerRotaryEmbedding(OpRegistry& r);
+void registerRMSNorm(OpRegistry& r);
+void registerAttention(OpRegistry& r);
 
 }  // namespace netloom

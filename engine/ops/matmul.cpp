@@ -24,41 +24,6 @@ Status exportMatMul(OnnxExportCtx& c) {
   return {};
 }
 
-// x·B with a constant B [in, out] is a Linear layer without bias (an Add after it
-// gives it one: add.cpp); by a computed matrix, a MatMul.
-bool importMatMul(OnnxImportCtx& c) {
-  const OnnxNode& n = c.n();
-  if (!c.onlyAttrs({})) return false;
-  const Shape* as = c.shapeOf(n.input(0));
-  if (c.isConst(n.input(0)) || (as && as->size() < 2)) {
-    c.problem("a first operand that is a constant or a vector has no NetLoom form");
-    return false;
-  }
-  if (const OnnxConst* b = c.constOf(n.input(1))) {
-    if (b->shape.size() != 2 || !b->isFloat) {
-      c.problem("a constant second operand of shape " + onnxShapeText(b->shape));
-      return false;
-    }
-    OnnxConst w = *b;
-    w.f = transposed2d(*b);
-    Attrs a;
-    a.set("out_features", b->shape[1]);
-    a.set("bias", false);
-    const std::string d = c.add("Linear", {c.in(0)}, a);
-    c.param(d, "weight", w, {b->shape[1], b->shape[0]});
-    c.produce(d);
-    return true;
-  }
-  const Shape* bs = c.shapeOf(n.input(1));
-  if (!bs || bs->size() != 2) {
-    c.problem("a second operand of shape " + (bs ? onnxShapeText(*bs) : std::string("unknown")) +
-              " (NetLoom multiplies by matrices)");
-    return false;
-  }
-  c.produce(c.add("MatMul", {c.in(0), c.in(1)}));
-  return true;
-}
-
 }  // namespace
 
 void registerMatMul(OpRegistry& r) {
@@ -103,7 +68,6 @@ void registerMatMul(OpRegistry& r) {
     return TorchCtx::expr("torch.matmul(" + lhs + ", " + rhs + ")");
   };
   d.onnxExport = exportMatMul;
-  d.onnxImport["MatMul"] = importMatMul;
   r.add(std::move(d));
 }
 

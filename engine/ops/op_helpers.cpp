@@ -14,15 +14,18 @@ bool requireFloat(InferCtx& c, int port) {
 }
 
 bool requireLabels(InferCtx& c, int port, int64_t batch) {
+  return requireLabels(c, port, Shape{batch});
+}
+
+bool requireLabels(InferCtx& c, int port, const Shape& want) {
   const TensorDesc& l = c.in[port];
   if (l.dtype != DType::I32)
     return c.fail(std::string("expects int32 class labels, got ") + dtypeName(l.dtype) +
                       " (set the label Input's dtype to int32)",
                   port);
-  if (l.shape != Shape{batch})
+  if (l.shape != want)
     return c.fail(
-        "expects labels of shape " + shapeToString({batch}) + ", got " + shapeToString(l.shape),
-        port);
+        "expects labels of shape " + shapeToString(want) + ", got " + shapeToString(l.shape), port);
   return true;
 }
 

@@ -13,6 +13,8 @@ bool sameAsInput(InferCtx& c);
 bool requireFloat(InferCtx& c, int port);
 // Requires a scalar-per-sample label: int32 of shape [batch].
 bool requireLabels(InferCtx& c, int port, int64_t batch);
+// Requires int32 labels of shape `want` (a sequence's batch × tokens).
+bool requireLabels(InferCtx& c, int port, const Shape& want);
 
 // An element-wise activation y = f(x) whose gradient op takes (dy, x) or (dy, y).
 OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, bool gradFromOutput);

@@ -11,6 +11,12 @@ const AttrDef* OpDef::attr(const std::string& n) const {
   return nullptr;
 }
 
+size_t requiredInputs(const OpDef& op) {
+  size_t n = op.inputs.size();
+  while (n > 0 && op.inputs[n - 1].optional) --n;
+  return n;
+}
+
 const OpRegistry& OpRegistry::instance() {
   // Built once, from the explicit list; never mutated afterwards.
   static const OpRegistry registry = [] {

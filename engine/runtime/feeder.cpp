@@ -7,18 +7,20 @@ namespace netloom {
 
 namespace {
 
-// The byte offsets of a staged batch's three parts: x, int32 labels, float labels.
+// The byte offsets of a staged batch's parts: x, x as token ids (text), int32 labels,
+// float labels.
 struct Parts {
-  int64_t x, labels, floats, total;
+  int64_t x, ids, labels, floats, total;
 };
 
-Parts partsOf(int64_t size, int64_t features) {
+Parts partsOf(int64_t size, int64_t features, int64_t labels, bool ids) {
   auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
   Parts p;
   p.x = 0;
-  p.labels = align(size * features * int64_t(sizeof(float)));
-  p.floats = p.labels + align(size * int64_t(sizeof(int32_t)));
-  p.total = p.floats + align(size * int64_t(sizeof(float)));
+  p.ids = align(size * features * int64_t(sizeof(float)));
+  p.labels = p.ids + (ids ? align(size * features * int64_t(sizeof(int32_t))) : 0);
+  p.floats = p.labels + align(labels * int64_t(sizeof(int32_t)));
+  p.total = p.floats + align(labels * int64_t(sizeof(float)));
   return p;
 }
 
@@ -30,7 +32,12 @@ int64_t bytesOf(const std::vector<float>& v) {
 
 void feed(const Program& prog, const Batch& b) {
   Device& d = *prog.device;
-  if (const TensorRef* x = prog.input("x")) d.copyToDevice(x->data, b.x.data(), bytesOf(b.x));
+  if (const TensorRef* x = prog.input("x")) {
+    if (x->dtype == DType::I32 && !b.ids.empty())
+      d.copyToDevice(x->data, b.ids.data(), int64_t(b.ids.size() * sizeof(int32_t)));
+    else
+      d.copyToDevice(x->data, b.x.data(), bytesOf(b.x));
+  }
   if (const TensorRef* l = prog.input("label")) {
     if (l->dtype == DType::I32)
       d.copyToDevice(l->data, b.labels.data(), int64_t(b.labels.size() * sizeof(int32_t)));
@@ -69,12 +76,15 @@ void BatchFeeder::stage(const Batch& b) {
   m_next ^= 1;
   slot.size = b.size;
   slot.features = b.size > 0 ? int64_t(b.x.size()) / b.size : 0;
-  Parts p = partsOf(slot.size, slot.features);
+  slot.labels = int64_t(b.labels.size());
+  slot.ids = !b.ids.empty();
+  Parts p = partsOf(slot.size, slot.features, slot.labels, slot.ids);
   reserve(slot, p.total);
   // The pinned buffer was last read by the upload two batches ago: wait for it.
   m_device.finishUploads();
   char* host = static_cast<char*>(slot.host);
   std::copy(b.x.begin(), b.x.end(), reinterpret_cast<float*>(host + p.x));
+  std::copy(b.ids.begin(), b.ids.end(), reinterpret_cast<int32_t*>(host + p.ids));
   std::copy(b.labels.begin(), b.labels.end(), reinterpret_cast<int32_t*>(host + p.labels));
   std::copy(b.labelFloats.begin(), b.labelFloats.end(), reinterpret_cast<float*>(host + p.floats));
   m_device.upload(slot.device.data(), slot.host, p.total);
@@ -86,14 +96,16 @@ void BatchFeeder::bind(const Program& prog, const Batch& b) {
     return;
   }
   const Slot& slot = m_slots[m_next ^ 1];  // the last staged
-  Parts p = partsOf(slot.size, slot.features);
+  Parts p = partsOf(slot.size, slot.features, slot.labels, slot.ids);
   const char* from = static_cast<const char*>(slot.device.data());
   m_device.waitUploads();
-  if (const TensorRef* x = prog.input("x"))
-    m_device.copyWithin(x->data, from + p.x, slot.size * slot.features * int64_t(sizeof(float)));
+  if (const TensorRef* x = prog.input("x")) {
+    const bool ids = x->dtype == DType::I32 && slot.ids;
+    m_device.copyWithin(x->data, from + (ids ? p.ids : p.x), slot.size * slot.features * 4);
+  }
   if (const TensorRef* l = prog.input("label")) {
     bool ints = l->dtype == DType::I32;
-    m_device.copyWithin(l->data, from + (ints ? p.labels : p.floats), slot.size * 4);
+    m_device.copyWithin(l->data, from + (ints ? p.labels : p.floats), slot.labels * 4);
   }
   // The next upload into this slot waits for these copies, not for the whole step.
   m_device.uploadsAfterWork();

@@ -32,11 +32,13 @@ class BatchFeeder {
 
  private:
   struct Slot {
-    void* host = nullptr;  // pinned: x, int32 labels, float labels
+    void* host = nullptr;  // pinned: x, x as token ids, int32 labels, float labels
     DeviceBuffer device;
     int64_t capacity = 0;  // bytes in each
     int64_t size = 0;      // samples staged
     int64_t features = 0;
+    int64_t labels = 0;  // labels staged: one a sample, or one a token of text
+    bool ids = false;    // the batch has token ids
   };
   void reserve(Slot& slot, int64_t bytes);
 

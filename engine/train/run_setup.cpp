@@ -29,7 +29,11 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
       return makeError("node '" + node.name + "' (Input): shape " + shapeToString(sample) +
                        " does not match the dataset's samples (" + shapeToString(data.sampleShape) +
                        ")");
-    if (field == "label" && !sample.empty() && numel(sample) != 1)
+    if (field == "label" && data.isText() && sample != Shape{data.context})
+      return makeError("node '" + node.name + "' (Input): a text's labels are the next token at " +
+                       "each of its " + std::to_string(data.context) + " positions, shape " +
+                       shapeToString({data.context}) + "; " + shapeToString(sample) + " was given");
+    if (field == "label" && !data.isText() && !sample.empty() && numel(sample) != 1)
       return makeError("node '" + node.name + "' (Input): labels are one value per sample, shape " +
                        shapeToString(sample) + " was given");
   }
@@ -40,7 +44,17 @@ Status checkDataFits(const Program& prog, const Dataset& data, const std::string
   if (!label || label->dtype != DType::I32) return {};
   int32_t classes = data.classes;
   for (const Node& n : prog.graph.nodes)
-    if (n.op->definesClasses) classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape[1]);
+    if (n.op->definesClasses) classes = int32_t(prog.graph.values[n.inputs[0]].desc.shape.back());
+  if (data.isText()) {
+    if (int64_t(data.vocab.size()) > int64_t(classes))
+      return makeError("the text of '" + data.textFile + "' has " +
+                       std::to_string(data.vocab.size()) +
+                       " tokens in its vocabulary, but the "
+                       "model scores " +
+                       std::to_string(classes) + " classes: give the layer before the loss " +
+                       std::to_string(data.vocab.size()) + " outputs");
+    return {};
+  }
   return checkClassLabels(data, classes, split);
 }
 

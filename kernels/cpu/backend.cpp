@@ -132,6 +132,9 @@ void registerCpuKernels(KernelRegistry& r) {
   cpu::registerOptimizers(r);
   cpu::registerConv(r);
   cpu::registerPoolNorm(r);
+  cpu::registerSequence(r);
+  cpu::registerRmsNorm(r);
+  cpu::registerAttention(r);
   registerCollectiveKernels(r, DeviceKind::Cpu);
 }
 

@@ -49,5 +49,8 @@ void registerShape(KernelRegistry& r);
 void registerOptimizers(KernelRegistry& r);
 void registerConv(KernelRegistry& r);
 void registerPoolNorm(KernelRegistry& r);
+void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, positions, rotary
+void registerRmsNorm(KernelRegistry& r);
+void registerAttention(KernelRegistry& r);
 
 }  // namespace netloom::cpu

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kernels/core/functors.h"
+#include "kernels/core/sequence_plan.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/dnnl_util.h"
 
@@ -272,9 +273,67 @@ KernelFn makeMatMul(const KernelSig& s, GemmMaker make) {
   };
 }
 
+// BatchMatMul: one product per output batch entry, each operand's matrix found
+// through its broadcast strides (0 on an axis it lacks or has as 1).
+struct BatchedGemm {
+  GemmDims d;
+  int64_t batches = 1, aMat = 0, bMat = 0, cMat = 0;
+  fn::BroadcastIndex aIdx, bIdx;
+};
+
+BatchedGemm batchedGemm(const KernelSig& s) {
+  const Shape &a = s.in[0].shape, &b = s.in[1].shape, &y = s.out[0].shape;
+  BatchedGemm g;
+  g.d = matmulDims(Shape{a[a.size() - 2], a.back()}, Shape{b[b.size() - 2], b.back()},
+                   s.attrs->b("trans_a"), s.attrs->b("trans_b"));
+  const Shape batch(y.begin(), y.end() - 2);
+  g.batches = numel(batch);
+  g.aMat = a[a.size() - 2] * a.back();
+  g.bMat = b[b.size() - 2] * b.back();
+  g.cMat = g.d.m * g.d.n;
+  g.aIdx = batchStrides(a, batch);
+  g.bIdx = batchStrides(b, batch);
+  return g;
+}
+
+KernelFn makeBatchMatMul(const KernelSig& s, bool reference) {
+  const BatchedGemm g = batchedGemm(s);
+  return [g, reference](const KernelIO& io) {
+    const float *a = io.in[0].f32(), *b = io.in[1].f32();
+    float* c = io.out[0].f32();
+    auto one = [&](int64_t e) {
+      const float* ae = a + g.aIdx.source(e) * g.aMat;
+      const float* be = b + g.bIdx.source(e) * g.bMat;
+      if (reference)
+        gemmReference(g.d, ae, be, c + e * g.cMat);
+      else
+        sgemmPart(g.d, ae, be, c + e * g.cMat, true, 0, g.d.m);
+    };
+    if (reference) {  // gemmReference splits each product's rows between threads
+      for (int64_t e = 0; e < g.batches; ++e) one(e);
+      return;
+    }
+    if (g.batches == 1) return gemmOneDnn(g.d, a, b, c);
+    const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
+    {
+      omp_set_num_threads(1);  // each product is one thread's
+#pragma omp for schedule(static)
+      for (int64_t e = 0; e < g.batches; ++e) one(e);
+    }
+    omp_set_num_threads(threads);
+  };
+}
+
 }  // namespace
 
 void registerGemm(KernelRegistry& r) {
+  r.add("BatchMatMul", DeviceKind::Cpu,
+        KernelImpl{"onednn.sgemm_batched", declineUnlessFloat,
+                   [](const KernelSig& s) { return makeBatchMatMul(s, false); }});
+  r.add("BatchMatMul", DeviceKind::Cpu, kernel("reference.batch_matmul", [](const KernelSig& s) {
+          return makeBatchMatMul(s, true);
+        }));
   KernelImpl linear{"onednn.sgemm+bias", declineUnlessFloat,
                     [](const KernelSig& s) { return makeLinear(s, onednnGemm); }};
   linear.detail = [](const KernelSig& s) { return onednnDetail(linearDims(s)); };

@@ -97,18 +97,39 @@ KernelFn softmaxGrad(const KernelSig& s) {
   };
 }
 
+// Rows of logits (classes on the last axis) and the label no row is counted for.
+struct XentRows {
+  int64_t rows, classes;
+  int32_t ignore;
+  explicit XentRows(const KernelSig& s, int logits)
+      : rows(numel(s.in[size_t(logits)].shape) / s.in[size_t(logits)].shape.back()),
+        classes(s.in[size_t(logits)].shape.back()),
+        ignore(int32_t(s.attrs->i("ignore_index", -100))) {}
+  // The rows whose label counts: PyTorch's divisor for reduction 'mean'.
+  int64_t counted(const int32_t* label) const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < rows; ++i) n += label[i] != ignore;
+    return n;
+  }
+};
+
 KernelFn softmaxCrossEntropy(const KernelSig& s) {
-  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  const XentRows d(s, 0);
   double eps = s.attrs->f("label_smoothing");
-  RowMean rows(b);
-  return [b, c, eps, rows](const KernelIO& io) {
+  RowMean rows(d.rows);
+  return [d, eps, rows](const KernelIO& io) {
+    const int64_t c = d.classes;
     const float* x = io.in[0].f32();
     const int32_t* label = io.in[1].i32();
     double* per = rows.rows();
-    parallelFor(b, 64, [&](int64_t lo, int64_t hi) {
+    parallelFor(d.rows, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const float* xr = x + i * c;
         int32_t l = label[i];
+        if (l == d.ignore) {
+          per[i] = 0;
+          continue;
+        }
         if (l < 0 || l >= c) {
           per[i] = NAN;  // a label outside the classes poisons the loss visibly
           continue;
@@ -123,23 +144,28 @@ KernelFn softmaxCrossEntropy(const KernelSig& s) {
         per[i] = nll;
       }
     });
-    io.out[0].f32()[0] = float(rows.mean(b));
+    io.out[0].f32()[0] = float(rows.mean(d.counted(label)));
   };
 }
 
 KernelFn softmaxCrossEntropyGrad(const KernelSig& s) {
-  int64_t b = s.in[1].shape[0], c = s.in[1].shape[1];
+  const XentRows d(s, 1);
   float eps = float(s.attrs->f("label_smoothing"));
-  return [b, c, eps](const KernelIO& io) {
-    float scale = io.in[0].f32()[0] / float(b);
-    const float* x = io.in[1].f32();
+  return [d, eps](const KernelIO& io) {
+    const int64_t c = d.classes;
     const int32_t* label = io.in[2].i32();
+    float scale = io.in[0].f32()[0] / float(d.counted(label));
+    const float* x = io.in[1].f32();
     float* dx = io.out[0].f32();
     fn::XentGrad grad = fn::XentGrad::make(eps, c, scale);
-    parallelFor(b, 64, [&](int64_t lo, int64_t hi) {
+    parallelFor(d.rows, 64, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const float* xr = x + i * c;
         float* dr = dx + i * c;
+        if (label[i] == d.ignore) {
+          std::fill(dr, dr + c, 0.f);
+          continue;
+        }
         float m = xr[0];
         for (int64_t j = 1; j < c; ++j) m = std::max(m, xr[j]);
         float sum = 0.f;

@@ -17,6 +17,10 @@ void registerKernels(KernelRegistry& r) {
   registerLayerNorm(r);
   registerOptimizers(r);
   registerFold(r);
+  registerRmsNorm(r);
+  registerSequence(r);
+  registerBatchMatMul(r);
+  registerAttention(r);
   registerCollectiveKernels(r, DeviceKind::Cuda);
 }
 

@@ -34,5 +34,9 @@ void registerShape(KernelRegistry& r);
 void registerLayerNorm(KernelRegistry& r);
 void registerOptimizers(KernelRegistry& r);
 void registerFold(KernelRegistry& r);  // BatchNorm folded for evaluation
+void registerRmsNorm(KernelRegistry& r);
+void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, positions, rotary
+void registerBatchMatMul(KernelRegistry& r);
+void registerAttention(KernelRegistry& r);
 
 }  // namespace netloom::cuda

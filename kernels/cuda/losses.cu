@@ -16,11 +16,16 @@ namespace {
 // CPU. A label outside the classes makes the row NaN, poisoning the loss visibly.
 template <int kThreads>
 __global__ void crossEntropyKernel(const float* x, const int32_t* label, int64_t b, int64_t c,
-                                   double eps, double* per) {
+                                   double eps, int32_t ignore, double* per, double* kept) {
   using T = Team<kThreads>;
   for (int64_t r = T::first(); r < b; r += T::stride()) {
     const float* xr = x + r * c;
     int32_t l = label[r];
+    if (T::lane() == 0) kept[r] = l == ignore ? 0.0 : 1.0;
+    if (l == ignore) {
+      if (T::lane() == 0) per[r] = 0;
+      continue;
+    }
     if (l < 0 || l >= c) {
       if (T::lane() == 0) per[r] = NAN;
       continue;
@@ -43,17 +48,31 @@ __global__ void crossEntropyKernel(const float* x, const int32_t* label, int64_t
   }
 }
 
+// The rows whose label is not `ignore`, counted by one block (a count is exact in
+// any order).
+__global__ void countKeptKernel(const int32_t* label, int64_t b, int32_t ignore, double* counted) {
+  double n = 0;
+  for (int64_t r = threadIdx.x; r < b; r += kBlock) n += label[r] != ignore;
+  n = teamReduce<kBlock>(n, SumOp{});
+  if (threadIdx.x == 0) *counted = n;
+}
+
 // d loss / d logits per row: the softmax (its sum in float, as on the CPU) less the
-// smoothed target, scaled by dloss / batch.
+// smoothed target, scaled by dloss / counted rows; zero on an ignored row.
 template <int kThreads>
 __global__ void crossEntropyGradKernel(const float* dloss, const float* x, const int32_t* label,
-                                       int64_t b, int64_t c, float eps, float* dx) {
+                                       int64_t b, int64_t c, float eps, int32_t ignore,
+                                       const double* counted, float* dx) {
   using T = Team<kThreads>;
-  fn::XentGrad grad = fn::XentGrad::make(eps, c, *dloss / float(b));
+  fn::XentGrad grad = fn::XentGrad::make(eps, c, *dloss / float(*counted));
   for (int64_t r = T::first(); r < b; r += T::stride()) {
     const float* xr = x + r * c;
     float* dr = dx + r * c;
     int64_t l = label[r];
+    if (l == ignore) {
+      for (int64_t j = T::lane(); j < c; j += kThreads) dr[j] = 0.f;
+      continue;
+    }
     float m = -INFINITY;
     for (int64_t j = T::lane(); j < c; j += kThreads) m = fmaxf(m, xr[j]);
     m = teamReduce<kThreads>(m, MaxOp{});
@@ -153,26 +172,43 @@ KernelFn elementLoss(const KernelSig& s, F f) {
   };
 }
 
+// Rows of logits, classes on the last axis.
+struct XentDims {
+  int64_t rows, classes;
+  int32_t ignore;
+  XentDims(const KernelSig& s, size_t logits)
+      : rows(numel(s.in[logits].shape) / s.in[logits].shape.back()),
+        classes(s.in[logits].shape.back()),
+        ignore(int32_t(s.attrs->i("ignore_index", -100))) {}
+};
+
+// Workspace: each row's loss, then whether it counted.
 KernelFn crossEntropy(const KernelSig& s) {
-  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  const XentDims d(s, 0);
   double eps = s.attrs->f("label_smoothing");
   cudaStream_t st = streamOf(s);
-  return [b, c, eps, st](const KernelIO& io) {
+  return [d, eps, st](const KernelIO& io) {
     auto* per = static_cast<double*>(io.workspace);
-    if (b > 0)
-      NL_LAUNCH_ROWS(crossEntropyKernel, b, c, st, io.in[0].f32(), io.in[1].i32(), b, c, eps, per);
-    launchMean(per, b, double(b), io.out[0].f32(), st);
+    double* kept = per + std::max<int64_t>(1, d.rows);
+    if (d.rows > 0)
+      NL_LAUNCH_ROWS(crossEntropyKernel, d.rows, d.classes, st, io.in[0].f32(), io.in[1].i32(),
+                     d.rows, d.classes, eps, d.ignore, per, kept);
+    launchMean(per, d.rows, double(d.rows), io.out[0].f32(), st, kept);
   };
 }
 
+// Workspace: the count of rows whose label counts.
 KernelFn crossEntropyGrad(const KernelSig& s) {
-  int64_t b = s.in[1].shape[0], c = s.in[1].shape[1];
+  const XentDims d(s, 1);
   float eps = float(s.attrs->f("label_smoothing"));
   cudaStream_t st = streamOf(s);
-  return [b, c, eps, st](const KernelIO& io) {
-    if (b == 0) return;
-    NL_LAUNCH_ROWS(crossEntropyGradKernel, b, c, st, io.in[0].f32(), io.in[1].f32(), io.in[2].i32(),
-                   b, c, eps, io.out[0].f32());
+  return [d, eps, st](const KernelIO& io) {
+    if (d.rows == 0) return;
+    auto* counted = static_cast<double*>(io.workspace);
+    countKeptKernel<<<1, kBlock, 0, st>>>(io.in[2].i32(), d.rows, d.ignore, counted);
+    NL_CHECK_LAUNCH(countKeptKernel);
+    NL_LAUNCH_ROWS(crossEntropyGradKernel, d.rows, d.classes, st, io.in[0].f32(), io.in[1].f32(),
+                   io.in[2].i32(), d.rows, d.classes, eps, d.ignore, counted, io.out[0].f32());
   };
 }
 
@@ -220,8 +256,14 @@ void registerLosses(KernelRegistry& r) {
     if (perRow) k.workspace = perRowBytes;
     r.add(op, DeviceKind::Cuda, std::move(k));
   };
-  add("SoftmaxCrossEntropy", "cuda.softmax_cross_entropy", crossEntropy, true);
-  add("SoftmaxCrossEntropyGrad", "cuda.softmax_cross_entropy_grad", crossEntropyGrad, false);
+  KernelImpl xent = plainKernel("cuda.softmax_cross_entropy", crossEntropy);
+  xent.workspace = [](const KernelSig& s) {
+    return 2 * std::max<int64_t>(1, XentDims(s, 0).rows) * int64_t(sizeof(double));
+  };
+  r.add("SoftmaxCrossEntropy", DeviceKind::Cuda, std::move(xent));
+  KernelImpl xentGrad = plainKernel("cuda.softmax_cross_entropy_grad", crossEntropyGrad);
+  xentGrad.workspace = [](const KernelSig&) { return int64_t(sizeof(double)); };
+  r.add("SoftmaxCrossEntropyGrad", DeviceKind::Cuda, std::move(xentGrad));
   add("MSELoss", "cuda.mse", mse, true);
   add("MSELossGrad", "cuda.mse_grad", mseGrad, false);
   add("BCELoss", "cuda.bce", bce, true);

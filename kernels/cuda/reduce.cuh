@@ -158,6 +158,8 @@ void sumColumns(const ColumnSums& plan, Term term, double* partial, Out out, cud
 
 // *out = float(Σ values / divisor), the values added in a fixed order by one block:
 // the last step of every loss, metric and Σ x² (reductions.cu).
-void launchMean(const double* values, int64_t count, double divisor, float* out, cudaStream_t s);
+// With `weights` (count of them, in device memory), divides by their sum instead.
+void launchMean(const double* values, int64_t count, double divisor, float* out, cudaStream_t s,
+                const double* weights = nullptr);
 
 }  // namespace netloom::cuda

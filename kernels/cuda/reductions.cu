@@ -10,11 +10,17 @@
 namespace netloom::cuda {
 namespace {
 
-__global__ void meanKernel(const double* values, int64_t count, double divisor, float* out) {
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kBlock) acc += values[i];
+// With `weights`, the divisor is their sum (the rows a loss counted).
+__global__ void meanKernel(const double* values, int64_t count, double divisor,
+                           const double* weights, float* out) {
+  double acc = 0, w = 0;
+  for (int64_t i = threadIdx.x; i < count; i += kBlock) {
+    acc += values[i];
+    if (weights) w += weights[i];
+  }
   acc = teamReduce<kBlock>(acc, SumOp{});
-  if (threadIdx.x == 0) *out = float(acc / divisor);
+  if (weights) w = teamReduce<kBlock>(w, SumOp{});
+  if (threadIdx.x == 0) *out = float(acc / (weights ? w : divisor));
 }
 
 // One block per chunk of kSquaresChunk elements, summed in float as the CPU sums its
@@ -158,8 +164,9 @@ KernelFn globalAvgPoolGrad(const KernelSig& s) {
 
 }  // namespace
 
-void launchMean(const double* values, int64_t count, double divisor, float* out, cudaStream_t s) {
-  meanKernel<<<1, kBlock, 0, s>>>(values, count, divisor, out);
+void launchMean(const double* values, int64_t count, double divisor, float* out, cudaStream_t s,
+                const double* weights) {
+  meanKernel<<<1, kBlock, 0, s>>>(values, count, divisor, weights, out);
   NL_CHECK_LAUNCH(meanKernel);
 }
 

@@ -4,6 +4,7 @@
 
 #include "cases_conv.h"
 #include "cases_norm.h"
+#include "cases_sequence.h"
 #include "op_harness.h"
 
 namespace harness {
@@ -210,7 +211,8 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
 
 inline std::vector<std::pair<std::string, OpCase>> allCases() {
   auto all = coreCases();
-  for (auto more : {convCases(), normCases()}) all.insert(all.end(), more.begin(), more.end());
+  for (auto more : {convCases(), normCases(), sequenceCases()})
+    all.insert(all.end(), more.begin(), more.end());
   return all;
 }
 

@@ -28,10 +28,14 @@ struct InputSpec {
   Shape shape;  // including the batch dimension
   Fill fill = Fill::Uniform;
   int classes = 0;  // Labels: values in [0, classes)
+  // A float input the op does not differentiate (an attention mask): its gradient
+  // is not asked for.
+  bool constant = false;
 };
 
 struct RefArgs {
   std::vector<Vec> in;
+  std::vector<bool> isLabels;  // per input: int32 values (Fill::Labels)
   std::vector<Shape> inShapes;
   std::vector<Vec> params;
   std::vector<Shape> paramShapes;
@@ -85,7 +89,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
     (*n->mutable_attrs())["field"] = attrToProto(std::string("f" + std::to_string(k)));
     if (c.inputs[k].fill == Fill::Labels)
       (*n->mutable_attrs())["dtype"] = attrToProto(std::string("int32"));
-    else
+    else if (!c.inputs[k].constant)
       floatInputs.push_back(n->name());
   }
   auto* node = m.add_nodes();
@@ -157,6 +161,7 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
       device.copyToDevice(ref->data, floats.data(), int64_t(floats.size() * sizeof(float)));
     device.synchronize();
     args.in.push_back(v);
+    args.isLabels.push_back(s.fill == Fill::Labels);
     args.inShapes.push_back(s.shape);
   }
   Vec target(count(outShape));
@@ -225,7 +230,8 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
   };
   size_t floatIndex = 0;
   for (size_t k = 0; k < c.inputs.size(); ++k)
-    if (c.inputs[k].fill != Fill::Labels) check(floatInputs[floatIndex++], args.in[k]);
+    if (c.inputs[k].fill != Fill::Labels && !c.inputs[k].constant)
+      check(floatInputs[floatIndex++], args.in[k]);
   for (size_t k = 0; k < paramNames.size(); ++k) check(paramNames[k], args.params[k]);
 }
 

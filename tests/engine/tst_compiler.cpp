@@ -165,6 +165,40 @@ class TestCompiler : public QObject {
     harness::checkModelGradients(body);
   }
 
+  // Weight tying (ModelDef.shared): fc2 reads and trains fc1's weight. The store
+  // holds one tensor, and its gradient is the sum of both uses, against float64
+  // differences of the model that reads the one value twice.
+  void sharedParametersAreOneTensor() {
+    const std::string body =
+        input("x", "4") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 4)) +
+        node("t", "Tanh", "fc1") + node("fc2", "Linear", "t", intAttr("out_features", 4)) +
+        node("fc3", "Linear", "fc2", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc3,label") +
+        "shared { param: 'fc2.weight' with: 'fc1.weight' } ";
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 5;
+    auto p = compile(model(body), o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QVERIFY(store.find("fc1.weight"));
+    QVERIFY(!store.find("fc2.weight"));
+    QVERIFY(store.find("fc2.bias"));  // only the weight is shared
+    harness::checkModelGradients(body);
+  }
+
+  void sharedParametersNameWhatIsWrong() {
+    const std::string body = input("x", "4") + labels() +
+                             node("fc1", "Linear", "x", intAttr("out_features", 4)) +
+                             node("fc2", "Linear", "fc1", intAttr("out_features", 3)) +
+                             node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    expectCompileError(body + "shared { param: 'fc2.weight' with: 'fc1.weight' } ",
+                       {"fc2", "fc1.weight", "4×4", "3×4"});
+    expectCompileError(body + "shared { param: 'fc9.weight' with: 'fc1.weight' } ",
+                       {"model.shared", "'fc9.weight' is no parameter"});
+    expectCompileError(body + "shared { param: 'fc2.weight' with: 'fc1.kernel' } ",
+                       {"model.shared", "'fc1.kernel' is no parameter"});
+  }
+
   void wholeModelGradients_data() {
     QTest::addColumn<QString>("body");
     QTest::newRow("mlp") << QString::fromStdString(mlpBody());

@@ -430,8 +430,10 @@ class TestFunctors : public QObject {
     };
     const Shape x = {4, 3, 5, 7}, logits = {128, 10};
     const Case cases[] = {
-        {"SoftmaxCrossEntropy", {logits, {128}}, 128 * 8},
-        {"SoftmaxCrossEntropyGrad", {{}, logits, {128}}, 0},
+        // Each row's loss and whether its label counted; the gradient, that count.
+        {"SoftmaxCrossEntropy", {logits, {128}}, 2 * 128 * 8},
+        {"SoftmaxCrossEntropyGrad", {{}, logits, {128}}, 8},
+        {"SoftmaxCrossEntropy", {{4, 32, 10}, {4, 32}}, 2 * 128 * 8},
         {"MSELoss", {x, x}, 4 * 8},
         {"MSELossGrad", {{}, x, x}, 0},
         {"BCELoss", {x, x}, 4 * 8},
@@ -455,6 +457,16 @@ class TestFunctors : public QObject {
         {"LayerNormGrad", {x, x, {60}, {60}}, 240},
         {"SgdUpdate", {x, x, x}, 0},
         {"AdamUpdate", {x, x, x, x}, 0},
+        {"RMSNorm", {x}, 0},
+        {"RMSNormGrad", {x, x, {60}}, cuda::columnSums(60, 7).partialBytes()},
+        {"Transpose", {x}, 0},
+        {"SumTo", {x}, 0},
+        {"PositionEmbedding", {{4, 3, 5}}, 0},
+        {"RotaryEmbedding", {x}, 0},
+        {"BatchMatMul", {x, {4, 3, 7, 2}}, 0},
+        {"ScaledDotProductAttention", {x, x, x}, 0},
+        // Each query row's dy·y: 4 × 3 × 5 floats.
+        {"ScaledDotProductAttentionGrad", {x, x, x, x, x, {4, 3, 5}}, 4 * 3 * 5 * 4},
     };
     Attrs attrs;
     for (const Case& c : cases) {

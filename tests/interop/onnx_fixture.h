@@ -69,7 +69,11 @@ inline Output forward(const proto::Project& project, const std::string& weightsF
   const TensorRef* in = (*prog)->input("x");
   if (!in || in->numel() != int64_t(x.size()))
     return fail("the input does not take " + std::to_string(x.size()) + " values");
-  std::memcpy(in->data, x.data(), x.size() * sizeof(float));
+  if (in->dtype == DType::I32) {  // token ids, given as whole floats
+    for (size_t k = 0; k < x.size(); ++k) static_cast<int32_t*>(in->data)[k] = int32_t(x[k]);
+  } else {
+    std::memcpy(in->data, x.data(), x.size() * sizeof(float));
+  }
   StepContext ctx;
   ctx.training = false;
   (*prog)->run(ctx);

@@ -75,7 +75,10 @@ function floats(file) {
     const base = path.join(dir, f.slice(0, -5));
     const shape = fs.readFileSync(base + '.shape', 'utf8').trim().split(/\s+/).map(Number);
     const session = await ort.InferenceSession.create(path.join(dir, f));
-    const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', floats(base + '.input.bin'), shape)};
+    const ints = fs.existsSync(base + '.dtype') && fs.readFileSync(base + '.dtype', 'utf8').trim() === 'int32';
+    const x = floats(base + '.input.bin');
+    const input = ints ? new ort.Tensor('int32', Int32Array.from(x), shape) : new ort.Tensor('float32', x, shape);
+    const feeds = {[session.inputNames[0]]: input};
     const got = (await session.run(feeds))[session.outputNames[0]].data;
     const want = floats(base + '.netloom.bin');
     let diff = got.length === want.length ? 0 : Infinity;

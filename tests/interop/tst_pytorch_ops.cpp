@@ -209,6 +209,31 @@ class TestPytorchOps : public QObject {
                node("ln2", "LayerNorm", "\"cat\"",
                     integer("normalized_dims", 2) + " " + real("eps", 0.001)) +
                node("out", "Reshape", "\"ln2\"", flat);
+    // Attention over the 28 rows as tokens, 2 heads of 8: learned and sinusoidal
+    // positions, RMSNorm, rotary queries and keys, causal attention with dropout
+    // (off in evaluation), a batched product's scores as a float mask.
+    const QString heads = ints("shape", "28, 2, 8"), swap = ints("perm", "0, 2, 1, 3");
+    QTest::newRow("attention ops")
+        << rows + node("pos", "PositionEmbedding", "\"fc\"", integer("max_len", 32)) +
+               node("sin", "PositionEmbedding", "\"pos\"", text("kind", "sinusoidal")) +
+               node("rms", "RMSNorm", "\"sin\"") +
+               node("q", "Linear", "\"rms\"", integer("out_features", 16)) +
+               node("k", "Linear", "\"rms\"", integer("out_features", 16)) +
+               node("v", "Linear", "\"rms\"", integer("out_features", 16)) +
+               node("qh", "Reshape", "\"q\"", heads) + node("kh", "Reshape", "\"k\"", heads) +
+               node("vh", "Reshape", "\"v\"", heads) + node("qt", "Transpose", "\"qh\"", swap) +
+               node("kt", "Transpose", "\"kh\"", swap) + node("vt", "Transpose", "\"vh\"", swap) +
+               node("qr", "RotaryEmbedding", "\"qt\"") +
+               node("kr", "RotaryEmbedding", "\"kt\"", real("base", 500)) +
+               node("att", "ScaledDotProductAttention", "[\"qr\", \"kr\", \"vt\"]",
+                    flag("causal", true) + " " + real("dropout", 0.1)) +
+               node("sc", "BatchMatMul", "[\"qt\", \"kt\"]", flag("trans_b", true)) +
+               node("att2", "ScaledDotProductAttention", "[\"att\", \"kt\", \"vt\", \"sc\"]",
+                    real("scale", 0.25)) +
+               node("back", "Transpose", "\"att2\"", swap) +
+               node("merged", "Reshape", "\"back\"", ints("shape", "28, 16")) +
+               node("plain", "RMSNorm", "\"merged\"", flag("affine", false)) +
+               node("out", "Reshape", "\"plain\"", flat);
   }
 
   // Every op that declares its PyTorch form as data (OpDef::torchForm), at its

@@ -53,17 +53,41 @@ def write_safetensors(path, tensors):
     os.replace(tmp, path)
 
 
+def _module_attr(model, path):
+    """The module holding the parameter at dotted `path`, and its attribute name."""
+    *parents, attr = path.split(".")
+    owner = model
+    for p in parents:
+        owner = getattr(owner, p)
+    return owner, attr
+
+
+def tie_shared(model):
+    """Makes each parameter of SHARED the very tensor it is shared with (NetLoom's
+    model.shared, weight tying), as NetLoom trains them."""
+    for name, source in SHARED.items():
+        owner, attr = _module_attr(model, TORCH_NAMES.get(name, name))
+        source_owner, source_attr = _module_attr(model, TORCH_NAMES.get(source, source))
+        setattr(owner, attr, getattr(source_owner, source_attr))
+    return model
+
+
 def load_weights(model, path, strict=True):
-    """Loads a NetLoom run's safetensors into `model` (strictly, unless told)."""
+    """Loads a NetLoom run's safetensors into `model` (strictly, unless told). A shared
+    parameter is saved once, under the name it is shared with."""
     tensors = {TORCH_NAMES.get(name, name): t for name, t in read_safetensors(path).items()}
+    for name, source in SHARED.items():
+        tensors[TORCH_NAMES.get(name, name)] = tensors[TORCH_NAMES.get(source, source)]
     model.load_state_dict(tensors, strict=strict)
     return model
 
 
 def netloom_state_dict(model):
-    """The state dict under NetLoom's names, without PyTorch's own BatchNorm counters."""
+    """The state dict under NetLoom's names, without PyTorch's own BatchNorm counters
+    and with each shared parameter once."""
     return {NETLOOM_NAMES.get(name, name): t for name, t in model.state_dict().items()
-            if not name.endswith("num_batches_tracked")}
+            if not name.endswith("num_batches_tracked")
+            and NETLOOM_NAMES.get(name, name) not in SHARED}
 
 
 def save_weights(model, path):

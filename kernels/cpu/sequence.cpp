@@ -1,0 +1,173 @@
+// The sequence ops on the CPU: Transpose, SumTo, Embedding, PositionEmbedding and
+// RotaryEmbedding with their gradients. Index maps and angles come from
+// kernels/core/sequence_math.h, which the CUDA kernels share. Every reduction is
+// owned by one thread and summed in a fixed order, so results do not depend on the
+// thread count.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/core/sequence_plan.h"
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+namespace {
+
+KernelFn transpose(const KernelSig& s) {
+  const fn::Permutation p = permutation(s.in[0].shape, s.attrs->ints("perm"));
+  const size_t es = dtypeSize(s.in[0].dtype);
+  const int64_t n = numel(s.out[0].shape);
+  return [p, es, n](const KernelIO& io) {
+    const char* x = static_cast<const char*>(io.in[0].data);
+    char* y = static_cast<char*>(io.out[0].data);
+    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      if (es == 4) {
+        const auto* x4 = reinterpret_cast<const uint32_t*>(x);
+        auto* y4 = reinterpret_cast<uint32_t*>(y);
+        for (int64_t i = lo; i < hi; ++i) y4[i] = x4[p.source(i)];
+        return;
+      }
+      for (int64_t i = lo; i < hi; ++i) std::memcpy(y + i * es, x + p.source(i) * es, es);
+    });
+  };
+}
+
+KernelFn sumTo(const KernelSig& s) {
+  const SumPlan p = sumPlan(s.in[0].shape, s.out[0].shape);
+  return [p](const KernelIO& io) {
+    const float* x = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(p.outputs, std::max<int64_t>(1, kParallelGrain / p.terms),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t o = lo; o < hi; ++o) {
+                    const float* base = x + p.kept.source(o);
+                    double sum = 0;
+                    for (int64_t r = 0; r < p.terms; ++r) sum += base[p.reduced.source(r)];
+                    y[o] = float(sum);
+                  }
+                });
+  };
+}
+
+KernelFn embedding(const KernelSig& s) {
+  const int64_t rows = s.attrs->i("num_embeddings"), dim = s.attrs->i("embedding_dim");
+  const int64_t n = numel(s.in[0].shape);
+  return [rows, dim, n](const KernelIO& io) {
+    const int32_t* ids = io.in[0].i32();
+    const float* table = io.in[1].f32();
+    float* y = io.out[0].f32();
+    parallelFor(n, std::max<int64_t>(1, kParallelGrain / dim), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int32_t id = ids[i];
+        float* yr = y + i * dim;
+        if (id < 0 || id >= rows) {
+          std::fill(yr, yr + dim, NAN);  // an id past the table poisons the output visibly
+          continue;
+        }
+        std::memcpy(yr, table + int64_t(id) * dim, size_t(dim) * sizeof(float));
+      }
+    });
+  };
+}
+
+// Each thread owns a band of the table's columns and walks every id in order, so
+// the sums are the same for any thread count; the padding row stays zero.
+KernelFn embeddingGrad(const KernelSig& s) {
+  const int64_t rows = s.attrs->i("num_embeddings"), dim = s.attrs->i("embedding_dim");
+  const int64_t pad = s.attrs->i("padding_idx"), n = numel(s.in[1].shape);
+  return [rows, dim, pad, n](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    const int32_t* ids = io.in[1].i32();
+    float* dw = io.out[0].f32();
+    parallelFor(dim, n * dim < kParallelGrain ? dim + 1 : 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = 0; r < rows; ++r) std::fill(dw + r * dim + lo, dw + r * dim + hi, 0.f);
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t id = ids[i];
+        if (id < 0 || id >= rows || id == pad) continue;
+        float* row = dw + int64_t(id) * dim;
+        const float* g = dy + i * dim;
+#pragma omp simd
+        for (int64_t j = lo; j < hi; ++j) row[j] += g[j];
+      }
+    });
+  };
+}
+
+// y = x + rows[t]; the sinusoids are computed once, at plan time.
+KernelFn positionEmbedding(const KernelSig& s) {
+  const Shape& x = s.in[0].shape;
+  const int64_t b = x[0], t = x[1], c = x[2];
+  auto table = std::make_shared<std::vector<float>>();
+  if (s.in.size() == 1) {
+    table->resize(size_t(t * c));
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t j = 0; j < c; ++j) (*table)[size_t(p * c + j)] = fn::sinusoid(p, j, c);
+  }
+  return [b, t, c, table](const KernelIO& io) {
+    const float* rows = io.nin > 1 ? io.in[1].f32() : table->data();
+    const float* xs = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(b * t, std::max<int64_t>(1, kParallelGrain / c), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float* r = rows + (i % t) * c;
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) y[i * c + j] = xs[i * c + j] + r[j];
+      }
+    });
+  };
+}
+
+KernelFn positionEmbeddingGrad(const KernelSig& s) {
+  const Shape& x = s.in[0].shape;
+  const int64_t b = x[0], t = x[1], c = x[2], rows = s.out[0].shape[0];
+  return [b, t, c, rows](const KernelIO& io) {
+    const float* dy = io.in[0].f32();
+    float* dw = io.out[0].f32();
+    std::fill(dw + t * c, dw + rows * c, 0.f);
+    parallelFor(t * c, kParallelGrain / std::max<int64_t>(1, b), [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        double sum = 0;
+        for (int64_t n = 0; n < b; ++n) sum += dy[n * t * c + k];
+        dw[k] = float(sum);
+      }
+    });
+  };
+}
+
+// Each (batch, head, token) row's pairs turned by sign·angle.
+KernelFn rotary(const KernelSig& s, float sign) {
+  const Shape& x = s.in[0].shape;
+  const int64_t rows = x[0] * x[1] * x[2], tokens = x[2], half = x[3] / 2;
+  const fn::Rotary rot{float(s.attrs->f("base", 10000.0)), half};
+  return [rows, tokens, half, rot, sign](const KernelIO& io) {
+    const float* xs = io.in[0].f32();
+    float* y = io.out[0].f32();
+    parallelFor(rows, std::max<int64_t>(1, kParallelGrain / (2 * half)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    const float* xr = xs + r * 2 * half;
+                    float* yr = y + r * 2 * half;
+                    for (int64_t i = 0; i < half; ++i)
+                      rot(xr[i], xr[i + half], r % tokens, i, sign, yr[i], yr[i + half]);
+                  }
+                });
+  };
+}
+
+}  // namespace
+
+void registerSequence(KernelRegistry& r) {
+  auto add = [&](const char* op, const char* name, std::function<KernelFn(const KernelSig&)> make) {
+    r.add(op, DeviceKind::Cpu, kernel(name, std::move(make)));
+  };
+  add("Transpose", "cpu.transpose", transpose);
+  add("SumTo", "cpu.sum_to", sumTo);
+  add("Embedding", "cpu.embedding", embedding);
+  add("EmbeddingGrad", "cpu.embedding_grad", embeddingGrad);
+  add("PositionEmbedding", "cpu.position_embedding", positionEmbedding);
+  add("PositionEmbeddingGrad", "cpu.position_embedding_grad", positionEmbeddingGrad);
+  add("RotaryEmbedding", "cpu.rotary", [](const KernelSig& s) { return rotary(s, 1.f); });
+  add("RotaryEmbeddingGrad", "cpu.rotary_grad", [](const KernelSig& s) { return rotary(s, -1.f); });
+}
+
+}  // namespace netloom::cpu
