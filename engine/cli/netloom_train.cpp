@@ -27,6 +27,7 @@
 #include "engine/parallel/communicator.h"
 #include "engine/runtime/devices.h"
 #include "engine/runtime/program.h"
+#include "engine/train/generate.h"
 #include "engine/train/project_check.h"
 #include "engine/train/summary.h"
 #include "engine/train/trainer.h"
@@ -369,6 +370,26 @@ int train(Plan& p) {
   return sink.error().empty() ? 0 : 1;
 }
 
+// --generate: the prompt and the sampled text, printed as each token is sampled.
+int generate(const TrainArgs& a, const netloom::proto::Project& project) {
+  if (a.from.empty()) return fail(2, "--generate needs --from CHECKPOINT (the trained weights)");
+  netloom::GenerateOptions g;
+  g.prompt = *a.generate;
+  g.weights = a.from;
+  g.projectDir = a.opts.projectDir;
+  g.maxTokens = a.maxTokens;
+  g.temperature = a.temperature;
+  g.topK = a.topK;
+  g.seed = a.opts.seed.value_or(project.train().seed());
+  auto text = netloom::generateText(project, g, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!text) return fail(1, text.error().message);
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -387,6 +408,7 @@ int main(int argc, char** argv) {
   auto project = netloom::loadProject(a.project);
   if (!project) return fail(2, project.error().message);
   a.opts.projectDir = std::filesystem::absolute(a.project).parent_path().string();
+  if (a.generate) return generate(a, *project);
   Plan p{a, *project};
   if (auto rc = chooseDevice(p)) return *rc;
   if (a.summary) return printSummary(p);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -213,11 +214,40 @@ void addConversions(Reader& r) {
          "(the same training in PyTorch)");
 }
 
+void addGeneration(Reader& r) {
+  TrainArgs& a = r.a;
+  r.app
+      .add_option("--generate", a.generate,
+                  "sample text from a trained language model (data.text), starting with PROMPT, "
+                  "one token a step with a KV cache; the text is printed as it is sampled")
+      ->type_name("PROMPT");
+  r.text("--from", a.from, "CHECKPOINT",
+         "the weights to generate with: a safetensors file (--save-weights) or a checkpoint "
+         "folder");
+  r.number("--max-tokens", a.maxTokens, 0, INT64_MAX, "tokens to sample (default 200)");
+  r.app
+      .add_option_function<std::string>(
+          "--temperature",
+          [&r](const std::string& v) {
+            char* end = nullptr;
+            const double t = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || !(t >= 0) || !std::isfinite(t))
+              r.refuse("--temperature needs a number of 0 or more, got '" + v + "'");
+            else
+              r.a.temperature = t;
+          },
+          "divide the scores by T before sampling (default 1; 0: always the likeliest token)")
+      ->type_name("T");
+  r.number("--top-k", a.topK, 0, INT32_MAX, "sample among the K likeliest tokens (default: all)");
+}
+
 // Groups of options, as --help shows them.
 void declare(Reader& r) {
   const std::pair<const char*, void (*)(Reader&)> groups[] = {
-      {"Training", addTraining}, {"Outputs", addOutputs},         {"Data parallel", addParallel},
-      {"Compiler", addCompiler}, {"Information", addInformation}, {"Conversions", addConversions}};
+      {"Training", addTraining},       {"Outputs", addOutputs},
+      {"Data parallel", addParallel},  {"Compiler", addCompiler},
+      {"Information", addInformation}, {"Conversions", addConversions},
+      {"Generation", addGeneration}};
   // An option given twice takes its last value, as a launcher that adds its own
   // --rank-timeout to the user's relies on.
   r.app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

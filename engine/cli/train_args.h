@@ -24,6 +24,12 @@ struct TrainArgs {
   bool version = false, listDevices = false, peak = false;
   ConvertArgs convert;  // a conversion instead of training, where it names one
   TrainOptions opts;
+  // --generate: text from a trained language model instead of training.
+  std::optional<std::string> generate;
+  std::string from;
+  int64_t maxTokens = 200;
+  double temperature = 1.0;
+  int topK = 0;
 };
 
 // Reads a whole decimal integer in [lo, hi] into `out`; anything else (a sign,

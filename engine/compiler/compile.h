@@ -53,6 +53,10 @@ struct CompileOptions {
   // On a device the host cannot address: record the step once and replay it (a CUDA
   // Graph); false issues every launch each step (Program::graphs).
   bool graphs = true;
+  // Generation (no training): attention keeps keys and values of up to this many
+  // positions between steps, each step one token at the "position" input (the
+  // kv-cache pass); 0: none.
+  int64_t kvCache = 0;
   Precision precision = Precision::F32;
   // fp16's loss scaling: the first step's scale and the finite steps before it doubles.
   double initLossScale = 65536;

@@ -146,6 +146,7 @@ std::set<std::string> disabledPasses(const CompileOptions& o);
 std::string passKey(const std::string& name);
 
 // Each pass of the standard pipelines (engine/compiler/passes/*.cpp).
+std::unique_ptr<Pass> kvCachePass();
 std::unique_ptr<Pass> outputsPass();
 std::unique_ptr<Pass> foldingPass();
 std::unique_ptr<Pass> fusionPass();

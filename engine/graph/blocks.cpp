@@ -85,6 +85,10 @@ class Inliner {
     auto it = s.byName.find(name);
     if (it == s.byName.end()) return s.prefix + ref;  // dangling: buildGraph says so
     const proto::NodeDef& nd = *it->second;
+    if (!present(s, nd)) {  // left out: its first input passes through
+      if (nd.inputs_size() == 0) return {};
+      return resolve(s, nd.inputs(0), depth + 1);
+    }
     if (nd.op() == kBlockInputOp) {
       if (!s.instance) return s.prefix + ref;
       int k = s.inputIndex.at(name);
@@ -112,8 +116,27 @@ class Inliner {
     return true;
   }
 
+  // Whether a node of a block is there: a node whose "when" attribute names a bool
+  // param ("$p", or "!$p" for its negation) is left out where that is false.
+  bool present(const Scope& s, const proto::NodeDef& nd) {
+    auto it = nd.attrs().find(kWhenAttr);
+    if (it == nd.attrs().end()) return true;
+    const std::string& when = it->second.s();
+    const bool negate = when.rfind('!', 0) == 0;
+    proto::AttrValue v;
+    v.set_s(negate ? when.substr(1) : when);
+    if (!s.instance || v.s().rfind('$', 0) != 0 || !substitute(s, nd, v) ||
+        v.value_case() != proto::AttrValue::kB) {
+      if (m_badWhen.insert(s.prefix + nd.name()).second)
+        fail(s, nd, "attribute 'when' must name a bool param of the block, as \"$p\" or \"!$p\"");
+      return true;
+    }
+    return v.b() != negate;
+  }
+
   void emit(const Scope& s) {
     for (const proto::NodeDef& nd : s.body->nodes()) {
+      if (!present(s, nd)) continue;
       if (nd.op() == kBlockInputOp) {
         if (!s.instance) fail(s, nd, "BlockInput belongs inside a block definition");
         continue;
@@ -128,6 +151,7 @@ class Inliner {
       out->set_name(s.prefix + nd.name());
       out->clear_inputs();
       for (const std::string& in : nd.inputs()) out->add_inputs(resolve(s, in, 0));
+      out->mutable_attrs()->erase(kWhenAttr);
       for (auto& [key, value] : *out->mutable_attrs())
         if (!substitute(s, nd, value)) return;
       if (s.instance) m_out.instanceOf[out->name()] = s.top;
@@ -184,6 +208,7 @@ class Inliner {
   InlinedModel m_out;
   std::map<std::string, std::unique_ptr<Scope>> m_children;  // by inlined instance name
   std::set<std::string> m_failed;
+  std::set<std::string> m_badWhen;  // nodes whose "when" was reported
 };
 
 }  // namespace

@@ -16,6 +16,10 @@
 namespace netloom {
 
 inline constexpr const char* kBlockInputOp = "BlockInput";
+// A node of a block with this attribute ("$p" or "!$p", p a bool param) is there
+// only where it holds; where it is left out, its first input passes through (a
+// Transformer block's norms before or after the sublayers, by one param).
+inline constexpr const char* kWhenAttr = "when";
 
 // The definition named `name` among the top-level model's blocks, or null.
 const proto::ModelDef* findBlock(const proto::ModelDef& model, const std::string& name);

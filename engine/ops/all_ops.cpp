@@ -48,6 +48,7 @@ void registerAllOps(OpRegistry& r) {
   registerRotaryEmbedding(r);
   registerRMSNorm(r);
   registerAttention(r);
+  registerKvCache(r);
 }
 
 }  // namespace netloom

@@ -52,5 +52,6 @@ void registerPositionEmbedding(OpRegistry& r);
 void registerRotaryEmbedding(OpRegistry& r);
 void registerRMSNorm(OpRegistry& r);
 void registerAttention(OpRegistry& r);
+void registerKvCache(OpRegistry& r);  // generation: CachedAttention, positions at a step
 
 }  // namespace netloom

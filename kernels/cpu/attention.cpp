@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/core/attention_plan.h"
@@ -200,9 +202,52 @@ KernelFn attentionBackward(const KernelSig& sig) {
   };
 }
 
+// Inputs q, k, v (one token each), position, k_cache, v_cache; outputs y, lse. The
+// token's keys and values go into the caches at its position, then it attends to
+// positions 0..position, one online softmax per (batch, head).
+KernelFn cachedAttention(const KernelSig& sig) {
+  const Shape &q = sig.in[0].shape, &v = sig.in[2].shape, &kc = sig.in[4].shape;
+  const int64_t heads = q[0] * q[1], d = q[3], dv = v[3], slots = kc[2];
+  const double given = sig.attrs->f("scale", 0.0);
+  const float scale = float(given > 0 ? given : 1.0 / std::sqrt(double(d)));
+  return [heads, d, dv, slots, scale](const KernelIO& io) {
+    const int64_t pos = io.in[3].i32()[0];
+    if (pos < 0 || pos >= slots)
+      throw std::runtime_error("position " + std::to_string(pos) + " is past the KV cache's " +
+                               std::to_string(slots) + " positions");
+    const float *q0 = io.in[0].f32(), *k0 = io.in[1].f32(), *v0 = io.in[2].f32();
+    float *kc = io.in[4].f32(), *vc = io.in[5].f32();
+    float *y = io.out[0].f32(), *lse = io.out[1].f32();
+    parallelFor(heads, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> acc(static_cast<size_t>(dv));
+      for (int64_t bh = lo; bh < hi; ++bh) {
+        float* kh = kc + bh * slots * d;
+        float* vh = vc + bh * slots * dv;
+        std::copy(k0 + bh * d, k0 + (bh + 1) * d, kh + pos * d);
+        std::copy(v0 + bh * dv, v0 + (bh + 1) * dv, vh + pos * dv);
+        fn::OnlineSoftmax row;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t j = 0; j <= pos; ++j) {
+          const float s = dot(q0 + bh * d, kh + j * d, d) * scale;
+          const float f = row.rescale(s);
+          if (f != 1.f)
+            for (float& a : acc) a *= f;
+          const float w = row.weight(s);
+          row.l += w;
+#pragma omp simd
+          for (int64_t c = 0; c < dv; ++c) acc[size_t(c)] += w * vh[j * dv + c];
+        }
+        for (int64_t c = 0; c < dv; ++c) y[bh * dv + c] = acc[size_t(c)] / row.l;
+        lse[bh] = row.logSumExp();
+      }
+    });
+  };
+}
+
 }  // namespace
 
 void registerAttention(KernelRegistry& r) {
+  r.add("CachedAttention", DeviceKind::Cpu, kernel("cpu.cached_attention", cachedAttention));
   r.add("ScaledDotProductAttention", DeviceKind::Cpu,
         kernel("cpu.flash_attention", attentionForward));
   r.add("ScaledDotProductAttentionGrad", DeviceKind::Cpu,

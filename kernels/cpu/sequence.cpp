@@ -5,6 +5,8 @@
 // thread count.
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/core/sequence_plan.h"
@@ -93,18 +95,25 @@ KernelFn embeddingGrad(const KernelSig& s) {
   };
 }
 
-// y = x + rows[t]; the sinusoids are computed once, at plan time.
-KernelFn positionEmbedding(const KernelSig& s) {
+// y = x + rows[first + t]; the sinusoids are computed once, at plan time, for every
+// position there can be. `at`: the first position is the input after x (generation).
+KernelFn positionEmbedding(const KernelSig& s, bool at) {
   const Shape& x = s.in[0].shape;
-  const int64_t b = x[0], t = x[1], c = x[2];
+  const int64_t b = x[0], t = x[1], c = x[2], maxLen = s.attrs->i("max_len", t);
+  const bool learned = s.in.size() > (at ? 2u : 1u);
   auto table = std::make_shared<std::vector<float>>();
-  if (s.in.size() == 1) {
-    table->resize(size_t(t * c));
-    for (int64_t p = 0; p < t; ++p)
+  if (!learned) {
+    table->resize(size_t(maxLen * c));
+    for (int64_t p = 0; p < maxLen; ++p)
       for (int64_t j = 0; j < c; ++j) (*table)[size_t(p * c + j)] = fn::sinusoid(p, j, c);
   }
-  return [b, t, c, table](const KernelIO& io) {
-    const float* rows = io.nin > 1 ? io.in[1].f32() : table->data();
+  return [b, t, c, maxLen, at, learned, table](const KernelIO& io) {
+    const int64_t first = at ? io.in[1].i32()[0] : 0;
+    if (first < 0 || first + t > maxLen)
+      throw std::runtime_error("position " + std::to_string(first + t - 1) + " is past max_len " +
+                               std::to_string(maxLen));
+    const float* rows0 = learned ? io.in[at ? 2 : 1].f32() : table->data();
+    const float* rows = rows0 + first * c;
     const float* xs = io.in[0].f32();
     float* y = io.out[0].f32();
     parallelFor(b * t, std::max<int64_t>(1, kParallelGrain / c), [&](int64_t lo, int64_t hi) {
@@ -134,12 +143,14 @@ KernelFn positionEmbeddingGrad(const KernelSig& s) {
   };
 }
 
-// Each (batch, head, token) row's pairs turned by sign·angle.
-KernelFn rotary(const KernelSig& s, float sign) {
+// Each (batch, head, token) row's pairs turned by sign·angle; `at`: positions start
+// at the input after x (generation).
+KernelFn rotary(const KernelSig& s, float sign, bool at = false) {
   const Shape& x = s.in[0].shape;
   const int64_t rows = x[0] * x[1] * x[2], tokens = x[2], half = x[3] / 2;
   const fn::Rotary rot{float(s.attrs->f("base", 10000.0)), half};
-  return [rows, tokens, half, rot, sign](const KernelIO& io) {
+  return [rows, tokens, half, rot, sign, at](const KernelIO& io) {
+    const int64_t first = at ? io.in[1].i32()[0] : 0;
     const float* xs = io.in[0].f32();
     float* y = io.out[0].f32();
     parallelFor(rows, std::max<int64_t>(1, kParallelGrain / (2 * half)),
@@ -148,7 +159,7 @@ KernelFn rotary(const KernelSig& s, float sign) {
                     const float* xr = xs + r * 2 * half;
                     float* yr = y + r * 2 * half;
                     for (int64_t i = 0; i < half; ++i)
-                      rot(xr[i], xr[i + half], r % tokens, i, sign, yr[i], yr[i + half]);
+                      rot(xr[i], xr[i + half], first + r % tokens, i, sign, yr[i], yr[i + half]);
                   }
                 });
   };
@@ -164,10 +175,15 @@ void registerSequence(KernelRegistry& r) {
   add("SumTo", "cpu.sum_to", sumTo);
   add("Embedding", "cpu.embedding", embedding);
   add("EmbeddingGrad", "cpu.embedding_grad", embeddingGrad);
-  add("PositionEmbedding", "cpu.position_embedding", positionEmbedding);
+  add("PositionEmbedding", "cpu.position_embedding",
+      [](const KernelSig& s) { return positionEmbedding(s, false); });
+  add("PositionEmbeddingAt", "cpu.position_embedding_at",
+      [](const KernelSig& s) { return positionEmbedding(s, true); });
   add("PositionEmbeddingGrad", "cpu.position_embedding_grad", positionEmbeddingGrad);
   add("RotaryEmbedding", "cpu.rotary", [](const KernelSig& s) { return rotary(s, 1.f); });
   add("RotaryEmbeddingGrad", "cpu.rotary_grad", [](const KernelSig& s) { return rotary(s, -1.f); });
+  add("RotaryEmbeddingAt", "cpu.rotary_at",
+      [](const KernelSig& s) { return rotary(s, 1.f, true); });
 }
 
 }  // namespace netloom::cpu

@@ -6,6 +6,7 @@
 // one thread per key sums its dk and dv over the queries, one thread per query its
 // dq over the keys, each in a fixed order. Head sizes up to 128.
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/core/attention_plan.h"
 #include "kernels/cuda/cuda_util.h"
@@ -252,9 +253,77 @@ std::string declineHead(const KernelSig& sig, size_t first) {
   return {};
 }
 
+// Generation: one thread block per (batch, head) writes the token's key and value
+// into the caches at its position (read on the device), then its threads share out
+// positions 0..position: each keeps an online softmax over its share, and thread 0
+// merges them in thread order. Head sizes up to 128.
+__global__ void cachedKernel(const float* q, const float* k, const float* v,
+                             const int32_t* position, float* kc, float* vc, float* y, float* lse,
+                             int64_t d, int64_t dv, int64_t slots, float scale) {
+  __shared__ float ms[kRows], ls[kRows], accs[kRows][kMaxHead];
+  const int64_t bh = blockIdx.x, pos = *position;
+  if (pos < 0 || pos >= slots) return;  // checked on the host before the step
+  float* kh = kc + bh * slots * d;
+  float* vh = vc + bh * slots * dv;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) kh[pos * d + c] = k[bh * d + c];
+  for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) vh[pos * dv + c] = v[bh * dv + c];
+  __syncthreads();
+  fn::OnlineSoftmax row;
+  float acc[kMaxHead];
+  for (int64_t c = 0; c < dv; ++c) acc[c] = 0.f;
+  for (int64_t j = threadIdx.x; j <= pos; j += blockDim.x) {
+    float s = 0.f;
+    for (int64_t c = 0; c < d; ++c) s += q[bh * d + c] * kh[j * d + c];
+    s *= scale;
+    const float f = row.rescale(s);
+    if (f != 1.f)
+      for (int64_t c = 0; c < dv; ++c) acc[c] *= f;
+    const float w = row.weight(s);
+    row.l += w;
+    for (int64_t c = 0; c < dv; ++c) acc[c] += w * vh[j * dv + c];
+  }
+  ms[threadIdx.x] = row.m;
+  ls[threadIdx.x] = row.l;
+  for (int64_t c = 0; c < dv; ++c) accs[threadIdx.x][c] = acc[c];
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  fn::OnlineSoftmax all;
+  float out[kMaxHead];
+  for (int64_t c = 0; c < dv; ++c) out[c] = 0.f;
+  for (int t = 0; t < int(blockDim.x); ++t) {
+    if (ls[t] == 0.f) continue;
+    const float f = all.rescale(ms[t]);
+    if (f != 1.f)
+      for (int64_t c = 0; c < dv; ++c) out[c] *= f;
+    const float w = expf(ms[t] - all.m);
+    all.l += ls[t] * w;
+    for (int64_t c = 0; c < dv; ++c) out[c] += accs[t][c] * w;
+  }
+  for (int64_t c = 0; c < dv; ++c) y[bh * dv + c] = out[c] / all.l;
+  lse[bh] = all.logSumExp();
+}
+
+// Inputs q, k, v, position, k_cache, v_cache; outputs y, lse.
+KernelFn cached(const KernelSig& sig) {
+  const Shape &q = sig.in[0].shape, &v = sig.in[2].shape, &kc = sig.in[4].shape;
+  const int64_t heads = q[0] * q[1], d = q[3], dv = v[3], slots = kc[2];
+  const double given = sig.attrs->f("scale", 0.0);
+  const float scale = float(given > 0 ? given : 1.0 / std::sqrt(double(d)));
+  cudaStream_t st = streamOf(sig);
+  return [heads, d, dv, slots, scale, st](const KernelIO& io) {
+    cachedKernel<<<unsigned(heads), kRows, 0, st>>>(
+        io.in[0].f32(), io.in[1].f32(), io.in[2].f32(), io.in[3].i32(), io.in[4].f32(),
+        io.in[5].f32(), io.out[0].f32(), io.out[1].f32(), d, dv, slots, scale);
+    NL_CHECK_LAUNCH(cachedKernel);
+  };
+}
+
 }  // namespace
 
 void registerAttention(KernelRegistry& r) {
+  r.add("CachedAttention", DeviceKind::Cuda,
+        KernelImpl{"cuda.cached_attention", [](const KernelSig& s) { return declineHead(s, 0); },
+                   cached});
   r.add("ScaledDotProductAttention", DeviceKind::Cuda,
         KernelImpl{"cuda.flash_attention", [](const KernelSig& s) { return declineHead(s, 0); },
                    forward});

@@ -114,10 +114,11 @@ KernelFn embeddingGrad(const KernelSig& s) {
 
 // y = x + rows[t], the rows a learned table or the sinusoids (table null).
 __global__ void positionKernel(const float* x, const float* table, float* y, int64_t n,
-                               int64_t tokens, int64_t channels) {
+                               int64_t tokens, int64_t channels, const int32_t* first) {
+  const int64_t at = first ? *first : 0;  // generation: the step's position
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = e % channels, t = (e / channels) % tokens;
+    const int64_t c = e % channels, t = at + (e / channels) % tokens;
     y[e] = x[e] + (table ? table[t * channels + c] : fn::sinusoid(t, c, channels));
   }
 }
@@ -136,14 +137,17 @@ __global__ void positionGradKernel(const float* dy, float* dw, int64_t batch, in
   }
 }
 
-KernelFn positionEmbedding(const KernelSig& s) {
+// `at`: the first position is the input after x (generation), read on the device.
+KernelFn positionEmbedding(const KernelSig& s, bool at) {
   const Shape& x = s.in[0].shape;
   const int64_t n = numel(x), t = x[1], c = x[2];
+  const size_t table = at ? 2 : 1;
   cudaStream_t st = streamOf(s);
-  return [n, t, c, st](const KernelIO& io) {
+  return [n, t, c, at, table, st](const KernelIO& io) {
     if (n == 0) return;
     positionKernel<<<gridFor(n), kBlock, 0, st>>>(
-        io.in[0].f32(), io.nin > 1 ? io.in[1].f32() : nullptr, io.out[0].f32(), n, t, c);
+        io.in[0].f32(), io.nin > table ? io.in[table].f32() : nullptr, io.out[0].f32(), n, t, c,
+        at ? io.in[1].i32() : nullptr);
     NL_CHECK_LAUNCH(positionKernel);
   };
 }
@@ -160,26 +164,26 @@ KernelFn positionEmbeddingGrad(const KernelSig& s) {
 }
 
 __global__ void rotaryKernel(const float* x, float* y, int64_t rows, int64_t tokens, fn::Rotary rot,
-                             float sign) {
-  const int64_t half = rot.half;
+                             float sign, const int32_t* first) {
+  const int64_t half = rot.half, at = first ? *first : 0;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * half;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = e / half, i = e - r * half;
     const float* xr = x + r * 2 * half;
     float* yr = y + r * 2 * half;
-    rot(xr[i], xr[i + half], r % tokens, i, sign, yr[i], yr[i + half]);
+    rot(xr[i], xr[i + half], at + r % tokens, i, sign, yr[i], yr[i + half]);
   }
 }
 
-KernelFn rotary(const KernelSig& s, float sign) {
+KernelFn rotary(const KernelSig& s, float sign, bool at = false) {
   const Shape& x = s.in[0].shape;
   const int64_t rows = x[0] * x[1] * x[2], tokens = x[2];
   const fn::Rotary rot{float(s.attrs->f("base", 10000.0)), x[3] / 2};
   cudaStream_t st = streamOf(s);
-  return [rows, tokens, rot, sign, st](const KernelIO& io) {
+  return [rows, tokens, rot, sign, at, st](const KernelIO& io) {
     if (rows * rot.half == 0) return;
-    rotaryKernel<<<gridFor(rows * rot.half), kBlock, 0, st>>>(io.in[0].f32(), io.out[0].f32(), rows,
-                                                              tokens, rot, sign);
+    rotaryKernel<<<gridFor(rows * rot.half), kBlock, 0, st>>>(
+        io.in[0].f32(), io.out[0].f32(), rows, tokens, rot, sign, at ? io.in[1].i32() : nullptr);
     NL_CHECK_LAUNCH(rotaryKernel);
   };
 }
@@ -194,11 +198,16 @@ void registerSequence(KernelRegistry& r) {
   add("SumTo", "cuda.sum_to", sumTo);
   add("Embedding", "cuda.embedding", embedding);
   add("EmbeddingGrad", "cuda.embedding_grad", embeddingGrad);
-  add("PositionEmbedding", "cuda.position_embedding", positionEmbedding);
+  add("PositionEmbedding", "cuda.position_embedding",
+      [](const KernelSig& s) { return positionEmbedding(s, false); });
+  add("PositionEmbeddingAt", "cuda.position_embedding_at",
+      [](const KernelSig& s) { return positionEmbedding(s, true); });
   add("PositionEmbeddingGrad", "cuda.position_embedding_grad", positionEmbeddingGrad);
   add("RotaryEmbedding", "cuda.rotary", [](const KernelSig& s) { return rotary(s, 1.f); });
   add("RotaryEmbeddingGrad", "cuda.rotary_grad",
       [](const KernelSig& s) { return rotary(s, -1.f); });
+  add("RotaryEmbeddingAt", "cuda.rotary_at",
+      [](const KernelSig& s) { return rotary(s, 1.f, true); });
 }
 
 }  // namespace netloom::cuda

@@ -200,6 +200,38 @@ class TestBlocks : public QObject {
     expectCompileError(body, {"block 'ReLU' has the name of an op"});
   }
 
+  // A node with "when" is there only where the bool param holds; left out, its first
+  // input passes through: the Transformer block's norms before or after its sublayers.
+  void nodesWhenAParamHolds() {
+    const std::string block =
+        "blocks { name: 'Norm' params { key: 'first' value { b: true } } "
+        "nodes { name: 'x' op: 'BlockInput' } "
+        "nodes { name: 'pre' op: 'LayerNorm' inputs: 'x' attrs { key: 'when' value { s: '$first' "
+        "} } } nodes { name: 'fc' op: 'Linear' inputs: 'pre' attrs { key: 'out_features' value { "
+        "i: 4 } } } nodes { name: 'post' op: 'LayerNorm' inputs: 'fc' attrs { key: 'when' value { "
+        "s: '!$first' } } } outputs: 'post' } ";
+    auto flat = [&](const std::string& first) {
+      return inlineBlocks(model(input("x", "4") + "nodes { name: 'b' op: 'Norm' inputs: 'x' " +
+                                first + " } " + block));
+    };
+    auto pre = flat("");
+    QVERIFY2(pre.ok(), pre.ok() ? "" : pre.error().message.c_str());
+    QStringList names;
+    for (const auto& n : pre->nodes()) names << QString::fromStdString(n.name());
+    QCOMPARE(names, QStringList({"x", "b/pre", "b/fc"}));
+    QCOMPARE(pre->nodes(1).attrs().count("when"), size_t(0));
+    auto post = flat("attrs { key: 'first' value { b: false } }");
+    QVERIFY(post.ok());
+    names.clear();
+    for (const auto& n : post->nodes()) names << QString::fromStdString(n.name());
+    QCOMPARE(names, QStringList({"x", "b/fc", "b/post"}));
+    QCOMPARE(post->nodes(1).inputs(0), std::string("x"));  // 'pre' passed its input on
+    auto bad = flat("attrs { key: 'first' value { i: 2 } }");
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().message.find("'when' must name a bool param") != std::string::npos,
+             bad.error().message.c_str());
+  }
+
   void libraryBlocksParseAndInline() {
     QDir dir(QStringLiteral(NETLOOM_SOURCE_DIR "/resources/blocks"));
     QStringList files = dir.entryList({"*.nlblock"});
@@ -212,8 +244,12 @@ class TestBlocks : public QObject {
       BlockInterface io = blockInterface(*block);
       QCOMPARE(int(io.inputs.size()), 1);
       QCOMPARE(int(io.outputs.size()), 1);
-      // An instance on a 16-channel image analyses cleanly with its defaults.
-      proto::ModelDef m = model(input("img", "16, 8, 8") + node("inst", block->name(), "img"));
+      // An instance analyses cleanly with its defaults: on a 16-channel image, or the
+      // sequence blocks on 12 tokens of width 128.
+      const bool sequence =
+          block->name() == "MultiHeadAttention" || block->name() == "TransformerBlock";
+      proto::ModelDef m = model(input("img", sequence ? "12, 128" : "16, 8, 8") +
+                                node("inst", block->name(), "img"));
       *m.add_blocks() = *block;
       ModelAnalysis a = analyzeModel(m, 2);
       QVERIFY2(a.ok(), (f.toStdString() + ": " + problemsText(a)).c_str());

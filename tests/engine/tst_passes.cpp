@@ -110,9 +110,9 @@ class TestPasses : public QObject {
     auto p = compile(model(body()), o, store);
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
     const std::vector<std::string> want = {
-        "outputs",   "folding",   "fusion", "autocast", "autodiff",    "gradient buckets",
-        "optimizer", "dead code", "chains", "layouts",  "values",      "in place",
-        "buffers",   "kernels",   "memory", "allocate", "multi-tensor"};
+        "kv-cache",         "outputs",   "folding",   "fusion", "autocast", "autodiff",
+        "gradient buckets", "optimizer", "dead code", "chains", "layouts",  "values",
+        "in place",         "buffers",   "kernels",   "memory", "allocate", "multi-tensor"};
     std::vector<std::string> got;
     for (const auto& e : (*p)->pipeline) got.push_back(e.name);
     QCOMPARE(got, want);
@@ -121,6 +121,7 @@ class TestPasses : public QObject {
         if (e.name == name) return e.status;
       return std::string();
     };
+    QCOMPARE(status("kv-cache"), std::string("not needed"));  // not generation
     QCOMPARE(status("folding"), std::string("not needed"));   // a training plan
     QCOMPARE(status("autocast"), std::string("not needed"));  // float32
     QCOMPARE(status("fusion"), std::string("ran"));
@@ -222,6 +223,41 @@ class TestPasses : public QObject {
     QVERIFY(!s.ok());
     QVERIFY2(s.message().find("'fc1'") != std::string::npos, s.message().c_str());
     QVERIFY2(s.message().find("after the probe pass") != std::string::npos, s.message().c_str());
+  }
+
+  // "kv-cache" alone: attention reads caches of kvCache positions (state, not arena),
+  // positions read the "position" input; a mask or training is refused.
+  void kvCacheAlone() {
+    const std::string perm = "attrs { key: 'perm' value { ints { values: [0, 2, 1, 3] } } }";
+    const std::string heads = "attrs { key: 'shape' value { ints { values: [-1, 2, 2] } } }";
+    const std::string m = input("x", "1, 4") + node("pos", "PositionEmbedding", "x") +
+                          node("h", "Reshape", "pos", heads) + node("t", "Transpose", "h", perm) +
+                          node("rot", "RotaryEmbedding", "t") +
+                          node("att", "ScaledDotProductAttention", "rot,t,t") +
+                          node("loss", "MSELoss", "att,att");
+    CompileOptions o;
+    o.batch = 1;
+    o.training = false;
+    o.kvCache = 6;
+    ParamStore store;
+    auto p = compile(model(m), o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    std::map<std::string, int> ops;
+    for (const Node& n : (*p)->graph.nodes) ++ops[n.op->name];
+    QCOMPARE(ops["CachedAttention"], 1);
+    QCOMPARE(ops["ScaledDotProductAttention"], 0);
+    QCOMPARE(ops["PositionEmbeddingAt"], 1);
+    QCOMPARE(ops["RotaryEmbeddingAt"], 1);
+    QVERIFY((*p)->input("position"));
+    const ParamStore::Entry* cache = store.find("att.k_cache");
+    QVERIFY(cache);
+    QCOMPARE(cache->desc.shape, (Shape{1, 2, 6, 2}));
+    QCOMPARE(cache->kind, ValueKind::State);
+    o.training = true;
+    ParamStore other;
+    auto refused = compile(model(m), o, other);
+    QVERIFY(!refused.ok());
+    QVERIFY(refused.error().message.find("not training") != std::string::npos);
   }
 
   void fusionAlone() {
