@@ -290,10 +290,13 @@ std::vector<std::string> dataProblems(const proto::DataDef& def, const std::stri
       break;
     case proto::DataDef::kSynthetic: break;
     case proto::DataDef::kText:
-      if (def.text().path().empty())
+      if (def.text().path().empty()) {
         out.push_back("data.text.path: no file is named");
-      else
-        need("data.text.path", resolve(def.text().path(), baseDir));
+      } else {  // a file, or a folder of text files
+        const std::string path = resolve(def.text().path(), baseDir);
+        std::error_code ec;
+        if (!std::filesystem::is_directory(path, ec)) need("data.text.path", path);
+      }
       if (!def.text().test_path().empty())
         need("data.text.test_path", resolve(def.text().test_path(), baseDir));
       break;

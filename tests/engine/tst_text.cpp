@@ -171,6 +171,8 @@ class TestText : public QObject {
         dataProblems(textDef(m_dir.filePath("absent.txt").toStdString(), 4, 0), "");
     QCOMPARE(int(problems.size()), 1);
     QVERIFY(problems[0].find("data.text.path") != std::string::npos);
+    // A folder of text files is a source too.
+    QVERIFY(dataProblems(textDef(m_dir.path().toStdString(), 4, 0), "").empty());
   }
 };
 
