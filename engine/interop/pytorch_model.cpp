@@ -334,6 +334,10 @@ class ModelGen {
                                 "', which has no PyTorch counterpart");
         line.ins.push_back(ov[port]);
       }
+      if (nd.attrs().count(kWhenAttr) && !m_g.findNode(full) && !line.ins.empty()) {
+        names.outVars[nd.name()] = {line.ins[0]};  // left out by its "when": passes x on
+        continue;
+      }
       if (const proto::ModelDef* block = findBlock(m_model, nd.op())) {
         if (Status st = addInstance(s, nd, *block, line, names); !st) return st;
       } else {
@@ -579,6 +583,8 @@ class ModelGen {
       return "nn.init.kaiming_normal_(" + w + ", nonlinearity=\"relu\")";
     if (init == "xavier_uniform") return "nn.init.xavier_uniform_(" + w + ")";
     if (init == "xavier_normal") return "nn.init.xavier_normal_(" + w + ")";
+    if (init.rfind("normal:", 0) == 0)  // N(0, std²), std after the colon
+      return "nn.init.normal_(" + w + ", std=" + init.substr(7) + ")";
     return "nn.init.zeros_(" + w + ")";
   }
 

@@ -90,6 +90,19 @@ Result<std::string> dataSettings(const proto::DataDef& d, const std::string& dir
     }
     case proto::DataDef::kImageFolder:
     case proto::DataDef::kImageList: t += imageSettings(d, dir); break;
+    case proto::DataDef::kText: {
+      const proto::TextSource& s = d.text();
+      if (s.path().empty()) return makeError("data.text.path: no file is named");
+      std::string vocab = "[";
+      for (const std::string& v : s.vocab()) vocab += pyStr(v) + ", ";
+      t += entry("source", "\"text\"");
+      t += entry("path", path(s.path(), dir, ""));
+      t += entry("test_path", s.test_path().empty() ? "\"\"" : path(s.test_path(), dir, ""));
+      t += entry("vocabulary", s.vocabulary() == proto::TextSource::BYTE ? "\"byte\"" : "\"char\"");
+      t += entry("context", pyInt(s.context()));
+      t += entry("vocab", vocab + "]");
+      break;
+    }
     case proto::DataDef::SOURCE_NOT_SET: return makeError("data: the project has no data source");
     default: {
       // Sources added to the schema later are named in the settings; train.py says

@@ -84,6 +84,7 @@ void registerEmbedding(OpRegistry& r) {
          c.arg("padding_idx", a.i("padding_idx") < 0 ? "None" : pyInt(a.i("padding_idx")),
                "padding_idx", "None")},
         "{m}({0}.long())");
+    if (a.f("init_std") != 1.0) t.init = "normal:" + pyFloat(a.f("init_std"));
     return t;
   };
   d.onnxExport = [](OnnxExportCtx& c) -> Status {

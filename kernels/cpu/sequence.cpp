@@ -15,22 +15,29 @@
 namespace netloom::cpu {
 namespace {
 
+// Axes that stay last and in order (attention's [0, 2, 1, 3] keeps the head size
+// last) are copied as whole runs, with one index computation per run.
 KernelFn transpose(const KernelSig& s) {
-  const fn::Permutation p = permutation(s.in[0].shape, s.attrs->ints("perm"));
-  const size_t es = dtypeSize(s.in[0].dtype);
-  const int64_t n = numel(s.out[0].shape);
-  return [p, es, n](const KernelIO& io) {
+  const Shape& x = s.in[0].shape;
+  std::vector<int64_t> perm = s.attrs->ints("perm");
+  int64_t run = 1;
+  while (perm.size() > 1 && perm.back() == int64_t(perm.size()) - 1) {
+    run *= x[perm.size() - 1];
+    perm.pop_back();
+  }
+  // Over the leading axes, strides in runs; times the run, in elements.
+  fn::Permutation p = permutation(Shape(x.begin(), x.begin() + long(perm.size())), perm);
+  for (int d = 0; d < p.rank; ++d) p.strides[d] *= run;
+  const int64_t es = int64_t(dtypeSize(s.in[0].dtype)), bytes = run * es;
+  const int64_t runs = run > 0 ? numel(s.out[0].shape) / run : 0;
+  return [p, es, bytes, runs](const KernelIO& io) {
     const char* x = static_cast<const char*>(io.in[0].data);
     char* y = static_cast<char*>(io.out[0].data);
-    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-      if (es == 4) {
-        const auto* x4 = reinterpret_cast<const uint32_t*>(x);
-        auto* y4 = reinterpret_cast<uint32_t*>(y);
-        for (int64_t i = lo; i < hi; ++i) y4[i] = x4[p.source(i)];
-        return;
-      }
-      for (int64_t i = lo; i < hi; ++i) std::memcpy(y + i * es, x + p.source(i) * es, es);
-    });
+    parallelFor(runs, std::max<int64_t>(1, 4 * kParallelGrain / std::max<int64_t>(bytes, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r)
+                    std::memcpy(y + r * bytes, x + p.source(r) * es, size_t(bytes));
+                });
   };
 }
 

@@ -28,8 +28,7 @@ sys.path.insert(0, out_dir)
 import model as M
 import train as T
 m = M.build_model()
-tensors = {M.TORCH_NAMES.get(k, k): v for k, v in M.read_safetensors(weights).items()}
-m.load_state_dict(tensors, strict=True)
+M.load_weights(m, weights)  # strictly, shared (tied) parameters filled in
 m.eval()
 if probs_path == "-":
     with torch.no_grad():
@@ -165,6 +164,10 @@ class TestPytorchExport : public QObject {
   void lenet() { check(projectPath("fashion-lenet"), true, true); }
   void convBatchNorm() { check(projectPath("fashion-convbn"), true, true); }
   void resnet() { check(projectPath("fashion-resnet"), true, true); }
+  // Transformers: the ViT's probabilities match; the GPT's tied weights load strictly and
+  // train.py trains on its text, whose weights NetLoom reads back.
+  void vit() { check(projectPath("fashion-vit"), true, false); }
+  void gpt() { check(projectPath("fortunes-gpt"), false, true); }
   void mlpLoadsStrictly() { check(projectPath("fashion-mlp"), true, false); }
   void autoencoderLoadsStrictly() { check(projectPath("autoencoder"), false, false); }
 

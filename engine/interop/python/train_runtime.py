@@ -217,7 +217,99 @@ def fixed_channels(norm, train, std):
             [cs[c] if cs else std for c in range(channels)])
 
 
+# ---- text, as NetLoom reads it (engine/data/text.cpp) -------------------------------
+
+class TextWindows:
+    """Windows of `context` tokens of one token stream: sample i starts at starts[i],
+    and its labels are the window one token on; none reads at or past `end`."""
+
+    def __init__(self, tokens, starts, context, end, classes):
+        self.tokens, self.starts, self.context, self.end = tokens, starts, context, end
+        self.classes = classes
+
+    def __len__(self):
+        return len(self.starts)
+
+    def subset(self, indices):
+        return TextWindows(self.tokens, [self.starts[i] for i in indices], self.context,
+                           self.end, self.classes)
+
+
+def read_text_files(path):
+    """A file, or a folder's regular files in name order (links and files holding a
+    NUL byte left out), as bytes each."""
+    if not os.path.isdir(path):
+        with open(path, "rb") as f:
+            return [f.read()]
+    parts = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if os.path.islink(full) or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            raw = f.read()
+        if b"\0" not in raw:
+            parts.append(raw)
+    return parts
+
+
+def read_text(path, vocabulary, vocab, validation_fraction):
+    """Token ids and the vocabulary: bytes, or characters with token 0 for one the
+    training part lacks (U+FFFD) and the training part's characters by code point."""
+    raw = b"".join(read_text_files(path))
+    if not raw:
+        sys.exit(f"text file '{path}' is empty")
+    if vocabulary == "byte":
+        return list(raw), [bytes([b]) for b in range(256)]
+    chars = raw.decode("utf-8")
+    if not vocab:
+        train = max(int(len(chars) * (1 - validation_fraction)), 1)
+        vocab = ["\ufffd"] + sorted(set(chars[:train]))
+    ids = {c: i for i, c in enumerate(vocab)}
+    return [ids.get(c, 0) for c in chars], vocab
+
+
+def windows(tokens, begin, end, context, classes):
+    """One window every `context` tokens whose next token is still before `end`."""
+    return TextWindows(tokens, list(range(begin, end - context, context)), context, end, classes)
+
+
+def load_text(data):
+    tokens, vocab = read_text(data["path"], data["vocabulary"], data["vocab"],
+                              data["validation_fraction"])
+    n, context, fraction = len(tokens), data["context"], data["validation_fraction"]
+    split = int(n * (1 - fraction)) if fraction > 0 else n
+    stream = torch.tensor(tokens, dtype=torch.int64)
+    train = windows(stream, 0, split, context, len(vocab))
+    val = windows(stream, split, n, context, len(vocab))
+    test = val
+    if data["test_path"]:
+        test_tokens, _ = read_text(data["test_path"], data["vocabulary"], vocab, 0)
+        test = windows(torch.tensor(test_tokens, dtype=torch.int64), 0, len(test_tokens),
+                       context, len(vocab))
+    if data["train_limit"] > 0:
+        train = train.subset(range(min(data["train_limit"], len(train))))
+    if data["test_limit"] > 0:
+        test = test.subset(range(min(data["test_limit"], len(test))))
+    return train, val, test, None
+
+
+def text_batches(ds, batch_size, shuffle, seed, epoch):
+    """Windows and their next tokens: training windows start at an offset drawn for the
+    epoch, in the epoch's seeded order."""
+    order = epoch_order(len(ds), shuffle, seed, epoch)
+    shift = hash_combine(seed, epoch) % ds.context if shuffle else 0
+    t = ds.context
+    for at in range(0, len(order), batch_size):
+        starts = [min(ds.starts[i] + shift, ds.end - t - 1) for i in order[at:at + batch_size]]
+        x = torch.stack([ds.tokens[s:s + t] for s in starts])
+        y = torch.stack([ds.tokens[s + 1:s + t + 1] for s in starts])
+        yield x, y, y.float()
+
+
 def load_data(data, seed):
+    if data["source"] == "text":
+        return load_text(data)
     train, test, *rest = load_sources(data, seed)
     val = rest[0] if rest else None
     if data["train_limit"] > 0:
@@ -282,6 +374,9 @@ def augment(sample, seed, epoch, index, aug):
 
 def batches(ds, norm, batch_size, shuffle=False, seed=0, epoch=0, aug=None):
     """One epoch of (features, class labels, float targets), normalised."""
+    if isinstance(ds, TextWindows):
+        yield from text_batches(ds, batch_size, shuffle, seed, epoch)
+        return
     order = epoch_order(len(ds), shuffle, seed, epoch)
     augmenting = aug is not None and (aug["crop_padding"] > 0 or aug["horizontal_flip"]
                                       or aug["max_translation"] > 0)
@@ -395,11 +490,12 @@ def main():
     print(f"{len(train)} training, {len(val) if val else 0} validation, {len(test)} test "
           f"samples; {per_epoch} steps per epoch, {total} in all")
 
-    step = 0
+    step, training_seconds = 0, 0.0
     for epoch in range(1, args.epochs + 1):
         if step >= total:
             break
         started = time.time()
+        epoch_training = time.perf_counter()
         model.train()
         loss_sum, metric_sums, seen = 0.0, {}, 0
         for x, y, t in batches(train, norm, args.batch_size, not DATA["no_shuffle"], seed, epoch,
@@ -419,6 +515,7 @@ def main():
                 metric_sums[name] = metric_sums.get(name, 0.0) + value.item() * len(y)
             if step >= total:
                 break
+        training_seconds += time.perf_counter() - epoch_training
         line = f"epoch {epoch}: train " + describe(
             loss_sum / seen, {name: value / seen for name, value in metric_sums.items()})
         if val is not None and len(val):
@@ -426,6 +523,7 @@ def main():
         if len(test):
             line += " | test " + describe(*evaluate(model, test, norm, args.batch_size, device))
         print(line + f" ({time.time() - started:.1f} s)", flush=True)
+    print(f"trained {step} steps in {training_seconds:.3f} s (evaluation left out)")
     if args.save:
         netloom_model.save_weights(model, args.save)
         print(f"weights written to {args.save}")
