@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/core/attention_plan.h"
+#include "kernels/core/fast_math.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
@@ -46,21 +47,41 @@ struct Head {
         mask(m) {}
 
   // Scores of queries [i0, i1) against keys [j0, j1), -inf where hidden, into
-  // `out` (row stride kKeyBlock).
+  // `out` (row stride kKeyBlock). The key block is laid out transposed in `kT` (head
+  // size × kKeyBlock) first, so each query's scores are sums of whole vectors of keys,
+  // never a horizontal sum per pair.
   void scores(int64_t i0, int64_t i1, int64_t j0, int64_t j1, const fn::AttentionMask& am,
-              float* out) const {
+              float* kT, float* out) const {
+    const int64_t n = j1 - j0;
+    transposed(k, j0, j1, p.d, kT);
     for (int64_t i = i0; i < i1; ++i) {
       float* row = out + (i - i0) * kKeyBlock;
+      rowTimes(q + i * p.d, kT, n, p.d, row);
       for (int64_t j = j0; j < j1; ++j) {
         const float m = mask.at(b, h, i, j);
-        row[j - j0] = am.hidden(i, j) || m == -INFINITY
-                          ? -INFINITY
-                          : dot(q + i * p.d, k + j * p.d, p.d) * p.scale + m;
+        row[j - j0] = am.hidden(i, j) || m == -INFINITY ? -INFINITY : row[j - j0] * p.scale + m;
       }
     }
   }
+  // Rows [j0, j1) of `rows` (width `width`) as columns of `t` (width × kKeyBlock).
+  static void transposed(const float* rows, int64_t j0, int64_t j1, int64_t width, float* t) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t c = 0; c < width; ++c) t[c * kKeyBlock + (j - j0)] = rows[j * width + c];
+  }
+  // out[j] = a · column j of `t`, for j < n.
+  static void rowTimes(const float* a, const float* t, int64_t n, int64_t width, float* out) {
+    std::fill(out, out + n, 0.f);
+    for (int64_t c = 0; c < width; ++c) {
+      const float ac = a[c];
+      const float* tc = t + c * kKeyBlock;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[j] += ac * tc[j];
+    }
+  }
   // The last key block that query rows [i0, i1) can see.
-  int64_t keyEnd(int64_t i1) const { return p.causal ? std::min(p.s, i1) : p.s; }
+  int64_t keyEnd(int64_t i1) const {
+    return p.causal ? std::min(p.s, i1) : p.s;
+  }
 };
 
 // Inputs q, k, v[, mask]; outputs y, lse.
@@ -74,6 +95,7 @@ KernelFn attentionForward(const KernelSig& sig) {
     float *y0 = io.out[0].f32(), *lse0 = io.out[1].f32();
     parallelFor(p.b * p.h * blocks, 1, [&](int64_t lo, int64_t hi) {
       std::vector<float> s(size_t(kQueryBlock * kKeyBlock)), acc(size_t(kQueryBlock * p.dv));
+      std::vector<float> kT(size_t(p.d * kKeyBlock));
       fn::OnlineSoftmax row[kQueryBlock];
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t bh = item / blocks, i0 = (item % blocks) * kQueryBlock;
@@ -83,7 +105,7 @@ KernelFn attentionForward(const KernelSig& sig) {
         for (int64_t r = 0; r < n; ++r) row[r] = fn::OnlineSoftmax{};
         for (int64_t j0 = 0; j0 < head.keyEnd(i1); j0 += kKeyBlock) {
           const int64_t j1 = std::min(p.s, j0 + kKeyBlock);
-          head.scores(i0, i1, j0, j1, am, s.data());
+          head.scores(i0, i1, j0, j1, am, kT.data(), s.data());
           for (int64_t r = 0; r < n; ++r) {
             float* sr = s.data() + r * kKeyBlock;
             float* ar = acc.data() + r * p.dv;
@@ -92,10 +114,17 @@ KernelFn attentionForward(const KernelSig& sig) {
             const float f = row[r].rescale(top);
             if (f != 1.f)
               for (int64_t c = 0; c < p.dv; ++c) ar[c] *= f;
+            // The block's weights e^(s - m) in one vectorised pass (hidden keys 0).
+            const float m = row[r].m;
+            float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < j1 - j0; ++j) {
-              const float w = row[r].weight(sr[j]);
-              row[r].l += w;
-              const float wd = am.drop(w, bh * p.t + i0 + r, j0 + j, p.s);
+              sr[j] = sr[j] == -INFINITY ? 0.f : fm::exp(sr[j] - m);
+              sum += sr[j];
+            }
+            row[r].l += sum;
+            for (int64_t j = 0; j < j1 - j0; ++j) {
+              const float wd = am.drop(sr[j], bh * p.t + i0 + r, j0 + j, p.s);
               if (wd == 0.f) continue;
               const float* vj = head.v + (j0 + j) * p.dv;
 #pragma omp simd
@@ -123,6 +152,7 @@ struct HeadGrad {
   float *dq, *dk, *dv;
   int64_t bh;
   std::vector<float>& s;
+  std::vector<float>& t;       // the key and value blocks transposed
   std::vector<float>& rowDot;  // D_i = Σ dy_i · y_i
 
   void run() const {
@@ -138,17 +168,24 @@ struct HeadGrad {
   }
 
   void block(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
-    head.scores(i0, i1, j0, j1, am, s.data());
+    float *kT = t.data(), *vT = kT + p.d * kKeyBlock;
+    head.scores(i0, i1, j0, j1, am, kT, s.data());
+    Head::transposed(head.v, j0, j1, p.dv, vT);
+    float dp[kKeyBlock];  // dy_i · v_j for the block's keys
     for (int64_t i = i0; i < i1; ++i) {
       const float* sr = s.data() + (i - i0) * kKeyBlock;
       const float* dyi = dy + i * p.dv;
+      Head::rowTimes(dyi, vT, j1 - j0, p.dv, dp);
       const float* qi = head.q + i * p.d;
       float* dqi = dq + i * p.d;
+      float probs[kKeyBlock];  // e^(s - lse) in one vectorised pass (hidden keys 0)
+      const float l = lse[i];
+#pragma omp simd
+      for (int64_t j = 0; j < j1 - j0; ++j)
+        probs[j] = sr[j] == -INFINITY ? 0.f : fm::exp(sr[j] - l);
       for (int64_t j = j0; j < j1; ++j) {
-        const float sc = sr[j - j0];
-        const float prob = sc == -INFINITY ? 0.f : std::exp(sc - lse[i]);
+        const float prob = probs[j - j0];
         if (prob == 0.f) continue;
-        const float* vj = head.v + j * p.dv;
         const int64_t bhRow = bh * p.t + i;
         const float kept = am.drop(1.f, bhRow, j, p.s);  // 0, or the dropout scale
         float* dvj = dv + j * p.dv;
@@ -157,7 +194,7 @@ struct HeadGrad {
 #pragma omp simd
           for (int64_t c = 0; c < p.dv; ++c) dvj[c] += pd * dyi[c];
         }
-        const float dprob = dot(dyi, vj, p.dv) * kept;
+        const float dprob = dp[j - j0] * kept;
         const float ds = prob * (dprob - rowDot[size_t(i)]) * p.scale;
         const float* kj = head.k + j * p.d;
         float* dkj = dk + j * p.d;
@@ -182,6 +219,7 @@ KernelFn attentionBackward(const KernelSig& sig) {
     float *dq0 = io.out[0].f32(), *dk0 = io.out[1].f32(), *dv0 = io.out[2].f32();
     parallelFor(p.b * p.h, 1, [&](int64_t lo, int64_t hi) {
       std::vector<float> s(size_t(kQueryBlock * kKeyBlock)), rowDot(size_t(p.t));
+      std::vector<float> t(size_t((p.d + p.dv) * kKeyBlock));
       for (int64_t bh = lo; bh < hi; ++bh) {
         const Head head(p, bh, q0, k0, v0, mask);
         HeadGrad g{p,
@@ -195,6 +233,7 @@ KernelFn attentionBackward(const KernelSig& sig) {
                    dv0 + bh * p.s * p.dv,
                    bh,
                    s,
+                   t,
                    rowDot};
         g.run();
       }
