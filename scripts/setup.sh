@@ -26,7 +26,7 @@ else
   packages+=(
     qt6-base-dev libgraphviz-dev libqcustomplot-dev qt6-svg-dev fonts-dejavu-core
     libssh-dev libssl-dev openssh-server openssh-client
-    dataset-fashion-mnist libonnx-dev
+    dataset-fashion-mnist fortunes libonnx-dev
   )
 fi
 
