@@ -55,15 +55,12 @@ void registerKvCache(OpRegistry& r) {
   p.inputs = {{"x", "batch × tokens × channels"},
               {"position", "int32, the first token's position"}};
   p.outputs = {{"y", "x plus each position's vector"}};
-  p.attrs = {stringAttr("kind", "learned", {"learned", "sinusoidal"}, "as PositionEmbedding"),
-             intAttr("max_len", 512, 1, 1e7, "as PositionEmbedding")};
-  p.params = [](const Attrs& at) {
-    return at.s("kind") == "learned" ? std::vector<std::string>{"weight"}
-                                     : std::vector<std::string>{};
-  };
-  // Initialised as PositionEmbedding is, so a program without trained weights is the
-  // same model.
-  if (const OpDef* whole = r.find("PositionEmbedding")) p.init = whole->init;
+  // Attributes, parameters and their initialisation are PositionEmbedding's own, so
+  // a program without trained weights is the same model.
+  const OpDef& whole = *r.find("PositionEmbedding");
+  p.attrs = whole.attrs;
+  p.params = whole.params;
+  p.init = whole.init;
   p.infer = [](InferCtx& c) {
     if (!requirePosition(c, 1)) return false;
     if (!c.params.empty())
@@ -81,7 +78,7 @@ void registerKvCache(OpRegistry& r) {
   t.inputs = {{"x", "batch × heads × tokens × head size"},
               {"position", "int32, the first token's position"}};
   t.outputs = {{"y", "same shape"}};
-  t.attrs = {floatAttr("base", 10000.0, 1.0, 1e9, "as RotaryEmbedding")};
+  t.attrs = r.find("RotaryEmbedding")->attrs;
   t.infer = [](InferCtx& c) {
     if (!requirePosition(c, 1)) return false;
     c.out[0] = c.in[0];
