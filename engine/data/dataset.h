@@ -54,6 +54,7 @@ struct Dataset {
   std::vector<int64_t> starts;
   int64_t context = 0;
   std::vector<std::string> vocab;
+  bool byteVocab = false;  // vocab is the 256 bytes, not characters
   std::string textFile;
   int64_t textEnd = 0;  // where this split's tokens end: no window reads past it
   bool isText() const { return tokens != nullptr; }
@@ -183,6 +184,7 @@ struct Batch {
 struct TextTokens {
   std::vector<int32_t> tokens;
   std::vector<std::string> vocab;
+  bool bytes = false;  // a byte vocabulary
 };
 Result<TextTokens> readText(const std::string& path, proto::TextSource::Vocabulary vocabulary,
                             std::vector<std::string> vocab, double validationFraction);

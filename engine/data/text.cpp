@@ -93,6 +93,7 @@ Result<TextTokens> readText(const std::string& path, proto::TextSource::Vocabula
     t.tokens.assign(text.begin(), text.end());
     for (int32_t& v : t.tokens) v &= 0xFF;
     for (int b = 0; b < 256; ++b) t.vocab.push_back(std::string(1, char(b)));
+    t.bytes = true;
     return t;
   }
   std::vector<std::string> chars;
@@ -166,6 +167,7 @@ Dataset textSplit(const std::shared_ptr<const std::vector<int32_t>>& tokens, int
   d.context = context;
   d.sampleShape = {context};
   d.vocab = t.vocab;
+  d.byteVocab = t.bytes;
   d.classes = int32_t(t.vocab.size());
   d.textFile = file;
   d.starts = windowStarts(begin, end, context);

@@ -111,8 +111,51 @@ std::vector<NamedTensor> exportState(const ParamStore& store) {
   return out;
 }
 
-CheckpointWriter::CheckpointWriter(std::string dir, proto::CheckpointPolicy policy)
-    : m_dir(std::move(dir)), m_policy(std::move(policy)) {}
+std::map<std::string, std::string> dataMetadata(const Dataset& train) {
+  if (!train.isText()) return {};
+  // A byte vocabulary is its 256 bytes, which JSON strings cannot all carry.
+  const bool bytes = train.byteVocab;
+  std::map<std::string, std::string> out{{"vocabulary", bytes ? "byte" : "char"}};
+  if (!bytes) {
+    Json list = Json::array();
+    for (const std::string& token : train.vocab) list.push(Json::string(token));
+    out["vocab"] = list.dump();
+  }
+  return out;
+}
+
+Result<std::optional<RecordedVocab>> vocabFromMetadata(
+    const std::map<std::string, std::string>& metadata, const std::string& file) {
+  const auto kind = metadata.find("vocabulary");
+  if (kind == metadata.end()) return std::optional<RecordedVocab>{};
+  RecordedVocab vocab;
+  if (kind->second == "byte") {
+    for (int b = 0; b < 256; ++b) vocab.tokens.push_back(std::string(1, char(b)));
+    vocab.bytes = true;
+    return std::optional(std::move(vocab));
+  }
+  const auto list = metadata.find("vocab");
+  auto fail = [&](const std::string& what) {
+    return makeError(file + ": the recorded vocabulary " + what);
+  };
+  if (kind->second != "char" || list == metadata.end())
+    return fail("is neither \"byte\" nor a \"char\" list");
+  auto json = Json::parse(list->second);
+  if (!json) return fail("is not JSON: " + json.error().message);
+  if (!json->isArray()) return fail("is not a list");
+  for (const Json& token : json->items()) {
+    if (!token.isString()) return fail("holds a token that is not a string");
+    vocab.tokens.push_back(token.asString());
+  }
+  if (vocab.tokens.empty()) return fail("is empty");
+  return std::optional(std::move(vocab));
+}
+
+CheckpointWriter::CheckpointWriter(std::string dir, proto::CheckpointPolicy policy,
+                                   std::map<std::string, std::string> metadata)
+    : m_dir(std::move(dir)), m_policy(std::move(policy)), m_metadata(std::move(metadata)) {
+  m_metadata["format"] = "netloom";
+}
 
 Result<std::string> CheckpointWriter::write(const ParamStore& store, const RunPosition& pos,
                                             uint64_t seed) {
@@ -125,8 +168,7 @@ Result<std::string> CheckpointWriter::write(const ParamStore& store, const RunPo
   removeQuietly(tmp);
   fs::create_directories(tmp, ec);
   if (ec) return makeError(tmp.string() + ": " + ec.message());
-  if (Status s = writeSafetensors((tmp / kStateFile).string(), exportState(store),
-                                  {{"format", "netloom"}});
+  if (Status s = writeSafetensors((tmp / kStateFile).string(), exportState(store), m_metadata);
       !s) {
     removeQuietly(tmp);
     return s.error();

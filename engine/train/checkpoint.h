@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset.h"
 #include "engine/proto/project.pb.h"
 #include "engine/runtime/param_store.h"
 
@@ -42,9 +43,24 @@ struct LoadedCheckpoint {
   std::vector<NamedTensor> tensors;
 };
 
+// What a weights file or checkpoint says of the data beside its tensors: a language
+// model's vocabulary ("vocabulary": "char" or "byte"; "vocab": a JSON array of the
+// tokens' spellings, char only), so sampling from it decodes as training encoded.
+std::map<std::string, std::string> dataMetadata(const Dataset& train);
+// The vocabulary `metadata` records, if any (byte: the 256 one-byte tokens). A
+// malformed entry is an error naming `file`.
+struct RecordedVocab {
+  std::vector<std::string> tokens;
+  bool bytes = false;
+};
+Result<std::optional<RecordedVocab>> vocabFromMetadata(
+    const std::map<std::string, std::string>& metadata, const std::string& file);
+
 class CheckpointWriter {
  public:
-  CheckpointWriter(std::string dir, proto::CheckpointPolicy policy);
+  // `metadata` travels in every checkpoint's tensor file (dataMetadata).
+  CheckpointWriter(std::string dir, proto::CheckpointPolicy policy,
+                   std::map<std::string, std::string> metadata = {});
 
   // Writes a checkpoint named after the step; prunes to keep_last. Returns its folder.
   Result<std::string> write(const ParamStore& store, const RunPosition& pos, uint64_t seed);
@@ -54,6 +70,7 @@ class CheckpointWriter {
  private:
   std::string m_dir;
   proto::CheckpointPolicy m_policy;
+  std::map<std::string, std::string> m_metadata;
 };
 
 // Reads `dir`: a checkpoint folder, or a folder of checkpoints whose `latest` names one.

@@ -6,7 +6,7 @@ CheckpointPolicy::CheckpointPolicy(const RunState& run)
     : m_run(run),
       m_policy(run.s.project.train().checkpoint()),
       m_any(m_policy.every_steps() > 0 || m_policy.every_epochs() > 0 || run.s.best),
-      m_writer(run.s.checkpointDir, m_policy) {}
+      m_writer(run.s.checkpointDir, m_policy, dataMetadata(run.s.data.train)) {}
 
 bool CheckpointPolicy::due(Moment at, bool isBest) const {
   const RunPosition& pos = m_run.pos;

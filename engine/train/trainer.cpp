@@ -399,11 +399,13 @@ Result<TrainSummary> Fit::finish() {
     sum.commWaitedSeconds = c.waitedSeconds;
   }
   const std::string& weights = m_run.opts.saveWeights;
-  if (!weights.empty() && m_run.writes())
-    if (Status st = writeSafetensors(weights, m_store->exportParams(),
-                                     {{"format", "pt"}, {"producer", "netloom"}});
-        !st)
+  if (!weights.empty() && m_run.writes()) {
+    auto metadata = dataMetadata(m_run.s.data.train);
+    metadata["format"] = "pt";
+    metadata["producer"] = "netloom";
+    if (Status st = writeSafetensors(weights, m_store->exportParams(), metadata); !st)
       return fail(st.message());
+  }
   m_reporter.finished(sum);
   return sum;
 }

@@ -11,6 +11,8 @@
 #include "engine/compiler/compile.h"
 #include "engine/data/dataset.h"
 #include "engine/io/project_file.h"
+#include "engine/io/safetensors.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/generate.h"
 
 using namespace netloom;
@@ -192,11 +194,54 @@ class TestGenerate : public QObject {
     QVERIFY2(first.startsWith("the ") && first.size() == 8 && first.endsWith("\n"),
              qPrintable(first));
     QCOMPARE(run(args, code), first);
+
+    // The weights carry the vocabulary they were trained with: generation reads it
+    // there, so it decodes the same with the corpus gone.
+    std::map<std::string, std::string> metadata;
+    QVERIFY(readSafetensors(weights.toStdString(), &metadata).ok());
+    auto recorded = vocabFromMetadata(metadata, "w");
+    QVERIFY(recorded.ok() && recorded->has_value());
+    auto built = readText(m_text, proto::TextSource::CHAR, {}, 0.2);
+    QVERIFY((*recorded)->tokens == built->vocab && !(*recorded)->bytes);
+    const QString aside = QString::fromStdString(m_text) + ".aside";
+    QVERIFY(QFile::rename(QString::fromStdString(m_text), aside));
+    const QString without = run(args, code);
+    QVERIFY(QFile::rename(aside, QString::fromStdString(m_text)));
+    QCOMPARE(code, 0);
+    QCOMPARE(without, first);
+
     QVERIFY(run({"--generate", "x"}, code).contains("--from"));
     QCOMPARE(code, 2);
     QVERIFY(run({"--generate", "x", "--from", m_dir.filePath("absent.safetensors")}, code)
                 .contains("absent.safetensors"));
     QCOMPARE(code, 1);
+  }
+
+  // Checkpoints record the vocabulary too; a damaged record is named, not guessed at.
+  void vocabularyInCheckpoints() {
+    Dataset train;
+    train.tokens = std::make_shared<std::vector<int32_t>>(std::vector<int32_t>{0, 1, 2});
+    train.vocab = {"\xEF\xBF\xBD", "a", "\xC3\xA9", "\"", "\n"};
+    CheckpointWriter writer(m_dir.filePath("ckpt").toStdString(), {}, dataMetadata(train));
+    ParamStore empty;
+    auto folder = writer.write(empty, RunPosition{}, 1);
+    QVERIFY2(folder.ok(), folder.ok() ? "" : folder.error().message.c_str());
+    std::map<std::string, std::string> metadata;
+    QVERIFY(readSafetensors(*folder + "/state.safetensors", &metadata).ok());
+    QCOMPARE(metadata.at("format"), std::string("netloom"));
+    auto back = vocabFromMetadata(metadata, "f");
+    QVERIFY(back.ok() && back->has_value());
+    QVERIFY((*back)->tokens == train.vocab);
+
+    train.byteVocab = true;
+    auto bytes = vocabFromMetadata(dataMetadata(train), "f");
+    QVERIFY(bytes.ok() && (*bytes)->bytes && (*bytes)->tokens.size() == 256);
+    QVERIFY(dataMetadata(Dataset{}).empty());
+
+    auto bad = vocabFromMetadata({{"vocabulary", "char"}, {"vocab", "[1, 2]"}}, "model.st");
+    QVERIFY(!bad.ok());
+    QVERIFY(bad.error().message.find("model.st") != std::string::npos);
+    QVERIFY(!vocabFromMetadata({{"vocabulary", "words"}}, "f").ok());
   }
 };
 
