@@ -255,53 +255,63 @@ bool isPlaceable(const OpDef& op) {
 }
 
 std::vector<std::string> GraphDocument::opsAccepting(NodeId from, int fromPort) const {
-  std::vector<std::string> names;
   std::optional<TensorDesc> source;
   if (contains(from)) {
     auto it = analysis().nodes.find(node(from).def.name());
     if (it != analysis().nodes.end() && fromPort < int(it->second.outputs.size()))
       source = it->second.outputs[fromPort];
   }
-  for (const OpDef* op : OpRegistry::instance().all()) {
-    if (op->inputs.empty() || !isPlaceable(*op)) continue;
-    if (source && !source->shape.empty()) {
-      // A two-node model: an Input of that tensor feeding the op. Only a problem on
-      // the op's first port rules it out; missing attributes do not.
-      proto::ModelDef m;
-      proto::NodeDef* in = m.add_nodes();
-      in->set_name("source");
-      in->set_op("Input");
-      proto::AttrValue shape, dtype;
-      for (size_t i = 1; i < source->shape.size(); ++i)
-        shape.mutable_ints()->add_values(source->shape[i]);
-      dtype.set_s(source->dtype == DType::I32 ? "int32" : "float32");
-      (*in->mutable_attrs())["shape"] = shape;
-      (*in->mutable_attrs())["dtype"] = dtype;
-      proto::NodeDef* n = m.add_nodes();
-      n->set_name("candidate");
-      n->set_op(op->name);
-      n->add_inputs("source");
-      // Required attributes get the smallest value their range allows, so the op's
-      // shape rule runs and only the input decides.
-      for (const AttrDef& ad : op->attrs) {
-        if (!ad.required) continue;
-        proto::AttrValue v;
-        int64_t least = int64_t(std::max(1.0, ad.min));
-        if (ad.kind == AttrKind::Int) v.set_i(least);
-        if (ad.kind == AttrKind::Ints) v.mutable_ints()->add_values(least);
-        if (ad.kind == AttrKind::Float) v.set_f(std::max(ad.min, 1e-3));
-        if (ad.kind == AttrKind::String && !ad.choices.empty()) v.set_s(ad.choices.front());
-        (*n->mutable_attrs())[ad.name] = v;
-      }
-      ModelAnalysis a = analyzeModel(m, source->shape[0]);
-      bool refused = std::any_of(a.problems.begin(), a.problems.end(), [](const ModelProblem& p) {
-        return p.node == "candidate" && p.port == 0;
-      });
-      if (refused) continue;
-    }
-    names.push_back(op->name);
-  }
+  // The blocks a user may place: the project's, then the library's it lacks.
+  std::vector<proto::ModelDef> blocks(m_project.model().blocks().begin(),
+                                      m_project.model().blocks().end());
+  for (const proto::ModelDef& b : libraryBlocks())
+    if (!block(b.name())) blocks.push_back(b);
+  std::vector<std::string> names;
+  for (const OpDef* op : OpRegistry::instance().all())
+    if (!op->inputs.empty() && isPlaceable(*op) && (!source || accepts(*source, *op, {})))
+      names.push_back(op->name);
+  for (const proto::ModelDef& b : blocks)
+    if (!OpRegistry::instance().find(b.name()) && blockInterface(b).inputs.size() > 0 &&
+        (!source || accepts(*source, blockOp(b), blocks)))
+      names.push_back(b.name());
   return names;
+}
+
+// A two-node model: an Input of that tensor feeding the op. Only a problem on the
+// op's first port rules it out; missing attributes do not.
+bool GraphDocument::accepts(const TensorDesc& source, const OpDef& op,
+                            const std::vector<proto::ModelDef>& blocks) {
+  if (source.shape.empty()) return true;
+  proto::ModelDef m;
+  for (const proto::ModelDef& b : blocks) *m.add_blocks() = b;
+  proto::NodeDef* in = m.add_nodes();
+  in->set_name("source");
+  in->set_op("Input");
+  proto::AttrValue shape, dtype;
+  for (size_t i = 1; i < source.shape.size(); ++i)
+    shape.mutable_ints()->add_values(source.shape[i]);
+  dtype.set_s(source.dtype == DType::I32 ? "int32" : "float32");
+  (*in->mutable_attrs())["shape"] = shape;
+  (*in->mutable_attrs())["dtype"] = dtype;
+  proto::NodeDef* n = m.add_nodes();
+  n->set_name("candidate");
+  n->set_op(op.name);
+  n->add_inputs("source");
+  // Required attributes get the smallest value their range allows, so the op's
+  // shape rule runs and only the input decides.
+  for (const AttrDef& ad : op.attrs) {
+    if (!ad.required) continue;
+    proto::AttrValue v;
+    int64_t least = int64_t(std::max(1.0, ad.min));
+    if (ad.kind == AttrKind::Int) v.set_i(least);
+    if (ad.kind == AttrKind::Ints) v.mutable_ints()->add_values(least);
+    if (ad.kind == AttrKind::Float) v.set_f(std::max(ad.min, 1e-3));
+    if (ad.kind == AttrKind::String && !ad.choices.empty()) v.set_s(ad.choices.front());
+    (*n->mutable_attrs())[ad.name] = v;
+  }
+  ModelAnalysis a = analyzeModel(m, source.shape[0]);
+  return std::none_of(a.problems.begin(), a.problems.end(),
+                      [](const ModelProblem& p) { return p.node == "candidate" && p.port == 0; });
 }
 
 int64_t GraphDocument::batch() const {
@@ -324,10 +334,17 @@ void GraphDocument::applyStates(const std::vector<NodeState>& states,
                                 const std::optional<SettingsState>& settings) {
   bool turned = false;
   if (settings) {
-    *m_project.mutable_train() = settings->train;
-    *m_project.mutable_data() = settings->data;
+    // Only what changed is written, so an edit of the ties alone leaves no empty
+    // train or data section behind.
+    if (settings->train.SerializeAsString() != m_project.train().SerializeAsString())
+      *m_project.mutable_train() = settings->train;
+    if (settings->data.SerializeAsString() != m_project.data().SerializeAsString())
+      *m_project.mutable_data() = settings->data;
     turned = settings->direction != direction();
     m_project.mutable_layout()->set_direction(settings->direction);
+    auto* shared = m_project.mutable_model()->mutable_shared();
+    shared->Clear();
+    for (const proto::SharedParam& tie : settings->shared) *shared->Add() = tie;
   }
   // Block definitions first, so nodes that arrive with them find their ops.
   std::set<std::string> redefined;
@@ -452,13 +469,20 @@ NodeId GraphDocument::addNode(const std::string& op, QPointF pos, const std::str
   n.def.set_name(uniqueName(base));
   n.def.set_op(op);
   n.pos = pos;
-  // A library block the project does not hold yet comes with its definition.
+  // A library block the project does not hold yet comes with its definition, and
+  // with those of the library blocks it instances (GPT's TransformerBlock).
   std::vector<BlockState> blocksBefore, blocksAfter;
-  if (!opOf(n.def))
-    if (const proto::ModelDef* lib = libraryBlock(op)) {
-      blocksBefore.push_back(blockState(op));
-      blocksAfter.push_back({op, m_project.model().blocks_size(), *lib});
-    }
+  std::vector<std::string> wanted{op};
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const std::string& name = wanted[k];
+    const proto::ModelDef* lib = libraryBlock(name);
+    if (!lib || blockState(name).def || OpRegistry::instance().find(name)) continue;
+    blocksBefore.push_back(blockState(name));
+    blocksAfter.push_back({name, m_project.model().blocks_size() + int(blocksAfter.size()), *lib});
+    for (const proto::NodeDef& inner : lib->nodes())
+      if (std::find(wanted.begin(), wanted.end(), inner.op()) == wanted.end())
+        wanted.push_back(inner.op());
+  }
   pushEdit(tr("Add %1").arg(QString::fromStdString(op)), {stateOf(id)},
            {NodeState{id, int(m_order.size()), n}}, NoMerge, 0, std::move(blocksBefore),
            std::move(blocksAfter));
@@ -651,8 +675,9 @@ std::vector<NodeId> GraphDocument::duplicate(const std::vector<NodeId>& ids, QPo
 
 void GraphDocument::setSettings(const proto::TrainDef& train, const proto::DataDef& data,
                                 const QString& text, int typingId) {
-  SettingsState before{m_project.train(), m_project.data(), direction()},
-      after{train, data, direction()};
+  SettingsState before = settingsState(), after = before;
+  after.train = train;
+  after.data = data;
   if (before.train.SerializeAsString() == after.train.SerializeAsString() &&
       before.data.SerializeAsString() == after.data.SerializeAsString())
     return;
@@ -664,11 +689,16 @@ void GraphDocument::setDirection(proto::Layout::Direction to,
   if (to == direction()) return;
   std::vector<NodeState> before, after;
   positionStates(positions, before, after);
-  SettingsState was{m_project.train(), m_project.data(), direction()}, now = was;
+  SettingsState was = settingsState(), now = was;
   now.direction = to;
   pushEdit(to == proto::Layout::TOP_TO_BOTTOM ? tr("Lay Out Top to Bottom")
                                               : tr("Lay Out Left to Right"),
            std::move(before), std::move(after), 0, 0, {}, {}, was, now);
+}
+
+SettingsState GraphDocument::settingsState() const {
+  const auto& shared = m_project.model().shared();
+  return {m_project.train(), m_project.data(), direction(), {shared.begin(), shared.end()}};
 }
 
 void GraphDocument::directionForLayout(proto::Layout::Direction to) {

@@ -58,12 +58,13 @@ struct BlockState {
   std::optional<proto::ModelDef> def;
 };
 
-// The project's training and data settings, and the canvas's direction, before or
-// after an edit.
+// The project's training and data settings, the model's tied parameters and the
+// canvas's direction, before or after an edit.
 struct SettingsState {
   proto::TrainDef train;
   proto::DataDef data;
   proto::Layout::Direction direction = proto::Layout::LEFT_TO_RIGHT;
+  std::vector<proto::SharedParam> shared;
 };
 
 class GraphDocument : public QObject {
@@ -110,6 +111,10 @@ class GraphDocument : public QObject {
   // The placeable ops whose first input takes the tensor `from`:`fromPort` produces
   // (every op with an input while that shape is unknown), by name.
   std::vector<std::string> opsAccepting(NodeId from, int fromPort) const;
+  // Whether `op` (given the project's blocks, for an instance) takes `source` on its
+  // first input.
+  static bool accepts(const TensorDesc& source, const OpDef& op,
+                      const std::vector<proto::ModelDef>& blocks);
 
   // The op a node shows: a registered op, or for an instance its block as an op
   // (see blockOp); null for an op this version does not know.
@@ -214,6 +219,7 @@ class GraphDocument : public QObject {
                 std::optional<SettingsState> settingsBefore = std::nullopt,
                 std::optional<SettingsState> settingsAfter = std::nullopt);
   BlockState blockState(const std::string& name) const;
+  SettingsState settingsState() const;
   void rebuildBlockOps();
   // The definition `ids` make: see makeBlock. `seed` gives ports (and their order)
   // the definition must keep; `innerName` names each node inside it.

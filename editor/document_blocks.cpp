@@ -51,9 +51,10 @@ void GraphDocument::setBlock(const proto::ModelDef& def) {
 
 struct GraphDocument::Extraction {
   proto::ModelDef def;
-  std::vector<std::string> inputs;        // what feeds each input port, from outside
-  std::map<std::string, int> outputOf;    // an inside reference -> the output port it is
-  std::map<std::string, int> readerPort;  // a reference outside nodes read -> that port
+  std::vector<std::string> inputs;              // what feeds each input port, from outside
+  std::map<std::string, int> outputOf;          // an inside reference -> the output port it is
+  std::map<std::string, int> readerPort;        // a reference outside nodes read -> that port
+  std::vector<proto::SharedParam> outsideTies;  // the model's ties that stay outside
 };
 
 GraphDocument::Extraction GraphDocument::extract(
@@ -107,6 +108,21 @@ GraphDocument::Extraction GraphDocument::extract(
     body.push_back(std::move(def));
   }
   for (proto::NodeDef& d : body) *ex.def.add_nodes() = std::move(d);
+  // Tied parameters of two inside nodes are tied inside the block; the model's other
+  // ties stay as they are.
+  auto nodeOf = [](const std::string& param) { return param.substr(0, param.rfind('.')); };
+  auto innerParam = [&](const std::string& param) {
+    return innerName(nodeOf(param)) + param.substr(nodeOf(param).size());
+  };
+  for (const proto::SharedParam& tie : m_project.model().shared()) {
+    if (inside.count(nodeOf(tie.param())) && inside.count(nodeOf(tie.with()))) {
+      proto::SharedParam* t = ex.def.add_shared();
+      t->set_param(innerParam(tie.param()));
+      t->set_with(innerParam(tie.with()));
+    } else {
+      ex.outsideTies.push_back(tie);
+    }
+  }
   // Outputs: the seed's first, then whatever outside nodes read from inside.
   if (seed)
     for (const std::string& o : seed->outputs()) {
@@ -163,7 +179,13 @@ Result<NodeId> GraphDocument::replaceByInstance(
   }
   BlockState blockBefore = blockState(ex.def.name()), blockAfter = blockBefore;
   blockAfter.def = ex.def;
-  pushEdit(text, std::move(before), std::move(after), NoMerge, 0, {blockBefore}, {blockAfter});
+  std::optional<SettingsState> settingsBefore, settingsAfter;
+  if (ex.def.shared_size() > 0) {
+    settingsBefore = settingsAfter = settingsState();
+    settingsAfter->shared = ex.outsideTies;
+  }
+  pushEdit(text, std::move(before), std::move(after), NoMerge, 0, {blockBefore}, {blockAfter},
+           std::move(settingsBefore), std::move(settingsAfter));
   return instId;
 }
 
@@ -222,16 +244,32 @@ Result<std::vector<NodeId>> GraphDocument::expandInstance(NodeId id) {
   std::map<std::string, std::string> feeds;  // BlockInput -> the instance's input
   for (size_t k = 0; k < io.inputs.size(); ++k)
     feeds[io.inputs[k]] = int(k) < inst.inputs_size() ? inst.inputs(int(k)) : std::string();
+  // A node whose "when" param is false is left out, its first input passing through.
+  std::map<std::string, std::string> through;
+  for (const proto::NodeDef& d : def.nodes()) {
+    auto when = d.attrs().find(kWhenAttr);
+    if (when == d.attrs().end()) continue;
+    const bool negate = when->second.s().rfind('!', 0) == 0;
+    auto p = params.find(when->second.s().substr(negate ? 2 : 1));
+    if (p != params.end() && p->second.value_case() == proto::AttrValue::kB &&
+        p->second.b() == negate)
+      through[d.name()] = d.inputs_size() ? d.inputs(0) : std::string();
+  }
   std::set<std::string> taken;
   for (const proto::NodeDef& d : def.nodes()) {
-    if (d.op() == kBlockInputOp) continue;
+    if (d.op() == kBlockInputOp || through.count(d.name())) continue;
     std::string n = uniqueName(inst.name() + "/" + d.name());
     for (int i = 2; taken.count(n); ++i)
       n = uniqueName(inst.name() + "/" + d.name() + "_" + std::to_string(i));
     taken.insert(n);
     names[d.name()] = n;
   }
-  auto outside = [&](const std::string& ref) {
+  auto outside = [&](std::string ref) {
+    for (int hops = 0; hops < def.nodes_size(); ++hops) {
+      auto t = through.find(splitRef(ref).first);
+      if (t == through.end()) break;
+      ref = t->second;
+    }
     auto [src, port] = splitRef(ref);
     if (auto f = feeds.find(src); f != feeds.end()) return f->second;
     auto it = names.find(src);
@@ -258,10 +296,11 @@ Result<std::vector<NodeId>> GraphDocument::expandInstance(NodeId id) {
   before.push_back(stateOf(id));
   after.push_back({id, index, std::nullopt});
   for (const proto::NodeDef& d : def.nodes()) {
-    if (d.op() == kBlockInputOp) continue;
+    if (d.op() == kBlockInputOp || through.count(d.name())) continue;
     DocNode n;
     n.def = d;
     n.def.set_name(names[d.name()]);
+    n.def.mutable_attrs()->erase(kWhenAttr);
     for (int k = 0; k < n.def.inputs_size(); ++k) n.def.set_inputs(k, outside(d.inputs(k)));
     trimInputs(n.def);
     for (auto& [key, value] : *n.def.mutable_attrs())
@@ -295,8 +334,24 @@ Result<std::vector<NodeId>> GraphDocument::expandInstance(NodeId id) {
   e.inputs = {inst.inputs().begin(), inst.inputs().end()};
   e.pos = at;
   m_expansions[inst.name()] = e;
+  // The block's tied parameters stay tied, between the nodes they became.
+  std::optional<SettingsState> settingsBefore, settingsAfter;
+  if (def.shared_size() > 0) {
+    settingsBefore = settingsAfter = settingsState();
+    auto renamed = [&](const std::string& param) {
+      const size_t dot = param.rfind('.');
+      auto it = names.find(param.substr(0, dot));
+      return it == names.end() || dot == std::string::npos ? param : it->second + param.substr(dot);
+    };
+    for (const proto::SharedParam& tie : def.shared()) {
+      proto::SharedParam& t = settingsAfter->shared.emplace_back();
+      t.set_param(renamed(tie.param()));
+      t.set_with(renamed(tie.with()));
+    }
+  }
   pushEdit(tr("Expand %1").arg(QString::fromStdString(inst.name())), std::move(before),
-           std::move(after));
+           std::move(after), NoMerge, 0, {}, {}, std::move(settingsBefore),
+           std::move(settingsAfter));
   return ids;
 }
 

@@ -174,22 +174,60 @@ void QuickAdd::open(QPointF scenePos, const std::vector<std::string>& allowed, N
   m_field->setFocus();
 }
 
-// Exact names first, then names that start with the text, then other names that
-// contain it, then matches in the category or doc line.
+const std::vector<std::string>& suggestedAfter(const std::string& op) {
+  static const std::vector<std::string> sequence = {"MultiHeadAttention",
+                                                    "TransformerBlock",
+                                                    "ScaledDotProductAttention",
+                                                    "PositionEmbedding",
+                                                    "RotaryEmbedding",
+                                                    "LayerNorm",
+                                                    "RMSNorm",
+                                                    "Linear",
+                                                    "Dropout"};
+  static const std::map<std::string, std::vector<std::string>> after = {
+      {"Embedding", sequence},
+      {"PositionEmbedding", sequence},
+      {"MultiHeadAttention", {"Add", "LayerNorm", "RMSNorm", "Linear", "Dropout"}},
+      {"TransformerBlock", {"TransformerBlock", "LayerNorm", "RMSNorm", "Linear"}},
+      {"ViTPatchEmbedding", {"TransformerBlock", "MultiHeadAttention", "LayerNorm"}},
+      {"LayerNorm", {"Linear", "MultiHeadAttention", "TransformerBlock"}},
+      {"RMSNorm", {"Linear", "MultiHeadAttention", "TransformerBlock"}},
+      {"Conv2d", {"BatchNorm", "ReLU", "MaxPool2d", "ConvBNReLU"}},
+      {"BatchNorm", {"ReLU", "Conv2d", "MaxPool2d"}},
+      {"ReLU", {"Conv2d", "MaxPool2d", "Linear", "Dropout", "Flatten"}},
+      {"MaxPool2d", {"Conv2d", "Flatten", "ConvBNReLU"}},
+      {"Flatten", {"Linear", "Dropout"}},
+      {"Linear", {"ReLU", "GELU", "Dropout", "SoftmaxCrossEntropy", "LayerNorm"}},
+      {"Input", {"Conv2d", "Linear", "Embedding", "GPT", "Flatten", "ConvBNReLU"}},
+  };
+  static const std::vector<std::string> none;
+  auto it = after.find(op);
+  return it == after.end() ? none : it->second;
+}
+
+// With no text, what usually follows the source node first, then the rest; with
+// text, exact names first, then names that start with the text, then other names
+// that contain it, then matches in the category or doc line.
 void QuickAdd::refilter() {
   m_list->clear();
   QString text = m_field->text().trimmed();
   std::vector<std::pair<int, const OpDef*>> ranked;
   std::vector<const OpDef*> ops = placeableOps();
-  std::vector<OpDef> blocks = paletteBlocks(*m_view->graphScene()->document());
+  const GraphDocument& doc = *m_view->graphScene()->document();
+  std::vector<OpDef> blocks = paletteBlocks(doc);
   for (const OpDef& b : blocks) ops.push_back(&b);
+  const std::vector<std::string>& likely =
+      doc.contains(m_from) ? suggestedAfter(doc.node(m_from).def.op()) : suggestedAfter("");
   for (const OpDef* op : ops) {
     if (!m_allowed.empty() &&
         std::find(m_allowed.begin(), m_allowed.end(), op->name) == m_allowed.end())
       continue;
     if (!opMatches(*op, text)) continue;
     QString name = QString::fromStdString(op->name);
-    int rank = text.isEmpty()                                 ? 0
+    auto suggested = std::find(likely.begin(), likely.end(), op->name);
+    int rank = text.isEmpty() && suggested != likely.end()
+                   ? int(suggested - likely.begin()) - int(likely.size())
+               : text.isEmpty()                               ? 0
                : name.compare(text, Qt::CaseInsensitive) == 0 ? 0
                : name.startsWith(text, Qt::CaseInsensitive)   ? 1
                : name.contains(text, Qt::CaseInsensitive)     ? 2

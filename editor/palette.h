@@ -27,6 +27,10 @@ std::vector<const OpDef*> placeableOps();
 // described as ops (category "Blocks").
 std::vector<OpDef> paletteBlocks(const GraphDocument& doc);
 
+// What usually follows a node of op `op`, likeliest first: quick-add from its
+// output lists these first (attention after an embedding, a norm after a conv).
+const std::vector<std::string>& suggestedAfter(const std::string& op);
+
 // Whether `op` matches the filter text: every word is in its name, category or doc.
 bool opMatches(const OpDef& op, const QString& filter);
 

@@ -198,6 +198,12 @@ class Inliner {
       if (!substitute(s, nd, v)) return;
       child->params[key] = v;
     }
+    // A block's own tied parameters, named inside it, tie the inlined nodes' tensors.
+    for (const proto::SharedParam& tie : block.shared()) {
+      proto::SharedParam* out = m_out.model.add_shared();
+      out->set_param(child->prefix + tie.param());
+      out->set_with(child->prefix + tie.with());
+    }
     const Scope* raw = child.get();
     m_children[child->prefix.substr(0, child->prefix.size() - 1)] = std::move(child);
     prepare(*raw);

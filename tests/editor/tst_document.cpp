@@ -306,6 +306,82 @@ class TestDocument : public QObject {
     QVERIFY(!doc.block("ResidualBlock"));
   }
 
+  // GPT comes with the TransformerBlock it instances. Expanded, it shows its four
+  // blocks as instances on the canvas and its tied output layer stays tied, in the
+  // model's ties; collapsing puts the tie back inside the block. A Transformer block
+  // expanded post-LN leaves out the pre-LN norms, their inputs passing through.
+  void gptExpandsIntoBlockInstances() {
+    GraphDocument doc;
+    NodeId tokens = doc.addNode("Input", {0, 0}, "tokens");
+    netloom::proto::AttrValue v;
+    v.mutable_ints()->add_values(12);
+    doc.setAttr(tokens, "shape", v);
+    v.Clear();
+    v.set_s("int32");
+    doc.setAttr(tokens, "dtype", v);
+    std::string before = doc.toText();
+    NodeId gpt = doc.addNode("GPT", {300, 0});
+    QVERIFY(doc.block("GPT") && doc.block("TransformerBlock"));
+    QVERIFY(doc.connectPorts(tokens, 0, gpt, 0));
+    QVERIFY2(doc.analysis().ok(), doc.analysis().problems.empty()
+                                      ? ""
+                                      : doc.analysis().problems.front().message.c_str());
+    QCOMPARE(shapeOf(doc, gpt), (netloom::Shape{1, 12, 256}));
+    std::string dropped = doc.toText();
+    auto nodes = doc.expandInstance(gpt);
+    QVERIFY2(nodes.ok(), nodes.ok() ? "" : nodes.error().message.c_str());
+    int instances = 0;
+    for (NodeId id : *nodes) instances += doc.isInstance(id);
+    QCOMPARE(instances, 4);
+    const auto ties = doc.toProject().model().shared();
+    QCOMPARE(ties.size(), 1);
+    QCOMPARE(ties.Get(0).param(), std::string("gpt/head.weight"));
+    QCOMPARE(ties.Get(0).with(), std::string("gpt/wte.weight"));
+    QVERIFY(doc.analysis().ok());
+    QCOMPARE(shapeOf(doc, doc.findNode("gpt/head")), (netloom::Shape{1, 12, 256}));
+    netloom::ParamStore store;
+    netloom::CompileOptions o;
+    o.batch = 2;
+    netloom::proto::ModelDef m = doc.toProject().model();
+    auto* loss = m.add_nodes();
+    loss->set_name("loss");
+    loss->set_op("MSELoss");
+    loss->add_inputs("gpt/head");
+    loss->add_inputs("gpt/head");
+    QVERIFY(netloom::compile(m, o, store).ok());
+    QVERIFY(store.find("gpt/wte.weight") && !store.find("gpt/head.weight"));
+    auto back = doc.collapse(*nodes);
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+    QCOMPARE(doc.toProject().model().shared_size(), 0);
+    QCOMPARE(doc.block("GPT")->shared_size(), 1);
+    QCOMPARE(doc.toText(), dropped);
+    doc.undoStack()->undo();
+    doc.undoStack()->undo();
+    QCOMPARE(doc.toText(), dropped);
+    while (doc.toText() != before && doc.undoStack()->canUndo()) doc.undoStack()->undo();
+    QVERIFY(!doc.block("GPT") && !doc.block("TransformerBlock"));
+
+    doc.removeNodes({tokens});
+    NodeId x = doc.addNode("Input", {0, 300}, "x");
+    v.Clear();
+    v.mutable_ints()->add_values(6);
+    v.mutable_ints()->add_values(128);
+    doc.setAttr(x, "shape", v);
+    NodeId block = doc.addNode("TransformerBlock", {300, 300}, "post");
+    QVERIFY(doc.connectPorts(x, 0, block, 0));
+    v.Clear();
+    v.set_b(false);
+    doc.setAttr(block, "norm_first", v);
+    QVERIFY(doc.expandInstance(block).ok());
+    QVERIFY(doc.findNode("post/ln1") < 0 && doc.findNode("post/ln2") < 0);
+    QCOMPARE(doc.node(doc.findNode("post/q")).def.inputs(0), std::string("x"));
+    QCOMPARE(doc.node(doc.findNode("post/fc")).def.inputs(0), std::string("post/ln1_post"));
+    QVERIFY(doc.node(doc.findNode("post/ln1_post")).def.attrs().count("when") == 0);
+    QVERIFY2(doc.analysis().ok(), doc.analysis().problems.empty()
+                                      ? ""
+                                      : doc.analysis().problems.front().message.c_str());
+  }
+
   // A project asking for more than any machine has opens and is analysed without
   // allocating it; references with ports past int neither throw nor make billions of ports.
   void hugeProjectsOpenWithoutAllocating() {

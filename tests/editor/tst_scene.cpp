@@ -261,6 +261,39 @@ class TestScene : public QObject {
     QCOMPARE(c.doc.nodes().size(), size_t(1));
   }
 
+  // Dragged from an embedding's output, quick-add lists attention first; picking it
+  // brings the library block's definition with it.
+  void quickAddOffersAttentionAfterAnEmbedding() {
+    Canvas c;
+    NodeId in = imageInput(c.doc, {0, 0}, {16});
+    netloom::proto::AttrValue v;
+    v.set_s("int32");
+    c.doc.setAttr(in, "dtype", v);
+    NodeId emb = c.doc.addNode("Embedding", {250, 0});
+    QVERIFY(c.doc.connectPorts(in, 0, emb, 0));
+    v.Clear();
+    v.set_i(100);
+    c.doc.setAttr(emb, "num_embeddings", v);
+    v.set_i(128);
+    c.doc.setAttr(emb, "embedding_dim", v);
+    QVERIFY(c.doc.analysis().ok());
+    QApplication::processEvents();
+    c.drag(c.scene.itemFor(emb)->outputPos(0), QPointF(700, 300));
+    QuickAdd* q = c.view.quickAdd();
+    QVERIFY(q->isVisible());
+    QVERIFY(q->list()->count() > 3);
+    QCOMPARE(q->list()->item(0)->text(), QString("MultiHeadAttention"));
+    QCOMPARE(q->list()->item(1)->text(), QString("TransformerBlock"));
+    QTest::keyClick(q->field(), Qt::Key_Return);
+    NodeId mha = c.doc.nodes().back();
+    QVERIFY(c.doc.isInstance(mha));
+    QCOMPARE(c.doc.inputConnection(mha, 0)->from, emb);
+    QVERIFY(c.doc.block("MultiHeadAttention"));
+    QVERIFY2(c.doc.analysis().ok(), c.doc.analysis().problems.empty()
+                                        ? ""
+                                        : c.doc.analysis().problems.front().message.c_str());
+  }
+
   void tabOpensQuickAdd() {
     Canvas c;
     c.view.setFocus();

@@ -232,10 +232,14 @@ class TestBlocks : public QObject {
              bad.error().message.c_str());
   }
 
+  // Every library block parses and analyses cleanly with its defaults, beside the
+  // others (GPT instances TransformerBlock): on a 16-channel image, the sequence
+  // blocks on 12 tokens of width 128, GPT on 12 token ids.
   void libraryBlocksParseAndInline() {
     QDir dir(QStringLiteral(NETLOOM_SOURCE_DIR "/resources/blocks"));
     QStringList files = dir.entryList({"*.nlblock"});
     QVERIFY(files.size() >= 3);
+    std::vector<proto::ModelDef> library;
     for (const QString& f : files) {
       QFile file(dir.filePath(f));
       QVERIFY(file.open(QIODevice::ReadOnly));
@@ -244,17 +248,47 @@ class TestBlocks : public QObject {
       BlockInterface io = blockInterface(*block);
       QCOMPARE(int(io.inputs.size()), 1);
       QCOMPARE(int(io.outputs.size()), 1);
-      // An instance analyses cleanly with its defaults: on a 16-channel image, or the
-      // sequence blocks on 12 tokens of width 128.
-      const bool sequence =
-          block->name() == "MultiHeadAttention" || block->name() == "TransformerBlock";
-      proto::ModelDef m = model(input("img", sequence ? "12, 128" : "16, 8, 8") +
-                                node("inst", block->name(), "img"));
-      *m.add_blocks() = *block;
-      ModelAnalysis a = analyzeModel(m, 2);
-      QVERIFY2(a.ok(), (f.toStdString() + ": " + problemsText(a)).c_str());
-      QVERIFY2(!a.nodes.at("inst").outputs.empty(), qPrintable(f));
+      library.push_back(*block);
     }
+    for (const proto::ModelDef& block : library) {
+      const std::string& name = block.name();
+      const bool sequence = name == "MultiHeadAttention" || name == "TransformerBlock";
+      std::string in = name == "GPT" ? input("img", "12", "x", "int32")
+                       : sequence    ? input("img", "12, 128")
+                                     : input("img", "16, 8, 8");
+      proto::ModelDef m = model(in + node("inst", name, "img"));
+      for (const proto::ModelDef& b : library) *m.add_blocks() = b;
+      ModelAnalysis a = analyzeModel(m, 2);
+      QVERIFY2(a.ok(), (name + ": " + problemsText(a)).c_str());
+      QVERIFY2(!a.nodes.at("inst").outputs.empty(), name.c_str());
+    }
+  }
+
+  // A block's tied parameters tie within each instance: two instances of a block
+  // whose output layer reads its embedding table have one table each, and no
+  // output weight of their own.
+  void blocksTieTheirOwnParams() {
+    const std::string tied =
+        "blocks { name: 'LM' " + node("t", "BlockInput", "") +
+        node("emb", "Embedding", "t", intAttr("num_embeddings", 7) + intAttr("embedding_dim", 5)) +
+        node("out", "Linear", "emb",
+             intAttr("out_features", 7) + " attrs { key: 'bias' value { b: false } }") +
+        "outputs: 'out' shared { param: 'out.weight' with: 'emb.weight' } } ";
+    proto::ModelDef m =
+        model(input("ids", "3", "x", "int32") + node("a", "LM", "ids") + node("b", "LM", "ids") +
+              node("sum", "Add", "a,b") + node("loss", "MSELoss", "sum,sum") + tied);
+    auto flat = inlineBlocks(m);
+    QVERIFY2(flat.ok(), flat.ok() ? "" : flat.error().message.c_str());
+    QCOMPARE(flat->shared_size(), 2);
+    QCOMPARE(flat->shared(1).param(), std::string("b/out.weight"));
+    QCOMPARE(flat->shared(1).with(), std::string("b/emb.weight"));
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 2;
+    auto p = compile(m, o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QVERIFY(store.find("a/emb.weight") && store.find("b/emb.weight"));
+    QVERIFY(!store.find("a/out.weight") && !store.find("b/out.weight"));
   }
 };
 
