@@ -214,7 +214,12 @@ void registerAttention(OpRegistry& r) {
   };
   d.flops = [](const InferCtx& c) {
     const Shape &q = c.in[0].shape, &k = c.in[1].shape, &v = c.in[2].shape;
-    const int64_t pairs = saturatingMul(saturatingMul(q[0] * q[1], q[2]), k[2]);
+    // The pairs a query sees: all S keys, or with the causal mask keys 0..i of row i.
+    const int64_t t = q[2], s = k[2];
+    const int64_t seen = !c.attrs.b("causal") ? saturatingMul(t, s)
+                         : t <= s             ? t * (t + 1) / 2
+                                              : s * (s + 1) / 2 + saturatingMul(t - s, s);
+    const int64_t pairs = saturatingMul(q[0] * q[1], seen);
     // Two products (2·D and 2·Dv per pair) and the softmax (about 5 per pair).
     return saturatingMul(pairs, 2 * q[3] + 2 * v[3] + 5);
   };

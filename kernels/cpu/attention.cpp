@@ -84,31 +84,64 @@ struct Head {
   }
 };
 
+// Each pool thread's slice of a launch's workspace, `floats` long; planned for the
+// threads there were when the program was compiled. A thread past those (the pool
+// grew since) uses a vector of its own.
+class ThreadScratch {
+ public:
+  ThreadScratch(const KernelIO& io, int64_t floats)
+      : m_base(static_cast<float*>(io.workspace)),
+        m_floats(floats),
+        m_slices(io.workspace ? io.workspaceBytes / (floats * int64_t(sizeof(float))) : 0) {}
+  static int64_t bytes(int64_t floats) {
+    return int64_t(omp_get_max_threads()) * floats * int64_t(sizeof(float));
+  }
+  float* mine(std::vector<float>& own) const {
+    const int t = omp_get_thread_num();
+    if (t < m_slices) return m_base + t * m_floats;
+    own.resize(size_t(m_floats));
+    return own.data();
+  }
+
+ private:
+  float* m_base;
+  int64_t m_floats, m_slices;
+};
+
+// A thread's scratch in the forward pass: a block of scores, the rows' sums of
+// weighted values, a key block transposed.
+int64_t forwardScratch(const AttentionPlan& p) {
+  return kQueryBlock * kKeyBlock + kQueryBlock * p.dv + p.d * kKeyBlock;
+}
+
 // Inputs q, k, v[, mask]; outputs y, lse.
 KernelFn attentionForward(const KernelSig& sig) {
   const AttentionPlan p = AttentionPlan::of(sig, 0);
   const int64_t blocks = (p.t + kQueryBlock - 1) / kQueryBlock;
   return [p, blocks](const KernelIO& io) {
+    const ThreadScratch scratch(io, forwardScratch(p));
     const fn::AttentionMask am = p.settings(io.ctx->seed, io.ctx->step, io.ctx->training);
     const fn::AttentionMaskView mask = p.maskView(p.hasMask ? io.in[3].data : nullptr);
     const float *q0 = io.in[0].f32(), *k0 = io.in[1].f32(), *v0 = io.in[2].f32();
     float *y0 = io.out[0].f32(), *lse0 = io.out[1].f32();
     parallelFor(p.b * p.h * blocks, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> s(size_t(kQueryBlock * kKeyBlock)), acc(size_t(kQueryBlock * p.dv));
-      std::vector<float> kT(size_t(p.d * kKeyBlock));
+      std::vector<float> own;
+      float* const sBlock = scratch.mine(own);
+      float* const accRows = sBlock + kQueryBlock * kKeyBlock;
+      float* const kT = accRows + kQueryBlock * p.dv;
       fn::OnlineSoftmax row[kQueryBlock];
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t bh = item / blocks, i0 = (item % blocks) * kQueryBlock;
         const int64_t i1 = std::min(p.t, i0 + kQueryBlock), n = i1 - i0;
         const Head head(p, bh, q0, k0, v0, mask);
-        std::fill(acc.begin(), acc.end(), 0.f);
+        std::fill(accRows, accRows + kQueryBlock * p.dv, 0.f);
         for (int64_t r = 0; r < n; ++r) row[r] = fn::OnlineSoftmax{};
         for (int64_t j0 = 0; j0 < head.keyEnd(i1); j0 += kKeyBlock) {
           const int64_t j1 = std::min(p.s, j0 + kKeyBlock);
-          head.scores(i0, i1, j0, j1, am, kT.data(), s.data());
+          head.scores(i0, i1, j0, j1, am, kT, sBlock);
           for (int64_t r = 0; r < n; ++r) {
-            float* sr = s.data() + r * kKeyBlock;
-            float* ar = acc.data() + r * p.dv;
+            float* sr = sBlock + r * kKeyBlock;
+            float* ar = accRows + r * p.dv;
             float top = -INFINITY;
             for (int64_t j = 0; j < j1 - j0; ++j) top = std::max(top, sr[j]);
             const float f = row[r].rescale(top);
@@ -135,7 +168,7 @@ KernelFn attentionForward(const KernelSig& sig) {
         for (int64_t r = 0; r < n; ++r) {
           const int64_t i = bh * p.t + i0 + r;
           const float inv = row[r].l > 0.f ? 1.f / row[r].l : 0.f;
-          for (int64_t c = 0; c < p.dv; ++c) y0[i * p.dv + c] = acc[size_t(r * p.dv + c)] * inv;
+          for (int64_t c = 0; c < p.dv; ++c) y0[i * p.dv + c] = accRows[r * p.dv + c] * inv;
           lse0[i] = row[r].logSumExp();
         }
       }
@@ -151,15 +184,15 @@ struct HeadGrad {
   const float *dy, *y, *lse;
   float *dq, *dk, *dv;
   int64_t bh;
-  std::vector<float>& s;
-  std::vector<float>& t;       // the key and value blocks transposed
-  std::vector<float>& rowDot;  // D_i = Σ dy_i · y_i
+  float* s;       // a block of scores
+  float* t;       // the key and value blocks transposed
+  float* rowDot;  // D_i = Σ dy_i · y_i
 
   void run() const {
     std::fill(dq, dq + p.t * p.d, 0.f);
     std::fill(dk, dk + p.s * p.d, 0.f);
     std::fill(dv, dv + p.s * p.dv, 0.f);
-    for (int64_t i = 0; i < p.t; ++i) rowDot[size_t(i)] = dot(dy + i * p.dv, y + i * p.dv, p.dv);
+    for (int64_t i = 0; i < p.t; ++i) rowDot[i] = dot(dy + i * p.dv, y + i * p.dv, p.dv);
     for (int64_t i0 = 0; i0 < p.t; i0 += kQueryBlock) {
       const int64_t i1 = std::min(p.t, i0 + kQueryBlock);
       for (int64_t j0 = 0; j0 < head.keyEnd(i1); j0 += kKeyBlock)
@@ -168,12 +201,12 @@ struct HeadGrad {
   }
 
   void block(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
-    float *kT = t.data(), *vT = kT + p.d * kKeyBlock;
-    head.scores(i0, i1, j0, j1, am, kT, s.data());
+    float *kT = t, *vT = kT + p.d * kKeyBlock;
+    head.scores(i0, i1, j0, j1, am, kT, s);
     Head::transposed(head.v, j0, j1, p.dv, vT);
     float dp[kKeyBlock];  // dy_i · v_j for the block's keys
     for (int64_t i = i0; i < i1; ++i) {
-      const float* sr = s.data() + (i - i0) * kKeyBlock;
+      const float* sr = s + (i - i0) * kKeyBlock;
       const float* dyi = dy + i * p.dv;
       Head::rowTimes(dyi, vT, j1 - j0, p.dv, dp);
       const float* qi = head.q + i * p.d;
@@ -195,7 +228,7 @@ struct HeadGrad {
           for (int64_t c = 0; c < p.dv; ++c) dvj[c] += pd * dyi[c];
         }
         const float dprob = dp[j - j0] * kept;
-        const float ds = prob * (dprob - rowDot[size_t(i)]) * p.scale;
+        const float ds = prob * (dprob - rowDot[i]) * p.scale;
         const float* kj = head.k + j * p.d;
         float* dkj = dk + j * p.d;
 #pragma omp simd
@@ -209,17 +242,26 @@ struct HeadGrad {
 };
 
 // Inputs dy, q, k, v, y, lse[, mask]; outputs dq, dk, dv.
+// A thread's scratch in the backward pass: a block of scores, a key and a value
+// block transposed, and every query row's D_i.
+int64_t backwardScratch(const AttentionPlan& p) {
+  return kQueryBlock * kKeyBlock + (p.d + p.dv) * kKeyBlock + p.t;
+}
+
 KernelFn attentionBackward(const KernelSig& sig) {
   const AttentionPlan p = AttentionPlan::of(sig, 1);
   return [p](const KernelIO& io) {
+    const ThreadScratch scratch(io, backwardScratch(p));
     const fn::AttentionMask am = p.settings(io.ctx->seed, io.ctx->step, io.ctx->training);
     const fn::AttentionMaskView mask = p.maskView(p.hasMask ? io.in[6].data : nullptr);
     const float *dy0 = io.in[0].f32(), *q0 = io.in[1].f32(), *k0 = io.in[2].f32();
     const float *v0 = io.in[3].f32(), *y0 = io.in[4].f32(), *lse0 = io.in[5].f32();
     float *dq0 = io.out[0].f32(), *dk0 = io.out[1].f32(), *dv0 = io.out[2].f32();
     parallelFor(p.b * p.h, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> s(size_t(kQueryBlock * kKeyBlock)), rowDot(size_t(p.t));
-      std::vector<float> t(size_t((p.d + p.dv) * kKeyBlock));
+      std::vector<float> own;
+      float* const sBlock = scratch.mine(own);
+      float* const t = sBlock + kQueryBlock * kKeyBlock;
+      float* const rowDot = t + (p.d + p.dv) * kKeyBlock;
       for (int64_t bh = lo; bh < hi; ++bh) {
         const Head head(p, bh, q0, k0, v0, mask);
         HeadGrad g{p,
@@ -232,7 +274,7 @@ KernelFn attentionBackward(const KernelSig& sig) {
                    dk0 + bh * p.s * p.d,
                    dv0 + bh * p.s * p.dv,
                    bh,
-                   s,
+                   sBlock,
                    t,
                    rowDot};
         g.run();
@@ -287,10 +329,18 @@ KernelFn cachedAttention(const KernelSig& sig) {
 
 void registerAttention(KernelRegistry& r) {
   r.add("CachedAttention", DeviceKind::Cpu, kernel("cpu.cached_attention", cachedAttention));
-  r.add("ScaledDotProductAttention", DeviceKind::Cpu,
-        kernel("cpu.flash_attention", attentionForward));
-  r.add("ScaledDotProductAttentionGrad", DeviceKind::Cpu,
-        kernel("cpu.flash_attention_backward", attentionBackward));
+  // Each pool thread's scratch is planned in the arena, so the memory plan and the fit
+  // check count it: O(block + T) floats a thread, never a T×T matrix.
+  KernelImpl forward = kernel("cpu.flash_attention", attentionForward);
+  forward.workspace = [](const KernelSig& s) {
+    return ThreadScratch::bytes(forwardScratch(AttentionPlan::of(s, 0)));
+  };
+  r.add("ScaledDotProductAttention", DeviceKind::Cpu, std::move(forward));
+  KernelImpl backward = kernel("cpu.flash_attention_backward", attentionBackward);
+  backward.workspace = [](const KernelSig& s) {
+    return ThreadScratch::bytes(backwardScratch(AttentionPlan::of(s, 1)));
+  };
+  r.add("ScaledDotProductAttentionGrad", DeviceKind::Cpu, std::move(backward));
 }
 
 }  // namespace netloom::cpu

@@ -1,6 +1,8 @@
 // The compiler passes on small graphs: validation errors, fusion, dead-code
 // elimination, autodiff through whole models, the memory planner's invariant and
 // the determinism of plans.
+#include <omp.h>
+
 #include <QtTest>
 #include <algorithm>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "engine/compiler/kernel_choice.h"
 #include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
+#include "engine/graph/analyze.h"
 #include "gradient_check.h"
 #include "kernels/core/functors.h"
 #include "kernels/core/rng.h"
@@ -279,6 +282,50 @@ class TestCompiler : public QObject {
     QVERIFY(arenaIsSafe(**p));
     QVERIFY((*p)->arenaBytes > 0);
     QVERIFY((*p)->arenaBytes < (*p)->naiveBytes);
+  }
+
+  // Attention's scratch is planned: each pool thread's blocks of scores and
+  // transposed keys, O(block + T) floats, never T×T, inside the arena beside the
+  // activations, disjoint from what the step reads and writes. Causal FLOPs count
+  // the pairs a query sees.
+  void attentionScratchIsPlanned() {
+    const int t = 96, d = 8;
+    std::string body = input("x", "2, " + std::to_string(t) + ", " + std::to_string(d)) +
+                       node("q", "Linear", "x", intAttr("out_features", d)) +
+                       node("att", "ScaledDotProductAttention", "q,q,q",
+                            "attrs { key: 'causal' value { b: true } }") +
+                       node("loss", "MSELoss", "att,att");
+    ParamStore store;
+    CompileOptions o;
+    o.batch = 3;
+    auto p = compile(model(body), o, store);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QVERIFY(arenaIsSafe(**p));
+    const int64_t threads = omp_get_max_threads();
+    int planned = 0;
+    for (const PlanStep& step : (*p)->steps) {
+      if (step.kernel != "cpu.flash_attention" && step.kernel != "cpu.flash_attention_backward")
+        continue;
+      ++planned;
+      const bool back = step.kernel == "cpu.flash_attention_backward";
+      const int64_t perThread = 16 * 64 + (back ? 2 * d * 64 + t : 16 * d + d * 64);
+      QCOMPARE(step.workspaceBytes, threads * perThread * int64_t(sizeof(float)));
+      QVERIFY(step.workspaceBytes < int64_t(t) * t * int64_t(sizeof(float)) * threads);
+      const char* ws = static_cast<const char*>(step.workspace);
+      QVERIFY(ws >= (*p)->arena.data() &&
+              ws + step.workspaceBytes <= (*p)->arena.data() + (*p)->arenaBytes);
+      std::vector<TensorRef> used = step.in;
+      used.insert(used.end(), step.out.begin(), step.out.end());
+      for (const TensorRef& r : used) {
+        const char* at = static_cast<const char*>(r.data);
+        const int64_t bytes = r.numel() * int64_t(dtypeSize(r.dtype));
+        QVERIFY(at + bytes <= ws || at >= ws + step.workspaceBytes);
+      }
+    }
+    QCOMPARE(planned, 2);
+    ModelAnalysis a = analyzeModel(model(body), 3);
+    const int64_t pairs = int64_t(3) * 2 * (t * (t + 1) / 2);
+    QCOMPARE(a.nodes.at("att").flops, pairs * (2 * d + 2 * d + 5));
   }
 
   // Unfused, fc1's output dies at the ReLU that reads it, so the ReLU writes over it;
