@@ -21,6 +21,7 @@
 #include "gui/edit_actions.h"
 #include "gui/evaluation.h"
 #include "gui/first_run.h"
+#include "gui/generate_panel.h"
 #include "gui/interop_actions.h"
 #include "gui/project_files.h"
 #include "gui/run_actions.h"
@@ -49,6 +50,7 @@ MainWindow::MainWindow(QWidget* parent)
   buildDocks();
   buildMenus();
   m_runActions->build();
+  m_generate->setSourceProvider([this] { return m_runActions->generateSource(); });
   buildFirstRunPage();
   connect(m_files, &ProjectFiles::loaded, this, &MainWindow::afterLoad);
   connect(m_scene, &GraphScene::refused, this, [this](const QString& why) { showMessage(why); });
@@ -180,6 +182,9 @@ void MainWindow::buildDocks() {
   });
   QDockWidget* charts = m_docks->add("Training", m_runs->charts(), Qt::BottomDockWidgetArea);
   tabifyDockWidget(summary, charts);
+  m_generate = new GeneratePanel;
+  QDockWidget* generate = m_docks->add("Generate", m_generate, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(charts, generate);
   QDockWidget* runs = m_docks->add("Runs", m_runs->history(), Qt::RightDockWidgetArea);
   m_trainForm = new SettingsForm(&m_doc, SettingsForm::Part::Train);
   m_dataForm = new SettingsForm(&m_doc, SettingsForm::Part::Data);

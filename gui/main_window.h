@@ -36,6 +36,7 @@ class FirstRunPage;
 class InteropActions;
 class ProjectFiles;
 class RunActions;
+class GeneratePanel;
 class SettingsForm;
 class RunController;
 class TargetSelector;
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   QAction* action(const QString& name) const;  // by object name, e.g. "save", "layout"
   RunController* runs() const { return m_runs; }
   EvaluationWidget* evaluation() const { return m_evaluation; }
+  GeneratePanel* generatePanel() const { return m_generate; }
   QDialog* evaluationWindow() const { return m_evaluationWindow; }
   SettingsForm* trainingSettings() const { return m_trainForm; }
   SettingsForm* dataSettings() const { return m_dataForm; }
@@ -132,6 +134,7 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<DockLayout> m_docks;
   InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
+  GeneratePanel* m_generate = nullptr;
   QDialog* m_evaluationWindow = nullptr;
   SettingsForm* m_trainForm = nullptr;
   SettingsForm* m_dataForm = nullptr;

@@ -255,8 +255,7 @@ void RunActions::compareRuns(const std::vector<const RunRecord*>& runs) {
   dialog->show();
 }
 
-bool RunActions::evaluateRun() {
-  const RunRecord* run = runToUse();
+QString RunActions::weightsOf(const RunRecord* run) {
   // The final weights, or while a run goes (or after one stopped early) its latest
   // checkpoint.
   // A remote run in progress: its latest checkpoint comes from the host first.
@@ -266,9 +265,26 @@ bool RunActions::evaluateRun() {
     QApplication::restoreOverrideCursor();
     if (!fetched) m_window->showMessage(QString::fromStdString(fetched.message()));
   }
-  QString weights = run && QFileInfo::exists(run->weightsPath()) ? run->weightsPath()
-                    : run                                        ? latestCheckpoint(*run)
-                                                                 : QString();
+  return run && QFileInfo::exists(run->weightsPath()) ? run->weightsPath()
+         : run                                        ? latestCheckpoint(*run)
+                                                      : QString();
+}
+
+Result<GenerateSource> RunActions::generateSource() {
+  const RunRecord* run = runToUse();
+  if (!run) return makeError("There is no run to sample from yet: train the model first");
+  QString weights = weightsOf(run);
+  if (weights.isEmpty())
+    return makeError("Run " + run->label().toStdString() +
+                     " has no weights or checkpoint yet: set Checkpoints in Training Setup "
+                     "to sample from a model while it trains");
+  return GenerateSource{run->project, QFileInfo(m_doc->filePath()).absolutePath(), weights,
+                        run->label()};
+}
+
+bool RunActions::evaluateRun() {
+  const RunRecord* run = runToUse();
+  QString weights = weightsOf(run);
   if (weights.isEmpty()) {
     m_window->showMessage(tr("No run with weights or a checkpoint to evaluate"));
     return false;

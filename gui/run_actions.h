@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "gui/generate_panel.h"
+
 class QMenu;
 
 namespace netloom::editor {
@@ -35,6 +37,8 @@ class RunActions : public QObject {
   void startRun(bool resume);
   // Shows the evaluation of a run (the checked one, else the current or latest).
   bool evaluateRun();
+  // What the Generate panel samples from: that run and its weights.
+  Result<GenerateSource> generateSource();
 
  private:
   void addRunMenu(QMenu* run);
@@ -47,6 +51,9 @@ class RunActions : public QObject {
   void deleteRun();
   // The checked run, else the current one, else the latest; null when none.
   const RunRecord* runToUse() const;
+  // Its final weights, else its latest checkpoint (fetched first from a remote run in
+  // progress); empty when it has neither.
+  QString weightsOf(const RunRecord* run);
   // A table in the spirit of TensorBoard's HParams, beside the charts.
   void compareRuns(const std::vector<const RunRecord*>& runs);
 

@@ -231,7 +231,7 @@ Result<std::string> generateText(const proto::Project& project, const GenerateOp
     scores = std::move(*s);
   }
   Rng rng(opts.seed);
-  for (int64_t n = 0; n < opts.maxTokens; ++n) {
+  for (int64_t n = 0; n < opts.maxTokens && !(opts.stop && opts.stop->load()); ++n) {
     const int32_t next = sampleToken(scores, opts.temperature, opts.topK, rng.uniform());
     const std::string piece = decodeTokens({next}, d->vocab());
     text += piece;

@@ -3,6 +3,7 @@
 // token costs attention over the positions so far, not the whole sequence again.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct GenerateOptions {
   double temperature = 1.0;  // 0: always the likeliest token
   int topK = 0;              // 0: every token
   uint64_t seed = 1;
+  // Set from another thread, ends the sampling after the token in progress.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // One decoder: the compiled step and its caches, fed a token at a time.

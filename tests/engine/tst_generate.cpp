@@ -8,6 +8,7 @@
 #include <QtTest>
 #include <cmath>
 
+#include "../common/tiny_gpt.h"
 #include "engine/compiler/compile.h"
 #include "engine/data/dataset.h"
 #include "engine/io/project_file.h"
@@ -16,63 +17,8 @@
 #include "engine/train/generate.h"
 
 using namespace netloom;
-
-namespace {
-
-constexpr int kContext = 8;
-
-// A small GPT over the characters of `text`: learned and sinusoidal positions, RMSNorm,
-// two heads with rotary queries and keys, causal attention, a tied output layer.
-std::string gptProject(const std::string& textPath, int vocab) {
-  auto ints = [](const char* k, const char* v) {
-    return std::string("attrs { key: '") + k + "' value { ints { values: [" + v + "] } } } ";
-  };
-  auto i = [](const char* k, int v) {
-    return std::string("attrs { key: '") + k + "' value { i: " + std::to_string(v) + " } } ";
-  };
-  auto node = [](const char* n, const char* op, const std::string& in, const std::string& a = "") {
-    return std::string("nodes { name: '") + n + "' op: '" + op + "' " + in + " " + a + " } ";
-  };
-  const std::string heads = ints("shape", "-1, 2, 8"), swap = ints("perm", "0, 2, 1, 3");
-  return "name: 'tiny-gpt' model { name: 'gpt' " +
-         node("tokens", "Input", "",
-              ints("shape", "8") + "attrs { key: 'dtype' value { s: 'int32' } }") +
-         node("next", "Input", "",
-              ints("shape", "8") +
-                  "attrs { key: 'dtype' value { s: 'int32' } } attrs { key: "
-                  "'field' value { s: 'label' } }") +
-         node("wte", "Embedding", "inputs: 'tokens'",
-              i("num_embeddings", vocab) + i("embedding_dim", 16)) +
-         node("wpe", "PositionEmbedding", "inputs: 'wte'", i("max_len", kContext)) +
-         node("sin", "PositionEmbedding", "inputs: 'wpe'",
-              "attrs { key: 'kind' value { s: 'sinusoidal' } }") +
-         node("norm", "RMSNorm", "inputs: 'sin'") +
-         node("q", "Linear", "inputs: 'norm'", i("out_features", 16)) +
-         node("k", "Linear", "inputs: 'norm'", i("out_features", 16)) +
-         node("v", "Linear", "inputs: 'norm'", i("out_features", 16)) +
-         node("qh", "Reshape", "inputs: 'q'", heads) + node("kh", "Reshape", "inputs: 'k'", heads) +
-         node("vh", "Reshape", "inputs: 'v'", heads) +
-         node("qt", "Transpose", "inputs: 'qh'", swap) +
-         node("kt", "Transpose", "inputs: 'kh'", swap) +
-         node("vt", "Transpose", "inputs: 'vh'", swap) +
-         node("qr", "RotaryEmbedding", "inputs: 'qt'") +
-         node("kr", "RotaryEmbedding", "inputs: 'kt'") +
-         node("att", "ScaledDotProductAttention", "inputs: ['qr', 'kr', 'vt']",
-              "attrs { key: 'causal' value { b: true } }") +
-         node("back", "Transpose", "inputs: 'att'", swap) +
-         node("merged", "Reshape", "inputs: 'back'", ints("shape", "-1, 16")) +
-         node("res", "Add", "inputs: ['norm', 'merged']") +
-         node("logits", "Linear", "inputs: 'res'", i("out_features", vocab)) +
-         node("loss", "SoftmaxCrossEntropy", "inputs: ['logits', 'next']") +
-         "outputs: 'logits' shared { param: 'logits.weight' with: 'wte.weight' } } "
-         "data { text { path: '" +
-         textPath +
-         "' } validation_fraction: 0.2 } "
-         "train { loss: 'loss' optimizer { kind: ADAMW lr: 0.01 } batch_size: 4 epochs: 1 seed: 9 "
-         "}";
-}
-
-}  // namespace
+using testutil::gptProject;
+using testutil::kContext;
 
 class TestGenerate : public QObject {
   Q_OBJECT
@@ -82,20 +28,11 @@ class TestGenerate : public QObject {
 
  private slots:
   void initTestCase() {
-    QByteArray text;
-    for (int k = 0; k < 40; ++k) text += "the cat sat on the mat; a dog ran. ";
-    m_text = m_dir.filePath("corpus.txt").toStdString();
-    QFile f(QString::fromStdString(m_text));
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(text);
-    f.close();
-    auto t = readText(m_text, proto::TextSource::CHAR, {}, 0.2);
-    QVERIFY(t.ok());
-    m_vocab = int(t->vocab.size());
-    m_project = m_dir.filePath("gpt.nlproj").toStdString();
-    QFile p(QString::fromStdString(m_project));
-    QVERIFY(p.open(QIODevice::WriteOnly));
-    p.write(QByteArray::fromStdString(gptProject(m_text, m_vocab)));
+    auto gpt = testutil::writeTinyGpt(m_dir.path());
+    QVERIFY2(!gpt.project.empty(), "cannot write the corpus or the project");
+    m_text = gpt.text;
+    m_vocab = gpt.vocab;
+    m_project = gpt.project;
   }
 
   // Token by token with the caches, the scores at each position are those of the
