@@ -276,4 +276,22 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
   return {};
 }
 
+Status loadModelWeights(ParamStore& store, const std::string& path) {
+  std::vector<NamedTensor> weights;
+  if (fs::is_directory(path)) {
+    auto ckpt = readCheckpoint(path);
+    if (!ckpt) return ckpt.error();
+    for (NamedTensor& t : ckpt->tensors) {
+      ParamStore::Entry* e = store.find(t.name);
+      if (e && (e->kind == ValueKind::Param || e->kind == ValueKind::Buffer))
+        weights.push_back(std::move(t));
+    }
+  } else {
+    auto tensors = readSafetensors(path);
+    if (!tensors) return tensors.error();
+    weights = std::move(*tensors);
+  }
+  return store.importParams(weights, path);
+}
+
 }  // namespace netloom

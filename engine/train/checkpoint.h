@@ -82,6 +82,10 @@ Result<LoadedCheckpoint> readCheckpoint(const std::string& dir);
 // naming the first tensor that does not fit.
 Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt);
 
+// Loads a model's parameters and buffers, not its optimizer state, from a weights
+// file (--save-weights) or a checkpoint folder (a run still going) into `store`.
+Status loadModelWeights(ParamStore& store, const std::string& path);
+
 // Every persistent tensor of the store, for a checkpoint.
 std::vector<NamedTensor> exportState(const ParamStore& store);
 

@@ -105,23 +105,7 @@ Result<Predictions> predict(const proto::Project& project, const TrainOptions& o
   ProgramCache cache(s.project, eo, store);
   auto first = cache.get(std::min<int64_t>(s.batch, out.samples.size()));
   if (!first) return first.error();
-  // A weights file, or a checkpoint folder (a run still going): its parameters
-  // and buffers, not its optimizer state.
-  std::vector<NamedTensor> weights;
-  if (std::filesystem::is_directory(weightsPath)) {
-    auto ckpt = readCheckpoint(weightsPath);
-    if (!ckpt) return ckpt.error();
-    for (NamedTensor& t : ckpt->tensors) {
-      ParamStore::Entry* e = store.find(t.name);
-      if (e && (e->kind == ValueKind::Param || e->kind == ValueKind::Buffer))
-        weights.push_back(std::move(t));
-    }
-  } else {
-    auto tensors = readSafetensors(weightsPath);
-    if (!tensors) return tensors.error();
-    weights = std::move(*tensors);
-  }
-  if (Status st = store.importParams(weights, weightsPath); !st) return st.error();
+  if (Status st = loadModelWeights(store, weightsPath); !st) return st.error();
   if (Status st = checkDataFits(**first, out.samples, "evaluated"); !st) return st.error();
   BatchLoader::Options lo;
   lo.batchSize = s.batch;
