@@ -9,12 +9,14 @@
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "editor/palette.h"
 #include "editor/panels.h"
 #include "editor/scene.h"
 #include "editor/view.h"
+#include "gui/attention_view.h"
 #include "gui/charts.h"
 #include "gui/dataset_dialog.h"
 #include "gui/dock_layout.h"
@@ -219,9 +221,13 @@ void MainWindow::buildEvaluationWindow() {
   scroll->setWidget(m_evaluation);
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
+  m_attention = new AttentionView;
+  m_evaluationTabs = new QTabWidget;
+  m_evaluationTabs->addTab(scroll, tr("Classes"));
+  m_evaluationTabs->addTab(m_attention, tr("Attention"));
   auto* box = new QVBoxLayout(m_evaluationWindow);
   box->setContentsMargins(0, 0, 0, 0);
-  box->addWidget(scroll);
+  box->addWidget(m_evaluationTabs);
 }
 
 void MainWindow::buildMenus() {

@@ -16,6 +16,7 @@
 class QDialog;
 class QLabel;
 class QMenu;
+class QTabWidget;
 
 namespace netloom::editor {
 class GraphScene;
@@ -37,6 +38,7 @@ class InteropActions;
 class ProjectFiles;
 class RunActions;
 class GeneratePanel;
+class AttentionView;
 class SettingsForm;
 class RunController;
 class TargetSelector;
@@ -63,6 +65,8 @@ class MainWindow : public QMainWindow {
   RunController* runs() const { return m_runs; }
   EvaluationWidget* evaluation() const { return m_evaluation; }
   GeneratePanel* generatePanel() const { return m_generate; }
+  AttentionView* attention() const { return m_attention; }
+  QTabWidget* evaluationTabs() const { return m_evaluationTabs; }
   QDialog* evaluationWindow() const { return m_evaluationWindow; }
   SettingsForm* trainingSettings() const { return m_trainForm; }
   SettingsForm* dataSettings() const { return m_dataForm; }
@@ -135,6 +139,8 @@ class MainWindow : public QMainWindow {
   InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
   GeneratePanel* m_generate = nullptr;
+  AttentionView* m_attention = nullptr;
+  QTabWidget* m_evaluationTabs = nullptr;
   QDialog* m_evaluationWindow = nullptr;
   SettingsForm* m_trainForm = nullptr;
   SettingsForm* m_dataForm = nullptr;

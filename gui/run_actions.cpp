@@ -10,12 +10,15 @@
 #include <QListWidget>
 #include <QMenuBar>
 #include <QRegularExpression>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QToolBar>
 #include <QVBoxLayout>
 
 #include "editor/document.h"
 #include "editor/panels.h"
+#include "engine/train/attention_maps.h"
+#include "gui/attention_view.h"
 #include "gui/charts.h"
 #include "gui/evaluation.h"
 #include "gui/hosts_dialog.h"
@@ -282,6 +285,8 @@ Result<GenerateSource> RunActions::generateSource() {
                         run->label()};
 }
 
+// Classification runs: the test set's confusion matrix and samples. Models with
+// attention: their attention maps too; a language model has those alone.
 bool RunActions::evaluateRun() {
   const RunRecord* run = runToUse();
   QString weights = weightsOf(run);
@@ -291,21 +296,32 @@ bool RunActions::evaluateRun() {
   }
   TrainOptions o;
   o.projectDir = QFileInfo(m_doc->filePath()).absolutePath().toStdString();
+  const bool text = run->project.data().has_text();
+  const bool attention = hasAttention(run->project.model());
   QApplication::setOverrideCursor(Qt::WaitCursor);
-  Status s = m_window->evaluation()->evaluateRun(run->project, o, weights);
+  Status s = text ? Status{} : m_window->evaluation()->evaluateRun(run->project, o, weights);
+  Status maps =
+      attention && s ? m_window->attention()->showRun(run->project, o, weights) : Status{};
   QApplication::restoreOverrideCursor();
-  if (!s) {
-    m_window->showMessage(
-        tr("Evaluation of %1 failed: %2").arg(run->name, QString::fromStdString(s.message())));
+  if (!s || !maps) {
+    m_window->showMessage(tr("Evaluation of %1 failed: %2")
+                              .arg(run->name, QString::fromStdString((!s ? s : maps).message())));
     return false;
   }
+  QTabWidget* tabs = m_window->evaluationTabs();
+  tabs->setTabEnabled(0, !text);
+  tabs->setTabEnabled(1, attention);
+  tabs->setCurrentIndex(text ? 1 : 0);
   fitToScreen(m_window->evaluationWindow(), QSize(1100, 760));
   m_window->evaluationWindow()->show();
   m_window->evaluationWindow()->raise();
-  m_window->showMessage(tr("Run %1: test accuracy %2 on %3 samples")
-                            .arg(run->name)
-                            .arg(m_window->evaluation()->evaluation().accuracy, 0, 'f', 4)
-                            .arg(m_window->evaluation()->predictions().samples.size()));
+  if (text)
+    m_window->showMessage(tr("Run %1: attention maps of the prompt").arg(run->name));
+  else
+    m_window->showMessage(tr("Run %1: test accuracy %2 on %3 samples")
+                              .arg(run->name)
+                              .arg(m_window->evaluation()->evaluation().accuracy, 0, 'f', 4)
+                              .arg(m_window->evaluation()->predictions().samples.size()));
   return true;
 }
 

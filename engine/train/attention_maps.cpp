@@ -104,6 +104,11 @@ Result<AttentionMap> mapOf(const Program& p, const Node& n, int64_t queries, int
 
 }  // namespace
 
+bool hasAttention(const proto::ModelDef& model) {
+  std::vector<std::string> keep;
+  return attentionValues(model, keep).ok();
+}
+
 Result<AttentionMaps> attentionMaps(const proto::Project& project, const TrainOptions& opts,
                                     const std::string& weightsPath, const AttentionQuery& query) {
   auto setup = prepare(project, opts);

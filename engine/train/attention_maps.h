@@ -37,6 +37,9 @@ struct AttentionMaps {
   Dataset sample;  // the sample looked at (other data), for showing it
 };
 
+// Whether the model (its blocks inlined) has an attention node to look at.
+bool hasAttention(const proto::ModelDef& model);
+
 Result<AttentionMaps> attentionMaps(const proto::Project& project, const TrainOptions& opts,
                                     const std::string& weightsPath, const AttentionQuery& query);
 

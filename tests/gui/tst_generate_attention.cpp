@@ -1,20 +1,26 @@
-// The Generate panel as a user drives it: a language model trains in the IDE with a
-// checkpoint every epoch, and while it goes on, Generate samples from its latest
-// checkpoint, streaming the prompt and then each token; the text is the one
-// netloom-train --generate gives for the same weights and settings. What cannot be
-// sampled says why, and no run is disturbed.
+// The Generate panel and the attention maps as a user drives them: a language model
+// trains in the IDE with a checkpoint every epoch, and while it goes on, Generate
+// samples from its latest checkpoint, streaming the prompt and then each token; the
+// text is the one netloom-train --generate gives for the same weights and settings.
+// Evaluate then shows the prompt's attention maps, and a ViT's over an image's
+// patches; hovering names the pair and the weight. What cannot be sampled or shown
+// says why, and no run is disturbed.
+#include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../common/fashion.h"
 #include "../common/tiny_gpt.h"
 #include "../common/wait.h"
 #include "engine/io/project_file.h"
 #include "engine/train/generate.h"
+#include "gui/attention_view.h"
 #include "gui/generate_panel.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
@@ -25,7 +31,7 @@ using namespace netloom::gui;
 using netloom::testing::waitForSignals;
 using netloom::testing::waitUntil;
 
-class TestGeneratePanel : public QObject {
+class TestGenerateAttention : public QObject {
   Q_OBJECT
 
   QTemporaryDir m_dir;
@@ -94,6 +100,57 @@ class TestGeneratePanel : public QObject {
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     w.runs()->stop();
     QVERIFY(waitForSignals(ended));
+
+    // Evaluate (F7): a language model shows its attention maps, the prompt's tokens
+    // down and across; hovering a cell names the pair and its weight.
+    QVERIFY(w.evaluateRun());
+    QVERIFY(w.evaluationWindow()->isVisible());
+    QCOMPARE(w.evaluationTabs()->currentWidget(), static_cast<QWidget*>(w.attention()));
+    QVERIFY(!w.evaluationTabs()->isTabEnabled(0));
+    AttentionView* view = w.attention();
+    view->prompt()->setText("a cat");
+    QVERIFY(view->inspect().ok());
+    QCOMPARE(int(view->heads().size()), 2);
+    HeatMap* head1 = view->heads()[1];
+    head1->resize(200, 220);
+    const QString hover = head1->describe(head1->cellRect(2, 1).center());
+    const float weight = view->maps().layers[0].at(1, 2, 1);
+    QVERIFY(weight > 0 && weight < 1);
+    QCOMPARE(hover,
+             QString("att, head 1, query 2 'c' → key 1 ' ': %1").arg(double(weight), 0, 'f', 3));
+    QVERIFY(head1->describe(head1->cellRect(1, 2).center()).endsWith(": 0.000"));  // causal
+    QVERIFY(head1->describe(QPoint(199, 219)).isEmpty());
+  }
+
+  // A ViT's maps are over an image's patches: the sample is shown beside them and a
+  // hover names the patches by row and column.
+  void imagePatchesAreNamed() {
+    if (!testing::haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
+    auto vit = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-vit.nlproj");
+    QVERIFY(vit.ok());
+    proto::Project p = testing::withFashionDir(*vit);
+    p.mutable_data()->set_train_limit(32);
+    p.mutable_data()->set_test_limit(8);
+    TrainOptions o;
+    o.maxSteps = 1;
+    o.threads = 1;
+    o.saveWeights = m_dir.filePath("vit.safetensors").toStdString();
+    QVERIFY(runTraining(p, o, [](const proto::TrainEvent&) {}).ok());
+    AttentionView view;
+    view.sample()->setValue(2);
+    QVERIFY(view.showRun(p, o, QString::fromStdString(o.saveWeights)).ok());
+    QVERIFY(view.sample()->isVisibleTo(&view) && !view.prompt()->isVisibleTo(&view));
+    QCOMPARE(view.layer()->count(), 4);
+    view.layer()->setCurrentIndex(3);
+    QCOMPARE(int(view.heads().size()), 4);
+    HeatMap* h = view.heads()[0];
+    h->resize(320, 340);
+    QVERIFY2(h->describe(h->cellRect(5, 15).center())
+                 .contains("query patch 5 (row 1, column 1) → key patch 15 (row 3, column 3)"),
+             qPrintable(h->describe(h->cellRect(5, 15).center())));
+    view.sample()->setValue(8);
+    QVERIFY(!view.inspect().ok());
+    QVERIFY(view.status()->text().contains("8 samples of the test split"));
   }
 
   // A source that cannot be sampled is named: a project whose data is not text, and
@@ -122,5 +179,5 @@ class TestGeneratePanel : public QObject {
   }
 };
 
-QTEST_MAIN(TestGeneratePanel)
-#include "tst_generate_panel.moc"
+QTEST_MAIN(TestGenerateAttention)
+#include "tst_generate_attention.moc"
