@@ -1,6 +1,7 @@
 #include "gui/dataset_dialog.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFileDialog>
@@ -12,6 +13,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStackedWidget>
 #include <QTableWidget>
 #include <QTimer>
@@ -51,6 +53,33 @@ void measure(const Dataset& d, DatasetDialog::Preview& p) {
   if (!(p.std > 1e-12)) p.std = 1;  // a constant feature: divide by nothing
 }
 
+// A text source's preview: its windows, its vocabulary with each token's count over
+// the training part, and how the training text begins.
+DatasetDialog::Preview previewText(const DataSplits& splits) {
+  DatasetDialog::Preview p;
+  const Dataset& train = splits.train;
+  p.text = true;
+  p.sampleShape = train.sampleShape;
+  p.trainSize = train.size() + splits.val.size();
+  p.testSize = splits.test.size();
+  p.vocab = train.vocab;
+  p.tokens = int64_t(train.tokens->size());
+  p.perClass.assign(train.vocab.size(), 0);
+  p.samples.resize(train.vocab.size());  // no pictures of tokens
+  const std::vector<int32_t>& ids = *train.tokens;
+  for (int64_t i = 0; i < train.textEnd; ++i)
+    if (size_t(ids[size_t(i)]) < p.perClass.size()) ++p.perClass[size_t(ids[size_t(i)])];
+  std::vector<int32_t> start(ids.begin(), ids.begin() + std::min<int64_t>(240, train.textEnd));
+  p.excerpt = decodeTokens(start, train.vocab);
+  for (const std::string& token : train.vocab) {
+    QString shown = QString::fromStdString(token);
+    shown.replace('\n', "\\n").replace('\t', "\\t");
+    p.classNames.push_back(train.byteVocab ? std::to_string(uint8_t(token[0]))
+                                           : "'" + shown.toStdString() + "'");
+  }
+  return p;
+}
+
 // Runs on a worker thread: loads the data as a run would, and what the preview shows.
 DatasetDialog::Preview load(const proto::DataDef& def, const std::string& dir,
                             std::vector<std::string> names) {
@@ -61,6 +90,7 @@ DatasetDialog::Preview load(const proto::DataDef& def, const std::string& dir,
     return p;
   }
   const Dataset& train = splits->train;
+  if (train.isText()) return previewText(*splits);
   p.sampleShape = train.sampleShape;
   p.bytes = !train.bytes.empty();
   p.trainSize = train.size() + splits->val.size();
@@ -107,6 +137,7 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
   m_sources->addItem(tr("IDX files (MNIST format)"));
   m_sources->addItem(tr("CSV file"));
   m_sources->addItem(tr("Image folder"));
+  m_sources->addItem(tr("Text (a language model)"));
   m_sources->setMaximumWidth(220);
 
   auto* about = new QLabel(
@@ -169,6 +200,36 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
     if (folder.exec() == QDialog::Accepted) accept();
   });
 
+  // Text: a UTF-8 file or a folder of them, read a character or a byte a token.
+  m_textPath = edit("textPath");
+  m_textPath->setPlaceholderText(tr("a UTF-8 text file, or a folder of them"));
+  m_textVocab = new QComboBox;
+  m_textVocab->setObjectName("textVocabulary");
+  m_textVocab->addItem(tr("Characters (built from the training text)"),
+                       int(proto::TextSource::CHAR));
+  m_textVocab->addItem(tr("Bytes (256 tokens, any file)"), int(proto::TextSource::BYTE));
+  m_textContext = new QSpinBox;
+  m_textContext->setObjectName("textContext");
+  m_textContext->setRange(2, 1 << 16);
+  m_textContext->setValue(128);
+  m_textContext->setToolTip(tr("Tokens per window: the model's input length"));
+  auto* text = new QWidget;
+  auto* textForm = new QFormLayout(text);
+  textForm->addRow(tr("Text"), pathRow(m_textPath, false, tr("Text files (*.txt);;All files (*)")));
+  auto* folder = new QPushButton(tr("Use a Folder…"));
+  textForm->addRow(QString(), folder);
+  textForm->addRow(tr("Tokens"), m_textVocab);
+  textForm->addRow(tr("Context"), m_textContext);
+  m_pages->addWidget(text);
+  connect(folder, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getExistingDirectory(this, tr("Choose"), projectDir());
+    if (path.isEmpty()) return;
+    m_textPath->setText(path);
+    reload();
+  });
+  connect(m_textVocab, &QComboBox::currentIndexChanged, this, &DatasetDialog::reload);
+  connect(m_textContext, &QSpinBox::editingFinished, this, &DatasetDialog::reload);
+
   m_summary->setObjectName("datasetSummary");
   m_summary->setWordWrap(true);
   m_classes->setObjectName("datasetClasses");
@@ -204,7 +265,7 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
     reload();
   });
   for (QLineEdit* e : {m_idxTrainImages, m_idxTrainLabels, m_idxTestImages, m_idxTestLabels,
-                       m_csvTrain, m_csvTest, m_csvLabel})
+                       m_csvTrain, m_csvTest, m_csvLabel, m_textPath})
     connect(e, &QLineEdit::editingFinished, this, &DatasetDialog::reload);
   connect(m_csvHeader, &QCheckBox::toggled, this, &DatasetDialog::reload);
   connect(&m_watcher, &QFutureWatcher<Preview>::finished, this, [this] {
@@ -286,6 +347,14 @@ proto::DataDef DatasetDialog::dataDef() const {
       break;
     }
     case Source::ImageFolder: break;  // its own picker sets the source
+    case Source::Text: {
+      proto::TextSource* text = d.mutable_text();
+      text->set_path(stored(m_textPath));
+      text->set_vocabulary(proto::TextSource::Vocabulary(m_textVocab->currentData().toInt()));
+      text->set_context(m_textContext->value());
+      d.set_validation_fraction(0.1);
+      break;
+    }
   }
   return d;
 }
@@ -301,12 +370,14 @@ void DatasetDialog::reload() {
   const bool named = def.has_idx()
                          ? !def.idx().train_images().empty() && !def.idx().train_labels().empty() &&
                                !def.idx().test_images().empty() && !def.idx().test_labels().empty()
-                     : def.has_csv() ? !def.csv().train_path().empty()
-                                     : false;
+                     : def.has_csv()  ? !def.csv().train_path().empty()
+                     : def.has_text() ? !def.text().path().empty()
+                                      : false;
   if (!named) {
     m_summary->setText(source() == Source::ImageFolder
                            ? tr("Choose the folder; its classes and images are shown there.")
-                           : tr("Name the training and test files."));
+                       : source() == Source::Text ? tr("Name the text file or folder.")
+                                                  : tr("Name the training and test files."));
     return;
   }
   m_summary->setText(tr("Loading…"));
@@ -322,6 +393,9 @@ void DatasetDialog::showPreview(const Preview& p) {
     emit previewReady();
     return;
   }
+  m_classes->setHorizontalHeaderLabels(
+      {p.text ? tr("Token") : tr("Class"),
+       p.text ? tr("In the training text") : tr("Training samples")});
   m_classes->setRowCount(int(p.classNames.size()));
   for (size_t c = 0; c < p.classNames.size(); ++c) {
     const QString name = QString::fromStdString(p.classNames[c]);
@@ -333,6 +407,21 @@ void DatasetDialog::showPreview(const Preview& p) {
       auto* item = new QListWidgetItem(name, m_samples);
       if (!img.isNull()) item->setIcon(QPixmap::fromImage(img.scaled(40, 40)));
     }
+  }
+  m_ready = true;
+  if (p.text) {
+    QString start = QString::fromStdString(p.excerpt).simplified();
+    if (start.size() > 160) start = start.left(160) + "…";
+    m_summary->setText(tr("%1 tokens, a vocabulary of %2; %3 training and %4 test windows of "
+                          "%5 tokens. It begins: “%6”")
+                           .arg(p.tokens)
+                           .arg(p.vocab.size())
+                           .arg(p.trainSize)
+                           .arg(p.testSize)
+                           .arg(p.sampleShape.empty() ? 0 : p.sampleShape[0])
+                           .arg(start));
+    emit previewReady();
+    return;
   }
   m_summary->setText(tr("%1 training and %2 test samples of shape %3 in %4 classes; "
                         "normalised by the training split's mean %5 and std %6")
@@ -357,6 +446,18 @@ bool DatasetDialog::apply() {
   if (chosen.has_idx()) *data.mutable_idx() = chosen.idx();
   if (chosen.has_csv()) *data.mutable_csv() = chosen.csv();
   data.clear_class_names();
+  if (chosen.has_text()) {
+    // The vocabulary built from the training text is the project's from now on, so
+    // every run and the weights it saves spell tokens alike.
+    proto::TextSource* text = data.mutable_text();
+    *text = chosen.text();
+    if (text->vocabulary() != proto::TextSource::BYTE)
+      for (const std::string& token : m_preview.vocab) text->add_vocab(token);
+    if (data.validation_fraction() <= 0) data.set_validation_fraction(chosen.validation_fraction());
+    data.clear_normalization();
+    setDatasetOf(*m_doc, data, m_preview.sampleShape, tr("Choose text"));
+    return true;
+  }
   for (const std::string& name : m_preview.classNames) data.add_class_names(name);
   proto::Normalization* n = data.mutable_normalization();
   n->Clear();
@@ -383,15 +484,36 @@ void setDatasetOf(editor::GraphDocument& doc, const proto::DataDef& data, const 
       break;
     }
   }
-  if (input < 0) {
-    QPointF at(0, 0);
-    for (editor::NodeId id : doc.nodes()) at.setY(std::min(at.y(), doc.node(id).pos.y() - 120));
-    input = doc.addNode("Input", at, data.has_csv() ? "features" : "image");
-  }
+  QPointF at(0, 0);
+  for (editor::NodeId id : doc.nodes()) at.setY(std::min(at.y(), doc.node(id).pos.y() - 120));
+  const bool tokens = data.has_text();
+  if (input < 0)
+    input = doc.addNode("Input", at, tokens ? "tokens" : data.has_csv() ? "features" : "image");
   proto::AttrValue shape;
   for (int64_t d : sample) shape.mutable_ints()->add_values(d);
   doc.setAttr(input, "shape", shape);
-  doc.setAttr(input, "dtype", std::nullopt);  // float32: normalised samples
+  proto::AttrValue int32;
+  int32.set_s("int32");
+  // Text: token ids, and the next token at every position as the labels, whose Input
+  // the losses read by default; other data: float32, normalised samples.
+  doc.setAttr(input, "dtype", tokens ? std::optional(int32) : std::nullopt);
+  if (tokens) {
+    editor::NodeId labels = -1;
+    for (editor::NodeId id : doc.nodes()) {
+      const proto::NodeDef& def = doc.node(id).def;
+      auto field = def.attrs().find("field");
+      if (def.op() == "Input" && field != def.attrs().end() && field->second.s() == "label")
+        labels = id;
+    }
+    if (labels < 0) {
+      labels = doc.addNode("Input", at + QPointF(0, -120), "next");
+      proto::AttrValue field;
+      field.set_s("label");
+      doc.setAttr(labels, "field", field);
+    }
+    doc.setAttr(labels, "shape", shape);
+    doc.setAttr(labels, "dtype", int32);
+  }
   doc.undoStack()->endMacro();
 }
 

@@ -18,6 +18,8 @@
 class QLabel;
 class QLineEdit;
 class QCheckBox;
+class QComboBox;
+class QSpinBox;
 class QListWidget;
 class QStackedWidget;
 class QTableWidget;
@@ -41,7 +43,7 @@ class DatasetDialog : public QDialog {
   Q_OBJECT
 
  public:
-  enum class Source { Fashion, Idx, Csv, ImageFolder };
+  enum class Source { Fashion, Idx, Csv, ImageFolder, Text };
   DatasetDialog(editor::GraphDocument* doc, QWidget* parent = nullptr);
   ~DatasetDialog() override;
 
@@ -61,9 +63,16 @@ class DatasetDialog : public QDialog {
     std::vector<int64_t> perClass;
     std::vector<std::vector<QImage>> samples;
     double mean = 0, std = 1;
+    // Text: the classes are the vocabulary's tokens, counted over the training part.
+    bool text = false;
+    std::vector<std::string> vocab;
+    int64_t tokens = 0;
+    std::string excerpt;  // the training text's first characters
   };
   const Preview& preview() const { return m_preview; }
   QTableWidget* classTable() const { return m_classes; }
+  QLineEdit* textPath() const { return m_textPath; }
+  QSpinBox* textContext() const { return m_textContext; }
   QListWidget* sampleGrid() const { return m_samples; }
   // Applies the previewed dataset (one undoable step); false, with the reason shown,
   // when there is none yet or it failed to load.
@@ -86,6 +95,9 @@ class DatasetDialog : public QDialog {
   QLineEdit *m_idxTrainImages, *m_idxTrainLabels, *m_idxTestImages, *m_idxTestLabels;
   QLineEdit *m_csvTrain, *m_csvTest, *m_csvLabel;
   QCheckBox* m_csvHeader;
+  QLineEdit* m_textPath;
+  QComboBox* m_textVocab;
+  QSpinBox* m_textContext;
   QLabel* m_summary;
   QTableWidget* m_classes;
   QListWidget* m_samples;

@@ -67,10 +67,12 @@ OpDef elementwiseGrad(std::string name, std::vector<AttrDef> attrs) {
   return d;
 }
 
+// Scores batch × … × classes against labels batch × …: every position is a sample
+// (a language model's next-token accuracy).
 bool inferClassMetric(InferCtx& c) {
   const Shape& x = c.in[0].shape;
-  if (x.size() != 2) return c.fail("expects batch × classes, got " + shapeToString(x), 0);
-  if (!requireLabels(c, 1, x[0])) return false;
+  if (x.size() < 2) return c.fail("expects batch × … × classes, got " + shapeToString(x), 0);
+  if (!requireLabels(c, 1, Shape(x.begin(), x.end() - 1))) return false;
   c.out[0] = TensorDesc{{}, DType::F32, {}};
   return true;
 }

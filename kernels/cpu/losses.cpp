@@ -247,7 +247,7 @@ KernelFn bceGrad(const KernelSig& s) {
 
 // Fraction of rows whose label ranks among the top k (k = 1: plain accuracy).
 KernelFn topK(const KernelSig& s, int64_t k) {
-  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  const int64_t c = s.in[0].shape.back(), b = numel(s.in[0].shape) / std::max<int64_t>(1, c);
   return [b, c, k](const KernelIO& io) {
     const float* x = io.in[0].f32();
     const int32_t* label = io.in[1].i32();

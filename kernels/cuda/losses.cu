@@ -3,6 +3,8 @@
 // the same bits every launch. The per-element math and the NaN rules are the CPU's,
 // from kernels/core/functors.h; the upstream gradient is read on the device, and
 // nothing waits on the host.
+#include <tuple>
+
 #include "kernels/core/functors.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
@@ -213,7 +215,7 @@ KernelFn crossEntropyGrad(const KernelSig& s) {
 }
 
 KernelFn topK(const KernelSig& s, int64_t k) {
-  int64_t b = s.in[0].shape[0], c = s.in[0].shape[1];
+  const int64_t c = s.in[0].shape.back(), b = numel(s.in[0].shape) / std::max<int64_t>(1, c);
   cudaStream_t st = streamOf(s);
   return [b, c, k, st](const KernelIO& io) {
     auto* hit = static_cast<double*>(io.workspace);
@@ -268,8 +270,16 @@ void registerLosses(KernelRegistry& r) {
   add("MSELossGrad", "cuda.mse_grad", mseGrad, false);
   add("BCELoss", "cuda.bce", bce, true);
   add("BCELossGrad", "cuda.bce_grad", bceGrad, false);
-  add("Accuracy", "cuda.accuracy", accuracy, true);
-  add("TopKAccuracy", "cuda.top_k_accuracy", topKAccuracy, true);
+  // One double per position scored (batch × …), each row of classes.
+  for (auto [op, name, make] : {std::tuple{"Accuracy", "cuda.accuracy", accuracy},
+                                std::tuple{"TopKAccuracy", "cuda.top_k_accuracy", topKAccuracy}}) {
+    KernelImpl k = plainKernel(name, make);
+    k.workspace = [](const KernelSig& s) {
+      return std::max<int64_t>(1, numel(s.in[0].shape) / s.in[0].shape.back()) *
+             int64_t(sizeof(double));
+    };
+    r.add(op, DeviceKind::Cuda, std::move(k));
+  }
 }
 
 }  // namespace netloom::cuda

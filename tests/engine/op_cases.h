@@ -71,8 +71,9 @@ inline Vec crossEntropy(const RefArgs& a, double eps) {
   return {total / double(b)};
 }
 
+// Over every position of batch × … × classes scores.
 inline Vec topK(const RefArgs& a, int k) {
-  int64_t b = a.inShapes[0][0], c = a.inShapes[0][1];
+  int64_t c = a.inShapes[0].back(), b = int64_t(a.in[0].size()) / c;
   double hits = 0;
   for (int64_t i = 0; i < b; ++i) {
     const double* x = &a.in[0][i * c];
@@ -202,6 +203,10 @@ inline std::vector<std::pair<std::string, OpCase>> coreCases() {
   add("accuracy", {"Accuracy", {}, {{{8, 5}}, {{8}, Fill::Labels, 5}}, [](const RefArgs& a) {
                      return topK(a, 1);
                    }});
+  add("accuracy per position",
+      {"Accuracy", {}, {{{3, 4, 6}}, {{3, 4}, Fill::Labels, 6}}, [](const RefArgs& a) {
+         return topK(a, 1);
+       }});
   add("top-3 accuracy",
       {"TopKAccuracy", {{"k", I(3)}}, {{{8, 5}}, {{8}, Fill::Labels, 5}}, [](const RefArgs& a) {
          return topK(a, 3);

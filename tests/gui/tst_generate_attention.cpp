@@ -12,15 +12,18 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "../common/fashion.h"
 #include "../common/tiny_gpt.h"
 #include "../common/wait.h"
+#include "editor/document.h"
 #include "engine/io/project_file.h"
 #include "engine/train/generate.h"
 #include "gui/attention_view.h"
+#include "gui/dataset_dialog.h"
 #include "gui/generate_panel.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
@@ -52,6 +55,66 @@ class TestGenerateAttention : public QObject {
   void initTestCase() {
     m_gpt = testutil::writeTinyGpt(m_dir.path());
     QVERIFY(!m_gpt.project.empty());
+  }
+
+  // Data ▸ Choose Dataset ▸ Text: the corpus is previewed (its vocabulary and how it
+  // begins) and applied as the token Input and the next-token labels, the vocabulary
+  // kept in the project. A GPT dropped from the library and a loss then train on it.
+  void drawAGptOnText() {
+    editor::GraphDocument doc;
+    DatasetDialog data(&doc);
+    QSignalSpy ready(&data, &DatasetDialog::previewReady);
+    data.choose(DatasetDialog::Source::Text);
+    data.textContext()->setValue(16);
+    data.textPath()->setText(QString::fromStdString(m_gpt.text));
+    emit data.textPath()->editingFinished();
+    QVERIFY(waitForSignals(ready));
+    QVERIFY2(data.preview().status.ok(), data.preview().status.message().c_str());
+    QVERIFY2(data.findChild<QLabel*>("datasetSummary")
+                 ->text()
+                 .contains(QString("a vocabulary of %1").arg(m_gpt.vocab)),
+             qPrintable(data.findChild<QLabel*>("datasetSummary")->text()));
+    QCOMPARE(data.classTable()->rowCount(), m_gpt.vocab);
+    QVERIFY(data.apply());
+    const proto::Project chosen = doc.toProject();
+    QVERIFY(chosen.data().has_text());
+    QCOMPARE(chosen.data().text().vocab_size(), m_gpt.vocab);
+    QCOMPARE(chosen.data().text().context(), 16);
+    editor::NodeId tokens = doc.findNode("tokens"), next = doc.findNode("next");
+    QVERIFY(tokens >= 0 && next >= 0);
+    QCOMPARE(doc.node(tokens).def.attrs().at("dtype").s(), std::string("int32"));
+    QCOMPARE(doc.node(next).def.attrs().at("shape").ints().values(0), int64_t(16));
+
+    editor::NodeId gpt = doc.addNode("GPT", {300, 0});
+    QVERIFY(doc.connectPorts(tokens, 0, gpt, 0));
+    proto::AttrValue v;
+    v.set_i(m_gpt.vocab);
+    doc.setAttr(gpt, "vocab", v);
+    v.set_i(16);
+    doc.setAttr(gpt, "context", v);
+    v.set_i(32);
+    doc.setAttr(gpt, "d_model", v);
+    v.set_i(64);
+    doc.setAttr(gpt, "hidden", v);
+    v.Clear();
+    for (int d : {-1, 4, 8}) v.mutable_ints()->add_values(d);
+    doc.setAttr(gpt, "split", v);
+    v.Clear();
+    for (int d : {-1, 32}) v.mutable_ints()->add_values(d);
+    doc.setAttr(gpt, "merged", v);
+    editor::NodeId loss = doc.addNode("SoftmaxCrossEntropy", {600, 0});
+    QVERIFY(doc.connectPorts(gpt, 0, loss, 0));
+    QVERIFY2(doc.analysis().ok(),
+             doc.analysis().ok() ? "" : doc.analysis().problems.front().message.c_str());
+    proto::Project p = doc.toProject();
+    p.mutable_train()->set_batch_size(4);
+    p.mutable_train()->set_loss("softmaxcrossentropy");  // as Training Setup offers it
+    TrainOptions o;
+    o.maxSteps = 2;
+    o.threads = 1;
+    auto trained = runTraining(p, o, [](const proto::TrainEvent&) {});
+    QVERIFY2(trained.ok(), trained.ok() ? "" : trained.error().message.c_str());
+    QCOMPARE(trained->steps, int64_t(2));
   }
 
   void samplesWhileTheModelTrains() {
