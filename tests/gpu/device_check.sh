@@ -2,7 +2,8 @@
 # Everything to check on a machine with an NVIDIA GPU, in one run: builds only the
 # engine, the CUDA backend and the GPU tests (no IDE, no remote, no Qt Widgets) for this
 # GPU's architecture, runs the `gpu`-labelled tests, then benchmarks LeNet, Conv+BN
-# and ResNet at batch 128 against PyTorch on the same GPU (where PyTorch has CUDA).
+# and ResNet at batch 128, and the fortunes GPT's training, against PyTorch on the same
+# GPU (where PyTorch has CUDA).
 # Writes its report and logs to $OUT when that is set.
 #   tests/gpu/device_check.sh [BUILD_DIR]
 set -uo pipefail
@@ -79,5 +80,7 @@ fi
 
 say "-- benchmarks (batch 128, one epoch of Fashion-MNIST)"
 "$root/tests/bench/bench_gpu.sh" --build "$build" 2>&1 | tee -a "$report"
+say "-- fortunes GPT, 100 steps on cuda:0 against PyTorch (F.scaled_dot_product_attention)"
+"$root/tests/bench/bench_gpt.sh" --build "$build" --device cuda --steps 100 2>&1 | tee -a "$report"
 say "== done in $(elapsed)"
 exit $status
