@@ -15,6 +15,7 @@
 #include "kernels/core/attention_plan.h"
 #include "kernels/core/fast_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/small_gemm.h"
 
 namespace netloom::cpu {
 namespace {
@@ -47,36 +48,29 @@ struct Head {
         mask(m) {}
 
   // Scores of queries [i0, i1) against keys [j0, j1), -inf where hidden, into
-  // `out` (row stride kKeyBlock). The key block is laid out transposed in `kT` (head
-  // size × kKeyBlock) first, so each query's scores are sums of whole vectors of keys,
-  // never a horizontal sum per pair.
+  // `out` (row stride kKeyBlock): one small product Q·Kᵀ, reading the head's keys
+  // transposed in `kT` (head size × S, laid out once per head by transposeKeys).
   void scores(int64_t i0, int64_t i1, int64_t j0, int64_t j1, const fn::AttentionMask& am,
-              float* kT, float* out) const {
+              const float* kT, float* out) const {
     const int64_t n = j1 - j0;
-    transposed(k, j0, j1, p.d, kT);
+    smallGemm(q + i0 * p.d, p.d, kT + j0, p.s, out, kKeyBlock, i1 - i0, n, p.d, false);
     for (int64_t i = i0; i < i1; ++i) {
       float* row = out + (i - i0) * kKeyBlock;
-      rowTimes(q + i * p.d, kT, n, p.d, row);
+      if (!p.hasMask) {  // keys past the query hidden where causal, in one vector pass
+        const int64_t seen = p.causal ? i - j0 : n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) row[j] = j > seen ? -INFINITY : row[j] * p.scale;
+        continue;
+      }
       for (int64_t j = j0; j < j1; ++j) {
         const float m = mask.at(b, h, i, j);
         row[j - j0] = am.hidden(i, j) || m == -INFINITY ? -INFINITY : row[j - j0] * p.scale + m;
       }
     }
   }
-  // Rows [j0, j1) of `rows` (width `width`) as columns of `t` (width × kKeyBlock).
-  static void transposed(const float* rows, int64_t j0, int64_t j1, int64_t width, float* t) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t c = 0; c < width; ++c) t[c * kKeyBlock + (j - j0)] = rows[j * width + c];
-  }
-  // out[j] = a · column j of `t`, for j < n.
-  static void rowTimes(const float* a, const float* t, int64_t n, int64_t width, float* out) {
-    std::fill(out, out + n, 0.f);
-    for (int64_t c = 0; c < width; ++c) {
-      const float ac = a[c];
-      const float* tc = t + c * kKeyBlock;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[j] += ac * tc[j];
-    }
+  // The head's keys (or values, `width` wide) as columns: width × S.
+  void transposeKeys(const float* rows, int64_t width, float* t) const {
+    transposeInto(rows, width, p.s, width, t, p.s);
   }
   // The last key block that query rows [i0, i1) can see.
   int64_t keyEnd(int64_t i1) const {
@@ -109,9 +103,9 @@ class ThreadScratch {
 };
 
 // A thread's scratch in the forward pass: a block of scores, the rows' sums of
-// weighted values, a key block transposed.
+// weighted values, and the head's keys transposed (O(S), never S × S).
 int64_t forwardScratch(const AttentionPlan& p) {
-  return kQueryBlock * kKeyBlock + kQueryBlock * p.dv + p.d * kKeyBlock;
+  return kQueryBlock * kKeyBlock + kQueryBlock * p.dv + p.d * p.s;
 }
 
 // Inputs q, k, v[, mask]; outputs y, lse.
@@ -130,10 +124,12 @@ KernelFn attentionForward(const KernelSig& sig) {
       float* const accRows = sBlock + kQueryBlock * kKeyBlock;
       float* const kT = accRows + kQueryBlock * p.dv;
       fn::OnlineSoftmax row[kQueryBlock];
+      int64_t transposedHead = -1;  // a thread's items are consecutive: mostly one head
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t bh = item / blocks, i0 = (item % blocks) * kQueryBlock;
         const int64_t i1 = std::min(p.t, i0 + kQueryBlock), n = i1 - i0;
         const Head head(p, bh, q0, k0, v0, mask);
+        if (bh != transposedHead) head.transposeKeys(head.k, p.d, kT), transposedHead = bh;
         std::fill(accRows, accRows + kQueryBlock * p.dv, 0.f);
         for (int64_t r = 0; r < n; ++r) row[r] = fn::OnlineSoftmax{};
         for (int64_t j0 = 0; j0 < head.keyEnd(i1); j0 += kKeyBlock) {
@@ -141,7 +137,7 @@ KernelFn attentionForward(const KernelSig& sig) {
           head.scores(i0, i1, j0, j1, am, kT, sBlock);
           for (int64_t r = 0; r < n; ++r) {
             float* sr = sBlock + r * kKeyBlock;
-            float* ar = accRows + r * p.dv;
+            float* ar = accRows + r * p.dv;  // rescaled here, added to after the rows
             float top = -INFINITY;
             for (int64_t j = 0; j < j1 - j0; ++j) top = std::max(top, sr[j]);
             const float f = row[r].rescale(top);
@@ -156,14 +152,13 @@ KernelFn attentionForward(const KernelSig& sig) {
               sum += sr[j];
             }
             row[r].l += sum;
-            for (int64_t j = 0; j < j1 - j0; ++j) {
-              const float wd = am.drop(sr[j], bh * p.t + i0 + r, j0 + j, p.s);
-              if (wd == 0.f) continue;
-              const float* vj = head.v + (j0 + j) * p.dv;
-#pragma omp simd
-              for (int64_t c = 0; c < p.dv; ++c) ar[c] += wd * vj[c];
-            }
+            if (am.dropP > 0.f)
+              for (int64_t j = 0; j < j1 - j0; ++j)
+                sr[j] = am.drop(sr[j], bh * p.t + i0 + r, j0 + j, p.s);
           }
+          // The rows' weighted values: acc += P · V of the block.
+          smallGemm(sBlock, kKeyBlock, head.v + j0 * p.dv, p.dv, accRows, p.dv, n, p.dv, j1 - j0,
+                    true);
         }
         for (int64_t r = 0; r < n; ++r) {
           const int64_t i = bh * p.t + i0 + r;
@@ -184,8 +179,8 @@ struct HeadGrad {
   const float *dy, *y, *lse;
   float *dq, *dk, *dv;
   int64_t bh;
-  float* s;       // a block of scores
-  float* t;       // the key and value blocks transposed
+  float* s;       // a block of scores, then of dP, then one transposed
+  float* t;       // the head's keys and values transposed
   float* rowDot;  // D_i = Σ dy_i · y_i
 
   void run() const {
@@ -193,6 +188,8 @@ struct HeadGrad {
     std::fill(dk, dk + p.s * p.d, 0.f);
     std::fill(dv, dv + p.s * p.dv, 0.f);
     for (int64_t i = 0; i < p.t; ++i) rowDot[i] = dot(dy + i * p.dv, y + i * p.dv, p.dv);
+    head.transposeKeys(head.k, p.d, t);
+    head.transposeKeys(head.v, p.dv, t + p.d * p.s);
     for (int64_t i0 = 0; i0 < p.t; i0 += kQueryBlock) {
       const int64_t i1 = std::min(p.t, i0 + kQueryBlock);
       for (int64_t j0 = 0; j0 < head.keyEnd(i1); j0 += kKeyBlock)
@@ -200,52 +197,49 @@ struct HeadGrad {
     }
   }
 
+  // One block of queries [i0, i1) and keys [j0, j1): the probabilities P again from
+  // the scores and lse, dP = dY·Vᵀ, dS = P ⊙ (dP − D) · scale, then dQ += dS·K,
+  // dK += dSᵀ·Q and dV += Pᵀ·dY, each a small product (with dropout, P and dP
+  // as the forward's kept weights saw them).
   void block(int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
-    float *kT = t, *vT = kT + p.d * kKeyBlock;
+    const int64_t n = i1 - i0, nk = j1 - j0;
+    const float *kT = t, *vT = kT + p.d * p.s;
+    float *dp = s + kQueryBlock * kKeyBlock, *flipped = dp + kQueryBlock * kKeyBlock;
     head.scores(i0, i1, j0, j1, am, kT, s);
-    Head::transposed(head.v, j0, j1, p.dv, vT);
-    float dp[kKeyBlock];  // dy_i · v_j for the block's keys
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* sr = s + (i - i0) * kKeyBlock;
-      const float* dyi = dy + i * p.dv;
-      Head::rowTimes(dyi, vT, j1 - j0, p.dv, dp);
-      const float* qi = head.q + i * p.d;
-      float* dqi = dq + i * p.d;
-      float probs[kKeyBlock];  // e^(s - lse) in one vectorised pass (hidden keys 0)
-      const float l = lse[i];
+    smallGemm(dy + i0 * p.dv, p.dv, vT + j0, p.s, dp, kKeyBlock, n, nk, p.dv, false);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t i = i0 + r;
+      float *pr = s + r * kKeyBlock, *dpr = dp + r * kKeyBlock;
+      const float l = lse[i], d = rowDot[i], scale = p.scale;
+      if (am.dropP <= 0.f) {
 #pragma omp simd
-      for (int64_t j = 0; j < j1 - j0; ++j)
-        probs[j] = sr[j] == -INFINITY ? 0.f : fm::exp(sr[j] - l);
-      for (int64_t j = j0; j < j1; ++j) {
-        const float prob = probs[j - j0];
-        if (prob == 0.f) continue;
-        const int64_t bhRow = bh * p.t + i;
-        const float kept = am.drop(1.f, bhRow, j, p.s);  // 0, or the dropout scale
-        float* dvj = dv + j * p.dv;
-        const float pd = prob * kept;
-        if (pd != 0.f) {
-#pragma omp simd
-          for (int64_t c = 0; c < p.dv; ++c) dvj[c] += pd * dyi[c];
+        for (int64_t j = 0; j < nk; ++j) {
+          const float prob = pr[j] == -INFINITY ? 0.f : fm::exp(pr[j] - l);
+          pr[j] = prob;
+          dpr[j] = prob * (dpr[j] - d) * scale;
         }
-        const float dprob = dp[j - j0] * kept;
-        const float ds = prob * (dprob - rowDot[i]) * p.scale;
-        const float* kj = head.k + j * p.d;
-        float* dkj = dk + j * p.d;
-#pragma omp simd
-        for (int64_t c = 0; c < p.d; ++c) {
-          dqi[c] += ds * kj[c];
-          dkj[c] += ds * qi[c];
-        }
+        continue;
+      }
+      for (int64_t j = 0; j < nk; ++j) {
+        const float prob = pr[j] == -INFINITY ? 0.f : fm::exp(pr[j] - l);
+        const float kept = am.drop(1.f, bh * p.t + i, j0 + j, p.s);  // 0, or the scale
+        pr[j] = prob * kept;
+        dpr[j] = prob * (dpr[j] * kept - d) * scale;
       }
     }
+    smallGemm(dp, kKeyBlock, head.k + j0 * p.d, p.d, dq + i0 * p.d, p.d, n, p.d, nk, true);
+    transposeInto(dp, kKeyBlock, n, nk, flipped, kQueryBlock);
+    smallGemm(flipped, kQueryBlock, head.q + i0 * p.d, p.d, dk + j0 * p.d, p.d, nk, p.d, n, true);
+    transposeInto(s, kKeyBlock, n, nk, flipped, kQueryBlock);
+    smallGemm(flipped, kQueryBlock, dy + i0 * p.dv, p.dv, dv + j0 * p.dv, p.dv, nk, p.dv, n, true);
   }
 };
 
 // Inputs dy, q, k, v, y, lse[, mask]; outputs dq, dk, dv.
-// A thread's scratch in the backward pass: a block of scores, a key and a value
-// block transposed, and every query row's D_i.
+// A thread's scratch in the backward pass: blocks of P, dS and one transposed, the
+// head's keys and values transposed, and every query row's D_i: O(block + S + T).
 int64_t backwardScratch(const AttentionPlan& p) {
-  return kQueryBlock * kKeyBlock + (p.d + p.dv) * kKeyBlock + p.t;
+  return 3 * kQueryBlock * kKeyBlock + (p.d + p.dv) * p.s + p.t;
 }
 
 KernelFn attentionBackward(const KernelSig& sig) {
@@ -260,8 +254,8 @@ KernelFn attentionBackward(const KernelSig& sig) {
     parallelFor(p.b * p.h, 1, [&](int64_t lo, int64_t hi) {
       std::vector<float> own;
       float* const sBlock = scratch.mine(own);
-      float* const t = sBlock + kQueryBlock * kKeyBlock;
-      float* const rowDot = t + (p.d + p.dv) * kKeyBlock;
+      float* const t = sBlock + 3 * kQueryBlock * kKeyBlock;
+      float* const rowDot = t + (p.d + p.dv) * p.s;
       for (int64_t bh = lo; bh < hi; ++bh) {
         const Head head(p, bh, q0, k0, v0, mask);
         HeadGrad g{p,

@@ -308,7 +308,7 @@ class TestCompiler : public QObject {
         continue;
       ++planned;
       const bool back = step.kernel == "cpu.flash_attention_backward";
-      const int64_t perThread = 16 * 64 + (back ? 2 * d * 64 + t : 16 * d + d * 64);
+      const int64_t perThread = back ? 3 * 16 * 64 + 2 * d * t + t : 16 * 64 + 16 * d + d * t;
       QCOMPARE(step.workspaceBytes, threads * perThread * int64_t(sizeof(float)));
       QVERIFY(step.workspaceBytes < int64_t(t) * t * int64_t(sizeof(float)) * threads);
       const char* ws = static_cast<const char*>(step.workspace);
