@@ -83,20 +83,13 @@ class TestAttentionMaps : public QObject {
 
   void imageMaps() {
     if (!testing::haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
-    auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-vit.nlproj");
-    QVERIFY(project.ok());
-    proto::Project p = testing::withFashionDir(*project);
-    p.mutable_data()->set_train_limit(64);
-    p.mutable_data()->set_test_limit(16);
-    TrainOptions o;
-    o.maxSteps = 1;
-    o.threads = 1;
-    o.saveWeights = m_dir.filePath("vit.safetensors").toStdString();
-    auto trained = runTraining(p, o, [](const proto::TrainEvent&) {});
-    QVERIFY2(trained.ok(), trained.ok() ? "" : trained.error().message.c_str());
+    const std::string weights = m_dir.filePath("vit.safetensors").toStdString();
+    auto vit = testing::briefVit(weights, 64, 16);
+    QVERIFY2(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
+    const proto::Project& p = *vit;
     TrainOptions use;
     use.threads = 1;
-    auto maps = attentionMaps(p, use, o.saveWeights, {"", 3});
+    auto maps = attentionMaps(p, use, weights, {"", 3});
     QVERIFY2(maps.ok(), maps.ok() ? "" : maps.error().message.c_str());
     QVERIFY(maps->tokens.empty());
     QCOMPARE(maps->sample.size(), int64_t(1));
@@ -106,7 +99,7 @@ class TestAttentionMaps : public QObject {
       QCOMPARE(m.keys, int64_t(16));
       QVERIFY(rowsSumToOne(m, false));
     }
-    auto past = attentionMaps(p, use, o.saveWeights, {"", 16});
+    auto past = attentionMaps(p, use, weights, {"", 16});
     QVERIFY(!past.ok());
     QVERIFY2(past.error().message.find("16 samples of the test split") != std::string::npos,
              past.error().message.c_str());

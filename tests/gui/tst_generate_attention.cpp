@@ -189,19 +189,14 @@ class TestGenerateAttention : public QObject {
   // hover names the patches by row and column.
   void imagePatchesAreNamed() {
     if (!testing::haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
-    auto vit = loadProject(NETLOOM_SOURCE_DIR "/projects/fashion-vit.nlproj");
-    QVERIFY(vit.ok());
-    proto::Project p = testing::withFashionDir(*vit);
-    p.mutable_data()->set_train_limit(32);
-    p.mutable_data()->set_test_limit(8);
+    const std::string weights = m_dir.filePath("vit.safetensors").toStdString();
+    auto vit = testing::briefVit(weights, 32, 8);
+    QVERIFY2(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
     TrainOptions o;
-    o.maxSteps = 1;
     o.threads = 1;
-    o.saveWeights = m_dir.filePath("vit.safetensors").toStdString();
-    QVERIFY(runTraining(p, o, [](const proto::TrainEvent&) {}).ok());
     AttentionView view;
     view.sample()->setValue(2);
-    QVERIFY(view.showRun(p, o, QString::fromStdString(o.saveWeights)).ok());
+    QVERIFY(view.showRun(*vit, o, QString::fromStdString(weights)).ok());
     QVERIFY(view.sample()->isVisibleTo(&view) && !view.prompt()->isVisibleTo(&view));
     QCOMPARE(view.layer()->count(), 4);
     view.layer()->setCurrentIndex(3);
