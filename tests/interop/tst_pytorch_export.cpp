@@ -160,33 +160,23 @@ class TestPytorchExport : public QObject {
     }
   }
 
- private slots:
-  void lenet() { check(projectPath("fashion-lenet"), true, true); }
-  void convBatchNorm() { check(projectPath("fashion-convbn"), true, true); }
-  void resnet() { check(projectPath("fashion-resnet"), true, true); }
-  // Transformers: the ViT's probabilities match; the GPT's tied weights load strictly and
-  // train.py trains on its text, whose weights NetLoom reads back.
-  void vit() { check(projectPath("fashion-vit"), true, false); }
-  void gpt() { check(projectPath("fortunes-gpt"), false, true); }
-
-  // From the same weights, 20 AdamW steps over the same windows in NetLoom and in
-  // train.py end with the same weights: every tensor within 1e-4 of its largest
-  // element. Not the key biases: softmax ignores a score added to every key alike, so
-  // their gradient is 0 but for rounding, which Adam's normalised step blows up to a
-  // step of lr in either framework's own direction.
-  void gptTrainsAsPytorch() {
+  // From the same weights, 20 AdamW steps over the same batches in NetLoom and in
+  // train.py end with the same weights and the same test loss, each within 1e-4
+  // relative (a tensor: of its largest element). Not the key biases: softmax ignores
+  // a score added to every key alike, so their gradient is 0 but for rounding, which
+  // Adam's normalised step blows up to a step of lr in either framework's direction.
+  void trainsAsPytorch(const QString& name, const QStringList& limits) {
     if (!havePython("torch, numpy"))
       QSKIP("/usr/bin/python3 with torch and numpy is missing: the PyTorch side is not checked");
     QTemporaryDir dir;
-    const QString project = projectPath("fortunes-gpt"), start = dir.filePath("start.safetensors");
+    const QString project = projectPath(name), start = dir.filePath("start.safetensors");
     const QString ours = dir.filePath("netloom.safetensors"),
-                  theirs = dir.filePath("torch.safetensors");
-    const QStringList limits = {"--train-limit", "640", "--test-limit", "2"};
+                  theirs = dir.filePath("torch.safetensors"), summary = dir.filePath("s.json");
     Outcome s = runTrain(
         QStringList{project, "--max-steps", "1", "--save-weights", start, "--quiet"} + limits);
     QVERIFY2(s.code == 0, qPrintable(s.err));
     Outcome n = runTrain(QStringList{project, "--init-weights", start, "--max-steps", "20",
-                                     "--save-weights", ours, "--quiet"} +
+                                     "--save-weights", ours, "--summary-json", summary, "--quiet"} +
                          limits);
     QVERIFY2(n.code == 0, qPrintable(n.err));
     auto loaded = netloom::loadProject(project.toStdString());
@@ -203,7 +193,7 @@ class TestPytorchExport : public QObject {
     QFile c(compare);
     QVERIFY(c.open(QIODevice::WriteOnly));
     c.write(R"PY(
-import sys
+import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import model as M
 a, b = M.read_safetensors(sys.argv[2]), M.read_safetensors(sys.argv[3])
@@ -215,13 +205,38 @@ for k in a:
     d = (a[k] - b[k]).abs().max().item() / max(b[k].abs().max().item(), 1e-12)
     if d > worst:
         worst, at = d, k
-print(f"worst |netloom - pytorch| / max |pytorch| after 20 steps: {worst:.3g} ({at})")
-sys.exit(0 if worst <= 1e-4 else 1)
+ours = json.load(open(sys.argv[4]))["test_loss"]
+theirs = float(re.findall(r"\| test loss ([\d.]+)", open(sys.argv[5]).read())[-1])
+loss = abs(ours - theirs) / abs(theirs)
+print(f"after 20 steps: worst |netloom - pytorch| / max |pytorch| {worst:.3g} ({at}); "
+      f"test loss {ours:.6f} against {theirs:.6f}")
+sys.exit(0 if worst <= 1e-4 and loss <= 1e-4 else 1)
 )PY");
     c.close();
-    Outcome r = runPython({compare, out, ours, theirs});
-    qInfo().noquote() << r.out.trimmed();
+    const QString log = dir.filePath("torch.log");
+    QFile l(log);
+    QVERIFY(l.open(QIODevice::WriteOnly));
+    l.write(t.out.toUtf8());
+    l.close();
+    Outcome r = runPython({compare, out, ours, theirs, summary, log});
+    qInfo().noquote() << name << r.out.trimmed();
     QVERIFY2(r.code == 0, qPrintable(r.out + r.err));
+  }
+
+ private slots:
+  void lenet() { check(projectPath("fashion-lenet"), true, true); }
+  void convBatchNorm() { check(projectPath("fashion-convbn"), true, true); }
+  void resnet() { check(projectPath("fashion-resnet"), true, true); }
+  // Transformers: the ViT's probabilities match; the GPT's tied weights load strictly and
+  // train.py trains on its text, whose weights NetLoom reads back.
+  void vit() { check(projectPath("fashion-vit"), true, false); }
+  void gpt() { check(projectPath("fortunes-gpt"), false, true); }
+
+  void gptTrainsAsPytorch() {
+    trainsAsPytorch("fortunes-gpt", {"--train-limit", "640", "--test-limit", "64"});
+  }
+  void vitTrainsAsPytorch() {
+    trainsAsPytorch("fashion-vit", {"--train-limit", "512", "--test-limit", "256"});
   }
   void mlpLoadsStrictly() { check(projectPath("fashion-mlp"), true, false); }
   void autoencoderLoadsStrictly() { check(projectPath("autoencoder"), false, false); }
