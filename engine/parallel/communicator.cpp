@@ -7,6 +7,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_ring.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -143,8 +144,21 @@ class SingleRank : public Communicator {
     if (in != out) std::memcpy(out, in, size_t(bytes));
   }
   void barrier() override {}
+  void reduceScatter(const float* in, float* out, int64_t count) override {
+    std::memcpy(out, in, size_t(count) * sizeof(float));
+  }
+  void alltoall(const void* in, void* out, int64_t bytes) override {
+    if (in != out) std::memcpy(out, in, size_t(bytes));
+  }
+  void send(const void*, int64_t, int to, uint32_t) override { noPeer(to); }
+  void recv(void*, int64_t, int from, uint32_t) override { noPeer(from); }
   void start(const std::string&, const TensorRef*, size_t) override {}
   void wait(const std::string&) override {}
+
+ private:
+  [[noreturn]] static void noPeer(int rank) {
+    throw CommError("a single rank has no rank " + std::to_string(rank) + " to message");
+  }
 };
 
 double seconds() {
@@ -152,6 +166,73 @@ double seconds() {
 }
 
 #ifdef NETLOOM_WITH_GLOO
+// Point-to-point sends over Gloo, where a send completes only once the receiver has
+// taken it: each message is copied and posted at once, and its completion awaited on
+// a thread of its own, in order, so send() returns at once (as the thread ranks'
+// does) and two ranks may each send before they receive.
+class GlooSends {
+ public:
+  GlooSends(std::shared_ptr<gloo::Context> ctx, std::chrono::milliseconds timeout)
+      : m_ctx(std::move(ctx)), m_timeout(timeout) {
+    m_thread = std::thread([this] { run(); });
+  }
+  ~GlooSends() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    m_thread.join();
+  }
+
+  void post(const void* data, int64_t bytes, int to, uint64_t slot) {
+    auto m = std::make_unique<Message>();
+    m->to = to;
+    m->data.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+    m->buf = m_ctx->createUnboundBuffer(m->data.data(), m->data.size());
+    std::lock_guard lock(m_mutex);
+    if (m_error) std::rethrow_exception(m_error);
+    m->buf->send(to, slot);
+    m_queue.push_back(std::move(m));
+    m_cv.notify_all();
+  }
+
+ private:
+  struct Message {
+    int to = 0;
+    std::vector<char> data;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  };
+
+  void run() {
+    for (;;) {
+      std::unique_lock lock(m_mutex);
+      m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+      if (m_queue.empty()) return;
+      std::unique_ptr<Message> m = std::move(m_queue.front());
+      m_queue.pop_front();
+      lock.unlock();
+      try {
+        m->buf->waitSend(m_timeout);
+      } catch (const std::exception& e) {
+        lock.lock();
+        if (!m_error)
+          m_error = std::make_exception_ptr(CommError("a message to rank " + std::to_string(m->to) +
+                                                      " was not received: " + e.what()));
+      }
+    }
+  }
+
+  std::shared_ptr<gloo::Context> m_ctx;
+  std::chrono::milliseconds m_timeout;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::unique_ptr<Message>> m_queue;
+  std::exception_ptr m_error;
+  bool m_stop = false;
+  std::thread m_thread;
+};
+
 // Gloo over TCP. Every collective runs on one communication thread, in the order the
 // calls were made (the same on every rank); a bucket's sum runs there while the
 // caller goes on, the blocking calls wait for theirs.
@@ -159,7 +240,7 @@ class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx,
                    std::shared_ptr<gloo::transport::Device> dev, std::chrono::milliseconds timeout)
-      : m_ctx(std::move(ctx)), m_dev(std::move(dev)), m_timeout(timeout) {
+      : m_ctx(std::move(ctx)), m_dev(std::move(dev)), m_timeout(timeout), m_sends(m_ctx, timeout) {
     m_thread = std::thread([this] { work(); });
   }
   ~GlooCommunicator() override {
@@ -227,6 +308,34 @@ class GlooCommunicator : public Communicator {
       o.setTag(tag);
       o.setTimeout(m_timeout);
       gloo::barrier(o);
+    });
+  }
+  void alltoall(const void* in, void* out, int64_t bytes) override {
+    call("all-to-all", [&](uint32_t tag) { exchange(in, out, bytes, tag); });
+  }
+  // Each rank's block to its keeper (an all-to-all), then the blocks received summed
+  // in rank order.
+  void reduceScatter(const float* in, float* out, int64_t count) override {
+    call("reduce-scatter", [&](uint32_t tag) {
+      m_scatter.resize(size_t(count) * size_t(size()));
+      exchange(in, m_scatter.data(), count * int64_t(sizeof(float)), tag);
+      std::memcpy(out, m_scatter.data(), size_t(count) * sizeof(float));
+      for (int k = 1; k < size(); ++k) {
+        const float* part = m_scatter.data() + size_t(k) * size_t(count);
+        for (int64_t i = 0; i < count; ++i) out[i] += part[i];
+      }
+    });
+  }
+  // On the caller's thread, not the communication thread: only two ranks take part,
+  // so a message must not take a place in the order of the collectives (or its tag).
+  void send(const void* data, int64_t bytes, int to, uint32_t tag) override {
+    peer("send to", to, [&] { m_sends.post(data, bytes, to, messageSlot(tag)); });
+  }
+  void recv(void* data, int64_t bytes, int from, uint32_t tag) override {
+    peer("receive from", from, [&] {
+      auto buf = m_ctx->createUnboundBuffer(data, size_t(bytes));
+      buf->recv(from, messageSlot(tag));
+      if (!buf->waitRecv(m_timeout)) throw CommError("timed out");
     });
   }
 
@@ -307,6 +416,31 @@ class GlooCommunicator : public Communicator {
     m_cv.notify_all();
   }
 
+  void exchange(const void* in, void* out, int64_t bytes, uint32_t tag) {
+    gloo::AlltoallOptions o(m_ctx);
+    o.setInput(const_cast<char*>(static_cast<const char*>(in)), size_t(bytes) * size_t(size()));
+    o.setOutput(static_cast<char*>(out), size_t(bytes) * size_t(size()));
+    o.setTag(tag);
+    o.setTimeout(m_timeout);
+    gloo::alltoall(o);
+  }
+
+  // Point-to-point messages' slots: a prefix of their own above Gloo's collectives'.
+  static uint64_t messageSlot(uint32_t tag) { return (uint64_t(0x4e) << 56) | tag; }
+
+  template <class F>
+  void peer(const char* what, int other, const F& fn) {
+    if (other < 0 || other >= size() || other == rank())
+      throw CommError("rank " + std::to_string(rank()) + ": cannot " + what + " rank " +
+                      std::to_string(other) + " of " + std::to_string(size()));
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      throw CommError("rank " + std::to_string(rank()) + ": " + what + " rank " +
+                      std::to_string(other) + " failed: " + e.what());
+    }
+  }
+
   // Runs `fn` on the communication thread with a fresh tag and waits for it.
   void call(const char* what, const std::function<void(uint32_t)>& fn) {
     std::unique_lock lock(m_mutex);
@@ -346,11 +480,13 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<gloo::rendezvous::Context> m_ctx;
   std::shared_ptr<gloo::transport::Device> m_dev;
   std::chrono::milliseconds m_timeout;
+  GlooSends m_sends;  // point-to-point messages in flight
   mutable std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<std::function<void()>> m_jobs;
   std::map<std::string, Bucket> m_buckets;
-  uint32_t m_tag = 0;  // the blocking calls', the same sequence on every rank
+  uint32_t m_tag = 0;            // the blocking calls', the same sequence on every rank
+  std::vector<float> m_scatter;  // reduce-scatter: the blocks received, on the communication thread
   CommStats m_stats;
   bool m_stop = false;
   std::thread m_thread;

@@ -11,9 +11,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -42,6 +45,10 @@ struct ThreadGroup {
   std::mutex mutex;  // with `changed`: the wait after the spin
   std::condition_variable changed;
   int sleepers = 0;  // ranks waiting on `changed`, under `mutex`
+
+  // Point-to-point messages not yet received, by (from, to, tag), in the order sent;
+  // under `mutex`, `changed` signalling a new one.
+  std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<char>>> mail;
 
   // Waits until every rank has arrived. A rank waiting spins briefly (a step's
   // collectives come microseconds apart), then yields its core, then waits on the
@@ -93,7 +100,8 @@ struct ThreadGroup {
   void leave(int rank) {
     int none = -1;
     left.compare_exchange_strong(none, rank);
-    wakeSleepers();
+    { std::lock_guard lock(mutex); }  // a receiver between its check and its wait sees it
+    changed.notify_all();             // the sleepers in meet() and any receiver
   }
 };
 
@@ -158,6 +166,62 @@ class ThreadRank : public Communicator {
 
   void barrier() override { m_group->meet(m_rank, "barrier"); }
 
+  void reduceScatter(const float* in, float* out, int64_t count) override {
+    post(in, "reduce-scatter");
+    const int64_t at = int64_t(m_rank) * count;
+    std::memcpy(out, static_cast<const float*>(m_group->posted[0]) + at,
+                size_t(count) * sizeof(float));
+    for (int k = 1; k < size(); ++k) {
+      const float* part = static_cast<const float*>(m_group->posted[size_t(k)]) + at;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) out[i] += part[i];
+    }
+    m_group->meet(m_rank, "reduce-scatter");
+  }
+
+  void alltoall(const void* in, void* out, int64_t bytes) override {
+    post(in, "all-to-all");
+    for (int k = 0; k < size(); ++k)
+      std::memcpy(static_cast<char*>(out) + k * bytes,
+                  static_cast<const char*>(m_group->posted[size_t(k)]) + m_rank * bytes,
+                  size_t(bytes));
+    m_group->meet(m_rank, "all-to-all");
+  }
+
+  // A message is copied into the group's mail, so send() returns at once.
+  void send(const void* data, int64_t bytes, int to, uint32_t tag) override {
+    checkPeer("send to", to);
+    const char* from = static_cast<const char*>(data);
+    {
+      std::lock_guard lock(m_group->mutex);
+      m_group->mail[{m_rank, to, tag}].emplace_back(from, from + bytes);
+    }
+    m_group->changed.notify_all();
+  }
+
+  void recv(void* data, int64_t bytes, int from, uint32_t tag) override {
+    checkPeer("receive from", from);
+    std::unique_lock lock(m_group->mutex);
+    auto& queue = m_group->mail[{from, m_rank, tag}];
+    const auto limit = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::min(m_group->timeoutSeconds, 86400.0)));
+    const int sender = from;
+    auto arrived = [&] { return !queue.empty() || m_group->left.load() == sender; };
+    if (!m_group->changed.wait_for(lock, limit, arrived))
+      throw CommError("rank " + std::to_string(m_rank) + ": receiving from rank " +
+                      std::to_string(from) + " timed out");
+    if (queue.empty())
+      throw CommError("rank " + std::to_string(m_rank) + ": rank " + std::to_string(from) +
+                      " left the job before sending");
+    std::vector<char> message = std::move(queue.front());
+    queue.pop_front();
+    if (int64_t(message.size()) != bytes)
+      throw CommError("rank " + std::to_string(m_rank) + ": rank " + std::to_string(from) +
+                      " sent " + std::to_string(message.size()) + " bytes, " +
+                      std::to_string(bytes) + " expected");
+    std::memcpy(data, message.data(), message.size());
+  }
+
   // Summed at once: the ranks are this process's threads, so there is no transport
   // whose time the backward pass could hide.
   void start(const std::string& bucket, const TensorRef* tensors, size_t count) override {
@@ -192,9 +256,17 @@ class ThreadRank : public Communicator {
       throw CommError("bucket '" + bucket + "' waited for but never started");
   }
 
-  CommStats stats() const override { return m_stats; }
+  CommStats stats() const override {
+    return m_stats;
+  }
 
  private:
+  void checkPeer(const char* what, int other) const {
+    if (other < 0 || other >= size() || other == m_rank)
+      throw CommError("rank " + std::to_string(m_rank) + ": cannot " + what + " rank " +
+                      std::to_string(other) + " of " + std::to_string(size()));
+  }
+
   void post(const void* p, const char* what) {
     m_group->posted[size_t(m_rank)] = p;
     m_group->meet(m_rank, what);

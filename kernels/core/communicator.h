@@ -1,6 +1,7 @@
-// Collectives across the ranks of a data-parallel run: the kernels that sum a
-// bucket of gradients call it, and the trainer sums its losses and evaluations
-// with it. engine/parallel/ makes them (Gloo over TCP for CPU ranks; one that does
+// Collectives across the ranks of a run: the kernels that sum a bucket of gradients
+// call it, the trainer sums its losses and evaluations with it, and sharded state
+// and split tensors move through reduce-scatter, all-gather, all-to-all and
+// point-to-point messages. engine/parallel/ makes them (Gloo over TCP for CPU ranks; one that does
 // nothing for a single rank). Every rank makes the same calls in the same order.
 #pragma once
 
@@ -42,6 +43,20 @@ class Communicator {
   // `out` holds size() blocks of `bytes` each, in rank order.
   virtual void allgather(const void* in, void* out, int64_t bytes) = 0;
   virtual void barrier() = 0;
+  // `in` holds size() blocks of `count` floats, block k the part rank k keeps; `out`
+  // receives this rank's block summed over every rank's `in` (on CPU transports in
+  // rank order, so Gloo and thread ranks give the same bits). `in` and `out` do not
+  // overlap.
+  virtual void reduceScatter(const float* in, float* out, int64_t count) = 0;
+  // `in` holds size() blocks of `bytes`, block k for rank k; `out` receives size()
+  // blocks, block k from rank k.
+  virtual void alltoall(const void* in, void* out, int64_t bytes) = 0;
+  // Point to point: what rank r sends to rank `to` with `tag` is what rank `to`
+  // receives from r with that tag, `bytes` long; messages of one pair and tag arrive
+  // in the order sent. send() returns once `data` may be reused; recv() once it
+  // holds the message. Ranks other than the two are not involved.
+  virtual void send(const void* data, int64_t bytes, int to, uint32_t tag) = 0;
+  virtual void recv(void* data, int64_t bytes, int from, uint32_t tag) = 0;
 
   // A bucket of float tensors summed across ranks while the step goes on: start()
   // once the last of them is written, wait() before anything reads them again. A

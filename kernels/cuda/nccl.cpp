@@ -70,6 +70,40 @@ class NcclCommunicator : public Communicator {
     allreduce(&one, 1, false);
   }
 
+  // Host memory in and out, as the other blocking calls: staged through one device
+  // buffer holding the input, then the output.
+  void reduceScatter(const float* in, float* out, int64_t count) override {
+    const int64_t inBytes = count * m_size * int64_t(sizeof(float));
+    twoWay(in, inBytes, out, count * int64_t(sizeof(float)), [&](void* d, void* r) {
+      return ncclReduceScatter(d, r, size_t(count), ncclFloat, ncclSum, m_comm, m_stream);
+    });
+  }
+  void alltoall(const void* in, void* out, int64_t bytes) override {
+    twoWay(in, bytes * m_size, out, bytes * m_size, [&](void* d, void* r) {
+      ncclResult_t res = ncclGroupStart();
+      for (int k = 0; k < m_size && res == ncclSuccess; ++k) {
+        res = ncclSend(static_cast<char*>(d) + k * bytes, size_t(bytes), ncclUint8, k, m_comm,
+                       m_stream);
+        if (res == ncclSuccess)
+          res = ncclRecv(static_cast<char*>(r) + k * bytes, size_t(bytes), ncclUint8, k, m_comm,
+                         m_stream);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return res != ncclSuccess ? res : end;
+    });
+  }
+  // NCCL orders one pair's messages as sent; the tag is not needed to match them.
+  void send(const void* data, int64_t bytes, int to, uint32_t) override {
+    twoWay(data, bytes, nullptr, 0, [&](void* d, void*) {
+      return ncclSend(d, size_t(bytes), ncclUint8, to, m_comm, m_stream);
+    });
+  }
+  void recv(void* data, int64_t bytes, int from, uint32_t) override {
+    twoWay(nullptr, 0, data, bytes, [&](void*, void* r) {
+      return ncclRecv(r, size_t(bytes), ncclUint8, from, m_comm, m_stream);
+    });
+  }
+
   void start(const std::string& name, const TensorRef* tensors, size_t count) override {
     Bucket& b = bucket(name);
     check(cudaEventRecord(b.ready, m_compute), "ordering a bucket after its gradients");
@@ -98,6 +132,30 @@ class NcclCommunicator : public Communicator {
       check(cudaEventCreateWithFlags(&it->second.done, cudaEventDisableTiming), "an event");
     }
     return it->second;
+  }
+
+  // `in` (inBytes of host memory) staged to the device, `op(deviceIn, deviceOut)`, and
+  // deviceOut (outBytes) copied back to `out`.
+  template <class Op>
+  void twoWay(const void* in, int64_t inBytes, void* out, int64_t outBytes, const Op& op) {
+    const int64_t total = inBytes + outBytes;
+    if (total > m_stagingBytes) {
+      if (m_staging) cudaFree(m_staging);
+      m_staging = nullptr;
+      check(cudaMalloc(&m_staging, size_t(total)), "staging a collective");
+      m_stagingBytes = total;
+    }
+    char* dIn = static_cast<char*>(m_staging);
+    char* dOut = dIn + inBytes;
+    check(cudaStreamSynchronize(m_compute), "finishing the step before a collective");
+    if (inBytes > 0)
+      check(cudaMemcpyAsync(dIn, in, size_t(inBytes), cudaMemcpyHostToDevice, m_stream),
+            "staging a collective");
+    nccl(op(dIn, dOut), "a collective");
+    if (outBytes > 0)
+      check(cudaMemcpyAsync(out, dOut, size_t(outBytes), cudaMemcpyDeviceToHost, m_stream),
+            "staging a collective");
+    check(cudaStreamSynchronize(m_stream), "a collective");
   }
 
   template <class Op>

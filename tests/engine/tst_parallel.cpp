@@ -108,6 +108,74 @@ class TestDist : public QObject {
     QVERIFY2(joined(errors).empty(), joined(errors).c_str());
   }
 
+  // Sharded state moves: reduce-scatter leaves each rank its block of the sum (in
+  // rank order: the same bits on both transports), all-to-all delivers block k of
+  // each rank to rank k, and messages go round a ring and arrive in the order sent,
+  // the ranks not involved waiting at a barrier. A message to oneself is refused.
+  void shardsMoveBetweenRanks_data() {
+    QTest::addColumn<bool>("shared");
+    QTest::addColumn<int>("size");
+    for (int n : {2, 4}) {
+      QTest::addRow("gloo over TCP, %d ranks", n) << false << n;
+      QTest::addRow("shared memory, %d ranks", n) << true << n;
+    }
+  }
+  void shardsMoveBetweenRanks() {
+    QFETCH(bool, shared);
+    QFETCH(int, size);
+    auto errors = onRanks(
+        size,
+        [size](int r, Communicator& c) {
+          const int64_t count = 5;
+          std::vector<float> in(size_t(size * count)), out(count);
+          for (int k = 0; k < size; ++k)
+            for (int64_t i = 0; i < count; ++i)
+              in[size_t(k * count + i)] = 0.1f * float(r) + float(k * 10 + i);
+          c.reduceScatter(in.data(), out.data(), count);
+          for (int64_t i = 0; i < count; ++i) {
+            float want = 0.f;  // summed in rank order, as the transports promise
+            for (int q = 0; q < size; ++q) want += 0.1f * float(q) + float(r * 10 + i);
+            expect(out[size_t(i)] == want, "reduce-scatter block of rank " + std::to_string(r));
+          }
+          std::vector<int32_t> blocks(size_t(2 * size)), got(size_t(2 * size));
+          for (int k = 0; k < size; ++k)
+            blocks[size_t(2 * k)] = r * 10 + k, blocks[size_t(2 * k + 1)] = -r;
+          c.alltoall(blocks.data(), got.data(), 2 * sizeof(int32_t));
+          for (int k = 0; k < size; ++k)
+            expect(got[size_t(2 * k)] == k * 10 + r && got[size_t(2 * k + 1)] == -k,
+                   "all-to-all block from rank " + std::to_string(k));
+
+          const int next = (r + 1) % size, prev = (r + size - 1) % size;
+          for (int64_t m = 0; m < 3; ++m) {
+            const int64_t word = r * 1000 + m;
+            c.send(&word, sizeof word, next, 7);
+          }
+          for (int64_t m = 0; m < 3; ++m) {
+            int64_t word = -1;
+            c.recv(&word, sizeof word, prev, 7);
+            expect(word == prev * 1000 + m, "message " + std::to_string(m) + " round the ring");
+          }
+          if (r == 0) {
+            const double pi = 3.25;
+            c.send(&pi, sizeof pi, size - 1, 9);
+          } else if (r == size - 1) {
+            double got9 = 0;
+            c.recv(&got9, sizeof got9, 0, 9);
+            expect(got9 == 3.25, "a message between two ranks only");
+          }
+          c.barrier();
+          bool refused = false;
+          try {
+            c.send(&r, sizeof r, r, 1);
+          } catch (const CommError& e) {
+            refused = std::string(e.what()).find("rank " + std::to_string(r)) != std::string::npos;
+          }
+          expect(refused, "a message to oneself refused, naming the rank");
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+  }
+
   // Two tensors of a bucket summed in place on the communication thread; the same
   // bucket again with other values (and other addresses) reuses its ring.
   void bucketsAreSummedWhileTheCallerGoesOn_data() { transports(); }
@@ -223,6 +291,24 @@ class TestDist : public QObject {
       QVERIFY2(
           std::string(e.what()).find("rank 0 waited 0.2 s for the others") != std::string::npos,
           e.what());
+    }
+    // A message from a rank that left is not waited for; one from a rank that is
+    // there but silent times out, naming it.
+    auto pair = threadRanks(3, 0.2);
+    pair[1].reset();
+    int64_t word = 0;
+    try {
+      pair[0]->recv(&word, sizeof word, 1, 3);
+      QFAIL("a message from a rank that left arrived");
+    } catch (const CommError& e) {
+      QVERIFY2(std::string(e.what()).find("rank 1 left the job") != std::string::npos, e.what());
+    }
+    try {
+      pair[0]->recv(&word, sizeof word, 2, 3);
+      QFAIL("a message never sent arrived");
+    } catch (const CommError& e) {
+      QVERIFY2(std::string(e.what()).find("receiving from rank 2 timed out") != std::string::npos,
+               e.what());
     }
   }
 
