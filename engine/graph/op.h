@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/graph/sbp.h"
 #include "engine/util/status.h"
 #include "kernels/core/attrs.h"
 #include "kernels/core/kernel.h"
@@ -150,6 +151,11 @@ struct OpDef {
   // (foldsChannelAffine) with this op folded in, from the layer's weight, statistics
   // inputs and the two's affine parameters. Empty: not foldable.
   std::string foldsInto;
+  // How the op may run spread over ranks (engine/graph/sbp.h): the SBP signatures it
+  // accepts for these shapes, each correct when every rank runs the op on its local
+  // parts. Null: only all broadcast (each rank runs it whole), or for element-wise
+  // ops their pass-through signatures.
+  std::function<std::vector<SbpSignature>(const SbpCtx&)> sbp;
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;
@@ -186,6 +192,10 @@ struct OpDef {
 
 // The input ports a node of `op` must connect: all but the trailing optional ones.
 size_t requiredInputs(const OpDef& op);
+
+// The SBP signatures a node of `op` accepts for these shapes: its own declaration, or
+// for an element-wise op the pass-through ones, else only all broadcast.
+std::vector<SbpSignature> sbpSignatures(const OpDef& op, const SbpCtx& c);
 
 class OpRegistry {
  public:

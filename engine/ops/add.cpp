@@ -75,6 +75,7 @@ void registerAdd(OpRegistry& r) {
   d.attrs.back().internal = true;
   d.inplaceable = true;
   d.elementwise = true;
+  d.sbp = [](const SbpCtx& c) { return elementwiseSignatures(c, true); };  // a sum of summands
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0) || !ops::requireFloat(c, 1)) return false;
     if (c.in[0].shape != c.in[1].shape)

@@ -50,6 +50,12 @@ void registerEmbedding(OpRegistry& r) {
   d.outputs = {{"y", "batch × … × embedding_dim"}};
   d.attrs = embeddingAttrs();
   d.params = [](const Attrs&) { return std::vector<std::string>{"weight"}; };
+  // By the batch: the ids split, the table whole. (Split by vocabulary, each rank
+  // would look up only its own rows, a partial sum: not yet.)
+  d.sbp = [](const SbpCtx& c) {
+    const Sbp B = Sbp::broadcast();
+    return std::vector<SbpSignature>{{{B}, {B}, {B}}, {{Sbp::split(0)}, {B}, {Sbp::split(0)}}};
+  };
   d.infer = [](InferCtx& c) {
     if (c.in[0].dtype != DType::I32)
       return c.fail("expects int32 ids, got " + std::string(dtypeName(c.in[0].dtype)), 0);

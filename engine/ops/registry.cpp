@@ -11,6 +11,13 @@ const AttrDef* OpDef::attr(const std::string& n) const {
   return nullptr;
 }
 
+std::vector<SbpSignature> sbpSignatures(const OpDef& op, const SbpCtx& c) {
+  if (op.sbp) return op.sbp(c);
+  if (op.elementwise) return elementwiseSignatures(c, false);
+  return {SbpSignature{std::vector<Sbp>(c.in.size()), std::vector<Sbp>(c.params.size()),
+                       std::vector<Sbp>(c.out.size())}};  // all broadcast: each rank runs it whole
+}
+
 size_t requiredInputs(const OpDef& op) {
   size_t n = op.inputs.size();
   while (n > 0 && op.inputs[n - 1].optional) --n;

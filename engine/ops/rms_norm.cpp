@@ -129,6 +129,7 @@ void registerRMSNorm(OpRegistry& r) {
   d.params = [](const Attrs& a) {
     return a.b("affine") ? std::vector<std::string>{"weight"} : std::vector<std::string>{};
   };
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {-1}); };
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

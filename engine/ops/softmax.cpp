@@ -42,6 +42,7 @@ void registerSoftmax(OpRegistry& r) {
   d.inputs = {{"x", "input tensor"}};
   d.outputs = {{"y", "probabilities, same shape"}};
   d.attrs = {axis};
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {int(c.attrs.i("axis", -1))}); };
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     if (ops::normAxis(c.attrs.i("axis"), c.in[0].shape.size()) < 1)

@@ -68,6 +68,32 @@ inline bool close(double got, double want, double rtol, double atol) {
   return std::fabs(got - want) <= atol + rtol * std::fabs(want);
 }
 
+// The case as a model: an Input per input ("in0", ... reading fields "f0", ...) and
+// the op as node "op". `floatInputs` gets the inputs whose gradients are checked.
+inline netloom::proto::ModelDef caseModel(const OpCase& c,
+                                          std::vector<std::string>* floatInputs = nullptr) {
+  using namespace netloom;
+  proto::ModelDef m;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    auto* n = m.add_nodes();
+    n->set_name("in" + std::to_string(k));
+    n->set_op("Input");
+    Shape sample(c.inputs[k].shape.begin() + 1, c.inputs[k].shape.end());
+    (*n->mutable_attrs())["shape"] = attrToProto(sample);
+    (*n->mutable_attrs())["field"] = attrToProto(std::string("f" + std::to_string(k)));
+    if (c.inputs[k].fill == Fill::Labels)
+      (*n->mutable_attrs())["dtype"] = attrToProto(std::string("int32"));
+    else if (!c.inputs[k].constant && floatInputs)
+      floatInputs->push_back(n->name());
+  }
+  auto* node = m.add_nodes();
+  node->set_name("op");
+  node->set_op(c.op);
+  for (size_t k = 0; k < c.inputs.size(); ++k) node->add_inputs("in" + std::to_string(k));
+  for (const auto& [k, v] : c.attrs) (*node->mutable_attrs())[k] = attrToProto(v);
+  return m;
+}
+
 // One pass on `device` with either the preferred kernels or the reference ones;
 // `forward` gets the op's output. Values cross to the device and back by copies.
 inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
@@ -78,25 +104,8 @@ inline void runOnce(const OpCase& c, bool referenceKernels, Vec& forward,
   bool isLoss = op->role == OpRole::Loss;
   bool grads = c.checkGradients && op->grad;
 
-  proto::ModelDef m;
   std::vector<std::string> floatInputs;
-  for (size_t k = 0; k < c.inputs.size(); ++k) {
-    auto* n = m.add_nodes();
-    n->set_name("in" + std::to_string(k));
-    n->set_op("Input");
-    Shape sample(c.inputs[k].shape.begin() + 1, c.inputs[k].shape.end());
-    (*n->mutable_attrs())["shape"] = attrToProto(sample);
-    (*n->mutable_attrs())["field"] = attrToProto(std::string("f" + std::to_string(k)));
-    if (c.inputs[k].fill == Fill::Labels)
-      (*n->mutable_attrs())["dtype"] = attrToProto(std::string("int32"));
-    else if (!c.inputs[k].constant)
-      floatInputs.push_back(n->name());
-  }
-  auto* node = m.add_nodes();
-  node->set_name("op");
-  node->set_op(c.op);
-  for (size_t k = 0; k < c.inputs.size(); ++k) node->add_inputs("in" + std::to_string(k));
-  for (const auto& [k, v] : c.attrs) (*node->mutable_attrs())[k] = attrToProto(v);
+  proto::ModelDef m = caseModel(c, &floatInputs);
   int64_t batch = c.inputs.empty() ? 1 : c.inputs[0].shape[0];
 
   auto probe = buildGraph(m, batch);

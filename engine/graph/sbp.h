@@ -1,0 +1,76 @@
+// SBP, OneFlow's description of a tensor spread over the ranks of a placement: Split
+// along an axis (each rank holds a slice), Broadcast (each holds all of it) or
+// Partial-sum (each holds a summand of it). An op declares the signatures it can run
+// under, each naming the SBP of every input, parameter and output; where a producer's
+// SBP differs from what a consumer's signature needs, a collective moves the tensor
+// ("boxing"). The batch axis is axis 0, as everywhere in the IR.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/util/status.h"
+#include "kernels/core/attrs.h"
+#include "kernels/core/kernel.h"
+
+namespace netloom {
+
+struct Sbp {
+  enum class Kind : unsigned char { Split, Broadcast, Partial };
+  Kind kind = Kind::Broadcast;
+  int axis = 0;  // Split only
+
+  static Sbp split(int axis) { return {Kind::Split, axis}; }
+  static Sbp broadcast() { return {Kind::Broadcast, 0}; }
+  static Sbp partial() { return {Kind::Partial, 0}; }
+  bool isSplit() const { return kind == Kind::Split; }
+  bool operator==(const Sbp& o) const {
+    return kind == o.kind && (kind != Kind::Split || axis == o.axis);
+  }
+  bool operator!=(const Sbp& o) const { return !(*this == o); }
+  std::string str() const;  // "S(1)", "B", "P"
+};
+// "S(1)", "B" or "P"; an error names what was given.
+Result<Sbp> parseSbp(const std::string& text);
+
+// One way an op runs spread over the ranks: the SBP of each data input, each
+// parameter (in the op's order), and each output.
+struct SbpSignature {
+  std::vector<Sbp> in, params, out;
+  std::string str() const;  // "S(0), B -> S(0)"
+};
+
+// What an op's signature function sees: its attributes and the full (global) shapes.
+struct SbpCtx {
+  const Attrs& attrs;
+  std::vector<Shape> in, params, out;
+};
+
+// The shape one rank holds of a tensor of `full` shape: a Split axis divided by the
+// ranks. An axis that does not divide, or is past the shape, is an error naming both.
+Result<Shape> localShape(const Shape& full, const Sbp& sbp, int ranks);
+// "S(1) 64×(512/2)", the SBP and the shape a rank holds, the split axis as a fraction.
+std::string describeLocal(const Shape& full, const Sbp& sbp, int ranks);
+
+// The collective that turns a tensor laid out as `from` into `to` across `ranks`,
+// and the bytes each rank sends for it (ring algorithms: all-gather and
+// reduce-scatter (R−1)/R of the whole, all-reduce twice that, all-to-all (R−1)/R of
+// a rank's part). Broadcast to Split or Partial, and Split to Partial, are local.
+struct Boxing {
+  enum class Kind : unsigned char { None, Local, AllGather, AllReduce, ReduceScatter, AllToAll };
+  Kind kind = Kind::None;
+  int64_t bytesPerRank = 0;
+  std::string str() const;  // "all-gather", ...
+};
+Boxing boxing(const Sbp& from, const Sbp& to, const TensorDesc& full, int ranks);
+
+// Signatures every element-wise op has: all inputs and the output split alike along
+// any axis, or all broadcast; `linear` ops (a sum) also take all inputs partial.
+std::vector<SbpSignature> elementwiseSignatures(const SbpCtx& c, bool linear);
+// Signatures of an op that reduces along `axes` of input 0 (softmax, norms): split
+// along any other axis, or broadcast; its parameters broadcast.
+std::vector<SbpSignature> splitOutsideAxes(const SbpCtx& c, const std::vector<int>& axes);
+
+}  // namespace netloom

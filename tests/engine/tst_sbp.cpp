@@ -1,0 +1,224 @@
+// SBP: the notation, the shape each rank holds (a split that does not divide is named),
+// the collective and bytes that move a tensor from one SBP to another, and, for every
+// op case of the harness, that every signature its op declares is right: each rank
+// runs the float64 reference on its local parts (split slices, broadcast wholes,
+// random partial summands) and the parts combined by the output's SBP equal the
+// reference on the whole, at 2 and 4 ranks wherever the shapes divide.
+#include <QtTest>
+
+#include "engine/graph/graph.h"
+#include "engine/graph/sbp.h"
+#include "op_cases.h"
+
+using namespace netloom;
+using harness::OpCase;
+using harness::RefArgs;
+using harness::Vec;
+
+namespace {
+
+// Strides of `shape` around `axis`: outer × axis × inner.
+struct Around {
+  int64_t outer = 1, len = 1, inner = 1;
+  Around(const Shape& s, int axis) {
+    for (int i = 0; i < int(s.size()); ++i)
+      (i < axis ? outer : i == axis ? len : inner) *= s[size_t(i)];
+  }
+};
+
+// Rank r's part of `full` under `sbp`; a partial summand is random but for the last
+// rank's, which makes the parts sum to the whole.
+Vec partOf(const Vec& full, const Shape& shape, const Sbp& sbp, int r, int ranks, Rng& rng,
+           std::vector<Vec>& partials) {
+  if (sbp.kind == Sbp::Kind::Broadcast) return full;
+  if (sbp.kind == Sbp::Kind::Partial) {
+    if (r == 0) {
+      partials.assign(size_t(ranks), Vec(full.size()));
+      Vec rest = full;
+      for (int k = 0; k + 1 < ranks; ++k)
+        for (size_t i = 0; i < full.size(); ++i)
+          rest[i] -= partials[size_t(k)][i] = rng.uniform(-1, 1);
+      partials[size_t(ranks - 1)] = rest;
+    }
+    return partials[size_t(r)];
+  }
+  const Around a(shape, sbp.axis);
+  const int64_t n = a.len / ranks;
+  Vec out;
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t i = r * n; i < (r + 1) * n; ++i)
+      for (int64_t k = 0; k < a.inner; ++k)
+        out.push_back(full[size_t((o * a.len + i) * a.inner + k)]);
+  return out;
+}
+
+// The whole from the ranks' parts under `sbp` (broadcast parts must agree).
+Vec combine(const std::vector<Vec>& parts, const Shape& shape, const Sbp& sbp, bool& agree) {
+  if (sbp.kind == Sbp::Kind::Broadcast) {
+    for (const Vec& p : parts)
+      for (size_t i = 0; i < p.size(); ++i) agree = agree && std::fabs(p[i] - parts[0][i]) < 1e-9;
+    return parts[0];
+  }
+  if (sbp.kind == Sbp::Kind::Partial) {
+    Vec sum(parts[0].size(), 0.0);
+    for (const Vec& p : parts)
+      for (size_t i = 0; i < p.size(); ++i) sum[i] += p[i];
+    return sum;
+  }
+  const Around a(shape, sbp.axis);
+  const int64_t n = a.len / int64_t(parts.size());
+  Vec out(size_t(numel(shape)));
+  for (size_t r = 0; r < parts.size(); ++r)
+    for (int64_t o = 0; o < a.outer; ++o)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < a.inner; ++k)
+          out[size_t((o * a.len + int64_t(r) * n + i) * a.inner + k)] =
+              parts[r][size_t((o * n + i) * a.inner + k)];
+  return out;
+}
+
+struct Checked {
+  int signatures = 0, ops = 0;
+  std::string failures;
+};
+
+// Every declared signature of case `c` at `ranks` ranks, where its shapes divide.
+void checkCase(const std::string& name, const OpCase& c, int ranks, Checked& done) {
+  const OpDef* op = OpRegistry::instance().find(c.op);
+  if (!op || (!op->sbp && !op->elementwise)) return;
+  auto g = buildGraph(harness::caseModel(c), c.inputs.empty() ? 1 : c.inputs[0].shape[0]);
+  if (!g) return;
+  const Node* node = g->findNode("op");
+  SbpCtx ctx{node->attrs, {}, {}, {}};
+  RefArgs whole;
+  Rng rng(11);
+  for (int k = 0; k < node->numDataInputs(); ++k) {
+    const Shape& s = g->values[node->inputs[size_t(k)]].desc.shape;
+    ctx.in.push_back(s);
+    Vec v(size_t(numel(s)));
+    for (double& x : v)
+      x = c.inputs[size_t(k)].fill == harness::Fill::Labels
+              ? double(rng.below(uint64_t(c.inputs[size_t(k)].classes)))
+              : rng.uniform(-1, 1);
+    whole.in.push_back(v);
+    whole.isLabels.push_back(c.inputs[size_t(k)].fill == harness::Fill::Labels);
+    whole.inShapes.push_back(s);
+  }
+  for (size_t k = size_t(node->numDataInputs()); k < node->inputs.size(); ++k) {
+    const Shape& s = g->values[node->inputs[k]].desc.shape;
+    ctx.params.push_back(s);
+    Vec v(size_t(numel(s)));
+    for (double& x : v) x = rng.uniform(-0.5, 0.5);
+    whole.params.push_back(v);
+    whole.paramShapes.push_back(s);
+  }
+  for (ValueId v : node->outputs) ctx.out.push_back(g->values[v].desc.shape);
+  whole.outShape = ctx.out[0];
+  const Vec want = c.reference(whole);
+  ++done.ops;
+  for (const SbpSignature& sig : sbpSignatures(*op, ctx)) {
+    bool divides = localShape(ctx.out[0], sig.out[0], ranks).ok();
+    for (size_t k = 0; k < sig.in.size(); ++k)
+      divides = divides && localShape(ctx.in[k], sig.in[k], ranks).ok();
+    for (size_t k = 0; k < sig.params.size(); ++k)
+      divides = divides && localShape(ctx.params[k], sig.params[k], ranks).ok();
+    // Labels (ids) are never summands.
+    for (size_t k = 0; k < sig.in.size(); ++k)
+      divides = divides && !(whole.isLabels[k] && sig.in[k].kind == Sbp::Kind::Partial);
+    if (!divides) continue;
+    std::vector<std::vector<Vec>> inPartials(sig.in.size()), paramPartials(sig.params.size());
+    std::vector<Vec> outs;
+    for (int r = 0; r < ranks; ++r) {
+      RefArgs local = whole;
+      for (size_t k = 0; k < sig.in.size(); ++k) {
+        local.in[k] = partOf(whole.in[k], ctx.in[k], sig.in[k], r, ranks, rng, inPartials[k]);
+        local.inShapes[k] = *localShape(ctx.in[k], sig.in[k], ranks);
+      }
+      for (size_t k = 0; k < sig.params.size(); ++k) {
+        local.params[k] =
+            partOf(whole.params[k], ctx.params[k], sig.params[k], r, ranks, rng, paramPartials[k]);
+        local.paramShapes[k] = *localShape(ctx.params[k], sig.params[k], ranks);
+      }
+      local.outShape = *localShape(ctx.out[0], sig.out[0], ranks);
+      outs.push_back(c.reference(local));
+    }
+    bool agree = true;
+    const Vec got = combine(outs, ctx.out[0], sig.out[0], agree);
+    double worst = agree ? 0 : 1;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+      worst = std::max(worst, std::fabs(got[i] - want[i]) / (1 + std::fabs(want[i])));
+    if (got.size() != want.size() || worst > 1e-9)
+      done.failures += name + " at " + std::to_string(ranks) + " ranks, " + sig.str() +
+                       ": off by " + std::to_string(worst) + "\n";
+    ++done.signatures;
+  }
+}
+
+}  // namespace
+
+class TestSbp : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void notation() {
+    for (const char* text : {"S(0)", "S(3)", "B", "P"}) {
+      auto s = parseSbp(text);
+      QVERIFY(s.ok());
+      QCOMPARE(s->str(), std::string(text));
+    }
+    auto bad = parseSbp("S(x)");
+    QVERIFY(!bad.ok());
+    QVERIFY(bad.error().message.find("'S(x)' is no SBP") != std::string::npos);
+  }
+
+  void localShapes() {
+    QCOMPARE(*localShape({64, 512}, Sbp::split(1), 2), (Shape{64, 256}));
+    QCOMPARE(*localShape({64, 512}, Sbp::partial(), 2), (Shape{64, 512}));
+    QCOMPARE(describeLocal({64, 512}, Sbp::split(1), 2), std::string("S(1) 64×(512/2)"));
+    auto odd = localShape({64, 510}, Sbp::split(1), 4);
+    QVERIFY(!odd.ok());
+    QCOMPARE(odd.error().message,
+             std::string("S(1): axis 1 of 64×510 (510) does not divide by 4 ranks"));
+    QVERIFY(!localShape({64}, Sbp::split(1), 2).ok());
+  }
+
+  void boxingMovesWhatItMust() {
+    const TensorDesc t{{64, 512}, DType::F32, {}};  // 131,072 bytes
+    auto check = [&](Sbp from, Sbp to, Boxing::Kind kind, int64_t bytes) {
+      Boxing b = boxing(from, to, t, 4);
+      QCOMPARE(b.str(), (Boxing{kind, 0}.str()));
+      QCOMPARE(b.bytesPerRank, bytes);
+    };
+    check(Sbp::split(0), Sbp::broadcast(), Boxing::Kind::AllGather, 98304);
+    check(Sbp::partial(), Sbp::broadcast(), Boxing::Kind::AllReduce, 196608);
+    check(Sbp::partial(), Sbp::split(1), Boxing::Kind::ReduceScatter, 98304);
+    check(Sbp::split(0), Sbp::split(1), Boxing::Kind::AllToAll, 24576);
+    check(Sbp::broadcast(), Sbp::split(0), Boxing::Kind::Local, 0);
+    check(Sbp::split(1), Sbp::split(1), Boxing::Kind::None, 0);
+    QCOMPARE(boxing(Sbp::split(0), Sbp::broadcast(), t, 1).kind, Boxing::Kind::None);
+  }
+
+  // The ops that declare signatures (Linear's data, column and row parallelism,
+  // attention by batch and by heads, norms and softmax outside their axes, element-wise
+  // ops, Add's partial sums) compute, spread over the ranks, what they compute whole.
+  void everySignatureComputesTheWhole() {
+    Checked done;
+    for (const auto& [name, c] : harness::allCases())
+      for (int ranks : {2, 4}) checkCase(name, c, ranks, done);
+    qInfo("%d op cases, %d signatures checked", done.ops, done.signatures);
+    QVERIFY2(done.failures.empty(), done.failures.c_str());
+    QVERIFY(done.signatures > 100);
+    const OpDef* linear = OpRegistry::instance().find("Linear");
+    Attrs a;
+    a.set("bias", true);
+    auto sigs = sbpSignatures(*linear, SbpCtx{a, {{8, 6}}, {{4, 6}, {4}}, {{8, 4}}});
+    std::vector<std::string> texts;
+    for (const auto& s : sigs) texts.push_back(s.str());
+    QVERIFY(std::find(texts.begin(), texts.end(), "S(0) | B, B -> S(0)") != texts.end());
+    QVERIFY(std::find(texts.begin(), texts.end(), "B | S(0), S(0) -> S(1)") != texts.end());
+    QVERIFY(std::find(texts.begin(), texts.end(), "S(1) | S(1), P -> P") != texts.end());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSbp)
+#include "tst_sbp.moc"
