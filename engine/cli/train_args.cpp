@@ -186,6 +186,21 @@ void addCompiler(Reader& r) {
       "on a GPU, issue every kernel each step instead of replaying the step as a recorded "
       "CUDA Graph (for comparison)");
   r.flag("--explain", a.explain, "print the compiled plans and memory plans, then exit");
+  r.app
+      .add_option_function<std::vector<std::string>>(
+          "--sbp",
+          [&a](const std::vector<std::string>& hints) {
+            for (const std::string& h : hints) {
+              const size_t eq = h.find('=');
+              a.opts.sbpHints.push_back(eq == std::string::npos
+                                            ? std::pair{h, std::string()}
+                                            : std::pair{h.substr(0, eq), h.substr(eq + 1)});
+            }
+          },
+          "with --explain and --ranks N: spread node NODE by its SBP signature SIG, as "
+          "--explain lists them, e.g. 'fc1=B | S(0), S(0) -> S(1)' (repeatable)")
+      ->type_name("NODE=SIG")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   r.flag("--summary", a.summary,
          "print each node's output shape, parameters, FLOPs and activation memory, then exit");
 }

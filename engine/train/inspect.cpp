@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/compiler/sbp_plan.h"
+#include "engine/graph/blocks.h"
 #include "engine/io/safetensors.h"
 #include "engine/runtime/feeder.h"
 #include "engine/train/checkpoint.h"
@@ -85,7 +87,19 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
                          ? " (all the training samples; a batch is never larger)"
                          : std::string()) +
                     "\n";
-  return (*tp)->explain() + "\n" + (*ep)->explain() + "\n" + fit;
+  std::string parallel;
+  if (opts.comm && opts.comm->size() > 1) {  // how the forward graph spreads over the ranks
+    auto flat = inlineBlocks(setup->project.model());
+    if (!flat) return flat.error();
+    auto g = buildGraph(*flat, batch * opts.comm->size());
+    if (!g) return g.error();
+    auto plan = planSbp(*g, opts.comm->size(), opts.sbpHints);
+    if (!plan) return plan.error();
+    parallel = plan->explain(*g);
+  } else if (!opts.sbpHints.empty()) {
+    return makeError("--sbp spreads nodes over ranks: give --ranks N too");
+  }
+  return (*tp)->explain() + "\n" + (*ep)->explain() + "\n" + fit + parallel;
 }
 
 Result<Predictions> predict(const proto::Project& project, const TrainOptions& opts,

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "engine/data/dataset.h"
 #include "engine/proto/events.pb.h"
@@ -36,6 +37,8 @@ struct TrainOptions {
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)
+  // Nodes spread by a chosen SBP signature (--sbp NODE=SIG): --explain's parallel plan.
+  std::vector<std::pair<std::string, std::string>> sbpHints;
   // Optional compiler passes left out (--disable-pass), by name.
   std::set<std::string> disabledPasses;
   // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched

@@ -6,8 +6,10 @@
 // reference on the whole, at 2 and 4 ranks wherever the shapes divide.
 #include <QtTest>
 
+#include "engine/compiler/sbp_plan.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/sbp.h"
+#include "model_text.h"
 #include "op_cases.h"
 
 using namespace netloom;
@@ -217,6 +219,53 @@ class TestSbp : public QObject {
     QVERIFY(std::find(texts.begin(), texts.end(), "S(0) | B, B -> S(0)") != texts.end());
     QVERIFY(std::find(texts.begin(), texts.end(), "B | S(0), S(0) -> S(1)") != texts.end());
     QVERIFY(std::find(texts.begin(), texts.end(), "S(1) | S(1), P -> P") != texts.end());
+  }
+
+  // The plan of an MLP: data parallel by default, nothing moved; column then row
+  // parallel where hinted (Megatron's pair), the input gathered for the first and the
+  // partial sum reduce-scattered back to the batch split for the tanh after it; hints
+  // that name nothing, or what does not divide, are refused naming the node.
+  void plansMoveTheFewestBytes() {
+    using namespace testutil;
+    const std::string body =
+        input("x", "8") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 16)) +
+        node("act1", "Tanh", "fc1") + node("fc2", "Linear", "act1", intAttr("out_features", 16)) +
+        node("act2", "Tanh", "fc2") + node("out", "Linear", "act2", intAttr("out_features", 4)) +
+        node("loss", "SoftmaxCrossEntropy", "out,label");
+    auto g = buildGraph(model(body), 32);
+    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+    auto data = planSbp(*g, 2);
+    QVERIFY2(data.ok(), data.ok() ? "" : data.error().message.c_str());
+    QCOMPARE(data->bytesPerStep(), int64_t(0));
+    QCOMPARE(data->sbp.at(g->findNode("fc2")->outputs[0]).str(), std::string("S(0)"));
+    QCOMPARE(data->sbp.at(g->findNode("fc2")->inputs[1]).str(), std::string("B"));
+
+    auto megatron =
+        planSbp(*g, 2, {{"fc1", "B | S(0), S(0) -> S(1)"}, {"fc2", "S(1) | S(1), P -> P"}});
+    QVERIFY2(megatron.ok(), megatron.ok() ? "" : megatron.error().message.c_str());
+    QCOMPARE(megatron->sbp.at(g->findNode("act1")->outputs[0]).str(), std::string("S(1)"));
+    QCOMPARE(megatron->sbp.at(g->findNode("fc2")->inputs[1]).str(), std::string("S(1)"));
+    QCOMPARE(int(megatron->boxings.size()), 2);
+    QCOMPARE(megatron->boxings[0].box.str(), std::string("all-gather"));
+    QCOMPARE(megatron->boxings[0].box.bytesPerRank, int64_t(32 * 8 * 4 / 2));
+    QCOMPARE(megatron->boxings[1].box.str(), std::string("reduce-scatter"));
+    QCOMPARE(megatron->boxings[1].box.bytesPerRank, int64_t(32 * 16 * 4 / 2));
+    const std::string text = megatron->explain(*g);
+    QVERIFY2(text.find("fc1: S(1) 32×(16/2)") != std::string::npos, text.c_str());
+
+    auto unknown = planSbp(*g, 2, {{"fc9", "B"}});
+    QVERIFY(!unknown.ok() && unknown.error().message.find("'fc9'") != std::string::npos);
+    auto wrong = planSbp(*g, 2, {{"act1", "P -> P"}});
+    QVERIFY(!wrong.ok());
+    QVERIFY2(wrong.error().message.find(
+                 "node 'act1': has no signature 'P -> P'; it takes: B -> B") != std::string::npos,
+             wrong.error().message.c_str());
+    auto odd = planSbp(*g, 3, {{"fc1", "B | S(0), S(0) -> S(1)"}});
+    QVERIFY(!odd.ok());
+    QVERIFY2(
+        odd.error().message.find("node 'fc1': S(1): axis 1 of 32×16 (16) does not divide by 3") !=
+            std::string::npos,
+        odd.error().message.c_str());
   }
 };
 

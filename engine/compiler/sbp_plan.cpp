@@ -1,0 +1,132 @@
+#include "engine/compiler/sbp_plan.h"
+
+#include <set>
+
+namespace netloom {
+
+namespace {
+
+// A loss or metric over batch-split inputs: each rank's own mean, partial.
+std::vector<SbpSignature> reportSignatures(const SbpCtx& c) {
+  std::vector<SbpSignature> out{
+      {std::vector<Sbp>(c.in.size()), {}, std::vector<Sbp>(c.out.size())}};
+  out.push_back({std::vector<Sbp>(c.in.size(), Sbp::split(0)),
+                 {},
+                 std::vector<Sbp>(c.out.size(), Sbp::partial())});
+  return out;
+}
+
+bool divides(const SbpSignature& s, const SbpCtx& c, int ranks) {
+  for (size_t k = 0; k < s.in.size() && k < c.in.size(); ++k)
+    if (!localShape(c.in[k], s.in[k], ranks)) return false;
+  for (size_t k = 0; k < s.params.size() && k < c.params.size(); ++k)
+    if (!localShape(c.params[k], s.params[k], ranks)) return false;
+  for (size_t k = 0; k < s.out.size() && k < c.out.size(); ++k)
+    if (!localShape(c.out[k], s.out[k], ranks)) return false;
+  return true;
+}
+
+std::string listed(const std::vector<SbpSignature>& sigs) {
+  std::string s;
+  for (const SbpSignature& x : sigs) s += (s.empty() ? "" : "; ") + x.str();
+  return s;
+}
+
+}  // namespace
+
+int64_t SbpPlan::bytesPerStep() const {
+  int64_t total = 0;
+  for (const SbpBoxingStep& b : boxings) total += b.box.bytesPerRank;
+  return total;
+}
+
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints) {
+  std::map<std::string, std::string> wanted;
+  for (const auto& [node, sig] : hints) {
+    if (!g.findNode(node))
+      return makeError("an SBP hint names node '" + node + "', which the model has not");
+    wanted[node] = sig;
+  }
+  SbpPlan plan;
+  plan.ranks = ranks;
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (n.backward) continue;
+    SbpCtx c{n.attrs, {}, {}, {}};
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      (int(k) < n.numDataInputs() ? c.in : c.params).push_back(g.values[n.inputs[k]].desc.shape);
+    for (ValueId v : n.outputs) c.out.push_back(g.values[v].desc.shape);
+    std::vector<SbpSignature> sigs;
+    if (n.op->external)  // data: split by the batch where it divides
+      sigs = {{{}, {}, std::vector<Sbp>(c.out.size(), Sbp::split(0))},
+              {{}, {}, std::vector<Sbp>(c.out.size())}};
+    else if (n.op->role == OpRole::Loss || n.op->role == OpRole::Metric)
+      sigs = reportSignatures(c);
+    else
+      sigs = sbpSignatures(*n.op, c);
+    const auto hint = wanted.find(n.name);
+    const SbpSignature* best = nullptr;
+    int64_t bestCost = 0;
+    for (const SbpSignature& s : sigs) {
+      if (hint != wanted.end() && s.str() != hint->second) continue;
+      if (!divides(s, c, ranks)) {
+        if (hint == wanted.end()) continue;
+        for (size_t k = 0; k < s.out.size(); ++k)
+          if (auto l = localShape(c.out[k], s.out[k], ranks); !l)
+            return makeError("node '" + n.name + "': " + l.error().message);
+        return makeError("node '" + n.name + "': signature " + s.str() + " does not divide by " +
+                         std::to_string(ranks) + " ranks");
+      }
+      int64_t cost = 0;
+      for (int k = 0; k < n.numDataInputs(); ++k)
+        cost += boxing(plan.sbp[n.inputs[size_t(k)]], s.in[size_t(k)],
+                       g.values[n.inputs[size_t(k)]].desc, ranks)
+                    .bytesPerRank;
+      if (!best || cost < bestCost) best = &s, bestCost = cost;
+    }
+    if (!best)
+      return makeError(
+          "node '" + n.name + "': " +
+          (hint != wanted.end()
+               ? "has no signature '" + hint->second + "'; it takes: " + listed(sigs)
+               : std::string("no signature of it divides by ") + std::to_string(ranks) + " ranks"));
+    for (int k = 0; k < n.numDataInputs(); ++k) {
+      const ValueId v = n.inputs[size_t(k)];
+      const Boxing b = boxing(plan.sbp[v], best->in[size_t(k)], g.values[v].desc, ranks);
+      if (b.kind != Boxing::Kind::None)
+        plan.boxings.push_back({v, NodeId(id), plan.sbp[v], best->in[size_t(k)], b});
+    }
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (int(k) >= n.numDataInputs())
+        plan.sbp[n.inputs[k]] = best->params[k - size_t(n.numDataInputs())];
+    for (size_t k = 0; k < n.outputs.size(); ++k) plan.sbp[n.outputs[k]] = best->out[k];
+    plan.signature[NodeId(id)] = *best;
+  }
+  return plan;
+}
+
+std::string SbpPlan::explain(const Graph& g) const {
+  std::string s =
+      "parallel plan at " + std::to_string(ranks) + " ranks (SBP per value, shape per rank):\n";
+  for (const auto& [id, sig] : signature) {
+    const Node& n = g.nodes[size_t(id)];
+    s += "  " + n.name + " (" + n.op->name + "): " + sig.str() + "\n";
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (int(k) < n.numDataInputs()) continue;
+      const Value& v = g.values[n.inputs[k]];
+      s += "    param " + v.name + ": " + describeLocal(v.desc.shape, sbp.at(n.inputs[k]), ranks) +
+           "\n";
+    }
+    for (ValueId out : n.outputs)
+      s += "    -> " + g.values[out].name + ": " +
+           describeLocal(g.values[out].desc.shape, sbp.at(out), ranks) + "\n";
+  }
+  for (const SbpBoxingStep& b : boxings)
+    s += "  boxing " + b.from.str() + " -> " + b.to.str() + " of " + g.values[b.value].name +
+         " for " + g.nodes[size_t(b.reader)].name + ": " + b.box.str() + ", " +
+         std::to_string(b.box.bytesPerRank) + " bytes per rank\n";
+  s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass\n";
+  return s;
+}
+
+}  // namespace netloom

@@ -1,0 +1,45 @@
+// How a model's forward graph spreads over `ranks` ranks: an SBP for every value and
+// a signature for every node, chosen in graph order, each the one that moves the
+// fewest bytes to its inputs (engine/graph/sbp.h's boxing), unless a hint names the
+// node's signature. Data enters split by the batch, S(0), as data parallelism has it;
+// parameters are laid out as the chosen signature needs, so they cost no boxing; a
+// loss or metric over batch-split inputs is each rank's own mean, a partial value
+// weighted by the rank's share of the batch (as the data-parallel step weights it).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/graph/graph.h"
+
+namespace netloom {
+
+// A node's signature picked by hand: the node's name and the signature's str()
+// ("B | S(0), S(0) -> S(1)").
+using SbpHint = std::pair<std::string, std::string>;
+
+struct SbpBoxingStep {
+  ValueId value = kNoValue;
+  NodeId reader = -1;
+  Sbp from, to;
+  Boxing box;
+};
+
+struct SbpPlan {
+  int ranks = 1;
+  std::map<ValueId, Sbp> sbp;                // every value the nodes read or write
+  std::map<NodeId, SbpSignature> signature;  // every node
+  std::vector<SbpBoxingStep> boxings;        // in graph order
+  int64_t bytesPerStep() const;              // the boxings' bytes, per rank
+  // Every node's signature, every value's SBP and per-rank shape, every boxing with
+  // its bytes.
+  std::string explain(const Graph& g) const;
+};
+
+// Errors name the node: a hint for a node that is not there, or naming a signature
+// the node does not have (listing those it has), or one whose split does not divide.
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {});
+
+}  // namespace netloom
