@@ -34,6 +34,29 @@ std::string listed(const std::vector<SbpSignature>& sigs) {
 
 }  // namespace
 
+Sbp gradientSbp(const Sbp& param) {
+  if (param.kind == Sbp::Kind::Broadcast) return Sbp::partial();
+  if (param.kind == Sbp::Kind::Partial) return Sbp::broadcast();
+  return param;
+}
+
+int64_t SbpPlan::gradientBytes(const Graph& g) const {
+  int64_t total = 0;
+  std::set<ValueId> seen;
+  for (const auto& [id, sig] : signature) {
+    const Node& n = g.nodes[size_t(id)];
+    for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      if (!seen.insert(v).second || gradientSbp(sbp.at(v)).kind != Sbp::Kind::Partial) continue;
+      Shape local = *localShape(g.values[v].desc.shape, sbp.at(v), ranks);
+      total += boxing(Sbp::partial(), Sbp::broadcast(),
+                      TensorDesc{local, g.values[v].desc.dtype, {}}, ranks)
+                   .bytesPerRank;
+    }
+  }
+  return total;
+}
+
 int64_t SbpPlan::bytesPerStep() const {
   int64_t total = 0;
   for (const SbpBoxingStep& b : boxings) total += b.box.bytesPerRank;
@@ -125,7 +148,9 @@ std::string SbpPlan::explain(const Graph& g) const {
     s += "  boxing " + b.from.str() + " -> " + b.to.str() + " of " + g.values[b.value].name +
          " for " + g.nodes[size_t(b.reader)].name + ": " + b.box.str() + ", " +
          std::to_string(b.box.bytesPerRank) + " bytes per rank\n";
-  s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass\n";
+  s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass" +
+       " (the backward pass moves as much again, each boxing's dual); the partial gradients " +
+       "summed each step: " + std::to_string(gradientBytes(g)) + " bytes per rank\n";
   return s;
 }
 

@@ -27,12 +27,19 @@ struct SbpBoxingStep {
   Boxing box;
 };
 
+// A parameter's gradient has the dual of its SBP (autodiff's rule): a broadcast
+// weight's gradient is partial on every rank and summed (all-reduce, the data-parallel
+// buckets), a split one's is split alike, and a partial one's is broadcast.
+Sbp gradientSbp(const Sbp& param);
+
 struct SbpPlan {
   int ranks = 1;
   std::map<ValueId, Sbp> sbp;                // every value the nodes read or write
   std::map<NodeId, SbpSignature> signature;  // every node
   std::vector<SbpBoxingStep> boxings;        // in graph order
   int64_t bytesPerStep() const;              // the boxings' bytes, per rank
+  // Bytes per rank a training step sums of the parameters' gradients (those partial).
+  int64_t gradientBytes(const Graph& g) const;
   // Every node's signature, every value's SBP and per-rank shape, every boxing with
   // its bytes.
   std::string explain(const Graph& g) const;

@@ -239,6 +239,11 @@ class TestSbp : public QObject {
     QCOMPARE(data->bytesPerStep(), int64_t(0));
     QCOMPARE(data->sbp.at(g->findNode("fc2")->outputs[0]).str(), std::string("S(0)"));
     QCOMPARE(data->sbp.at(g->findNode("fc2")->inputs[1]).str(), std::string("B"));
+    // Data parallel sums every gradient: 8·16+16 + 16·16+16 + 16·4+4 floats, all-reduced.
+    const int64_t params = (8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4) * 4;
+    QCOMPARE(data->gradientBytes(*g), 2 * params / 2);
+    QCOMPARE(gradientSbp(Sbp::broadcast()).str(), std::string("P"));
+    QCOMPARE(gradientSbp(Sbp::split(1)).str(), std::string("S(1)"));
 
     auto megatron =
         planSbp(*g, 2, {{"fc1", "B | S(0), S(0) -> S(1)"}, {"fc2", "S(1) | S(1), P -> P"}});
@@ -250,6 +255,11 @@ class TestSbp : public QObject {
     QCOMPARE(megatron->boxings[0].box.bytesPerRank, int64_t(32 * 8 * 4 / 2));
     QCOMPARE(megatron->boxings[1].box.str(), std::string("reduce-scatter"));
     QCOMPARE(megatron->boxings[1].box.bytesPerRank, int64_t(32 * 16 * 4 / 2));
+    // fc1's weight and bias and fc2's weight are split, so are their gradients, and
+    // nothing is summed of them; fc2's partial bias has a broadcast gradient; only the
+    // output layer, broadcast, has partial gradients to sum.
+    const int64_t summed = (16 * 4 + 4) * 4;  // the output layer, broadcast
+    QCOMPARE(megatron->gradientBytes(*g), 2 * summed / 2);
     const std::string text = megatron->explain(*g);
     QVERIFY2(text.find("fc1: S(1) 32×(16/2)") != std::string::npos, text.c_str());
 
