@@ -187,6 +187,20 @@ bool attentionFromOnnx(OnnxPatternCtx& c, OnnxPatternMatch& out) {
   return true;
 }
 
+// By batch or by heads: q, k, v, y and lse split alike, a mask split where it has that
+// axis and broadcast where it broadcasts along it.
+std::vector<SbpSignature> attentionSbp(const SbpCtx& c) {
+  const Sbp B = Sbp::broadcast();
+  std::vector<SbpSignature> out{{std::vector<Sbp>(c.in.size(), B), {}, {B, B}}};
+  for (int axis : {0, 1}) {
+    const Sbp s = Sbp::split(axis);
+    std::vector<Sbp> in{s, s, s};
+    if (c.in.size() > 3) in.push_back(c.in[3][size_t(axis)] == 1 ? B : s);
+    out.push_back({in, {}, {s, s}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void registerAttention(OpRegistry& r) {
@@ -205,19 +219,7 @@ void registerAttention(OpRegistry& r) {
                {"lse", "log-sum-exp of each query's scores", false, true}};
   d.attrs = attentionAttrs();
   d.infer = inferAttention;
-  // By batch or by heads: q, k, v, y and lse split alike, a mask split where it has
-  // that axis and broadcast where it broadcasts along it.
-  d.sbp = [](const SbpCtx& c) {
-    const Sbp B = Sbp::broadcast();
-    std::vector<SbpSignature> out{{std::vector<Sbp>(c.in.size(), B), {}, {B, B}}};
-    for (int axis : {0, 1}) {
-      const Sbp s = Sbp::split(axis);
-      std::vector<Sbp> in{s, s, s};
-      if (c.in.size() > 3) in.push_back(c.in[3][size_t(axis)] == 1 ? B : s);
-      out.push_back({in, {}, {s, s}});
-    }
-    return out;
-  };
+  d.sbp = attentionSbp;
   d.grad = [](GradBuilder& b) {
     std::vector<ValueId> in = {b.outGrad(0), b.input(0),  b.input(1),
                                b.input(2),   b.output(0), b.output(1)};

@@ -67,6 +67,13 @@ bool layerNormFromOnnx(OnnxImportCtx& c) {
   return true;
 }
 
+// Split outside the normalised trailing axes.
+std::vector<SbpSignature> layerNormSbp(const SbpCtx& c) {
+  std::vector<int> tail;
+  for (int64_t k = 1; k <= c.attrs.i("normalized_dims"); ++k) tail.push_back(-int(k));
+  return splitOutsideAxes(c, tail);
+}
+
 }  // namespace
 
 void registerLayerNorm(OpRegistry& r) {
@@ -87,11 +94,7 @@ void registerLayerNorm(OpRegistry& r) {
   d.params = [](const Attrs& a) {
     return a.b("affine") ? std::vector<std::string>{"weight", "bias"} : std::vector<std::string>{};
   };
-  d.sbp = [](const SbpCtx& c) {  // split outside the normalised trailing axes
-    std::vector<int> tail;
-    for (int64_t k = 1; k <= c.attrs.i("normalized_dims"); ++k) tail.push_back(-int(k));
-    return splitOutsideAxes(c, tail);
-  };
+  d.sbp = layerNormSbp;
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

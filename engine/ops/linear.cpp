@@ -95,6 +95,22 @@ bool importGemm(OnnxImportCtx& c) {
   return true;
 }
 
+// Data parallel (x split on a leading axis), column parallel (W split by output rows:
+// y split on its last axis) and row parallel (x and W split on the inputs: y partial,
+// the bias added on one rank only, as a partial summand).
+std::vector<SbpSignature> linearSbp(const SbpCtx& c) {
+  const Sbp B = Sbp::broadcast(), P = Sbp::partial();
+  const bool bias = c.params.size() > 1;
+  auto params = [&](Sbp w, Sbp b) { return bias ? std::vector<Sbp>{w, b} : std::vector<Sbp>{w}; };
+  std::vector<SbpSignature> out{{{B}, params(B, B), {B}}};
+  const int last = int(c.in[0].size()) - 1;
+  for (int axis = 0; axis < last; ++axis)
+    out.push_back({{Sbp::split(axis)}, params(B, B), {Sbp::split(axis)}});
+  out.push_back({{B}, params(Sbp::split(0), Sbp::split(0)), {Sbp::split(last)}});
+  out.push_back({{Sbp::split(last)}, params(Sbp::split(1), P), {P}});
+  return out;
+}
+
 }  // namespace
 
 void registerLinear(OpRegistry& r) {
@@ -118,21 +134,7 @@ void registerLinear(OpRegistry& r) {
     return a.b("bias") ? std::vector<std::string>{"weight", "bias"}
                        : std::vector<std::string>{"weight"};
   };
-  // Data parallel (x split on a leading axis), column parallel (W split by output
-  // rows: y split on its last axis) and row parallel (x and W split on the inputs:
-  // y partial, the bias added on one rank only, as a partial summand).
-  d.sbp = [](const SbpCtx& c) {
-    const Sbp B = Sbp::broadcast(), P = Sbp::partial();
-    const bool bias = c.params.size() > 1;
-    auto params = [&](Sbp w, Sbp b) { return bias ? std::vector<Sbp>{w, b} : std::vector<Sbp>{w}; };
-    std::vector<SbpSignature> out{{{B}, params(B, B), {B}}};
-    const int last = int(c.in[0].size()) - 1;
-    for (int axis = 0; axis < last; ++axis)
-      out.push_back({{Sbp::split(axis)}, params(B, B), {Sbp::split(axis)}});
-    out.push_back({{B}, params(Sbp::split(0), Sbp::split(0)), {Sbp::split(last)}});
-    out.push_back({{Sbp::split(last)}, params(Sbp::split(1), P), {P}});
-    return out;
-  };
+  d.sbp = linearSbp;
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;
