@@ -348,6 +348,29 @@ class TestCli : public QObject {
     QVERIFY(unfused.out.contains(QRegularExpression("chains +\\d+ -> \\d+: off")));
   }
 
+  // --explain --ranks N adds the parallel plan; --sbp picks a node's signature, and a
+  // hint that cannot be is refused naming the node, as --sbp without ranks is.
+  void explainPlansTheRanks() {
+    const QString spirals = project("spirals.nlproj");
+    Outcome data = runTrain({spirals, "--explain", "--ranks", "2"});
+    QVERIFY2(data.code == 0, qPrintable(data.err));
+    QVERIFY2(data.out.contains("parallel plan at 2 ranks"), qPrintable(data.out));
+    QVERIFY(data.out.contains("fc1 (Linear): S(0) | B, B -> S(0)"));
+    QVERIFY(data.out.contains("boxing in all: 0 bytes per rank"));
+    Outcome column =
+        runTrain({spirals, "--explain", "--ranks", "2", "--sbp", "fc1=B | S(0), S(0) -> S(1)"});
+    QVERIFY2(column.code == 0, qPrintable(column.err));
+    QVERIFY(column.out.contains("-> fc1: S(1) 64×(64/2)"));
+    QVERIFY(
+        column.out.contains("boxing S(0) -> B of point for fc1: all-gather, 256 bytes per rank"));
+    Outcome bad = runTrain({spirals, "--explain", "--ranks", "2", "--sbp", "act1=P -> P"});
+    QVERIFY(bad.code != 0);
+    QVERIFY2(bad.err.contains("node 'act1': has no signature 'P -> P'"), qPrintable(bad.err));
+    Outcome alone = runTrain({spirals, "--explain", "--sbp", "fc1=B"});
+    QVERIFY(alone.code != 0);
+    QVERIFY2(alone.err.contains("give --ranks N too"), qPrintable(alone.err));
+  }
+
   // The hold tests use to act on a run in progress: it holds after step N's event
   // until a line comes, and a stop (SIGTERM) ends it there cleanly.
   void holdsAtAStepUntilReleasedOrStopped() {
