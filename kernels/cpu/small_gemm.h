@@ -21,12 +21,12 @@ constexpr int rowsFor(int nv) {
   return nv >= 4 ? 4 : 8;
 }
 
-inline Vec load(const float* p) {
-  Vec v;
+// Through references, never by value: a vector argument or result changes the ABI
+// where the CPU lacks AVX-512, which GCC warns of.
+inline void load(Vec& v, const float* p) {
   std::memcpy(&v, p, sizeof v);
-  return v;
 }
-inline void store(float* p, Vec v) {
+inline void store(float* p, const Vec& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
@@ -40,11 +40,14 @@ inline void tile(const float* a, int64_t lda, const float* b, int64_t ldb, float
   for (int r = 0; r < kRows; ++r) {
     ar[r] = a + std::min(r, rows - 1) * lda;  // missing rows repeat the last, unstored
     for (int v = 0; v < NV; ++v)
-      acc[r][v] = add && r < rows ? load(c + r * ldc + v * kLanes) : Vec{};
+      if (add && r < rows)
+        load(acc[r][v], c + r * ldc + v * kLanes);
+      else
+        acc[r][v] = Vec{};
   }
   for (int64_t p = 0; p < k; ++p) {
     Vec bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = load(b + p * ldb + v * kLanes);
+    for (int v = 0; v < NV; ++v) load(bv[v], b + p * ldb + v * kLanes);
     for (int r = 0; r < kRows; ++r) {
       const float s = ar[r][p];
       for (int v = 0; v < NV; ++v) acc[r][v] += s * bv[v];
