@@ -57,6 +57,28 @@ int64_t SbpPlan::gradientBytes(const Graph& g) const {
   return total;
 }
 
+RankMemory SbpPlan::memory(const Graph& g, int stateCopies) const {
+  RankMemory m;
+  std::set<ValueId> params;
+  auto localBytes = [&](ValueId v) {
+    const TensorDesc& d = g.values[v].desc;
+    auto local = localShape(d.shape, sbp.at(v), ranks);
+    return numel(local ? *local : d.shape) * int64_t(dtypeSize(d.dtype));
+  };
+  for (const auto& [id, sig] : signature) {
+    const Node& n = g.nodes[size_t(id)];
+    for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k)
+      if (params.insert(n.inputs[k]).second) m.weights += localBytes(n.inputs[k]);
+    for (ValueId v : n.outputs) m.activations += localBytes(v);
+  }
+  m.gradients = m.weights;
+  m.optimizerState = m.weights * stateCopies;
+  for (const SbpBoxingStep& b : boxings)
+    m.boxing = std::max(m.boxing, numel(g.values[b.value].desc.shape) *
+                                      int64_t(dtypeSize(g.values[b.value].desc.dtype)));
+  return m;
+}
+
 int64_t SbpPlan::bytesPerStep() const {
   int64_t total = 0;
   for (const SbpBoxingStep& b : boxings) total += b.box.bytesPerRank;
@@ -151,6 +173,11 @@ std::string SbpPlan::explain(const Graph& g) const {
   s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass" +
        " (the backward pass moves as much again, each boxing's dual); the partial gradients " +
        "summed each step: " + std::to_string(gradientBytes(g)) + " bytes per rank\n";
+  const RankMemory m = memory(g, 2);
+  s += "  each rank holds: weights " + std::to_string(m.weights) + ", gradients " +
+       std::to_string(m.gradients) + ", Adam's state " + std::to_string(m.optimizerState) +
+       ", activations " + std::to_string(m.activations) + ", boxing buffers " +
+       std::to_string(m.boxing) + " bytes\n";
   return s;
 }
 

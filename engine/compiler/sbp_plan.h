@@ -32,6 +32,15 @@ struct SbpBoxingStep {
 // buckets), a split one's is split alike, and a partial one's is broadcast.
 Sbp gradientSbp(const Sbp& param);
 
+// What one rank holds under a plan, in bytes: its parts of the parameters, their
+// gradients and an optimizer's state (`stateCopies` tensors per parameter: 2 for
+// Adam, 1 for SGD with momentum), of every value the forward pass writes, and the
+// largest tensor a boxing builds whole.
+struct RankMemory {
+  int64_t weights = 0, gradients = 0, optimizerState = 0, activations = 0, boxing = 0;
+  int64_t total() const { return weights + gradients + optimizerState + activations + boxing; }
+};
+
 struct SbpPlan {
   int ranks = 1;
   std::map<ValueId, Sbp> sbp;                // every value the nodes read or write
@@ -40,8 +49,9 @@ struct SbpPlan {
   int64_t bytesPerStep() const;              // the boxings' bytes, per rank
   // Bytes per rank a training step sums of the parameters' gradients (those partial).
   int64_t gradientBytes(const Graph& g) const;
+  RankMemory memory(const Graph& g, int stateCopies) const;
   // Every node's signature, every value's SBP and per-rank shape, every boxing with
-  // its bytes.
+  // its bytes, and what a rank holds.
   std::string explain(const Graph& g) const;
 };
 

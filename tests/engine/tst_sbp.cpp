@@ -260,7 +260,17 @@ class TestSbp : public QObject {
     // output layer, broadcast, has partial gradients to sum.
     const int64_t summed = (16 * 4 + 4) * 4;  // the output layer, broadcast
     QCOMPARE(megatron->gradientBytes(*g), 2 * summed / 2);
+    // What a rank holds: the split layers' weights halved, the output layer's whole.
+    const RankMemory whole = data->memory(*g, 2), split = megatron->memory(*g, 2);
+    QCOMPARE(whole.weights, params);
+    QCOMPARE(whole.optimizerState, 2 * params);
+    QCOMPARE(split.weights, ((8 * 16 + 16 + 16 * 16) / 2 + 16 + 16 * 4 + 4) * 4);
+    QCOMPARE(split.boxing, int64_t(32 * 16 * 4));    // fc2's partial output, whole
+    QVERIFY(whole.activations < split.activations);  // fc2's output is held whole
     const std::string text = megatron->explain(*g);
+    QVERIFY2(text.find("each rank holds: weights " + std::to_string(split.weights) + ",") !=
+                 std::string::npos,
+             text.c_str());
     QVERIFY2(text.find("fc1: S(1) 32×(16/2)") != std::string::npos, text.c_str());
 
     auto unknown = planSbp(*g, 2, {{"fc9", "B"}});
