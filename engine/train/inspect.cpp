@@ -93,7 +93,12 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
     if (!flat) return flat.error();
     auto g = buildGraph(*flat, batch * opts.comm->size());
     if (!g) return g.error();
-    auto plan = planSbp(*g, opts.comm->size(), opts.sbpHints);
+    // The project's hints, then --sbp's (a node given twice takes the later).
+    std::vector<SbpHint> hints;
+    for (const proto::SbpHint& h : setup->project.train().distributed().sbp())
+      hints.push_back({h.node(), h.signature()});
+    hints.insert(hints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
+    auto plan = planSbp(*g, opts.comm->size(), hints);
     if (!plan) return plan.error();
     parallel = plan->explain(*g);
   } else if (!opts.sbpHints.empty()) {

@@ -369,6 +369,23 @@ class TestCli : public QObject {
     Outcome alone = runTrain({spirals, "--explain", "--sbp", "fc1=B"});
     QVERIFY(alone.code != 0);
     QVERIFY2(alone.err.contains("give --ranks N too"), qPrintable(alone.err));
+
+    // The project's hints (train.distributed.sbp) plan alike; --sbp overrides a node's.
+    QFile f(spirals);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QString text = QString::fromUtf8(f.readAll());
+    text.replace("\ntrain {",
+                 "\ntrain {\n  distributed { sbp { node: \"fc1\" signature: "
+                 "\"B | S(0), S(0) -> S(1)\" } }");
+    QTemporaryDir dir;
+    const QString hinted = writeProject(dir, "hinted.nlproj", text);
+    Outcome saved = runTrain({hinted, "--explain", "--ranks", "2"});
+    QVERIFY2(saved.code == 0, qPrintable(saved.err));
+    QVERIFY2(saved.out.contains("-> fc1: S(1) 64×(64/2)"), qPrintable(saved.out));
+    Outcome over =
+        runTrain({hinted, "--explain", "--ranks", "2", "--sbp", "fc1=S(0) | B, B -> S(0)"});
+    QVERIFY2(over.code == 0, qPrintable(over.err));
+    QVERIFY(over.out.contains("-> fc1: S(0) (64/2)×64"));
   }
 
   // The hold tests use to act on a run in progress: it holds after step N's event
