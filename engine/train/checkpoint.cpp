@@ -241,7 +241,7 @@ Result<LoadedCheckpoint> readCheckpoint(const std::string& dir) {
   auto pos = positionFromJson(*json, c.seed, manifestPath);
   if (!pos) return pos.error();
   c.position = *pos;
-  auto tensors = readSafetensors((folder / kStateFile).string());
+  auto tensors = readSafetensors((folder / kStateFile).string(), &c.metadata);
   if (!tensors) return tensors.error();
   c.tensors = std::move(*tensors);
   return c;
@@ -276,8 +276,10 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
   return {};
 }
 
-Status loadModelWeights(ParamStore& store, const std::string& path) {
+Status loadModelWeights(ParamStore& store, const std::string& path,
+                        std::map<std::string, std::string>* metadata) {
   std::vector<NamedTensor> weights;
+  std::map<std::string, std::string> found;
   if (fs::is_directory(path)) {
     auto ckpt = readCheckpoint(path);
     if (!ckpt) return ckpt.error();
@@ -286,11 +288,13 @@ Status loadModelWeights(ParamStore& store, const std::string& path) {
       if (e && (e->kind == ValueKind::Param || e->kind == ValueKind::Buffer))
         weights.push_back(std::move(t));
     }
+    found = std::move(ckpt->metadata);
   } else {
-    auto tensors = readSafetensors(path);
+    auto tensors = readSafetensors(path, &found);
     if (!tensors) return tensors.error();
     weights = std::move(*tensors);
   }
+  if (metadata) *metadata = std::move(found);
   return store.importParams(weights, path);
 }
 

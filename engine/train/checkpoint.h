@@ -41,6 +41,7 @@ struct LoadedCheckpoint {
   RunPosition position;
   uint64_t seed = 0;
   std::vector<NamedTensor> tensors;
+  std::map<std::string, std::string> metadata;  // of its tensor file (dataMetadata)
 };
 
 // What a weights file or checkpoint says of the data beside its tensors: a language
@@ -83,8 +84,10 @@ Result<LoadedCheckpoint> readCheckpoint(const std::string& dir);
 Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt);
 
 // Loads a model's parameters and buffers, not its optimizer state, from a weights
-// file (--save-weights) or a checkpoint folder (a run still going) into `store`.
-Status loadModelWeights(ParamStore& store, const std::string& path);
+// file (--save-weights) or a checkpoint folder (a run still going) into `store`;
+// `metadata`, when given, receives the file's (a language model's vocabulary).
+Status loadModelWeights(ParamStore& store, const std::string& path,
+                        std::map<std::string, std::string>* metadata = nullptr);
 
 // Every persistent tensor of the store, for a checkpoint.
 std::vector<NamedTensor> exportState(const ParamStore& store);

@@ -8,7 +8,6 @@
 #include "engine/compiler/compile.h"
 #include "engine/data/dataset.h"
 #include "engine/graph/blocks.h"
-#include "engine/io/safetensors.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/heads.h"
 #include "kernels/core/rng.h"
@@ -81,34 +80,6 @@ Result<int64_t> decodeModel(const proto::Project& p, proto::ModelDef& m, std::st
   return context;
 }
 
-struct WeightsFile {
-  std::string path;
-  std::vector<NamedTensor> tensors;
-  std::optional<RecordedVocab> vocab;  // as training recorded it
-};
-
-Result<WeightsFile> readWeights(const std::string& path) {
-  WeightsFile w{path, {}, {}};
-  if (std::filesystem::is_directory(path))
-    w.path = (std::filesystem::path(path) / "state.safetensors").string();
-  std::map<std::string, std::string> metadata;
-  auto tensors = readSafetensors(w.path, &metadata);
-  if (!tensors) return tensors.error();
-  w.tensors = std::move(*tensors);
-  auto vocab = vocabFromMetadata(metadata, w.path);
-  if (!vocab) return vocab.error();
-  w.vocab = std::move(*vocab);
-  return w;
-}
-
-Status loadWeights(ParamStore& store, WeightsFile& w) {
-  std::vector<NamedTensor> wanted;
-  for (NamedTensor& t : w.tensors)
-    if (ParamStore::Entry* e = store.find(t.name); e && e->kind != ValueKind::State)
-      wanted.push_back(std::move(t));
-  return store.importParams(wanted, w.path);
-}
-
 }  // namespace
 
 Decoder::Decoder(std::unique_ptr<Impl> impl) : m(std::move(impl)) {}
@@ -121,23 +92,6 @@ Result<Decoder> Decoder::make(const proto::Project& project, const GenerateOptio
     return makeError(
         "generation needs a language model's project: its data is not text (data.text)");
   auto impl = std::make_unique<Impl>();
-  std::optional<WeightsFile> weights;
-  if (!opts.weights.empty()) {
-    auto w = readWeights(opts.weights);
-    if (!w) return w.error();
-    weights = std::move(*w);
-  }
-  // The vocabulary the weights were trained with, where they record it; else the
-  // project's (a weights file from before vocabularies were recorded).
-  if (weights && weights->vocab) {
-    impl->vocab = std::move(weights->vocab->tokens);
-    impl->bytes = weights->vocab->bytes;
-  } else {
-    auto vocab = vocabularyOf(project, opts.projectDir);
-    if (!vocab) return vocab.error();
-    impl->vocab = std::move(*vocab);
-    impl->bytes = project.data().text().vocabulary() == proto::TextSource::BYTE;
-  }
   proto::ModelDef model;
   std::string logits;
   auto context = decodeModel(project, model, logits);
@@ -156,8 +110,22 @@ Result<Decoder> Decoder::make(const proto::Project& project, const GenerateOptio
   if (!prog) return prog.error();
   impl->prog = std::move(*prog);
   impl->logits = impl->prog->graph.findValue(logits);
-  if (weights)
-    if (Status st = loadWeights(impl->store, *weights); !st) return st.error();
+  std::map<std::string, std::string> metadata;
+  if (!opts.weights.empty())
+    if (Status st = loadModelWeights(impl->store, opts.weights, &metadata); !st) return st.error();
+  // The vocabulary the weights were trained with, where they record it; else the
+  // project's (weights from before vocabularies were recorded, or none).
+  auto recorded = vocabFromMetadata(metadata, opts.weights);
+  if (!recorded) return recorded.error();
+  if (*recorded) {
+    impl->vocab = std::move((*recorded)->tokens);
+    impl->bytes = (*recorded)->bytes;
+  } else {
+    auto vocab = vocabularyOf(project, opts.projectDir);
+    if (!vocab) return vocab.error();
+    impl->vocab = std::move(*vocab);
+    impl->bytes = project.data().text().vocabulary() == proto::TextSource::BYTE;
+  }
   return Decoder(std::move(impl));
 }
 
