@@ -111,6 +111,9 @@ class GraphDocument : public QObject {
   // The placeable ops whose first input takes the tensor `from`:`fromPort` produces
   // (every op with an input while that shape is unknown), by name.
   std::vector<std::string> opsAccepting(NodeId from, int fromPort) const;
+  // The blocks a user may place: the project's (but one named like an op), then the
+  // library's it lacks.
+  std::vector<proto::ModelDef> placeableBlocks() const;
   // Whether `op` (given the project's blocks, for an instance) takes `source` on its
   // first input.
   static bool accepts(const TensorDesc& source, const OpDef& op,

@@ -105,10 +105,7 @@ void PaletteWidget::setBlocks(std::vector<OpDef> blocks) {
 
 std::vector<OpDef> paletteBlocks(const GraphDocument& doc) {
   std::vector<OpDef> out;
-  for (const std::string& name : doc.blockNames())
-    if (!OpRegistry::instance().find(name)) out.push_back(blockOp(*doc.block(name)));
-  for (const proto::ModelDef& b : libraryBlocks())
-    if (!doc.block(b.name())) out.push_back(blockOp(b));
+  for (const proto::ModelDef& b : doc.placeableBlocks()) out.push_back(blockOp(b));
   return out;
 }
 
