@@ -21,13 +21,6 @@ namespace {
 
 constexpr int kTitleHeight = 18;
 
-// A token as a label: quoted, with what does not print spelled out.
-QString tokenLabel(const std::string& token) {
-  QString t = QString::fromStdString(token);
-  t.replace('\n', "\\n").replace('\t', "\\t");
-  return "'" + t + "'";
-}
-
 }  // namespace
 
 HeatMap::HeatMap(QWidget* parent) : QWidget(parent) {

@@ -71,12 +71,9 @@ DatasetDialog::Preview previewText(const DataSplits& splits) {
     if (size_t(ids[size_t(i)]) < p.perClass.size()) ++p.perClass[size_t(ids[size_t(i)])];
   std::vector<int32_t> start(ids.begin(), ids.begin() + std::min<int64_t>(240, train.textEnd));
   p.excerpt = decodeTokens(start, train.vocab);
-  for (const std::string& token : train.vocab) {
-    QString shown = QString::fromStdString(token);
-    shown.replace('\n', "\\n").replace('\t', "\\t");
+  for (const std::string& token : train.vocab)
     p.classNames.push_back(train.byteVocab ? std::to_string(uint8_t(token[0]))
-                                           : "'" + shown.toStdString() + "'");
-  }
+                                           : tokenLabel(token).toStdString());
   return p;
 }
 
@@ -110,6 +107,12 @@ DatasetDialog::Preview load(const proto::DataDef& def, const std::string& dir,
   }
   measure(train, p);
   return p;
+}
+
+QLineEdit* namedEdit(const char* name) {
+  auto* e = new QLineEdit;
+  e->setObjectName(name);
+  return e;
 }
 
 }  // namespace
@@ -149,15 +152,10 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
   about->setWordWrap(true);
   m_pages->addWidget(about);
 
-  auto edit = [](const char* name) {
-    auto* e = new QLineEdit;
-    e->setObjectName(name);
-    return e;
-  };
-  m_idxTrainImages = edit("idxTrainImages");
-  m_idxTrainLabels = edit("idxTrainLabels");
-  m_idxTestImages = edit("idxTestImages");
-  m_idxTestLabels = edit("idxTestLabels");
+  m_idxTrainImages = namedEdit("idxTrainImages");
+  m_idxTrainLabels = namedEdit("idxTrainLabels");
+  m_idxTestImages = namedEdit("idxTestImages");
+  m_idxTestLabels = namedEdit("idxTestLabels");
   auto* idx = new QWidget;
   auto* idxForm = new QFormLayout(idx);
   const QString idxFilter = tr("IDX files (*-ubyte *-ubyte.gz *.idx *.gz);;All files (*)");
@@ -167,9 +165,9 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
   idxForm->addRow(tr("Test labels"), pathRow(m_idxTestLabels, false, idxFilter));
   m_pages->addWidget(idx);
 
-  m_csvTrain = edit("csvTrain");
-  m_csvTest = edit("csvTest");
-  m_csvLabel = edit("csvLabel");
+  m_csvTrain = namedEdit("csvTrain");
+  m_csvTest = namedEdit("csvTest");
+  m_csvLabel = namedEdit("csvLabel");
   m_csvTest->setPlaceholderText(tr("none: a fifth of the training file is held out"));
   m_csvLabel->setPlaceholderText(tr("its header name; empty: the last column"));
   m_csvHeader = new QCheckBox(tr("The first line names the columns"));
@@ -200,35 +198,7 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
     if (folder.exec() == QDialog::Accepted) accept();
   });
 
-  // Text: a UTF-8 file or a folder of them, read a character or a byte a token.
-  m_textPath = edit("textPath");
-  m_textPath->setPlaceholderText(tr("a UTF-8 text file, or a folder of them"));
-  m_textVocab = new QComboBox;
-  m_textVocab->setObjectName("textVocabulary");
-  m_textVocab->addItem(tr("Characters (built from the training text)"),
-                       int(proto::TextSource::CHAR));
-  m_textVocab->addItem(tr("Bytes (256 tokens, any file)"), int(proto::TextSource::BYTE));
-  m_textContext = new QSpinBox;
-  m_textContext->setObjectName("textContext");
-  m_textContext->setRange(2, 1 << 16);
-  m_textContext->setValue(128);
-  m_textContext->setToolTip(tr("Tokens per window: the model's input length"));
-  auto* text = new QWidget;
-  auto* textForm = new QFormLayout(text);
-  textForm->addRow(tr("Text"), pathRow(m_textPath, false, tr("Text files (*.txt);;All files (*)")));
-  auto* folder = new QPushButton(tr("Use a Folder…"));
-  textForm->addRow(QString(), folder);
-  textForm->addRow(tr("Tokens"), m_textVocab);
-  textForm->addRow(tr("Context"), m_textContext);
-  m_pages->addWidget(text);
-  connect(folder, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getExistingDirectory(this, tr("Choose"), projectDir());
-    if (path.isEmpty()) return;
-    m_textPath->setText(path);
-    reload();
-  });
-  connect(m_textVocab, &QComboBox::currentIndexChanged, this, &DatasetDialog::reload);
-  connect(m_textContext, &QSpinBox::editingFinished, this, &DatasetDialog::reload);
+  m_pages->addWidget(textPage());
 
   m_summary->setObjectName("datasetSummary");
   m_summary->setWordWrap(true);
@@ -277,6 +247,38 @@ DatasetDialog::DatasetDialog(editor::GraphDocument* doc, QWidget* parent)
 // A preview still loading holds only copies: it ends on its own, and its result is
 // dropped with the watcher.
 DatasetDialog::~DatasetDialog() = default;
+
+// Text: a UTF-8 file or a folder of them, read a character or a byte a token.
+QWidget* DatasetDialog::textPage() {
+  m_textPath = namedEdit("textPath");
+  m_textPath->setPlaceholderText(tr("a UTF-8 text file, or a folder of them"));
+  m_textVocab = new QComboBox;
+  m_textVocab->setObjectName("textVocabulary");
+  m_textVocab->addItem(tr("Characters (built from the training text)"),
+                       int(proto::TextSource::CHAR));
+  m_textVocab->addItem(tr("Bytes (256 tokens, any file)"), int(proto::TextSource::BYTE));
+  m_textContext = new QSpinBox;
+  m_textContext->setObjectName("textContext");
+  m_textContext->setRange(2, 1 << 16);
+  m_textContext->setValue(128);
+  m_textContext->setToolTip(tr("Tokens per window: the model's input length"));
+  auto* text = new QWidget;
+  auto* textForm = new QFormLayout(text);
+  textForm->addRow(tr("Text"), pathRow(m_textPath, false, tr("Text files (*.txt);;All files (*)")));
+  auto* folder = new QPushButton(tr("Use a Folder…"));
+  textForm->addRow(QString(), folder);
+  textForm->addRow(tr("Tokens"), m_textVocab);
+  textForm->addRow(tr("Context"), m_textContext);
+  connect(folder, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getExistingDirectory(this, tr("Choose"), projectDir());
+    if (path.isEmpty()) return;
+    m_textPath->setText(path);
+    reload();
+  });
+  connect(m_textVocab, &QComboBox::currentIndexChanged, this, &DatasetDialog::reload);
+  connect(m_textContext, &QSpinBox::editingFinished, this, &DatasetDialog::reload);
+  return text;
+}
 
 QWidget* DatasetDialog::pathRow(QLineEdit* edit, bool folder, const QString& filter) {
   auto* row = new QWidget;

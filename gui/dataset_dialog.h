@@ -85,7 +85,8 @@ class DatasetDialog : public QDialog {
 
  private:
   QWidget* pathRow(QLineEdit* edit, bool folder, const QString& filter);
-  void reload();  // loads the current choice off the GUI thread
+  QWidget* textPage();  // the Text source's page
+  void reload();        // loads the current choice off the GUI thread
   void showPreview(const Preview& p);
   QString projectDir() const;
 

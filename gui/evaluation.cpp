@@ -75,6 +75,12 @@ void showAsThumbnails(QListWidget* list, int icon) {
       QSize(std::max(icon + 16, fm.averageCharWidth() * 15), icon + 2 * fm.lineSpacing() + 12));
 }
 
+QString tokenLabel(const std::string& token) {
+  QString t = QString::fromStdString(token);
+  t.replace('\n', "\\n").replace('\t', "\\t");
+  return "'" + t + "'";
+}
+
 QImage sampleImage(const Dataset& d, int64_t index) {
   if ((d.bytes.empty() && d.files.empty()) || d.sampleShape.size() != 3) return {};
   int64_t c = d.sampleShape[0], h = d.sampleShape[1], w = d.sampleShape[2];

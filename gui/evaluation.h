@@ -36,6 +36,9 @@ Evaluation evaluate(const Predictions& p);
 // The k most probable classes of one sample, most probable first.
 std::vector<std::pair<int32_t, float>> topClasses(const float* probs, int32_t classes, int k);
 
+// A token as a label: quoted, with the characters that do not print spelled out.
+QString tokenLabel(const std::string& token);
+
 // A sample of an image dataset (channels × height × width, bytes) as an image;
 // null for other data.
 QImage sampleImage(const Dataset& d, int64_t index);
