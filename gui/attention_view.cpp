@@ -35,6 +35,15 @@ void HeatMap::setMap(const AttentionMap* map, int64_t head, QStringList queries,
   m_queries = std::move(queries);
   m_keys = std::move(keys);
   m_title = title;
+  // The cells drawn once, a pixel each; each paint only scales them.
+  m_image = QImage(int(map ? map->keys : 0), int(map ? map->queries : 0), QImage::Format_RGB32);
+  for (int64_t i = 0; map && i < map->queries; ++i)
+    for (int64_t j = 0; j < map->keys; ++j) {
+      // A square root spreads the small weights most rows are made of.
+      const double w = std::sqrt(std::clamp(double(map->at(head, i, j)), 0.0, 1.0));
+      m_image.setPixelColor(int(j), int(i),
+                            QColor::fromRgbF(float(1 - 0.85 * w), float(1 - 0.7 * w), 1.f));
+    }
   updateGeometry();
   update();
 }
@@ -75,12 +84,7 @@ void HeatMap::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.drawText(QRect(0, 0, width(), kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter, m_title);
   if (!m_map) return;
-  for (int64_t i = 0; i < m_map->queries; ++i)
-    for (int64_t j = 0; j < m_map->keys; ++j) {
-      // A square root spreads the small weights most rows are made of.
-      const double w = std::sqrt(std::clamp(double(m_map->at(m_head, i, j)), 0.0, 1.0));
-      p.fillRect(cellRect(i, j), QColor::fromRgbF(float(1 - 0.85 * w), float(1 - 0.7 * w), 1.f));
-    }
+  p.drawImage(grid(), m_image);  // scaled without smoothing: one block per cell
   p.setPen(palette().color(QPalette::Mid));
   p.drawRect(grid().adjusted(0, 0, -1, -1));
 }

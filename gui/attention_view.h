@@ -4,6 +4,7 @@
 // query and key (the tokens, or the patches' rows and columns) and the weight.
 #pragma once
 
+#include <QImage>
 #include <QWidget>
 #include <vector>
 
@@ -45,6 +46,7 @@ class HeatMap : public QWidget {
   int64_t m_head = 0;
   QStringList m_queries, m_keys;
   QString m_title;
+  QImage m_image;  // a pixel per cell
 };
 
 class AttentionView : public QWidget {

@@ -206,6 +206,11 @@ class TestGenerateAttention : public QObject {
     QVERIFY2(h->describe(h->cellRect(5, 15).center())
                  .contains("query patch 5 (row 1, column 1) → key patch 15 (row 3, column 3)"),
              qPrintable(h->describe(h->cellRect(5, 15).center())));
+    // Drawn: the cell's colour darkens with its weight (every weight of a ViT's row is
+    // above 0, and none is 1).
+    const QImage shot = h->grab().toImage();
+    const QColor cell = shot.pixelColor(h->cellRect(5, 15).center());
+    QVERIFY2(cell.red() < 255 && cell.blue() == 255, qPrintable(cell.name()));
     view.sample()->setValue(8);
     QVERIFY(!view.inspect().ok());
     QVERIFY(view.status()->text().contains("8 samples of the test split"));
