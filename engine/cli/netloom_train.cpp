@@ -126,6 +126,7 @@ struct Plan {
   std::unique_ptr<netloom::Communicator> comm;        // this rank's, in a job of processes
   std::shared_ptr<netloom::RendezvousStore> store;    // kept: rank 0 serves the others from it
   std::unique_ptr<netloom::ThreadRankJob> threadJob;  // ranks that are threads of this process
+  netloom::TensorGroups groups;                       // this rank's, under tensor parallelism
 };
 
 // --devices wins over the project's train.device, and is said to be unavailable
@@ -191,6 +192,7 @@ int printExplanation(Plan& p) {
   if (p.ranks > 1) {  // the plan of each rank, with its gradient buckets
     planned = netloom::planningRanks(p.ranks);
     p.a.opts.comm = planned.get();
+    netloom::makeTensorGroups(p.project, p.a.opts, p.groups);
   }
   auto text = netloom::explainTraining(p.project, p.a.opts);
   if (!text) return fail(2, p.a.project + ": " + text.error().message);
@@ -421,5 +423,6 @@ int main(int argc, char** argv) {
   }
   if (a.rank >= 0)
     if (auto rc = joinJob(p)) return *rc;
+  netloom::makeTensorGroups(p.project, a.opts, p.groups);
   return train(p);
 }

@@ -58,14 +58,15 @@ std::string describeExit(int status) {
 }
 
 // The worker's arguments: the job's, with this rank's place, and with what only rank
-// 0 writes taken from the others.
+// 0 writes taken from the others (but --save-weights: only rank 0 writes the file,
+// yet under tensor parallelism every rank gathers its parts of it).
 std::vector<std::string> workerArgs(const RankJob& job, int rank, const std::string& rendezvous,
                                     const std::string& rank0Events) {
   std::vector<std::string> out;
   for (size_t i = 0; i < job.args.size(); ++i) {
     const std::string& a = job.args[i];
     bool valued =
-        a == "--events" || a == "--summary-json" || a == "--save-weights" || a == "--threads";
+        a == "--events" || a == "--summary-json" || a == "--threads";
     if (valued) {
       ++i;  // its value too
       continue;
@@ -74,7 +75,7 @@ std::vector<std::string> workerArgs(const RankJob& job, int rank, const std::str
     out.push_back(a);
   }
   for (size_t i = 0; i + 1 < job.args.size(); ++i)
-    if (rank == 0 && (job.args[i] == "--summary-json" || job.args[i] == "--save-weights")) {
+    if (rank == 0 && job.args[i] == "--summary-json") {
       out.push_back(job.args[i]);
       out.push_back(job.args[i + 1]);
     }
@@ -388,8 +389,19 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
   return code;
 }
 
+void makeTensorGroups(const proto::Project& project, TrainOptions& opts, TensorGroups& held) {
+  const int tp = opts.tensorParallel > 0 ? opts.tensorParallel
+                                         : project.train().distributed().tensor_parallel();
+  if (!opts.comm || tp <= 1 || opts.comm->size() % tp != 0) return;
+  held = tensorGroups(*opts.comm, tp);
+  opts.tensorComm = held.tensor.get();
+  opts.dataComm = held.data.get();
+}
+
 ThreadRankJob::ThreadRankJob(int ranks, double timeoutSeconds)
-    : m_comms(threadRanks(ranks, timeoutSeconds)), m_errors(size_t(ranks)) {}
+    : m_comms(threadRanks(ranks, timeoutSeconds)),
+      m_groups(size_t(ranks)),
+      m_errors(size_t(ranks)) {}
 
 ThreadRankJob::~ThreadRankJob() {
   finish(true);
@@ -399,6 +411,7 @@ void ThreadRankJob::start(const proto::Project& project, const TrainOptions& opt
   for (size_t r = 1; r < m_comms.size(); ++r) {
     TrainOptions own = opts;
     own.comm = m_comms[r].get();
+    makeTensorGroups(project, own, m_groups[r]);
     m_threads.emplace_back([this, &project, own, r] {
       auto result = runTraining(project, own, [](const proto::TrainEvent&) {});
       if (!result) m_errors[r] = result.error().message;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/parallel/communicator.h"
 #include "engine/train/trainer.h"
 #include "kernels/core/communicator.h"
 
@@ -37,6 +38,12 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop);
 // (with rank0() as its communicator, printing and writing as a single run would);
 // start() trains ranks 1.. each on a thread of its own, which report nothing but
 // their errors.
+// Tensor parallelism's groups for this rank (opts.comm), where the run asks for them
+// (--tensor-parallel, else the project's train.distributed.tensor_parallel): made into
+// `held` and set in `opts`. Nothing where the run has one rank or no tensor groups;
+// a size that does not divide the ranks is left for the run to refuse.
+void makeTensorGroups(const proto::Project& project, TrainOptions& opts, TensorGroups& held);
+
 class ThreadRankJob {
  public:
   ThreadRankJob(int ranks, double timeoutSeconds);
@@ -51,6 +58,7 @@ class ThreadRankJob {
 
  private:
   std::vector<std::unique_ptr<Communicator>> m_comms;
+  std::vector<TensorGroups> m_groups;  // per rank, over its communicator
   std::vector<std::thread> m_threads;
   std::vector<std::string> m_errors;  // per rank
 };

@@ -147,6 +147,11 @@ void addParallel(Reader& r) {
   r.number("--thread-ranks", a.threadRanks, 1, 4096,
            "data parallel inside this process: N ranks, each a thread with its share of the "
            "cores (--threads: each rank's) and of every batch, summing in shared memory");
+  r.number("--tensor-parallel", a.opts.tensorParallel, 1, 4096,
+           "with --ranks or --thread-ranks: split each copy of the model over N ranks (tensor "
+           "parallelism, as --sbp and the project's hints say, the other layers splitting "
+           "their weights where they can); the copies train data-parallel (over "
+           "train.distributed.tensor_parallel)");
   // Set by the launcher of a job's ranks, not by hand.
   for (auto* o : {r.app.add_option("--rendezvous", a.rendezvous),
                   r.app.add_option("--rank-address", a.rankAddress)})
@@ -197,7 +202,7 @@ void addCompiler(Reader& r) {
                                             : std::pair{h.substr(0, eq), h.substr(eq + 1)});
             }
           },
-          "with --explain and --ranks N: spread node NODE by its SBP signature SIG, as "
+          "with --ranks N: spread node NODE by its SBP signature SIG, as "
           "--explain lists them, e.g. 'fc1=B | S(0), S(0) -> S(1)' (repeatable)")
       ->type_name("NODE=SIG")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

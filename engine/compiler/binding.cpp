@@ -6,24 +6,54 @@
 #include "engine/ops/internal_ops.h"
 #include "kernels/core/checked.h"
 #include "kernels/core/rng.h"
+#include "kernels/core/shard.h"
 
 namespace netloom {
 
 namespace {
 
-// The persistent tensor a node reads as `v`: v itself, or what autocast rounded into
-// v (the node's own weights, which its initialiser fills); else kNoValue.
+// The persistent tensor a node reads as `v`: v itself, or what autocast rounded or a
+// boxing laid out into v (the node's own weights, which its initialiser fills); else
+// kNoValue.
 ValueId persistentBehind(const Graph& g, ValueId v) {
   auto persistent = [&](ValueId u) {
     ValueKind k = g.values[u].kind;
     return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::State;
   };
-  if (persistent(v)) return v;
-  NodeId from = g.values[v].producer;
-  const OpDef* round = &internal_ops::roundHalf();
-  if (from >= 0 && g.nodes[from].op == round && persistent(g.nodes[from].inputs[0]))
-    return g.nodes[from].inputs[0];
+  for (int hops = 0; hops < 3; ++hops) {
+    if (persistent(v)) return v;
+    NodeId from = g.values[v].producer;
+    if (from < 0) return kNoValue;
+    const OpDef* op = g.nodes[size_t(from)].op;
+    if (op != &internal_ops::roundHalf() && op != &internal_ops::boxing()) return kNoValue;
+    v = g.nodes[size_t(from)].inputs[0];
+  }
   return kNoValue;
+}
+
+// A node's weights initialised as one rank would: whole, then each split one cut to
+// this rank's part.
+void initWeights(const Node& n, const std::vector<ParamStore::Entry*>& weights, uint64_t seed) {
+  std::vector<std::vector<float>> values;
+  std::vector<TensorRef> refs;
+  for (ParamStore::Entry* e : weights) {
+    const Shape& whole = e->shard.split() ? e->shard.full : e->desc.shape;
+    values.push_back(e->shard.split() ? std::vector<float>(size_t(numel(whole)))
+                                      : ParamStore::read(*e));
+    refs.push_back(TensorRef{values.back().data(), whole, DType::F32, DeviceId{}});
+  }
+  Rng rng(hashCombine(seed, nameHash(n.name)));
+  n.op->init(n.attrs, refs, rng);
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const ValueShard& sh = weights[k]->shard;
+    if (sh.split()) {
+      std::vector<float> part(size_t(weights[k]->numel()));
+      takePart(values[k].data(), sh.full, sh.sbp.axis, sh.index, sh.parts, part.data(),
+               sizeof(float));
+      values[k] = std::move(part);
+    }
+    ParamStore::write(*weights[k], values[k].data());
+  }
 }
 
 std::string described(const Value& v, int64_t bytes) {
@@ -52,6 +82,7 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
                          shapeToString(val.desc.shape) + " in " + layoutName(val.desc));
       }
       if (!existed) fresh.insert(val.name);
+      e->shard = val.shard;
       p.refs[v] = e->ref();
       if (weight) {
         weights.push_back(e);
@@ -59,17 +90,8 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
       }
     }
     if (!anyNew || !n.op->init) continue;
-    std::vector<std::vector<float>> values;
-    std::vector<TensorRef> refs;
-    for (ParamStore::Entry* e : weights) values.push_back(ParamStore::read(*e));
-    for (size_t k = 0; k < weights.size(); ++k)
-      refs.push_back(TensorRef{values[k].data(), weights[k]->desc.shape, DType::F32, DeviceId{}});
-    Rng rng(hashCombine(seed, nameHash(n.name)));
-    n.op->init(n.attrs, refs, rng);
-    for (size_t k = 0; k < weights.size(); ++k) {
-      ParamStore::write(*weights[k], values[k].data());
-      fresh.erase(weights[k]->name);
-    }
+    initWeights(n, weights, seed);
+    for (ParamStore::Entry* e : weights) fresh.erase(e->name);
   }
   return {};
 }

@@ -18,7 +18,8 @@ namespace {
 Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                                                   const CompileOptions& opts, ParamStore& store) {
   auto t0 = std::chrono::steady_clock::now();
-  auto built = buildGraph(model, opts.batch);
+  const int64_t parts = opts.tensorComm ? opts.tensorComm->size() : 1;
+  auto built = buildGraph(model, opts.batch * parts);  // the sbp pass cuts it to this rank's
   if (!built) return built.error();
   auto prog = std::make_unique<Program>();
   prog->graph = std::move(*built);
@@ -31,6 +32,8 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   c.context.device = &store.device();
   c.context.autocast = opts.precision != Precision::F32;
   c.context.comm = opts.comm;
+  c.context.tensorComm = opts.tensorComm;
+  c.context.dataComm = opts.dataComm;
   c.lower.budget = budgetOrThisProcess(opts.budget);
   // What the passes planned of the budget is given back unless the compile succeeds.
   struct GiveBack {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compiler/sbp_plan.h"
 #include "engine/runtime/program.h"
 #include "engine/util/memory_budget.h"
 #include "kernels/core/communicator.h"
@@ -65,6 +66,14 @@ struct CompileOptions {
   // `comm`'s ranks in buckets of about these sizes (insertGradientBuckets), and the
   // loss gradient's seed is StepContext::lossWeight. Null or one rank: none of it.
   Communicator* comm = nullptr;
+  // Tensor parallelism (the "sbp" pass): the model is planned over `tensorComm`'s
+  // ranks at `batch` × its size (engine/compiler/sbp_plan.h), the hints first, the
+  // others splitting their weights where they can; each rank compiles its parts, the
+  // boxings between them, and sums its split parameters' gradients over `dataComm`
+  // (the ranks holding the same parts). Null or one rank: none of it.
+  Communicator* tensorComm = nullptr;
+  Communicator* dataComm = nullptr;
+  std::vector<SbpHint> sbpHints;
   int64_t firstBucketBytes = int64_t(1) << 20;
   int64_t bucketBytes = int64_t(25) << 20;
 };

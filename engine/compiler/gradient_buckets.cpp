@@ -6,7 +6,8 @@
 namespace netloom {
 
 std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<ValueId, ValueId>& grads,
-                                                  int64_t firstBytes, int64_t bytes) {
+                                                  int64_t firstBytes, int64_t bytes,
+                                                  const std::string& group) {
   std::map<ValueId, ValueId> paramOf;  // gradient -> parameter
   for (const auto& [param, grad] : grads) paramOf[grad] = param;
   // The gradients in the order they are written, each with its writer.
@@ -38,7 +39,8 @@ std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<Value
     if (last) startsAfter[written[k].second].push_back(buckets.size() - 1);
   }
   for (size_t b = 0; b < buckets.size(); ++b)
-    buckets[b].name = "bucket " + std::to_string(b) + " (" + buckets[b].params.front() +
+    buckets[b].name = std::string(group == "all" ? "" : group + " ") + "bucket " +
+                      std::to_string(b) + " (" + buckets[b].params.front() +
                       (buckets[b].params.size() > 1 ? " .. " + buckets[b].params.back() : "") + ")";
   const OpDef* start = &internal_ops::bucketStart();
   const OpDef* wait = &internal_ops::bucketWait();
@@ -49,6 +51,7 @@ std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<Value
     n.backward = true;
     n.origin = buckets[b].params.front();
     n.attrs.set("bucket", buckets[b].name);
+    n.attrs.set("group", group);
     n.inputs = members[b];
     g.addNode(std::move(n));  // no outputs: inference cannot fail
   };

@@ -27,6 +27,7 @@ Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
       v.name = g.values[param].name + "." + suffix;
       v.kind = ValueKind::State;
       v.desc = g.values[param].desc;
+      v.shard = g.values[param].shard;  // split as its parameter is
       n.inputs.push_back(g.addValue(std::move(v)));
     };
     if (sgd) {

@@ -148,6 +148,7 @@ std::string passKey(const std::string& name);
 // Each pass of the standard pipelines (engine/compiler/passes/*.cpp).
 std::unique_ptr<Pass> kvCachePass();
 std::unique_ptr<Pass> outputsPass();
+std::unique_ptr<Pass> sbpPass();
 std::unique_ptr<Pass> foldingPass();
 std::unique_ptr<Pass> fusionPass();
 std::unique_ptr<Pass> autocastPass();

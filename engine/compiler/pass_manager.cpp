@@ -88,7 +88,7 @@ void PassManager::add(Pipeline p, std::unique_ptr<Pass> pass) {
 
 PassManager PassManager::standard() {
   PassManager m;
-  for (auto* make : {kvCachePass, outputsPass, foldingPass, fusionPass, autocastPass, autodiffPass,
+  for (auto* make : {kvCachePass, outputsPass, sbpPass, foldingPass, fusionPass, autocastPass, autodiffPass,
                      gradientBucketsPass, optimizerPass, deadCodePass, chainsPass, layoutsPass})
     m.add(Pipeline::Rewrite, make());
   for (auto* make : {valuesPass, inPlacePass, buffersPass, kernelsPass, memoryPass, allocatePass,

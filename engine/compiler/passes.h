@@ -69,8 +69,11 @@ struct GradientBucket {
   std::vector<std::string> params;
   int64_t bytes = 0;
 };
+// `group` "data": summed over the ranks that hold the same parts (tensor
+// parallelism's split parameters), named apart from those summed over all.
 std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<ValueId, ValueId>& grads,
-                                                  int64_t firstBytes, int64_t bytes);
+                                                  int64_t firstBytes, int64_t bytes,
+                                                  const std::string& group = "all");
 
 // Loss scaling's state (fn::LossScale), as it is stored with the optimizer state.
 constexpr const char* kLossScaleState = "loss_scale";

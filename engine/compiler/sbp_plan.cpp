@@ -26,6 +26,12 @@ bool divides(const SbpSignature& s, const SbpCtx& c, int ranks) {
   return true;
 }
 
+bool splitsParams(const SbpSignature& s) {
+  for (const Sbp& p : s.params)
+    if (p.isSplit()) return true;
+  return false;
+}
+
 std::string listed(const std::vector<SbpSignature>& sigs) {
   std::string s;
   for (const SbpSignature& x : sigs) s += (s.empty() ? "" : "; ") + x.str();
@@ -35,9 +41,7 @@ std::string listed(const std::vector<SbpSignature>& sigs) {
 }  // namespace
 
 Sbp gradientSbp(const Sbp& param) {
-  if (param.kind == Sbp::Kind::Broadcast) return Sbp::partial();
-  if (param.kind == Sbp::Kind::Partial) return Sbp::broadcast();
-  return param;
+  return dual(param);
 }
 
 int64_t SbpPlan::gradientBytes(const Graph& g) const {
@@ -85,7 +89,8 @@ int64_t SbpPlan::bytesPerStep() const {
   return total;
 }
 
-Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints) {
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints,
+                        bool splitWeights) {
   std::map<std::string, std::string> wanted;
   for (const auto& [node, sig] : hints) {
     if (!g.findNode(node))
@@ -110,10 +115,15 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& h
     else
       sigs = sbpSignatures(*n.op, c);
     const auto hint = wanted.find(n.name);
+    bool mustSplit = false;
+    if (splitWeights && hint == wanted.end())
+      for (const SbpSignature& s : sigs)
+        mustSplit = mustSplit || (splitsParams(s) && divides(s, c, ranks));
     const SbpSignature* best = nullptr;
     int64_t bestCost = 0;
     for (const SbpSignature& s : sigs) {
       if (hint != wanted.end() && s.str() != hint->second) continue;
+      if (mustSplit && !splitsParams(s)) continue;
       if (!divides(s, c, ranks)) {
         if (hint == wanted.end()) continue;
         for (size_t k = 0; k < s.out.size(); ++k)

@@ -57,6 +57,9 @@ struct SbpPlan {
 
 // Errors name the node: a hint for a node that is not there, or naming a signature
 // the node does not have (listing those it has), or one whose split does not divide.
-Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {});
+// `splitWeights` (tensor parallelism): a node with a signature that splits one of
+// its parameters takes one of those, the cheapest, unless a hint says otherwise.
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {},
+                        bool splitWeights = false);
 
 }  // namespace netloom

@@ -214,6 +214,9 @@ class BatchLoader {
     // sample counts once, and a rank without a share skips that batch.
     int rank = 0, ranks = 1;
     bool dropShort = true;
+    // Every rank's share the same (tensor parallelism, whose ranks run one step
+    // together): a last batch keeps a multiple of the ranks, the rest left out.
+    bool evenShares = false;
     Augmenter augment{};  // off by default; on for training batches only
   };
 

@@ -185,7 +185,8 @@ BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options op
     int64_t at = m_opts.skipSamples >= 0 ? m_opts.skipSamples : m_opts.skipBatches * global;
     for (; at < n; at += global) {
       int64_t size = std::min(global, n - at);
-      if (size < ranks && m_opts.dropShort) break;
+      if (m_opts.evenShares) size -= size % ranks;
+      if ((size < ranks && m_opts.dropShort) || size == 0) break;
       int64_t share = size / ranks, extra = size % ranks, r = m_opts.rank;
       int64_t count = share + (r < extra ? 1 : 0);
       if (count > 0) m_batches.push_back({at + r * share + std::min(r, extra), count, size});

@@ -31,6 +31,9 @@ struct Value {
   ValueKind kind = ValueKind::Activation;
   NodeId producer = -1;
   bool requiresGrad = false;  // depends on a parameter
+  // Under tensor parallelism (the "sbp" pass), how the value is spread over the
+  // ranks of its group; desc is this rank's part.
+  ValueShard shard;
 };
 
 struct Node {

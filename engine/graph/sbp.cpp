@@ -13,6 +13,12 @@ std::string Sbp::str() const {
   return "?";
 }
 
+Sbp dual(const Sbp& sbp) {
+  if (sbp.kind == Sbp::Kind::Broadcast) return Sbp::partial();
+  if (sbp.kind == Sbp::Kind::Partial) return Sbp::broadcast();
+  return sbp;
+}
+
 Result<Sbp> parseSbp(const std::string& text) {
   if (text == "B") return Sbp::broadcast();
   if (text == "P") return Sbp::partial();
@@ -119,6 +125,35 @@ std::vector<SbpSignature> splitOutsideAxes(const SbpCtx& c, const std::vector<in
     for (int a : axes) reduced = reduced || (a < 0 ? a + rank : a) == axis;
     if (!reduced) out.push_back(uniform(c, Sbp::split(axis), Sbp::broadcast(), Sbp::split(axis)));
   }
+  return out;
+}
+
+std::vector<SbpSignature> reshapeSignatures(const SbpCtx& c) {
+  std::vector<SbpSignature> out{uniform(c, Sbp::broadcast(), Sbp::broadcast(), Sbp::broadcast()),
+                                uniform(c, Sbp::partial(), Sbp::broadcast(), Sbp::partial())};
+  if (c.in.empty() || c.out.empty()) return out;
+  const Shape &x = c.in[0], &y = c.out[0];
+  int64_t before = 1;
+  for (size_t i = 0; i < x.size(); ++i) {
+    int64_t yBefore = 1;
+    for (size_t j = 0; j < y.size(); ++j) {
+      if (yBefore == before && y[j] > 1 && x[i] > 1) {
+        out.push_back({{Sbp::split(int(i))}, {}, {Sbp::split(int(j))}});
+        break;
+      }
+      yBefore *= y[j];
+      if (yBefore > before) break;
+    }
+    before *= x[i];
+  }
+  return out;
+}
+
+std::vector<SbpSignature> permuteSignatures(const SbpCtx& c, const std::vector<int64_t>& perm) {
+  std::vector<SbpSignature> out{uniform(c, Sbp::broadcast(), Sbp::broadcast(), Sbp::broadcast()),
+                                uniform(c, Sbp::partial(), Sbp::broadcast(), Sbp::partial())};
+  for (size_t j = 0; j < perm.size(); ++j)
+    out.push_back({{Sbp::split(int(perm[j]))}, {}, {Sbp::split(int(j))}});
   return out;
 }
 

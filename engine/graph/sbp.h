@@ -32,6 +32,20 @@ struct Sbp {
   bool operator!=(const Sbp& o) const { return !(*this == o); }
   std::string str() const;  // "S(1)", "B", "P"
 };
+// A gradient's SBP under a forward SBP (autodiff's rule, each collective's adjoint):
+// Broadcast's is Partial, Partial's Broadcast, a Split's the same Split.
+Sbp dual(const Sbp& sbp);
+
+// How a value of a compiled step is spread: its SBP over `parts` ranks, of which this
+// is part `index`, and the whole tensor's shape (the value's own desc is the part).
+// parts 1: the value is whole.
+struct ValueShard {
+  Sbp sbp;
+  Shape full;
+  int parts = 1, index = 0;
+  bool split() const { return parts > 1 && sbp.isSplit(); }
+};
+
 // "S(1)", "B" or "P"; an error names what was given.
 Result<Sbp> parseSbp(const std::string& text);
 
@@ -72,5 +86,12 @@ std::vector<SbpSignature> elementwiseSignatures(const SbpCtx& c, bool linear);
 // Signatures of an op that reduces along `axes` of input 0 (softmax, norms): split
 // along any other axis, or broadcast; its parameters broadcast.
 std::vector<SbpSignature> splitOutsideAxes(const SbpCtx& c, const std::vector<int>& axes);
+
+// Signatures of an op that reshapes input 0 into output 0 with its elements in order
+// (Reshape, Flatten): broadcast, partial, and a split of an input axis that maps onto
+// an output axis, the axes before each holding as many elements alike.
+std::vector<SbpSignature> reshapeSignatures(const SbpCtx& c);
+// Signatures of an op whose output axis i is input axis perm[i] (Transpose).
+std::vector<SbpSignature> permuteSignatures(const SbpCtx& c, const std::vector<int64_t>& perm);
 
 }  // namespace netloom

@@ -9,6 +9,7 @@ void registerAllOps(OpRegistry& r) {
   registerConstant(r);
   registerAutocast(r);
   registerCollectives(r);
+  registerBoxing(r);
   registerLinear(r);
   registerMatMul(r);
   registerReLU(r);

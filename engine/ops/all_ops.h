@@ -13,6 +13,7 @@ void registerConstant(OpRegistry& r);
 void registerDeclaredElementwise(OpRegistry& r);
 void registerAutocast(OpRegistry& r);
 void registerCollectives(OpRegistry& r);
+void registerBoxing(OpRegistry& r);
 void registerLinear(OpRegistry& r);
 void registerMatMul(OpRegistry& r);
 void registerReLU(OpRegistry& r);

@@ -13,7 +13,10 @@ void registerCollectives(OpRegistry& r) {
     d.role = OpRole::Internal;
     d.doc = doc;
     d.inputs = {{"grads", "the bucket's gradients, summed in place", true}};
-    d.attrs = {stringAttr("bucket", "", {}, "the bucket's name, the same on every rank")};
+    d.attrs = {stringAttr("bucket", "", {}, "the bucket's name, the same on every rank"),
+               stringAttr("group", "all", {"all", "data"},
+                          "the ranks it sums over: all, or (tensor parallelism) those holding "
+                          "the same parts")};
     d.mutates = {0};
     d.infer = [](InferCtx&) { return true; };
     return d;

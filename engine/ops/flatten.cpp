@@ -29,6 +29,7 @@ void registerFlatten(OpRegistry& r) {
     return true;
   };
   d.grad = ops::reshapeGradBack;
+  d.sbp = reshapeSignatures;
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     return TorchCtx::call("torch.flatten",
                           {c.arg("", pyInt(c.attrs().i("start_dim")), "start_dim")});

@@ -16,6 +16,9 @@ void registerInput(OpRegistry& r) {
       stringAttr("field", "x", {}, "which part of a sample it reads: 'x' (features) or 'label'"),
       stringAttr("dtype", "float32", {"float32", "int32"}, "element type; class labels are int32"),
   };
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+    a.set("__batch", out[0][0]);  // this rank's share of the batch
+  };
   d.infer = [](InferCtx& c) {
     Shape s{c.attrs.i("__batch", 1)};
     for (int64_t v : c.attrs.ints("shape")) s.push_back(v);

@@ -75,4 +75,9 @@ const OpDef& add() {
   return d;
 }
 
+const OpDef& boxing() {
+  static const OpDef& d = lookup(kBoxing);
+  return d;
+}
+
 }  // namespace netloom::internal_ops

@@ -21,6 +21,7 @@ inline constexpr const char* kPointwise = "Pointwise";
 inline constexpr const char* kSgdUpdate = "SgdUpdate";
 inline constexpr const char* kAdamUpdate = "AdamUpdate";
 inline constexpr const char* kAdd = "Add";
+inline constexpr const char* kBoxing = "Boxing";
 
 const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
 const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
@@ -36,5 +37,6 @@ const OpDef& pointwise();       // a chain of element-wise ops in one loop
 const OpDef& sgdUpdate();       // an SGD update
 const OpDef& adamUpdate();      // an Adam or AdamW update
 const OpDef& add();             // a sum of two tensors (gradients reaching a value twice)
+const OpDef& boxing();          // a value moved between SBP layouts (tensor parallelism)
 
 }  // namespace netloom::internal_ops

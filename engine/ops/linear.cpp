@@ -135,6 +135,9 @@ void registerLinear(OpRegistry& r) {
                        : std::vector<std::string>{"weight"};
   };
   d.sbp = linearSbp;
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+    a.set("out_features", out[0].back());
+  };
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

@@ -108,6 +108,10 @@ void registerReshape(OpRegistry& r) {
     return true;
   };
   d.grad = ops::reshapeGradBack;
+  d.sbp = reshapeSignatures;
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+    a.set("shape", std::vector<int64_t>(out[0].begin() + 1, out[0].end()));
+  };
   // The shape is per sample: the batch dimension stays in front.
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     return TorchCtx::expr("{0}.reshape({0}.shape[0], *{a0})",

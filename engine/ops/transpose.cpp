@@ -83,6 +83,7 @@ void registerTranspose(OpRegistry& r) {
     b.addGrad(0, b.emit("Transpose", {b.outGrad(0)}, a));
   };
   d.flops = [](const InferCtx&) { return int64_t(0); };
+  d.sbp = [](const SbpCtx& c) { return permuteSignatures(c, c.attrs.ints("perm")); };
   d.torch = [](const TorchCtx& c) -> Result<TorchLowering> {
     return TorchCtx::expr("{0}.permute(*{a0})",
                           {c.arg("", pyTuple(c.attrs().ints("perm")), "perm")});

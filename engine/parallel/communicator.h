@@ -49,6 +49,21 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
 // then throw CommError naming it, as do those that wait past `timeoutSeconds`.
 std::vector<std::unique_ptr<Communicator>> threadRanks(int size, double timeoutSeconds);
 
+// The ranks `members` (ranks of `all`, in the group's order) as a communicator of
+// their own, rank k being members[k]; its messages go over `all` with tags from
+// `tag` up. Over every rank in order it is `all` itself (not owned). Every member
+// makes it alike.
+std::unique_ptr<Communicator> subgroup(Communicator& all, std::vector<int> members, uint32_t tag);
+
+// Tensor parallelism over `tensorParallel` ranks (a divisor of all.size()): rank r's
+// tensor group is the run of ranks r/t·t .. r/t·t+t−1, which split the model between
+// them; its data group the ranks holding the same parts (r mod t, r mod t + t, ...),
+// which read different data and sum their split parameters' gradients.
+struct TensorGroups {
+  std::unique_ptr<Communicator> tensor, data;
+};
+TensorGroups tensorGroups(Communicator& all, int tensorParallel);
+
 // One rank alone: every collective leaves its data as it is.
 std::unique_ptr<Communicator> singleRank();
 

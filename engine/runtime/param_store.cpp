@@ -1,5 +1,7 @@
 #include "engine/runtime/param_store.h"
 
+#include "kernels/core/shard.h"
+
 #include <cassert>
 #include <cstring>
 #include <new>
@@ -131,16 +133,44 @@ Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const s
     if (t.dtype != DType::F32)
       return makeError(file + ": tensor '" + t.name + "' has dtype " + dtypeName(t.dtype) +
                        ", expected F32");
-    if (t.shape != e->desc.shape)
+    if (t.shape != wholeShape(*e))
       return makeError(file + ": tensor '" + t.name + "' has shape " + shapeToString(t.shape) +
-                       ", the model expects " + shapeToString(e->desc.shape));
+                       ", the model expects " + shapeToString(wholeShape(*e)));
     byName[t.name] = &t;
   }
   for (const auto& e : m_entries)
     if ((e->kind == ValueKind::Param || e->kind == ValueKind::Buffer) && !byName.count(e->name))
       return makeError(file + ": parameter '" + e->name + "' is missing");
-  for (auto& [name, t] : byName) write(*find(name), reinterpret_cast<const float*>(t->data.data()));
+  for (auto& [name, t] : byName)
+    writeWhole(*find(name), reinterpret_cast<const float*>(t->data.data()));
   return {};
+}
+
+void ParamStore::writeWhole(Entry& e, const float* whole) {
+  if (!e.shard.split()) return write(e, whole);
+  std::vector<float> part(size_t(e.numel()));
+  takePart(whole, e.shard.full, e.shard.sbp.axis, e.shard.index, e.shard.parts, part.data(),
+           sizeof(float));
+  write(e, part.data());
+}
+
+std::unique_ptr<ParamStore> ParamStore::gatherWhole(Communicator& parts) const {
+  auto out = std::make_unique<ParamStore>(cpuDevice());
+  for (const auto& e : m_entries) {
+    std::vector<float> values = read(*e);
+    if (e->shard.split()) {
+      std::vector<float> all(values.size() * size_t(parts.size()));
+      const int64_t bytes = int64_t(values.size() * sizeof(float));
+      parts.allgather(values.data(), all.data(), bytes);
+      values.assign(size_t(numel(e->shard.full)), 0.f);
+      for (int k = 0; k < parts.size(); ++k)
+        putPart(all.data() + size_t(k) * (all.size() / size_t(parts.size())), e->shard.full,
+                e->shard.sbp.axis, k, parts.size(), values.data(), sizeof(float));
+    }
+    Entry* whole = out->create(e->name, TensorDesc{wholeShape(*e), DType::F32, {}}, e->kind);
+    write(*whole, values.data());
+  }
+  return out;
 }
 
 }  // namespace netloom

@@ -11,6 +11,7 @@
 
 #include "engine/graph/graph.h"
 #include "engine/io/safetensors.h"
+#include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
 
 namespace netloom {
@@ -22,6 +23,8 @@ class ParamStore {
     TensorDesc desc;
     ValueKind kind = ValueKind::Param;
     DeviceBuffer buffer;  // numel floats on the store's device, in desc's layout
+    // Under tensor parallelism: this rank's part of the whole tensor (desc is the part).
+    ValueShard shard;
     int64_t numel() const { return netloom::numel(desc.shape); }
     float* data() const { return buffer.f32(); }
     TensorRef ref() const { return TensorRef{buffer.data(), desc.shape, desc.dtype, desc.device}; }
@@ -42,6 +45,15 @@ class ParamStore {
   static std::vector<float> read(const Entry& e);
   // Sets an entry from values in PyTorch's layout.
   static void write(Entry& e, const float* values);
+  // The whole tensor's shape, and an entry set from the whole tensor's values (this
+  // rank's part of them, under tensor parallelism).
+  static const Shape& wholeShape(const Entry& e) {
+    return e.shard.split() ? e.shard.full : e.desc.shape;
+  }
+  static void writeWhole(Entry& e, const float* whole);
+  // The store with every split tensor whole, on the host: the parts gathered over
+  // `parts`, the ranks they are split over. Every one of them calls it.
+  std::unique_ptr<ParamStore> gatherWhole(Communicator& parts) const;
   // An entry's values as stored (in its own layout), on the host, and back.
   static std::vector<float> stored(const Entry& e);
   static void setStored(Entry& e, const std::vector<float>& values);

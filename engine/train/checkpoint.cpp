@@ -261,10 +261,11 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
       return makeError(file + ": the checkpoint is of another model: it has no tensor '" + e->name +
                        "' (" + shapeToString(e->desc.shape) + ")");
     const NamedTensor& t = *it->second;
-    if (t.dtype != DType::F32 || t.shape != e->desc.shape)
+    const Shape& shape = ParamStore::wholeShape(*e);
+    if (t.dtype != DType::F32 || t.shape != shape)
       return makeError(file + ": the checkpoint is of another model: tensor '" + e->name + "' is " +
                        dtypeName(t.dtype) + " " + shapeToString(t.shape) +
-                       ", this model needs F32 " + shapeToString(e->desc.shape));
+                       ", this model needs F32 " + shapeToString(shape));
   }
   for (const NamedTensor& t : ckpt.tensors)
     if (!store.find(t.name) && !precisionOnly(t.name))
@@ -272,7 +273,7 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
                        "' is not part of this model");
   for (const auto& e : store.entries())
     if (auto it = byName.find(e->name); it != byName.end())
-      ParamStore::write(*e, reinterpret_cast<const float*>(it->second->data.data()));
+      ParamStore::writeWhole(*e, reinterpret_cast<const float*>(it->second->data.data()));
   return {};
 }
 

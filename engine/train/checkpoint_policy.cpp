@@ -30,8 +30,10 @@ bool CheckpointPolicy::due(Moment at, bool isBest) const {
 }
 
 Status CheckpointPolicy::write(const ParamStore& store, const RunReporter& reporter, bool best) {
+  std::unique_ptr<ParamStore> whole;  // split parts gathered, on every rank of the group
+  if (Communicator* parts = m_run.s.trainOpts.tensorComm) whole = store.gatherWhole(*parts);
   if (!m_run.writes()) return {};
-  auto path = m_writer.write(store, m_run.pos, m_run.s.seed);
+  auto path = m_writer.write(whole ? *whole : store, m_run.pos, m_run.s.seed);
   if (!path) return path.error();
   reporter.checkpoint(*path, m_run.pos.step);
   if (best) return m_writer.markBest(*path);

@@ -15,6 +15,7 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
     lo.rank = comm->rank();
     lo.ranks = comm->size();
     lo.dropShort = false;
+    lo.evenShares = cache.splitsModel();
   }
   BatchLoader loader(data, norm, lo);
   Batch b;

@@ -143,6 +143,28 @@ Status resolveWatches(Setup& s, const TrainOptions& opts) {
   return {};
 }
 
+// Tensor parallelism: the groups the launcher made, and the hints, the project's
+// first (a node given twice takes the later).
+Status resolveTensorParallel(CompileOptions& c, const proto::Distributed& dist,
+                             const TrainOptions& opts) {
+  const int tp = opts.tensorParallel > 0 ? opts.tensorParallel : dist.tensor_parallel();
+  const int ranks = opts.comm ? opts.comm->size() : 1;
+  if (tp <= 1 || ranks <= 1) return {};
+  const std::string field =
+      opts.tensorParallel > 0 ? "--tensor-parallel" : "train.distributed.tensor_parallel";
+  if (ranks % tp != 0)
+    return makeError(field + " " + std::to_string(tp) + " does not divide the " +
+                     std::to_string(ranks) + " ranks");
+  if (!opts.tensorComm || opts.tensorComm->size() != tp)
+    return makeError(field + " " + std::to_string(tp) + ": the ranks were started without " +
+                     "tensor groups of that size");
+  c.tensorComm = opts.tensorComm;
+  c.dataComm = opts.dataComm;
+  for (const proto::SbpHint& h : dist.sbp()) c.sbpHints.push_back({h.node(), h.signature()});
+  c.sbpHints.insert(c.sbpHints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
+  return {};
+}
+
 // How the training and evaluation programs are compiled.
 Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
   const proto::TrainDef& t = s.project.train();
@@ -164,6 +186,7 @@ Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
   if (dist.bucket_mb() > 0) c.bucketBytes = int64_t(dist.bucket_mb() * 1048576);
   c.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
+  if (Status st = resolveTensorParallel(c, dist, opts); !st) return st;
   s.evalOpts = c;
   c.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
   c.gradientNorms = opts.reportNorms;

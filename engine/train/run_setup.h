@@ -19,6 +19,9 @@ namespace netloom {
 // epoch may be short); all share one parameter store.
 class ProgramCache {
  public:
+  // Whether its programs split the model over a tensor group (every rank's batch
+  // the same size).
+  bool splitsModel() const { return m_base.tensorComm != nullptr; }
   ProgramCache(const proto::Project& p, CompileOptions base, ParamStore& store)
       : m_project(p), m_base(std::move(base)), m_store(store) {}
 

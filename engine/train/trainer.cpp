@@ -112,11 +112,13 @@ Status Fit::loadWeights() {
     m_run.pos = ckpt->position;
     s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
   }
-  if (m_run.comm) {
-    // Every rank starts from rank 0's weights and state.
+  // Every rank starts from rank 0's weights and state; under tensor parallelism,
+  // from those of the rank holding the same parts in the first group.
+  Communicator* same = s.trainOpts.tensorComm ? s.trainOpts.dataComm : m_run.comm;
+  if (same && same->size() > 1) {
     for (const auto& entry : m_store->entries()) {
       std::vector<float> values = ParamStore::read(*entry);
-      m_run.comm->broadcast(values.data(), int64_t(values.size() * sizeof(float)), 0);
+      same->broadcast(values.data(), int64_t(values.size() * sizeof(float)), 0);
       ParamStore::write(*entry, values.data());
     }
   }
@@ -178,6 +180,7 @@ BatchLoader::Options Fit::epochLoader() const {
   if (m_run.comm) {
     lo.rank = m_run.comm->rank();
     lo.ranks = m_run.comm->size();
+    lo.evenShares = s.trainOpts.tensorComm != nullptr;
   }
   return lo;
 }
@@ -399,12 +402,16 @@ Result<TrainSummary> Fit::finish() {
     sum.commWaitedSeconds = c.waitedSeconds;
   }
   const std::string& weights = m_run.opts.saveWeights;
-  if (!weights.empty() && m_run.writes()) {
+  if (!weights.empty()) {
+    std::unique_ptr<ParamStore> whole;  // split parts gathered, on every rank of the group
+    if (Communicator* parts = m_run.s.trainOpts.tensorComm) whole = m_store->gatherWhole(*parts);
     auto metadata = dataMetadata(m_run.s.data.train);
     metadata["format"] = "pt";
     metadata["producer"] = "netloom";
-    if (Status st = writeSafetensors(weights, m_store->exportParams(), metadata); !st)
-      return fail(st.message());
+    if (m_run.writes())
+      if (Status st = writeSafetensors(weights, (whole ? *whole : *m_store).exportParams(), metadata);
+          !st)
+        return fail(st.message());
   }
   m_reporter.finished(sum);
   return sum;

@@ -37,8 +37,15 @@ struct TrainOptions {
   bool reportNorms = false;   // per-parameter gradient and weight norms in Step events
   bool graphs = true;         // on a GPU, replay each step as a recorded CUDA Graph
   std::string resume;         // continue from this checkpoint (or a folder of them)
-  // Nodes spread by a chosen SBP signature (--sbp NODE=SIG): --explain's parallel plan.
+  // Nodes spread by a chosen SBP signature (--sbp NODE=SIG), after the project's.
   std::vector<std::pair<std::string, std::string>> sbpHints;
+  // Tensor parallelism (--tensor-parallel; 0: the project's train.distributed): the
+  // ranks each copy of the model is split over. The launcher of the ranks makes the
+  // groups (engine/parallel's tensorGroups) and gives them here: `tensorComm` the
+  // ranks this one shares a copy with, `dataComm` those holding the same parts.
+  int tensorParallel = 0;
+  Communicator* tensorComm = nullptr;
+  Communicator* dataComm = nullptr;
   // Optional compiler passes left out (--disable-pass), by name.
   std::set<std::string> disabledPasses;
   // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched

@@ -75,6 +75,11 @@ struct KernelSig {
   bool autocast = false;
   // A data-parallel run's collectives (the gradient buckets' kernels); null alone.
   Communicator* comm = nullptr;
+  // Under tensor parallelism: the ranks a tensor is split over (the boxing kernels),
+  // and the ranks holding the same parts of it, which sum the split parameters'
+  // gradients (null: none besides this one).
+  Communicator* tensorComm = nullptr;
+  Communicator* dataComm = nullptr;
 };
 
 // Per-step values the runtime passes to every launch.

@@ -20,9 +20,18 @@ class GradientBuckets : public Pass {
       seed.op = &internal_ops::lossSeed();
       seed.attrs = Attrs{};
     }
+    // Under tensor parallelism a whole parameter's gradient is a sum over every rank,
+    // a split one's over the ranks that hold the same part.
+    std::map<ValueId, ValueId> whole, split;
+    for (const auto& [param, grad] : c.grads)
+      (c.g.values[param].shard.split() ? split : whole)[param] = grad;
     for (const GradientBucket& b :
-         insertGradientBuckets(c.g, c.grads, c.opts.firstBucketBytes, c.opts.bucketBytes))
+         insertGradientBuckets(c.g, whole, c.opts.firstBucketBytes, c.opts.bucketBytes))
       c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});
+    if (!split.empty() && c.opts.dataComm && c.opts.dataComm->size() > 1)
+      for (const GradientBucket& b : insertGradientBuckets(c.g, split, c.opts.firstBucketBytes,
+                                                           c.opts.bucketBytes, "data"))
+        c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});
     return counted(c.prog.buckets.size(), "bucket") + " summed across " +
            std::to_string(c.opts.comm->size()) + " ranks";
   }
