@@ -18,7 +18,7 @@ namespace {
 Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
                                                   const CompileOptions& opts, ParamStore& store) {
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t parts = opts.tensorComm ? opts.tensorComm->size() : 1;
+  const int64_t parts = opts.tensorComm && !opts.wholeBatchPerRank ? opts.tensorComm->size() : 1;
   auto built = buildGraph(model, opts.batch * parts);  // the sbp pass cuts it to this rank's
   if (!built) return built.error();
   auto prog = std::make_unique<Program>();

@@ -74,6 +74,9 @@ struct CompileOptions {
   Communicator* tensorComm = nullptr;
   Communicator* dataComm = nullptr;
   std::vector<SbpHint> sbpHints;
+  // Every rank of the tensor group reads the same `batch` samples (an evaluation,
+  // which then counts every sample once on any number of ranks), not its share.
+  bool wholeBatchPerRank = false;
   int64_t firstBucketBytes = int64_t(1) << 20;
   int64_t bucketBytes = int64_t(25) << 20;
 };

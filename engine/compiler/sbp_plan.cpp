@@ -26,6 +26,12 @@ bool divides(const SbpSignature& s, const SbpCtx& c, int ranks) {
   return true;
 }
 
+// What signature `s` needs of input k of `n` (data inputs, then parameters).
+Sbp wantedOf(const SbpSignature& s, const Node& n, size_t k) {
+  const size_t data = size_t(n.numDataInputs());
+  return k < data ? s.in[k] : s.params[k - data];
+}
+
 bool splitsParams(const SbpSignature& s) {
   for (const Sbp& p : s.params)
     if (p.isSplit()) return true;
@@ -89,8 +95,9 @@ int64_t SbpPlan::bytesPerStep() const {
   return total;
 }
 
-Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints,
-                        bool splitWeights) {
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
+  const std::vector<SbpHint>& hints = opts.hints;
+  const bool splitWeights = opts.splitWeights, wholeInputs = opts.wholeInputs;
   std::map<std::string, std::string> wanted;
   for (const auto& [node, sig] : hints) {
     if (!g.findNode(node))
@@ -99,6 +106,9 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& h
   }
   SbpPlan plan;
   plan.ranks = ranks;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (auto it = opts.held.find(g.values[v].name); it != opts.held.end())
+      plan.sbp[ValueId(v)] = it->second;
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     const Node& n = g.nodes[id];
     if (n.backward) continue;
@@ -107,9 +117,13 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& h
       (int(k) < n.numDataInputs() ? c.in : c.params).push_back(g.values[n.inputs[k]].desc.shape);
     for (ValueId v : n.outputs) c.out.push_back(g.values[v].desc.shape);
     std::vector<SbpSignature> sigs;
-    if (n.op->external)  // data: split by the batch where it divides
+    if (n.op->external && wholeInputs)
+      sigs = {{{}, {}, std::vector<Sbp>(c.out.size())}};
+    else if (n.op->external)  // data: split by the batch where it divides
       sigs = {{{}, {}, std::vector<Sbp>(c.out.size(), Sbp::split(0))},
               {{}, {}, std::vector<Sbp>(c.out.size())}};
+    else if ((n.op->role == OpRole::Loss || n.op->role == OpRole::Metric) && wholeInputs)
+      sigs = {reportSignatures(c).front()};  // each rank the whole batch's value
     else if (n.op->role == OpRole::Loss || n.op->role == OpRole::Metric)
       sigs = reportSignatures(c);
     else
@@ -133,10 +147,12 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& h
                          std::to_string(ranks) + " ranks");
       }
       int64_t cost = 0;
-      for (int k = 0; k < n.numDataInputs(); ++k)
-        cost += boxing(plan.sbp[n.inputs[size_t(k)]], s.in[size_t(k)],
-                       g.values[n.inputs[size_t(k)]].desc, ranks)
-                    .bytesPerRank;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        auto have = plan.sbp.find(n.inputs[k]);  // a parameter's first reader lays it out
+        if (have != plan.sbp.end())
+          cost += boxing(have->second, wantedOf(s, n, k), g.values[n.inputs[k]].desc, ranks)
+                      .bytesPerRank;
+      }
       if (!best || cost < bestCost) best = &s, bestCost = cost;
     }
     if (!best)
@@ -145,15 +161,15 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& h
           (hint != wanted.end()
                ? "has no signature '" + hint->second + "'; it takes: " + listed(sigs)
                : std::string("no signature of it divides by ") + std::to_string(ranks) + " ranks"));
-    for (int k = 0; k < n.numDataInputs(); ++k) {
-      const ValueId v = n.inputs[size_t(k)];
-      const Boxing b = boxing(plan.sbp[v], best->in[size_t(k)], g.values[v].desc, ranks);
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      const Sbp want = wantedOf(*best, n, k);
+      if (int(k) >= n.numDataInputs() && !plan.sbp.count(v))
+        plan.sbp[v] = want;  // its first reader's
+      const Boxing b = boxing(plan.sbp[v], want, g.values[v].desc, ranks);
       if (b.kind != Boxing::Kind::None)
-        plan.boxings.push_back({v, NodeId(id), plan.sbp[v], best->in[size_t(k)], b});
+        plan.boxings.push_back({v, NodeId(id), plan.sbp[v], want, b});
     }
-    for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (int(k) >= n.numDataInputs())
-        plan.sbp[n.inputs[k]] = best->params[k - size_t(n.numDataInputs())];
     for (size_t k = 0; k < n.outputs.size(); ++k) plan.sbp[n.outputs[k]] = best->out[k];
     plan.signature[NodeId(id)] = *best;
   }

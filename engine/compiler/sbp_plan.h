@@ -55,11 +55,24 @@ struct SbpPlan {
   std::string explain(const Graph& g) const;
 };
 
+struct SbpPlanOptions {
+  std::vector<SbpHint> hints;
+  // Tensor parallelism: a node with a signature that splits one of its parameters
+  // takes one of those, the cheapest, unless a hint says otherwise.
+  bool splitWeights = false;
+  // Every rank reads the whole batch (B), as an evaluation of a tensor group does,
+  // and each loss and metric is the whole batch's on every rank; else each rank
+  // reads its share, S(0).
+  bool wholeInputs = false;
+  // Parameters laid out already (by name): the plans of one model share its store.
+  std::map<std::string, Sbp> held;
+};
+
 // Errors name the node: a hint for a node that is not there, or naming a signature
 // the node does not have (listing those it has), or one whose split does not divide.
-// `splitWeights` (tensor parallelism): a node with a signature that splits one of
-// its parameters takes one of those, the cheapest, unless a hint says otherwise.
-Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {},
-                        bool splitWeights = false);
+Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts);
+inline Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {}) {
+  return planSbp(g, ranks, SbpPlanOptions{hints, false, false, {}});
+}
 
 }  // namespace netloom

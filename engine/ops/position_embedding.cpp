@@ -128,6 +128,8 @@ void registerPositionEmbedding(OpRegistry& r) {
   d.params = [](const Attrs& a) {
     return learned(a) ? std::vector<std::string>{"weight"} : std::vector<std::string>{};
   };
+  // Each position along the last two axes is its own: split along the others.
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {-2, -1}); };
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

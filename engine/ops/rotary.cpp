@@ -116,6 +116,8 @@ void registerRotaryEmbedding(OpRegistry& r) {
   d.inputs = {{"x", "batch × heads × tokens × head size (queries or keys)"}};
   d.outputs = {{"y", "same shape"}};
   d.attrs = rotaryAttrs();
+  // Each position along the last two axes is its own: split along the others.
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {-2, -1}); };
   d.infer = inferRotary;
   d.grad = [](GradBuilder& b) {
     b.addGrad(0, b.emit("RotaryEmbeddingGrad", {b.outGrad(0)}, b.attrs()));

@@ -14,6 +14,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
@@ -239,8 +240,13 @@ class GlooSends {
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx,
-                   std::shared_ptr<gloo::transport::Device> dev, std::chrono::milliseconds timeout)
-      : m_ctx(std::move(ctx)), m_dev(std::move(dev)), m_timeout(timeout), m_sends(m_ctx, timeout) {
+                   std::shared_ptr<gloo::transport::Device> dev, std::chrono::milliseconds timeout,
+                   std::shared_ptr<gloo::rendezvous::Store> store)
+      : m_ctx(std::move(ctx)),
+        m_dev(std::move(dev)),
+        m_timeout(timeout),
+        m_sends(m_ctx, timeout),
+        m_store(std::move(store)) {
     m_thread = std::thread([this] { work(); });
   }
   ~GlooCommunicator() override {
@@ -256,6 +262,23 @@ class GlooCommunicator : public Communicator {
   int size() const override { return m_ctx->size; }
   std::string describe() const override {
     return "gloo over TCP, rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  }
+  // A group of the ranks connects apart, over its own TCP pairs: its traffic never
+  // waits behind the others' collectives.
+  std::unique_ptr<Communicator> group(const std::vector<int>& members, uint32_t id) override {
+    const auto me = std::find(members.begin(), members.end(), rank());
+    if (!m_store || me == members.end()) return nullptr;
+    gloo::rendezvous::PrefixStore prefix("netloom/group/" + std::to_string(id), *m_store);
+    auto ctx =
+        std::make_shared<gloo::rendezvous::Context>(int(me - members.begin()), int(members.size()));
+    ctx->setTimeout(m_timeout);
+    try {
+      ctx->connectFullMesh(prefix, m_dev);
+    } catch (const std::exception& e) {
+      throw CommError("the group of ranks " + std::to_string(members.front()) + ".." +
+                      std::to_string(members.back()) + " could not connect: " + e.what());
+    }
+    return std::make_unique<GlooCommunicator>(std::move(ctx), m_dev, m_timeout, nullptr);
   }
 
   void allreduce(float* data, int64_t count, bool mean) override {
@@ -480,7 +503,8 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<gloo::rendezvous::Context> m_ctx;
   std::shared_ptr<gloo::transport::Device> m_dev;
   std::chrono::milliseconds m_timeout;
-  GlooSends m_sends;  // point-to-point messages in flight
+  GlooSends m_sends;                                 // point-to-point messages in flight
+  std::shared_ptr<gloo::rendezvous::Store> m_store;  // where groups of the ranks meet
   mutable std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<std::function<void()>> m_jobs;
@@ -584,7 +608,7 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
     ctx->setTimeout(timeout);
     ctx->connectFullMesh(*store->store, dev);
     return std::unique_ptr<Communicator>(
-        std::make_unique<GlooCommunicator>(std::move(ctx), std::move(dev), timeout));
+        std::make_unique<GlooCommunicator>(std::move(ctx), std::move(dev), timeout, store->store));
   } catch (const std::exception& e) {
     return makeError(here + ": could not connect to the other ranks: " + e.what());
   }

@@ -50,9 +50,10 @@ Result<std::unique_ptr<Communicator>> connectRanks(const RankOptions& opts,
 std::vector<std::unique_ptr<Communicator>> threadRanks(int size, double timeoutSeconds);
 
 // The ranks `members` (ranks of `all`, in the group's order) as a communicator of
-// their own, rank k being members[k]; its messages go over `all` with tags from
-// `tag` up. Over every rank in order it is `all` itself (not owned). Every member
-// makes it alike.
+// their own, rank k being members[k]: the transport's own group where it has one
+// (Gloo connects it apart), else made of `all`'s messages with tags from `tag` up.
+// Over every rank in order it is `all` itself (not owned). Every member makes it
+// alike, at the same point.
 std::unique_ptr<Communicator> subgroup(Communicator& all, std::vector<int> members, uint32_t tag);
 
 // Tensor parallelism over `tensorParallel` ranks (a divisor of all.size()): rank r's

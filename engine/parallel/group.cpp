@@ -139,6 +139,7 @@ std::unique_ptr<Communicator> subgroup(Communicator& all, std::vector<int> membe
   bool everyone = int(members.size()) == all.size();
   for (size_t k = 0; everyone && k < members.size(); ++k) everyone = members[k] == int(k);
   if (everyone) return std::make_unique<Everyone>(all);
+  if (auto own = all.group(members, tag)) return own;
   return std::make_unique<Members>(all, std::move(members), tag);
 }
 

@@ -1,10 +1,10 @@
 #include "engine/runtime/param_store.h"
 
-#include "kernels/core/shard.h"
-
 #include <cassert>
 #include <cstring>
 #include <new>
+
+#include "kernels/core/shard.h"
 
 namespace netloom {
 

@@ -11,11 +11,14 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
   BatchLoader::Options lo;
   lo.batchSize = batch;
   lo.shuffle = false;
-  if (comm) {
-    lo.rank = comm->rank();
-    lo.ranks = comm->size();
+  // Under tensor parallelism the ranks of a tensor group read the same samples, each
+  // group its share, and the group's first rank counts them.
+  Communicator* readers = cache.splitsModel() ? cache.dataComm() : comm;
+  const bool counts = !cache.splitsModel() || cache.tensorComm()->rank() == 0;
+  if (readers) {
+    lo.rank = readers->rank();
+    lo.ranks = readers->size();
     lo.dropShort = false;
-    lo.evenShares = cache.splitsModel();
   }
   BatchLoader loader(data, norm, lo);
   Batch b;
@@ -27,7 +30,7 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
     if (!prog) return prog.error();
     feed(**prog, b);
     (*prog)->run(ctx);
-    t.add(**prog, b.size);
+    if (counts) t.add(**prog, b.size);
   }
   if (Status st = loader.status(); !st) return st.error();
   if (comm && comm->size() > 1) {

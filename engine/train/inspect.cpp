@@ -91,14 +91,19 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
   if (opts.comm && opts.comm->size() > 1) {  // how the forward graph spreads over the ranks
     auto flat = inlineBlocks(setup->project.model());
     if (!flat) return flat.error();
-    auto g = buildGraph(*flat, batch * opts.comm->size());
+    // Under tensor parallelism the plan the run compiles (one tensor group at its
+    // share of the batch, splitting weights), else how all ranks could spread it.
+    const CompileOptions& c = setup->trainOpts;
+    const int parts = c.tensorComm ? c.tensorComm->size() : opts.comm->size();
+    auto g = buildGraph(*flat, batch * parts);
     if (!g) return g.error();
-    // The project's hints, then --sbp's (a node given twice takes the later).
-    std::vector<SbpHint> hints;
-    for (const proto::SbpHint& h : setup->project.train().distributed().sbp())
-      hints.push_back({h.node(), h.signature()});
-    hints.insert(hints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
-    auto plan = planSbp(*g, opts.comm->size(), hints);
+    std::vector<SbpHint> hints = c.sbpHints;
+    if (!c.tensorComm) {  // the project's hints, then --sbp's (a node given twice takes the later)
+      for (const proto::SbpHint& h : setup->project.train().distributed().sbp())
+        hints.push_back({h.node(), h.signature()});
+      hints.insert(hints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
+    }
+    auto plan = planSbp(*g, parts, SbpPlanOptions{hints, c.tensorComm != nullptr, false, {}});
     if (!plan) return plan.error();
     parallel = plan->explain(*g);
   } else if (!opts.sbpHints.empty()) {

@@ -188,6 +188,7 @@ Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
   if (Status st = resolveTensorParallel(c, dist, opts); !st) return st;
   s.evalOpts = c;
+  s.evalOpts.wholeBatchPerRank = true;  // each tensor group's ranks read the same samples
   c.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
   c.gradientNorms = opts.reportNorms;
   s.evalOpts.training = false;

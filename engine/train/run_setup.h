@@ -22,6 +22,8 @@ class ProgramCache {
   // Whether its programs split the model over a tensor group (every rank's batch
   // the same size).
   bool splitsModel() const { return m_base.tensorComm != nullptr; }
+  Communicator* tensorComm() const { return m_base.tensorComm; }
+  Communicator* dataComm() const { return m_base.dataComm; }
   ProgramCache(const proto::Project& p, CompileOptions base, ParamStore& store)
       : m_project(p), m_base(std::move(base)), m_store(store) {}
 

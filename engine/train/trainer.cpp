@@ -409,7 +409,8 @@ Result<TrainSummary> Fit::finish() {
     metadata["format"] = "pt";
     metadata["producer"] = "netloom";
     if (m_run.writes())
-      if (Status st = writeSafetensors(weights, (whole ? *whole : *m_store).exportParams(), metadata);
+      if (Status st =
+              writeSafetensors(weights, (whole ? *whole : *m_store).exportParams(), metadata);
           !st)
         return fail(st.message());
   }

@@ -2,12 +2,12 @@
 // the run's communicator, which knows the device's memory (Gloo sums host memory).
 #include "kernels/core/collectives.h"
 
+#include <memory>
+#include <vector>
+
 #include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
 #include "kernels/core/shard.h"
-
-#include <memory>
-#include <vector>
 
 namespace netloom {
 namespace {
@@ -71,8 +71,10 @@ KernelFn boxingKernel(const KernelSig& s) {
     };
   if (from.kind == 'B' && to.kind == 'P')  // rank 0 keeps the value, the others add zeros
     return [=](const KernelIO& io) {
-      if (me == 0) std::memcpy(io.out[0].data, io.in[0].data, size_t(inBytes));
-      else std::memset(io.out[0].data, 0, size_t(outBytes));
+      if (me == 0)
+        std::memcpy(io.out[0].data, io.in[0].data, size_t(inBytes));
+      else
+        std::memset(io.out[0].data, 0, size_t(outBytes));
     };
   return [=](const KernelIO& io) {  // S(a) -> P: this rank's part, zeros elsewhere
     std::memset(io.out[0].data, 0, size_t(outBytes));

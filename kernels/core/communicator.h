@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -64,6 +65,14 @@ class Communicator {
   // sizes each time (their addresses may change).
   virtual void start(const std::string& bucket, const TensorRef* tensors, size_t count) = 0;
   virtual void wait(const std::string& bucket) = 0;
+
+  // The ranks `members` (in the group's order, this one among them) as a
+  // communicator of their own, made alike by every member, with `id` the same on
+  // each; null where the transport has no groups of its own (they are then made of
+  // point-to-point messages, engine/parallel's subgroup()).
+  virtual std::unique_ptr<Communicator> group(const std::vector<int>& members, uint32_t id) {
+    return nullptr;
+  }
 
   virtual CommStats stats() const { return {}; }
   // Whether start() takes a GPU's memory (NCCL), or only the host's (Gloo).

@@ -273,14 +273,14 @@ class TestSbp : public QObject {
              text.c_str());
     QVERIFY2(text.find("fc1: S(1) 32×(16/2)") != std::string::npos, text.c_str());
 
-    auto unknown = planSbp(*g, 2, {{"fc9", "B"}});
+    auto unknown = planSbp(*g, 2, std::vector<SbpHint>{{"fc9", "B"}});
     QVERIFY(!unknown.ok() && unknown.error().message.find("'fc9'") != std::string::npos);
-    auto wrong = planSbp(*g, 2, {{"act1", "P -> P"}});
+    auto wrong = planSbp(*g, 2, std::vector<SbpHint>{{"act1", "P -> P"}});
     QVERIFY(!wrong.ok());
     QVERIFY2(wrong.error().message.find(
                  "node 'act1': has no signature 'P -> P'; it takes: B -> B") != std::string::npos,
              wrong.error().message.c_str());
-    auto odd = planSbp(*g, 3, {{"fc1", "B | S(0), S(0) -> S(1)"}});
+    auto odd = planSbp(*g, 3, std::vector<SbpHint>{{"fc1", "B | S(0), S(0) -> S(1)"}});
     QVERIFY(!odd.ok());
     QVERIFY2(
         odd.error().message.find("node 'fc1': S(1): axis 1 of 32×16 (16) does not divide by 3") !=

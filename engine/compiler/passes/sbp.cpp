@@ -116,7 +116,11 @@ class SbpLowering : public Pass {
   }
   Result<std::string> run(PassContext& c) override {
     const int parts = c.opts.tensorComm->size();
-    auto plan = planSbp(c.g, parts, c.opts.sbpHints, true);
+    SbpPlanOptions po{c.opts.sbpHints, true, c.opts.wholeBatchPerRank, {}};
+    for (const Value& v : c.g.values)  // as the store holds them, for the model's other plans
+      if (const ParamStore::Entry* e = c.store.find(v.name); e && e->shard.parts == parts)
+        po.held[v.name] = e->shard.sbp;
+    auto plan = planSbp(c.g, parts, po);
     if (!plan) return plan.error();
     if (Status s = cutValues(c.g, *plan, parts, c.opts.tensorComm->rank()); !s) return s.error();
     Lowered l{c.g, *plan, parts, c.opts.tensorComm->rank(), {}, {}};
@@ -125,9 +129,10 @@ class SbpLowering : public Pass {
     int split = 0;
     for (const auto& [v, sbp] : plan->sbp)
       split += (c.g.values[size_t(v)].kind == ValueKind::Param && sbp.isSplit()) ? 1 : 0;
-    return "split over " + std::to_string(parts) + " ranks: " + counted(size_t(split), "parameter") +
-           " split, " + counted(l.boxed.size(), "boxing") + ", " +
-           std::to_string(plan->bytesPerStep()) + " bytes per rank forward";
+    return "split over " + std::to_string(parts) +
+           " ranks: " + counted(size_t(split), "parameter") + " split, " +
+           counted(l.boxed.size(), "boxing") + ", " + std::to_string(plan->bytesPerStep()) +
+           " bytes per rank forward";
   }
 };
 

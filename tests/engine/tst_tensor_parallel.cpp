@@ -1,0 +1,241 @@
+// Tensor parallelism against one rank, the test that matters: the MLP of the spirals
+// project and a small GPT, split over 2 and 4 ranks (Megatron's column and row
+// pairs, attention by heads, or as the planner chooses), and data 2 × tensor 2, each
+// train 20 steps at the same global batch as one rank does, and must end with the
+// same losses and weights to 1e-5 relative. Ranks are threads of this process
+// talking over Gloo's TCP transport or over shared memory, as netloom-train's
+// --ranks and --thread-ranks make them.
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include "../common/tiny_gpt.h"
+#include "engine/io/project_file.h"
+#include "engine/io/safetensors.h"
+#include "engine/parallel/communicator.h"
+#include "engine/train/trainer.h"
+
+using namespace netloom;
+
+namespace {
+
+constexpr int kSteps = 20;
+
+struct Outcome {
+  std::string error;
+  TrainSummary summary;
+  std::map<std::string, std::vector<float>> weights;
+};
+
+std::map<std::string, std::vector<float>> weightsIn(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  auto tensors = readSafetensors(path);
+  if (!tensors) return out;
+  for (const NamedTensor& t : *tensors) {
+    std::vector<float> v(t.data.size() / sizeof(float));
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+struct Split {
+  int ranks = 1, tensor = 1;
+  bool shared = false;  // threadRanks' shared memory, else Gloo over TCP
+  std::vector<std::pair<std::string, std::string>> hints;
+};
+
+// Trains `project` kSteps steps: alone at batch × ranks, or split as `split` at
+// `batch` per rank. Rank 0's summary and weights.
+Outcome train(const proto::Project& project, const std::string& dir, int batch, const Split& split,
+              int64_t trainLimit = -1) {
+  TrainOptions base;
+  base.projectDir = dir;
+  base.threads = 1;
+  base.maxSteps = kSteps;
+  base.epochs = 20;  // maxSteps ends it
+  base.batchSize = batch;
+  base.trainLimit = trainLimit;  // whole batches: under tensor parallelism a short one is cut
+  base.seed = 5;
+  base.checkpointDir = dir + "/checkpoints";
+  base.saveWeights = dir + "/weights-" + std::to_string(split.ranks) + "-" +
+                     std::to_string(split.tensor) + ".safetensors";
+  base.tensorParallel = split.tensor;
+  base.sbpHints = split.hints;
+  Outcome out;
+  if (split.ranks == 1) {
+    auto s = runTraining(project, base, [](const proto::TrainEvent&) {});
+    if (!s) return Outcome{s.error().message, {}, {}};
+    out.summary = *s;
+    out.weights = weightsIn(base.saveWeights);
+    return out;
+  }
+  std::vector<std::unique_ptr<Communicator>> shared;
+  if (split.shared) shared = threadRanks(split.ranks, 60);
+  auto store = memoryRendezvous();
+  std::vector<std::string> errors(size_t(split.ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < split.ranks; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Communicator> comm;
+      if (split.shared) {
+        comm = std::move(shared[size_t(r)]);
+      } else {
+        RankOptions o;
+        o.rank = r;
+        o.size = split.ranks;
+        o.timeoutSeconds = 60;
+        auto joined = connectRanks(o, store);
+        if (!joined) {
+          errors[size_t(r)] = joined.error().message;
+          return;
+        }
+        comm = std::move(*joined);
+      }
+      TrainOptions opts = base;
+      opts.comm = comm.get();
+      TensorGroups groups = tensorGroups(*comm, split.tensor);
+      opts.tensorComm = groups.tensor.get();
+      opts.dataComm = groups.data.get();
+      auto s = runTraining(project, opts, [](const proto::TrainEvent&) {});
+      if (!s)
+        errors[size_t(r)] = s.error().message;
+      else if (r == 0)
+        out.summary = *s;
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) out.error += "rank " + std::to_string(r) + ": " + errors[r] + "\n";
+  out.weights = weightsIn(base.saveWeights);
+  return out;
+}
+
+double relative(double a, double b) {
+  return std::fabs(a - b) / std::max(std::fabs(a), 1e-12);
+}
+
+// The worst difference of a tensor from the other's, relative to the tensor's largest
+// value, and the tensor it is in.
+std::pair<double, std::string> worstWeight(const Outcome& a, const Outcome& b) {
+  std::pair<double, std::string> worst{0, ""};
+  for (const auto& [name, va] : a.weights) {
+    auto it = b.weights.find(name);
+    if (it == b.weights.end() || it->second.size() != va.size()) return {1e30, name + " (missing)"};
+    double scale = 1e-12, diff = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      scale = std::max(scale, double(std::fabs(va[i])));
+      diff = std::max(diff, double(std::fabs(va[i] - it->second[i])));
+    }
+    if (diff / scale > worst.first) worst = {diff / scale, name};
+  }
+  return worst;
+}
+
+}  // namespace
+
+class TestTensorParallel : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  proto::Project m_mlp, m_gpt;
+
+  void compare(const proto::Project& project, int batch, const Split& split,
+               int64_t trainLimit = -1) {
+    const std::string dir = m_dir.path().toStdString();
+    Outcome one = train(project, dir, batch * split.ranks, Split{}, trainLimit);
+    QVERIFY2(one.error.empty(), one.error.c_str());
+    Outcome many = train(project, dir, batch, split, trainLimit);
+    QVERIFY2(many.error.empty(), many.error.c_str());
+    QCOMPARE(many.summary.steps, int64_t(kSteps));
+    QVERIFY(!one.weights.empty());
+    QCOMPARE(many.weights.size(), one.weights.size());
+    const double train = relative(one.summary.trainLoss, many.summary.trainLoss);
+    const double test = relative(one.summary.testLoss, many.summary.testLoss);
+    auto [worst, where] = worstWeight(one, many);
+    qInfo(
+        "%d ranks, tensor %d, %s: train loss %.7f vs %.7f, test loss %.7f vs %.7f, worst "
+        "weight %.3g (%s)",
+        split.ranks, split.tensor, split.shared ? "shared memory" : "gloo", one.summary.trainLoss,
+        many.summary.trainLoss, one.summary.testLoss, many.summary.testLoss, worst, where.c_str());
+    QVERIFY2(train < 1e-5 && test < 1e-5, "the losses differ");
+    QVERIFY2(worst < 1e-5, where.c_str());
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    auto mlp = loadProject(QFINDTESTDATA("../../projects/spirals.nlproj").toStdString());
+    QVERIFY2(mlp.ok(), mlp.ok() ? "" : mlp.error().message.c_str());
+    m_mlp = *mlp;
+    testutil::TinyGpt g = testutil::writeTinyGpt(m_dir.path());
+    QVERIFY(!g.project.empty());
+    auto gpt = loadProject(g.project);
+    QVERIFY2(gpt.ok(), gpt.ok() ? "" : gpt.error().message.c_str());
+    m_gpt = *gpt;
+    // SGD: Adam divides by the gradient's size, so a parameter whose gradient is zero
+    // but for rounding (the keys' bias: softmax ignores a shift of all scores) steps
+    // by the rounding's sign, which no two summation orders share.
+    proto::Optimizer* o = m_gpt.mutable_train()->mutable_optimizer();
+    o->set_kind(proto::Optimizer::SGD);
+    o->set_lr(0.1);
+    o->set_momentum(0.9);
+    // Four heads of four, so that four ranks can split them.
+    for (auto& n : *m_gpt.mutable_model()->mutable_nodes())
+      if (n.op() == "Reshape" && n.name() != "merged") {
+        auto* shape = (*n.mutable_attrs())["shape"].mutable_ints();
+        shape->set_values(1, 4);
+        shape->set_values(2, 4);
+      }
+  }
+
+  void mlp_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("tensor");
+    QTest::addColumn<bool>("shared");
+    QTest::addColumn<bool>("megatron");
+    for (bool shared : {false, true}) {
+      const char* t = shared ? "shared memory" : "gloo";
+      QTest::addRow("2 ranks, %s, planned", t) << 2 << 2 << shared << false;
+      QTest::addRow("2 ranks, %s, column and row", t) << 2 << 2 << shared << true;
+      QTest::addRow("4 ranks, %s, column and row", t) << 4 << 4 << shared << true;
+      QTest::addRow("data 2 x tensor 2, %s", t) << 4 << 2 << shared << true;
+    }
+  }
+  // fc1 column-parallel, fc2 row-parallel (Megatron's MLP), or as the planner chooses.
+  void mlp() {
+    QFETCH(int, ranks);
+    QFETCH(int, tensor);
+    QFETCH(bool, shared);
+    QFETCH(bool, megatron);
+    Split s{ranks, tensor, shared, {}};
+    if (megatron) s.hints = {{"fc1", "B | S(0), S(0) -> S(1)"}, {"fc2", "S(1) | S(1), P -> P"}};
+    compare(m_mlp, 64 / ranks, s);
+  }
+
+  void gpt_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("tensor");
+    QTest::addColumn<bool>("shared");
+    for (bool shared : {false, true}) {
+      const char* t = shared ? "shared memory" : "gloo";
+      QTest::addRow("2 ranks, %s", t) << 2 << 2 << shared;
+      QTest::addRow("data 2, %s", t) << 2 << 1 << shared;
+      QTest::addRow("4 ranks, %s", t) << 4 << 4 << shared;
+      QTest::addRow("data 2 x tensor 2, %s", t) << 4 << 2 << shared;
+    }
+  }
+  // q, k and v column-parallel, attention split by heads (Megatron's attention).
+  void gpt() {
+    QFETCH(int, ranks);
+    QFETCH(int, tensor);
+    QFETCH(bool, shared);
+    const std::string column = "B | S(0), S(0) -> S(2)";
+    compare(m_gpt, 16 / ranks,
+            Split{ranks, tensor, shared, {{"q", column}, {"k", column}, {"v", column}}}, 128);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTensorParallel)
+#include "tst_tensor_parallel.moc"
