@@ -152,6 +152,9 @@ void addParallel(Reader& r) {
            "parallelism, as --sbp and the project's hints say, the other layers splitting "
            "their weights where they can); the copies train data-parallel (over "
            "train.distributed.tensor_parallel)");
+  r.number("--zero", a.opts.zero, 0, 2,
+           "with --ranks or --thread-ranks: ZeRO stage 1 shards the optimizer state across the "
+           "ranks, 2 the summed gradients too (over train.distributed.zero)");
   // Set by the launcher of a job's ranks, not by hand.
   for (auto* o : {r.app.add_option("--rendezvous", a.rendezvous),
                   r.app.add_option("--rank-address", a.rankAddress)})

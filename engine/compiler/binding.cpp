@@ -83,6 +83,7 @@ Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
       }
       if (!existed) fresh.insert(val.name);
       e->shard = val.shard;
+      e->flat = val.flat;
       p.refs[v] = e->ref();
       if (weight) {
         weights.push_back(e);

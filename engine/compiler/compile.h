@@ -77,6 +77,11 @@ struct CompileOptions {
   // Every rank of the tensor group reads the same `batch` samples (an evaluation,
   // which then counts every sample once on any number of ranks), not its share.
   bool wholeBatchPerRank = false;
+  // ZeRO over `comm`'s ranks (with training and the update; not with tensorComm):
+  // 1 shards the optimizer state, each rank updating its shard of every bucket of
+  // summed gradients and all gathering the parameters; 2 sums each bucket into the
+  // shards alone (reduce-scatter), so no rank keeps the whole summed gradients.
+  int zero = 0;
   int64_t firstBucketBytes = int64_t(1) << 20;
   int64_t bucketBytes = int64_t(25) << 20;
 };

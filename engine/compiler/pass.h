@@ -21,6 +21,7 @@
 #include "engine/compiler/kernel_choice.h"
 #include "engine/compiler/lifetimes.h"
 #include "engine/compiler/memory_planner.h"
+#include "engine/compiler/passes.h"
 
 namespace netloom {
 
@@ -91,6 +92,8 @@ class PassContext {
   std::map<ValueId, ValueId> grads;
   NodeId seed = -1;
   ValueId lossScale = kNoValue;  // fp16's loss-scaling state
+  // Settled by "gradient buckets" under ZeRO: the buckets the updates shard.
+  std::vector<GradientBucket> zeroBuckets;
 
   Lowering lower;
 

@@ -68,12 +68,17 @@ struct GradientBucket {
   std::string name;  // the same on every rank and for every batch size
   std::vector<std::string> params;
   int64_t bytes = 0;
+  std::vector<ValueId> grads, paramValues;  // in the order they are written
+  ValueId shard = kNoValue;                 // ZeRO-2: this rank's shard of their sum
 };
 // `group` "data": summed over the ranks that hold the same parts (tensor
 // parallelism's split parameters), named apart from those summed over all.
+// `zeroParts` > 0 (ZeRO-2): each bucket is summed into this rank's shard of it,
+// one of that many (ZeroScatter), where it would have started.
 std::vector<GradientBucket> insertGradientBuckets(Graph& g, const std::map<ValueId, ValueId>& grads,
                                                   int64_t firstBytes, int64_t bytes,
-                                                  const std::string& group = "all");
+                                                  const std::string& group = "all",
+                                                  int zeroParts = 0);
 
 // Loss scaling's state (fn::LossScale), as it is stored with the optimizer state.
 constexpr const char* kLossScaleState = "loss_scale";
@@ -84,6 +89,12 @@ constexpr const char* kLossScaleState = "loss_scale";
 // whether to skip the step and what to divide the gradient by.
 Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
                        const proto::Optimizer& opt, ValueId lossScale = kNoValue);
+
+// ZeRO: one update per bucket of `buckets` (insertGradientBuckets), of this rank's
+// shard of its parameters with its shard of the state (FlatShard values), reading
+// the summed gradients whole or, where the bucket has a shard (ZeRO-2), that.
+Status insertZeroOptimizer(Graph& g, const std::vector<GradientBucket>& buckets,
+                           const proto::Optimizer& opt, ValueId lossScale, Communicator& comm);
 
 // Removes nodes that neither produce one of `roots` (transitively) nor update state.
 void eliminateDeadNodes(Graph& g, const std::vector<ValueId>& roots);

@@ -34,6 +34,8 @@ struct Value {
   // Under tensor parallelism (the "sbp" pass), how the value is spread over the
   // ranks of its group; desc is this rank's part.
   ValueShard shard;
+  // Under ZeRO, optimizer state that is one rank's shard of a bucket's.
+  std::shared_ptr<const FlatShard> flat;
 };
 
 struct Node {

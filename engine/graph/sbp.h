@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,15 @@ struct ValueShard {
   Shape full;
   int parts = 1, index = 0;
   bool split() const { return parts > 1 && sbp.isSplit(); }
+};
+
+// ZeRO: the optimizer state of a bucket's parameters, laid end to end and cut into
+// `parts` equal shards (the last padded), of which a value holds shard `index`.
+// Each parameter's state is named after it: "<member>.<suffix>" ("fc1.weight.exp_avg").
+struct FlatShard {
+  std::vector<std::pair<std::string, Shape>> members;
+  std::string suffix;
+  int parts = 1, index = 0;
 };
 
 // "S(1)", "B" or "P"; an error names what was given.

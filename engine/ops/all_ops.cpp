@@ -10,6 +10,7 @@ void registerAllOps(OpRegistry& r) {
   registerAutocast(r);
   registerCollectives(r);
   registerBoxing(r);
+  registerZero(r);
   registerLinear(r);
   registerMatMul(r);
   registerReLU(r);

@@ -14,6 +14,7 @@ void registerDeclaredElementwise(OpRegistry& r);
 void registerAutocast(OpRegistry& r);
 void registerCollectives(OpRegistry& r);
 void registerBoxing(OpRegistry& r);
+void registerZero(OpRegistry& r);
 void registerLinear(OpRegistry& r);
 void registerMatMul(OpRegistry& r);
 void registerReLU(OpRegistry& r);

@@ -79,5 +79,13 @@ const OpDef& boxing() {
   static const OpDef& d = lookup(kBoxing);
   return d;
 }
+const OpDef& zeroScatter() {
+  static const OpDef& d = lookup(kZeroScatter);
+  return d;
+}
+const OpDef& zeroUpdate() {
+  static const OpDef& d = lookup(kZeroUpdate);
+  return d;
+}
 
 }  // namespace netloom::internal_ops

@@ -22,6 +22,8 @@ inline constexpr const char* kSgdUpdate = "SgdUpdate";
 inline constexpr const char* kAdamUpdate = "AdamUpdate";
 inline constexpr const char* kAdd = "Add";
 inline constexpr const char* kBoxing = "Boxing";
+inline constexpr const char* kZeroScatter = "ZeroScatter";
+inline constexpr const char* kZeroUpdate = "ZeroUpdate";
 
 const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
 const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
@@ -38,5 +40,7 @@ const OpDef& sgdUpdate();       // an SGD update
 const OpDef& adamUpdate();      // an Adam or AdamW update
 const OpDef& add();             // a sum of two tensors (gradients reaching a value twice)
 const OpDef& boxing();          // a value moved between SBP layouts (tensor parallelism)
+const OpDef& zeroScatter();     // ZeRO-2: a bucket of gradients summed, one shard kept
+const OpDef& zeroUpdate();      // ZeRO: a shard of a bucket updated, the parameters gathered
 
 }  // namespace netloom::internal_ops

@@ -154,23 +154,65 @@ void ParamStore::writeWhole(Entry& e, const float* whole) {
   write(e, part.data());
 }
 
-std::unique_ptr<ParamStore> ParamStore::gatherWhole(Communicator& parts) const {
+namespace {
+
+// A split entry's parts gathered whole.
+std::vector<float> gatherParts(const ParamStore::Entry& e, std::vector<float> part,
+                               Communicator& parts) {
+  std::vector<float> all(part.size() * size_t(parts.size()));
+  parts.allgather(part.data(), all.data(), int64_t(part.size() * sizeof(float)));
+  std::vector<float> whole(size_t(numel(e.shard.full)), 0.f);
+  for (int k = 0; k < parts.size(); ++k)
+    putPart(all.data() + size_t(k) * part.size(), e.shard.full, e.shard.sbp.axis, k, parts.size(),
+            whole.data(), sizeof(float));
+  return whole;
+}
+
+}  // namespace
+
+std::unique_ptr<ParamStore> ParamStore::gatherWhole(Communicator* parts,
+                                                    Communicator* shards) const {
   auto out = std::make_unique<ParamStore>(cpuDevice());
   for (const auto& e : m_entries) {
     std::vector<float> values = read(*e);
-    if (e->shard.split()) {
-      std::vector<float> all(values.size() * size_t(parts.size()));
-      const int64_t bytes = int64_t(values.size() * sizeof(float));
-      parts.allgather(values.data(), all.data(), bytes);
-      values.assign(size_t(numel(e->shard.full)), 0.f);
-      for (int k = 0; k < parts.size(); ++k)
-        putPart(all.data() + size_t(k) * (all.size() / size_t(parts.size())), e->shard.full,
-                e->shard.sbp.axis, k, parts.size(), values.data(), sizeof(float));
+    if (e->flat && shards) {  // every shard, then each member's state
+      std::vector<float> all(values.size() * size_t(shards->size()));
+      shards->allgather(values.data(), all.data(), int64_t(values.size() * sizeof(float)));
+      int64_t at = 0;
+      for (const auto& [member, shape] : e->flat->members) {
+        Entry* m = out->create(member + "." + e->flat->suffix, TensorDesc{shape, DType::F32, {}},
+                               ValueKind::State);
+        write(*m, all.data() + at);
+        at += numel(shape);
+      }
+      continue;
     }
+    if (e->shard.split() && parts) values = gatherParts(*e, std::move(values), *parts);
     Entry* whole = out->create(e->name, TensorDesc{wholeShape(*e), DType::F32, {}}, e->kind);
     write(*whole, values.data());
   }
   return out;
+}
+
+Status ParamStore::writeFlat(
+    Entry& e, const std::function<const std::vector<float>*(const std::string&)>& find) {
+  const FlatShard& f = *e.flat;
+  std::vector<float> shard(size_t(e.numel()), 0.f);
+  const int64_t per = e.numel(), begin = per * f.index, end = begin + per;
+  int64_t at = 0;
+  for (const auto& [member, shape] : f.members) {
+    const std::string name = member + "." + f.suffix;
+    const std::vector<float>* whole = find(name);
+    if (!whole || int64_t(whole->size()) != numel(shape))
+      return makeError(
+          "tensor '" + name + "' " +
+          (whole ? "is not of shape " + shapeToString(shape) : std::string("is missing")));
+    const int64_t lo = std::max(begin, at), hi = std::min(end, at + numel(shape));
+    for (int64_t i = lo; i < hi; ++i) shard[size_t(i - begin)] = (*whole)[size_t(i - at)];
+    at += numel(shape);
+  }
+  write(e, shard.data());
+  return {};
 }
 
 }  // namespace netloom

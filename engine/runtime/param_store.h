@@ -4,6 +4,7 @@
 // weights without copies.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ class ParamStore {
     DeviceBuffer buffer;  // numel floats on the store's device, in desc's layout
     // Under tensor parallelism: this rank's part of the whole tensor (desc is the part).
     ValueShard shard;
+    // Under ZeRO: this rank's shard of a bucket's optimizer state.
+    std::shared_ptr<const FlatShard> flat;
     int64_t numel() const { return netloom::numel(desc.shape); }
     float* data() const { return buffer.f32(); }
     TensorRef ref() const { return TensorRef{buffer.data(), desc.shape, desc.dtype, desc.device}; }
@@ -52,8 +55,14 @@ class ParamStore {
   }
   static void writeWhole(Entry& e, const float* whole);
   // The store with every split tensor whole, on the host: the parts gathered over
-  // `parts`, the ranks they are split over. Every one of them calls it.
-  std::unique_ptr<ParamStore> gatherWhole(Communicator& parts) const;
+  // `parts`, the ranks they are split over, and ZeRO's state shards over `shards`,
+  // the ranks that share them out, into each parameter's own state tensors (either
+  // may be null: none). Every one of those ranks calls it.
+  std::unique_ptr<ParamStore> gatherWhole(Communicator* parts, Communicator* shards) const;
+  // A ZeRO state entry's shard cut from its parameters' whole states, `find` giving
+  // each by name (null where missing: the error names it).
+  static Status writeFlat(Entry& e,
+                          const std::function<const std::vector<float>*(const std::string&)>& find);
   // An entry's values as stored (in its own layout), on the host, and back.
   static std::vector<float> stored(const Entry& e);
   static void setStored(Entry& e, const std::vector<float>& values);

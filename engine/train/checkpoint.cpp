@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/compiler/passes.h"
@@ -254,7 +256,13 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
   // fp16's loss scale comes and goes with the precision: a run may resume in another
   // (a new scale starts from its first value).
   auto precisionOnly = [](const std::string& name) { return name == kLossScaleState; };
+  std::set<std::string> flatMembers;  // ZeRO's state shards: cut from each parameter's state
+  for (const auto& e : store.entries())
+    if (e->flat)
+      for (const auto& [member, shape] : e->flat->members)
+        flatMembers.insert(member + "." + e->flat->suffix);
   for (const auto& e : store.entries()) {
+    if (e->flat) continue;
     auto it = byName.find(e->name);
     if (it == byName.end() && precisionOnly(e->name)) continue;
     if (it == byName.end())
@@ -268,12 +276,27 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
                        ", this model needs F32 " + shapeToString(shape));
   }
   for (const NamedTensor& t : ckpt.tensors)
-    if (!store.find(t.name) && !precisionOnly(t.name))
+    if (!store.find(t.name) && !precisionOnly(t.name) && !flatMembers.count(t.name))
       return makeError(file + ": the checkpoint is of another model: tensor '" + t.name +
                        "' is not part of this model");
-  for (const auto& e : store.entries())
-    if (auto it = byName.find(e->name); it != byName.end())
+  std::map<std::string, std::vector<float>> values;  // the flat shards' sources, as floats
+  for (const std::string& name : flatMembers)
+    if (auto it = byName.find(name); it != byName.end() && it->second->dtype == DType::F32) {
+      const NamedTensor& t = *it->second;
+      values[name].resize(t.data.size() / sizeof(float));
+      std::memcpy(values[name].data(), t.data.data(), t.data.size());
+    }
+  for (const auto& e : store.entries()) {
+    if (e->flat) {
+      Status st = ParamStore::writeFlat(*e, [&](const std::string& name) {
+        auto it = values.find(name);
+        return it == values.end() ? nullptr : &it->second;
+      });
+      if (!st) return makeError(file + ": the checkpoint is of another model: " + st.message());
+    } else if (auto it = byName.find(e->name); it != byName.end()) {
       ParamStore::writeWhole(*e, reinterpret_cast<const float*>(it->second->data.data()));
+    }
+  }
   return {};
 }
 

@@ -30,8 +30,7 @@ bool CheckpointPolicy::due(Moment at, bool isBest) const {
 }
 
 Status CheckpointPolicy::write(const ParamStore& store, const RunReporter& reporter, bool best) {
-  std::unique_ptr<ParamStore> whole;  // split parts gathered, on every rank of the group
-  if (Communicator* parts = m_run.s.trainOpts.tensorComm) whole = store.gatherWhole(*parts);
+  std::unique_ptr<ParamStore> whole = m_run.gathered(store);
   if (!m_run.writes()) return {};
   auto path = m_writer.write(whole ? *whole : store, m_run.pos, m_run.s.seed);
   if (!path) return path.error();

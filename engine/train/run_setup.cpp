@@ -165,6 +165,28 @@ Status resolveTensorParallel(CompileOptions& c, const proto::Distributed& dist,
   return {};
 }
 
+// ZeRO's stage, where the run has ranks to shard over.
+Status resolveZero(CompileOptions& c, const proto::Distributed& dist, const TrainOptions& opts,
+                   Precision precision) {
+  const int zero = opts.zero >= 0 ? opts.zero : dist.zero();
+  const std::string field =
+      (opts.zero >= 0 ? "--zero " : "train.distributed.zero ") + std::to_string(zero);
+  if (zero < 0 || zero > 2) return makeError(field + ": ZeRO's stages are 0, 1 and 2");
+  if (zero == 0 || !c.comm) return {};
+  if (c.tensorComm)
+    return makeError(field +
+                     " with tensor parallelism: ZeRO shards data-parallel ranks only, "
+                     "for now; set one of them");
+  if (precision == Precision::F16)
+    return makeError(field + " with fp16: its loss scaling reads whole gradients; use bf16");
+  if (zero == 2 && c.gradientNorms)
+    return makeError(field +
+                     " keeps no rank's summed gradients whole to take norms of; "
+                     "leave out --gradient-norms or use ZeRO-1");
+  c.zero = zero;
+  return {};
+}
+
 // How the training and evaluation programs are compiled.
 Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
   const proto::TrainDef& t = s.project.train();
@@ -191,6 +213,7 @@ Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
   s.evalOpts.wholeBatchPerRank = true;  // each tensor group's ranks read the same samples
   c.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;
   c.gradientNorms = opts.reportNorms;
+  if (Status st = resolveZero(c, dist, opts, c.precision); !st) return st;
   s.evalOpts.training = false;
   s.evalOpts.evaluation = true;  // run with StepContext::training false only
   return {};

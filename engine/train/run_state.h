@@ -31,6 +31,13 @@ struct RunState {
   bool stopRequested() const { return comm ? stopAgreed : opts.stop && opts.stop->load(); }
   int ranks() const { return comm ? comm->size() : 1; }
   bool writes() const { return !comm || comm->rank() == 0; }  // checkpoints, weights
+  // The store as one rank would hold it, to write: tensor parallelism's parts and
+  // ZeRO's state shards gathered (every rank takes part). Null where it is so already.
+  std::unique_ptr<ParamStore> gathered(const ParamStore& store) const {
+    Communicator* parts = s.trainOpts.tensorComm;
+    Communicator* shards = s.trainOpts.zero > 0 ? s.trainOpts.comm : nullptr;
+    return parts || shards ? store.gatherWhole(parts, shards) : nullptr;
+  }
 };
 
 }  // namespace netloom

@@ -117,6 +117,7 @@ Status Fit::loadWeights() {
   Communicator* same = s.trainOpts.tensorComm ? s.trainOpts.dataComm : m_run.comm;
   if (same && same->size() > 1) {
     for (const auto& entry : m_store->entries()) {
+      if (entry->flat) continue;  // ZeRO: each rank's own shard
       std::vector<float> values = ParamStore::read(*entry);
       same->broadcast(values.data(), int64_t(values.size() * sizeof(float)), 0);
       ParamStore::write(*entry, values.data());
@@ -403,8 +404,7 @@ Result<TrainSummary> Fit::finish() {
   }
   const std::string& weights = m_run.opts.saveWeights;
   if (!weights.empty()) {
-    std::unique_ptr<ParamStore> whole;  // split parts gathered, on every rank of the group
-    if (Communicator* parts = m_run.s.trainOpts.tensorComm) whole = m_store->gatherWhole(*parts);
+    std::unique_ptr<ParamStore> whole = m_run.gathered(*m_store);
     auto metadata = dataMetadata(m_run.s.data.train);
     metadata["format"] = "pt";
     metadata["producer"] = "netloom";

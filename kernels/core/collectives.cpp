@@ -8,6 +8,7 @@
 #include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
 #include "kernels/core/shard.h"
+#include "kernels/core/zero.h"
 
 namespace netloom {
 namespace {
@@ -122,6 +123,7 @@ void registerCollectiveKernels(KernelRegistry& r, DeviceKind device) {
                  },
                  boxingKernel};
   r.add("Boxing", device, std::move(box));
+  registerZeroKernels(r, device);
 }
 
 }  // namespace netloom

@@ -20,6 +20,16 @@ class GradientBuckets : public Pass {
       seed.op = &internal_ops::lossSeed();
       seed.attrs = Attrs{};
     }
+    if (c.opts.zero > 0 && !c.opts.tensorComm) {
+      const int parts = c.opts.zero >= 2 ? c.opts.comm->size() : 0;
+      c.zeroBuckets = insertGradientBuckets(c.g, c.grads, c.opts.firstBucketBytes,
+                                            c.opts.bucketBytes, "all", parts);
+      for (const GradientBucket& b : c.zeroBuckets)
+        c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});
+      return counted(c.zeroBuckets.size(), "bucket") +
+             (parts ? " summed into one shard per rank (ZeRO-2) across " : " summed across ") +
+             std::to_string(c.opts.comm->size()) + " ranks";
+    }
     // Under tensor parallelism a whole parameter's gradient is a sum over every rank,
     // a split one's over the ranks that hold the same part.
     std::map<ValueId, ValueId> whole, split;
@@ -29,8 +39,8 @@ class GradientBuckets : public Pass {
          insertGradientBuckets(c.g, whole, c.opts.firstBucketBytes, c.opts.bucketBytes))
       c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});
     if (!split.empty() && c.opts.dataComm && c.opts.dataComm->size() > 1)
-      for (const GradientBucket& b : insertGradientBuckets(c.g, split, c.opts.firstBucketBytes,
-                                                           c.opts.bucketBytes, "data"))
+      for (const GradientBucket& b :
+           insertGradientBuckets(c.g, split, c.opts.firstBucketBytes, c.opts.bucketBytes, "data"))
         c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});
     return counted(c.prog.buckets.size(), "bucket") + " summed across " +
            std::to_string(c.opts.comm->size()) + " ranks";

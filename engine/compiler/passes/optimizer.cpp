@@ -67,6 +67,15 @@ class Optimizer : public Pass {
     }
     if (c.opts.gradientNorms || c.scaled())
       if (Status s = readGradients(c, scaling); !s) return s.error();
+    if (!c.zeroBuckets.empty()) {
+      if (Status s =
+              insertZeroOptimizer(c.g, c.zeroBuckets, c.opts.optimizer, c.lossScale, *c.opts.comm);
+          !s)
+        return s.error();
+      return "an update of this rank's shard of each of " +
+             counted(c.zeroBuckets.size(), "bucket") + " (ZeRO-" + std::to_string(c.opts.zero) +
+             ")";
+    }
     if (Status s = insertOptimizer(c.g, c.grads, c.opts.optimizer, c.lossScale); !s)
       return s.error();
     return "an update for each of " + counted(c.grads.size(), "parameter") +
