@@ -1,10 +1,12 @@
-// Tensor parallelism against one rank, the test that matters: the MLP of the spirals
-// project and a small GPT, split over 2 and 4 ranks (Megatron's column and row
-// pairs, attention by heads, or as the planner chooses), and data 2 × tensor 2, each
-// train 20 steps at the same global batch as one rank does, and must end with the
-// same losses and weights to 1e-5 relative. Ranks are threads of this process
-// talking over Gloo's TCP transport or over shared memory, as netloom-train's
-// --ranks and --thread-ranks make them.
+// Parallel training against one rank, the test that matters: the MLP of the spirals
+// project and a small GPT, split over 2 and 4 ranks (tensor parallelism: Megatron's
+// column and row pairs, attention by heads, or as the planner chooses), data 2 ×
+// tensor 2, and ZeRO-1 and ZeRO-2 on 2 and 4 ranks, each train 20 steps at the same
+// global batch as one rank does and must end with the same losses and weights to
+// 1e-5 relative. A checkpoint written by 4 ranks (split or sharded) resumes on 1 and
+// on 2, and one rank's on 4, as if the run had never stopped. Ranks are threads of
+// this process talking over Gloo's TCP transport or over shared memory, as
+// netloom-train's --ranks and --thread-ranks make them.
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -45,12 +47,19 @@ struct Split {
   int ranks = 1, tensor = 1;
   bool shared = false;  // threadRanks' shared memory, else Gloo over TCP
   std::vector<std::pair<std::string, std::string>> hints;
+  int zero = 0;
+};
+
+// Where a run starts from and what it leaves: a checkpoint to resume, and a folder
+// for its own checkpoints.
+struct Resume {
+  std::string from, checkpoints;
 };
 
 // Trains `project` kSteps steps: alone at batch × ranks, or split as `split` at
 // `batch` per rank. Rank 0's summary and weights.
 Outcome train(const proto::Project& project, const std::string& dir, int batch, const Split& split,
-              int64_t trainLimit = -1) {
+              int64_t trainLimit = -1, const Resume& resume = {}) {
   TrainOptions base;
   base.projectDir = dir;
   base.threads = 1;
@@ -59,9 +68,12 @@ Outcome train(const proto::Project& project, const std::string& dir, int batch, 
   base.batchSize = batch;
   base.trainLimit = trainLimit;  // whole batches: under tensor parallelism a short one is cut
   base.seed = 5;
-  base.checkpointDir = dir + "/checkpoints";
+  base.checkpointDir = resume.checkpoints.empty() ? dir + "/checkpoints" : resume.checkpoints;
+  base.resume = resume.from;
+  base.zero = split.zero;
   base.saveWeights = dir + "/weights-" + std::to_string(split.ranks) + "-" +
-                     std::to_string(split.tensor) + ".safetensors";
+                     std::to_string(split.tensor) + "-" + std::to_string(split.zero) +
+                     ".safetensors";
   base.tensorParallel = split.tensor;
   base.sbpHints = split.hints;
   Outcome out;
@@ -135,7 +147,7 @@ std::pair<double, std::string> worstWeight(const Outcome& a, const Outcome& b) {
 
 }  // namespace
 
-class TestTensorParallel : public QObject {
+class TestParallelTraining : public QObject {
   Q_OBJECT
 
   QTemporaryDir m_dir;
@@ -155,10 +167,11 @@ class TestTensorParallel : public QObject {
     const double test = relative(one.summary.testLoss, many.summary.testLoss);
     auto [worst, where] = worstWeight(one, many);
     qInfo(
-        "%d ranks, tensor %d, %s: train loss %.7f vs %.7f, test loss %.7f vs %.7f, worst "
-        "weight %.3g (%s)",
-        split.ranks, split.tensor, split.shared ? "shared memory" : "gloo", one.summary.trainLoss,
-        many.summary.trainLoss, one.summary.testLoss, many.summary.testLoss, worst, where.c_str());
+        "%d ranks, tensor %d, ZeRO %d, %s: train loss %.7f vs %.7f, test loss %.7f vs %.7f, "
+        "worst weight %.3g (%s)",
+        split.ranks, split.tensor, split.zero, split.shared ? "shared memory" : "gloo",
+        one.summary.trainLoss, many.summary.trainLoss, one.summary.testLoss, many.summary.testLoss,
+        worst, where.c_str());
     QVERIFY2(train < 1e-5 && test < 1e-5, "the losses differ");
     QVERIFY2(worst < 1e-5, where.c_str());
   }
@@ -226,6 +239,69 @@ class TestTensorParallel : public QObject {
       QTest::addRow("data 2 x tensor 2, %s", t) << 4 << 2 << shared;
     }
   }
+  void zero_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("stage");
+    QTest::addColumn<bool>("shared");
+    QTest::addColumn<bool>("gpt");
+    for (bool shared : {false, true})
+      for (int stage : {1, 2})
+        for (int ranks : {2, 4})
+          for (bool gpt : {false, true})
+            QTest::addRow("%s, ZeRO-%d, %d ranks, %s", gpt ? "gpt" : "mlp", stage, ranks,
+                          shared ? "shared memory" : "gloo")
+                << ranks << stage << shared << gpt;
+  }
+  // The MLP under Adam, the GPT under SGD with momentum: each optimizer's state sharded.
+  void zero() {
+    QFETCH(int, ranks);
+    QFETCH(int, stage);
+    QFETCH(bool, shared);
+    QFETCH(bool, gpt);
+    Split s{ranks, 1, shared, {}, stage};
+    if (gpt)
+      compare(m_gpt, 16 / ranks, s, 128);
+    else
+      compare(m_mlp, 64 / ranks, s);
+  }
+
+  void checkpointsResumeOnOtherRanks_data() {
+    QTest::addColumn<int>("before");
+    QTest::addColumn<int>("tensor");
+    QTest::addColumn<int>("stage");
+    QTest::addColumn<int>("after");
+    QTest::newRow("tensor 4 to 1") << 4 << 4 << 0 << 1;
+    QTest::newRow("ZeRO-2 on 4 to 1") << 4 << 1 << 2 << 1;
+    QTest::newRow("ZeRO-1 on 4 to ZeRO-2 on 2") << 4 << 1 << 1 << 2;
+    QTest::newRow("1 to tensor 2 x data 2") << 1 << 1 << 0 << 4;
+  }
+  // 20 steps with a checkpoint at 10 on `before` ranks, then steps 11..20 again from it
+  // on `after` ranks: the weights are those of 20 steps on one rank.
+  void checkpointsResumeOnOtherRanks() {
+    QFETCH(int, before);
+    QFETCH(int, tensor);
+    QFETCH(int, stage);
+    QFETCH(int, after);
+    const std::string dir = m_dir.path().toStdString();
+    proto::Project p = m_mlp;
+    p.mutable_train()->mutable_checkpoint()->set_every_steps(10);
+    const std::string first = dir + "/resume-" + QTest::currentDataTag();
+    Outcome one = train(p, dir, 64, Split{}, -1, Resume{"", first + "-one"});
+    QVERIFY2(one.error.empty(), one.error.c_str());
+    Outcome writer =
+        train(p, dir, 64 / before, Split{before, tensor, false, {}, stage}, -1, Resume{"", first});
+    QVERIFY2(writer.error.empty(), writer.error.c_str());
+    const Split again =
+        after == 4 ? Split{4, 2, true, {}, 0} : Split{after, 1, true, {}, after > 1 ? 2 : 0};
+    Outcome resumed =
+        train(p, dir, 64 / after, again, -1, Resume{first + "/step-000000010", first + "-again"});
+    QVERIFY2(resumed.error.empty(), resumed.error.c_str());
+    auto [worst, where] = worstWeight(one, resumed);
+    qInfo("%s: worst weight %.3g (%s)", QTest::currentDataTag(), worst, where.c_str());
+    QVERIFY2(worst < 1e-5, where.c_str());
+    QVERIFY(relative(one.summary.testLoss, resumed.summary.testLoss) < 1e-5);
+  }
+
   // q, k and v column-parallel, attention split by heads (Megatron's attention).
   void gpt() {
     QFETCH(int, ranks);
@@ -237,5 +313,5 @@ class TestTensorParallel : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestTensorParallel)
-#include "tst_tensor_parallel.moc"
+QTEST_GUILESS_MAIN(TestParallelTraining)
+#include "tst_parallel_training.moc"
