@@ -64,6 +64,8 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
     o.set("loss_scale", Json::number(s.lossScale));
   }
   o.set("arena_bytes", Json::number(double(s.arenaBytes)));
+  o.set("weight_bytes", Json::number(double(s.weightBytes)));
+  o.set("state_bytes", Json::number(double(s.stateBytes)));
   o.set("naive_bytes", Json::number(double(s.naiveBytes)));
   o.set("parameters", Json::number(double(s.parameters)));
   o.set("flops_per_sample", Json::number(s.flopsPerSample));

@@ -157,6 +157,8 @@ Status Fit::start(const proto::Project& project) {
   sum.flopsPerSample =
       m_main->batch > 0 ? double(programFlops(*m_main)) / double(m_main->batch) : 0;
   sum.parameters = m_store->parameterCount();
+  for (const auto& e : m_store->entries())
+    (e->kind == ValueKind::State ? sum.stateBytes : sum.weightBytes) += e->numel() * 4;
   m_reporter.started(m_run, *m_main);
 
   m_checkpoints = std::make_unique<CheckpointPolicy>(m_run);

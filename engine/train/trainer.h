@@ -82,6 +82,9 @@ struct TrainSummary {
   // on a GPU the host's overhead per step, all of the step on the CPU.
   double issueSeconds = 0;
   int64_t arenaBytes = 0, naiveBytes = 0, parameters = 0;
+  // What this rank holds besides the arena: its weights (parameters and buffers, its
+  // parts of split ones) and its optimizer state (its shards under ZeRO).
+  int64_t weightBytes = 0, stateBytes = 0;
   // The training step's floating-point operations per sample (forward, backward and
   // update, as the ops count them): samples/s times this is the step's FLOP/s.
   double flopsPerSample = 0;
