@@ -65,8 +65,7 @@ std::vector<std::string> workerArgs(const RankJob& job, int rank, const std::str
   std::vector<std::string> out;
   for (size_t i = 0; i < job.args.size(); ++i) {
     const std::string& a = job.args[i];
-    bool valued =
-        a == "--events" || a == "--summary-json" || a == "--threads";
+    bool valued = a == "--events" || a == "--summary-json" || a == "--threads";
     if (valued) {
       ++i;  // its value too
       continue;
@@ -390,11 +389,14 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop) {
 }
 
 void makeTensorGroups(const proto::Project& project, TrainOptions& opts, TensorGroups& held) {
-  const int tp = opts.tensorParallel > 0 ? opts.tensorParallel
-                                         : project.train().distributed().tensor_parallel();
-  if (!opts.comm || tp <= 1 || opts.comm->size() % tp != 0) return;
-  held = tensorGroups(*opts.comm, tp);
-  opts.tensorComm = held.tensor.get();
+  const proto::Distributed& d = project.train().distributed();
+  const int tp = opts.tensorParallel > 0 ? opts.tensorParallel : d.tensor_parallel();
+  const int pp = opts.pipelineStages > 0 ? opts.pipelineStages : d.pipeline_stages();
+  if (tp > 1 && pp > 1) return;  // both: the run refuses it
+  const int size = std::max(tp, pp);
+  if (!opts.comm || size <= 1 || opts.comm->size() % size != 0) return;
+  held = tensorGroups(*opts.comm, size);
+  (tp > 1 ? opts.tensorComm : opts.stageComm) = held.tensor.get();
   opts.dataComm = held.data.get();
 }
 

@@ -38,9 +38,9 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop);
 // (with rank0() as its communicator, printing and writing as a single run would);
 // start() trains ranks 1.. each on a thread of its own, which report nothing but
 // their errors.
-// Tensor parallelism's groups for this rank (opts.comm), where the run asks for them
-// (--tensor-parallel, else the project's train.distributed.tensor_parallel): made into
-// `held` and set in `opts`. Nothing where the run has one rank or no tensor groups;
+// Tensor or pipeline parallelism's groups for this rank (opts.comm), where the run
+// asks for them (--tensor-parallel or --pipeline-stages, else the project's
+// train.distributed): made into `held` and set in `opts`. Nothing where the run has one rank or no tensor groups;
 // a size that does not divide the ranks is left for the run to refuse.
 void makeTensorGroups(const proto::Project& project, TrainOptions& opts, TensorGroups& held);
 

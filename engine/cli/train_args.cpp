@@ -152,6 +152,13 @@ void addParallel(Reader& r) {
            "parallelism, as --sbp and the project's hints say, the other layers splitting "
            "their weights where they can); the copies train data-parallel (over "
            "train.distributed.tensor_parallel)");
+  r.number("--pipeline-stages", a.opts.pipelineStages, 1, 4096,
+           "with --ranks or --thread-ranks: cut the model into N stages, each on its own rank, "
+           "run as a 1F1B pipeline over micro-batches; the pipelines train data-parallel (over "
+           "train.distributed.pipeline_stages)");
+  r.number("--micro-batches", a.opts.microBatches, 1, 1 << 20,
+           "with --pipeline-stages: micro-batches per step, which divide each rank's batch "
+           "(default: the project's train.distributed.micro_batches, else twice the stages)");
   r.number("--zero", a.opts.zero, 0, 2,
            "with --ranks or --thread-ranks: ZeRO stage 1 shards the optimizer state across the "
            "ranks, 2 the summed gradients too (over train.distributed.zero)");

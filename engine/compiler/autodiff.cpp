@@ -9,7 +9,7 @@ Result<std::map<ValueId, ValueId>> autodiff(Graph& g, ValueId loss,
   // Which values depend on a parameter (or a requested tensor): only those need gradients.
   for (ValueId v : alsoWrt) g.values[v].requiresGrad = true;
   for (const Node& n : g.nodes) {
-    if (n.op->external) continue;
+    if (n.op->external || n.inputs.empty()) continue;  // data, constants, received values
     bool req = false;
     for (ValueId v : n.inputs) req = req || g.values[v].requiresGrad;
     for (ValueId v : n.outputs) g.values[v].requiresGrad = req;

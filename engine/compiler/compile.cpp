@@ -34,6 +34,7 @@ Result<std::unique_ptr<Program>> compileUnguarded(const proto::ModelDef& model,
   c.context.comm = opts.comm;
   c.context.tensorComm = opts.tensorComm;
   c.context.dataComm = opts.dataComm;
+  c.context.stageComm = opts.stageComm;
   c.lower.budget = budgetOrThisProcess(opts.budget);
   // What the passes planned of the budget is given back unless the compile succeeds.
   struct GiveBack {

@@ -74,6 +74,13 @@ struct CompileOptions {
   Communicator* tensorComm = nullptr;
   Communicator* dataComm = nullptr;
   std::vector<SbpHint> sbpHints;
+  // Pipeline parallelism (the "pipeline" passes): this rank runs stage
+  // stageComm->rank() of stageComm->size() (engine/compiler/pipeline.h), its training
+  // step over `microBatches` micro-batches of `batch` (the same samples every stage
+  // reads) in 1F1B order; `dataComm` sums its parameters' gradients. Null or one
+  // rank: none of it.
+  Communicator* stageComm = nullptr;
+  int microBatches = 1;
   // Every rank of the tensor group reads the same `batch` samples (an evaluation,
   // which then counts every sample once on any number of ranks), not its share.
   bool wholeBatchPerRank = false;

@@ -92,6 +92,19 @@ class PassContext {
   std::map<ValueId, ValueId> grads;
   NodeId seed = -1;
   ValueId lossScale = kNoValue;  // fp16's loss-scaling state
+  // Settled by "pipeline": the values received from other stages whose gradients go
+  // back (to `peer` with `tag`), each node's micro-batch (by name), and the values
+  // autodiff differentiates besides the parameters; by "autodiff", those gradients.
+  struct Received {
+    ValueId value = kNoValue;
+    int peer = 0;
+    int64_t tag = 0;
+    int micro = 0;
+  };
+  std::vector<Received> received;
+  std::map<std::string, int> microOf;
+  std::vector<ValueId> alsoWrt;
+  std::map<ValueId, ValueId> receivedGrads;
   // Settled by "gradient buckets" under ZeRO: the buckets the updates shard.
   std::vector<GradientBucket> zeroBuckets;
 
@@ -152,6 +165,9 @@ std::string passKey(const std::string& name);
 std::unique_ptr<Pass> kvCachePass();
 std::unique_ptr<Pass> outputsPass();
 std::unique_ptr<Pass> sbpPass();
+std::unique_ptr<Pass> pipelinePass();
+std::unique_ptr<Pass> pipelineGradientsPass();
+std::unique_ptr<Pass> pipelineSchedulePass();
 std::unique_ptr<Pass> foldingPass();
 std::unique_ptr<Pass> fusionPass();
 std::unique_ptr<Pass> autocastPass();

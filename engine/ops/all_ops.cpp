@@ -11,6 +11,7 @@ void registerAllOps(OpRegistry& r) {
   registerCollectives(r);
   registerBoxing(r);
   registerZero(r);
+  registerPipeline(r);
   registerLinear(r);
   registerMatMul(r);
   registerReLU(r);

@@ -15,6 +15,7 @@ void registerAutocast(OpRegistry& r);
 void registerCollectives(OpRegistry& r);
 void registerBoxing(OpRegistry& r);
 void registerZero(OpRegistry& r);
+void registerPipeline(OpRegistry& r);
 void registerLinear(OpRegistry& r);
 void registerMatMul(OpRegistry& r);
 void registerReLU(OpRegistry& r);

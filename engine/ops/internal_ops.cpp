@@ -87,5 +87,21 @@ const OpDef& zeroUpdate() {
   static const OpDef& d = lookup(kZeroUpdate);
   return d;
 }
+const OpDef& pipeSend() {
+  static const OpDef& d = lookup(kPipeSend);
+  return d;
+}
+const OpDef& pipeRecv() {
+  static const OpDef& d = lookup(kPipeRecv);
+  return d;
+}
+const OpDef& microBatch() {
+  static const OpDef& d = lookup(kMicroBatch);
+  return d;
+}
+const OpDef& microMean() {
+  static const OpDef& d = lookup(kMicroMean);
+  return d;
+}
 
 }  // namespace netloom::internal_ops

@@ -24,6 +24,11 @@ inline constexpr const char* kAdd = "Add";
 inline constexpr const char* kBoxing = "Boxing";
 inline constexpr const char* kZeroScatter = "ZeroScatter";
 inline constexpr const char* kZeroUpdate = "ZeroUpdate";
+inline constexpr const char* kPipeSend = "PipeSend";
+inline constexpr const char* kPipeRecv = "PipeRecv";
+inline constexpr const char* kMicroBatch = "MicroBatch";
+inline constexpr const char* kMicroMean = "MicroMean";
+inline constexpr const char* kMicroMeanGrad = "MicroMeanGrad";
 
 const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
 const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
@@ -42,5 +47,9 @@ const OpDef& add();             // a sum of two tensors (gradients reaching a va
 const OpDef& boxing();          // a value moved between SBP layouts (tensor parallelism)
 const OpDef& zeroScatter();     // ZeRO-2: a bucket of gradients summed, one shard kept
 const OpDef& zeroUpdate();      // ZeRO: a shard of a bucket updated, the parameters gathered
+const OpDef& pipeSend();        // a value sent to a later pipeline stage
+const OpDef& pipeRecv();        // a value received from another pipeline stage
+const OpDef& microBatch();      // one micro-batch of a batch
+const OpDef& microMean();       // the mean of per-micro-batch scalars
 
 }  // namespace netloom::internal_ops

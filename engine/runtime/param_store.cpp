@@ -194,6 +194,61 @@ std::unique_ptr<ParamStore> ParamStore::gatherWhole(Communicator* parts,
   return out;
 }
 
+namespace {
+
+template <typename T>
+void put(std::vector<char>& out, const T& v) {
+  const char* p = reinterpret_cast<const char*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+template <typename T>
+T take(const char*& at) {
+  T v;
+  std::memcpy(&v, at, sizeof(T));
+  at += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<ParamStore> ParamStore::gatherStages(Communicator& stages) const {
+  std::vector<char> mine;
+  put(mine, int64_t(m_entries.size()));
+  for (const auto& e : m_entries) {
+    put(mine, int64_t(e->name.size()));
+    mine.insert(mine.end(), e->name.begin(), e->name.end());
+    put(mine, int32_t(e->kind));
+    put(mine, int64_t(e->desc.shape.size()));
+    for (int64_t d : e->desc.shape) put(mine, d);
+    const std::vector<float> values = read(*e);
+    const char* bytes = reinterpret_cast<const char*>(values.data());
+    mine.insert(mine.end(), bytes, bytes + values.size() * sizeof(float));
+  }
+  std::vector<int64_t> sizes(size_t(stages.size()));
+  const int64_t size = int64_t(mine.size());
+  stages.allgather(&size, sizes.data(), sizeof(int64_t));
+  auto out = std::make_unique<ParamStore>(cpuDevice());
+  for (int r = 0; r < stages.size(); ++r) {
+    std::vector<char> blob =
+        r == stages.rank() ? mine : std::vector<char>(size_t(sizes[size_t(r)]));
+    stages.broadcast(blob.data(), int64_t(blob.size()), r);
+    const char* at = blob.data();
+    for (int64_t n = take<int64_t>(at); n > 0; --n) {
+      std::string name(at, size_t(take<int64_t>(at)));
+      at += name.size();
+      const auto kind = ValueKind(take<int32_t>(at));
+      Shape shape(size_t(take<int64_t>(at)));
+      for (int64_t& d : shape) d = take<int64_t>(at);
+      std::vector<float> values(size_t(numel(shape)));
+      std::memcpy(values.data(), at, values.size() * sizeof(float));
+      at += values.size() * sizeof(float);
+      if (out->find(name)) continue;
+      write(*out->create(name, TensorDesc{shape, DType::F32, {}}, kind), values.data());
+    }
+  }
+  return out;
+}
+
 Status ParamStore::writeFlat(
     Entry& e, const std::function<const std::vector<float>*(const std::string&)>& find) {
   const FlatShard& f = *e.flat;

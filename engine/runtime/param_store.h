@@ -59,6 +59,9 @@ class ParamStore {
   // the ranks that share them out, into each parameter's own state tensors (either
   // may be null: none). Every one of those ranks calls it.
   std::unique_ptr<ParamStore> gatherWhole(Communicator* parts, Communicator* shards) const;
+  // Every rank of `stages` (a pipeline's) with the tensors of all of them, each rank
+  // holding its own stage's; on the host. Every one of them calls it.
+  std::unique_ptr<ParamStore> gatherStages(Communicator& stages) const;
   // A ZeRO state entry's shard cut from its parameters' whole states, `find` giving
   // each by name (null where missing: the error names it).
   static Status writeFlat(Entry& e,

@@ -11,10 +11,10 @@ Result<Totals> evaluate(ProgramCache& cache, const Dataset& data, const Normaliz
   BatchLoader::Options lo;
   lo.batchSize = batch;
   lo.shuffle = false;
-  // Under tensor parallelism the ranks of a tensor group read the same samples, each
-  // group its share, and the group's first rank counts them.
+  // Under tensor or pipeline parallelism the ranks of a group read the same samples,
+  // each group its share, and one rank of the group counts them.
   Communicator* readers = cache.splitsModel() ? cache.dataComm() : comm;
-  const bool counts = !cache.splitsModel() || cache.tensorComm()->rank() == 0;
+  const bool counts = cache.counts();
   if (readers) {
     lo.rank = readers->rank();
     lo.ranks = readers->size();

@@ -53,11 +53,21 @@ void RunReporter::started(const RunState& run, const Program& main) const {
   send(e);
   for (const std::string& w : s.warnings) log(proto::Log::WARNING, w);
   if (run.comm) {
-    const int ranks = run.ranks();
+    const int ranks = run.shares();
     int64_t global = s.batch * ranks, left = s.data.train.size() % global;
-    log(proto::Log::INFO, "data parallel: " + run.comm->describe() + ", batches of " +
-                              std::to_string(s.batch) + " per rank (" + std::to_string(global) +
-                              " per step)");
+    const CompileOptions& c = s.trainOpts;
+    const std::string how =
+        c.stageComm ? "pipelines of " + std::to_string(c.stageComm->size()) + " stages (" +
+                          std::to_string(c.microBatches) + " micro-batches), this rank stage " +
+                          std::to_string(c.stageComm->rank()) + ", batches of " +
+                          std::to_string(s.batch) + " per pipeline"
+        : c.tensorComm ? "tensor groups of " + std::to_string(c.tensorComm->size()) +
+                             " ranks, batches of " + std::to_string(s.batch) + " per rank"
+        : c.zero > 0 ? "ZeRO-" + std::to_string(c.zero) + ", batches of " +
+                           std::to_string(s.batch) + " per rank"
+                     : "batches of " + std::to_string(s.batch) + " per rank";
+    log(proto::Log::INFO, "data parallel: " + run.comm->describe() + ", " + how + " (" +
+                              std::to_string(global) + " per step)");
     if (left > 0 && left < ranks)
       log(proto::Log::INFO, "the last " + std::to_string(left) + " sample" +
                                 (left == 1 ? "" : "s") +

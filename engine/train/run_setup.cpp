@@ -165,6 +165,30 @@ Status resolveTensorParallel(CompileOptions& c, const proto::Distributed& dist,
   return {};
 }
 
+// Pipeline parallelism: the groups the launcher made and the micro-batches.
+Status resolvePipeline(CompileOptions& c, const proto::Distributed& dist,
+                       const TrainOptions& opts) {
+  const int pp = opts.pipelineStages > 0 ? opts.pipelineStages : dist.pipeline_stages();
+  const int ranks = opts.comm ? opts.comm->size() : 1;
+  if (pp <= 1 || ranks <= 1) return {};
+  const std::string field =
+      opts.pipelineStages > 0 ? "--pipeline-stages" : "train.distributed.pipeline_stages";
+  if (c.tensorComm)
+    return makeError(field + " with tensor parallelism: choose one of them, for now");
+  if (ranks % pp != 0)
+    return makeError(field + " " + std::to_string(pp) + " does not divide the " +
+                     std::to_string(ranks) + " ranks");
+  if (!opts.stageComm || opts.stageComm->size() != pp)
+    return makeError(field + " " + std::to_string(pp) + ": the ranks were started without " +
+                     "pipeline groups of that size");
+  c.stageComm = opts.stageComm;
+  c.dataComm = opts.dataComm;
+  c.microBatches = opts.microBatches > 0      ? opts.microBatches
+                   : dist.micro_batches() > 0 ? dist.micro_batches()
+                                              : 2 * pp;
+  return {};
+}
+
 // ZeRO's stage, where the run has ranks to shard over.
 Status resolveZero(CompileOptions& c, const proto::Distributed& dist, const TrainOptions& opts,
                    Precision precision) {
@@ -173,10 +197,10 @@ Status resolveZero(CompileOptions& c, const proto::Distributed& dist, const Trai
       (opts.zero >= 0 ? "--zero " : "train.distributed.zero ") + std::to_string(zero);
   if (zero < 0 || zero > 2) return makeError(field + ": ZeRO's stages are 0, 1 and 2");
   if (zero == 0 || !c.comm) return {};
-  if (c.tensorComm)
+  if (c.tensorComm || c.stageComm)
     return makeError(field +
-                     " with tensor parallelism: ZeRO shards data-parallel ranks only, "
-                     "for now; set one of them");
+                     " with tensor or pipeline parallelism: ZeRO shards data-parallel "
+                     "ranks only, for now; set one of them");
   if (precision == Precision::F16)
     return makeError(field + " with fp16: its loss scaling reads whole gradients; use bf16");
   if (zero == 2 && c.gradientNorms)
@@ -209,6 +233,7 @@ Status resolveCompileOptions(Setup& s, const TrainOptions& opts) {
   c.batchField =
       (opts.batchSize > 0 ? "--batch-size " : "train.batch_size ") + std::to_string(s.batch);
   if (Status st = resolveTensorParallel(c, dist, opts); !st) return st;
+  if (Status st = resolvePipeline(c, dist, opts); !st) return st;
   s.evalOpts = c;
   s.evalOpts.wholeBatchPerRank = true;  // each tensor group's ranks read the same samples
   c.comm = opts.comm && opts.comm->size() > 1 ? opts.comm : nullptr;

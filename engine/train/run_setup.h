@@ -21,9 +21,15 @@ class ProgramCache {
  public:
   // Whether its programs split the model over a tensor group (every rank's batch
   // the same size).
-  bool splitsModel() const { return m_base.tensorComm != nullptr; }
-  Communicator* tensorComm() const { return m_base.tensorComm; }
+  bool splitsModel() const { return m_base.tensorComm || m_base.stageComm; }
   Communicator* dataComm() const { return m_base.dataComm; }
+  // Whether this rank counts its evaluation (of the ranks that read the same samples,
+  // the first of a tensor group, the last stage of a pipeline).
+  bool counts() const {
+    if (m_base.tensorComm) return m_base.tensorComm->rank() == 0;
+    if (m_base.stageComm) return m_base.stageComm->rank() == m_base.stageComm->size() - 1;
+    return true;
+  }
   ProgramCache(const proto::Project& p, CompileOptions base, ParamStore& store)
       : m_project(p), m_base(std::move(base)), m_store(store) {}
 

@@ -30,10 +30,15 @@ struct RunState {
   explicit RunState(const TrainOptions& o) : opts(o) {}
   bool stopRequested() const { return comm ? stopAgreed : opts.stop && opts.stop->load(); }
   int ranks() const { return comm ? comm->size() : 1; }
+  // The ranks that read a share of each batch: each pipeline reads one, as a whole.
+  Communicator* readers() const { return s.trainOpts.stageComm ? s.trainOpts.dataComm : comm; }
+  int shares() const { return readers() ? readers()->size() : 1; }
   bool writes() const { return !comm || comm->rank() == 0; }  // checkpoints, weights
-  // The store as one rank would hold it, to write: tensor parallelism's parts and
-  // ZeRO's state shards gathered (every rank takes part). Null where it is so already.
+  // The store as one rank would hold it, to write: tensor parallelism's parts, ZeRO's
+  // state shards, a pipeline's stages gathered (every rank takes part). Null where it
+  // is so already.
   std::unique_ptr<ParamStore> gathered(const ParamStore& store) const {
+    if (Communicator* stages = s.trainOpts.stageComm) return store.gatherStages(*stages);
     Communicator* parts = s.trainOpts.tensorComm;
     Communicator* shards = s.trainOpts.zero > 0 ? s.trainOpts.comm : nullptr;
     return parts || shards ? store.gatherWhole(parts, shards) : nullptr;

@@ -114,7 +114,8 @@ Status Fit::loadWeights() {
   }
   // Every rank starts from rank 0's weights and state; under tensor parallelism,
   // from those of the rank holding the same parts in the first group.
-  Communicator* same = s.trainOpts.tensorComm ? s.trainOpts.dataComm : m_run.comm;
+  Communicator* same =
+      s.trainOpts.tensorComm || s.trainOpts.stageComm ? s.trainOpts.dataComm : m_run.comm;
   if (same && same->size() > 1) {
     for (const auto& entry : m_store->entries()) {
       if (entry->flat) continue;  // ZeRO: each rank's own shard
@@ -128,7 +129,7 @@ Status Fit::loadWeights() {
 
 Status Fit::countSteps() {
   const Setup& s = m_run.s;
-  const int ranks = m_run.ranks();
+  const int ranks = m_run.shares();
   RunPosition& pos = m_run.pos;
   m_run.perEpoch = BatchLoader::steps(s.data.train.size(), s.batch, ranks);
   if (m_run.perEpoch == 0) return fail("the training set has fewer samples than ranks");
@@ -181,8 +182,8 @@ BatchLoader::Options Fit::epochLoader() const {
   lo.skipSamples = m_run.pos.samples;  // this epoch's samples done, on any number of ranks
   lo.augment = s.data.augment;
   if (m_run.comm) {
-    lo.rank = m_run.comm->rank();
-    lo.ranks = m_run.comm->size();
+    lo.rank = m_run.readers()->rank();
+    lo.ranks = m_run.readers()->size();
     lo.evenShares = s.trainOpts.tensorComm != nullptr;
   }
   return lo;

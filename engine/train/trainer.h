@@ -49,6 +49,11 @@ struct TrainOptions {
   int zero = -1;
   Communicator* tensorComm = nullptr;
   Communicator* dataComm = nullptr;
+  // Pipeline parallelism (--pipeline-stages, --micro-batches; 0: the project's): the
+  // launcher's groups again, `stageComm` the ranks of this one's pipeline (stage k
+  // on its rank k) and `dataComm` those running the same stage.
+  int pipelineStages = 0, microBatches = 0;
+  Communicator* stageComm = nullptr;
   // Optional compiler passes left out (--disable-pass), by name.
   std::set<std::string> disabledPasses;
   // Bytes the run may plan (data, parameters, optimizer state, arenas, prefetched

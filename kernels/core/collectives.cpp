@@ -8,6 +8,7 @@
 #include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
 #include "kernels/core/shard.h"
+#include "kernels/core/pipeline.h"
 #include "kernels/core/zero.h"
 
 namespace netloom {
@@ -124,6 +125,7 @@ void registerCollectiveKernels(KernelRegistry& r, DeviceKind device) {
                  boxingKernel};
   r.add("Boxing", device, std::move(box));
   registerZeroKernels(r, device);
+  registerPipelineKernels(r, device);
 }
 
 }  // namespace netloom

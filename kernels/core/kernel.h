@@ -80,6 +80,8 @@ struct KernelSig {
   // gradients (null: none besides this one).
   Communicator* tensorComm = nullptr;
   Communicator* dataComm = nullptr;
+  // Under pipeline parallelism: the ranks of the pipeline, stage k on rank k.
+  Communicator* stageComm = nullptr;
 };
 
 // Per-step values the runtime passes to every launch.

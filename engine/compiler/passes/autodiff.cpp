@@ -22,9 +22,15 @@ class Autodiff : public Pass {
       if (v == kNoValue) return makeError("no tensor named '" + name + "' to differentiate");
       wrt.push_back(v);
     }
+    wrt.insert(wrt.end(), c.alsoWrt.begin(), c.alsoWrt.end());
     auto grads = autodiff(g, c.loss, wrt, &c.seed);
     if (!grads) return grads.error();
     c.grads = std::move(*grads);
+    for (ValueId v : c.alsoWrt)  // a pipeline stage's received values: sent back, not updated
+      if (auto it = c.grads.find(v); it != c.grads.end()) {
+        c.receivedGrads[v] = it->second;
+        c.grads.erase(it);
+      }
     if (!c.updates()) {
       for (const auto& [v, grad] : c.grads) {
         c.prog.gradients[g.values[v].name] = grad;

@@ -32,9 +32,10 @@ class GradientBuckets : public Pass {
     }
     // Under tensor parallelism a whole parameter's gradient is a sum over every rank,
     // a split one's over the ranks that hold the same part.
+    // A pipeline stage's parameters are its own: summed over the ranks of that stage.
     std::map<ValueId, ValueId> whole, split;
     for (const auto& [param, grad] : c.grads)
-      (c.g.values[param].shard.split() ? split : whole)[param] = grad;
+      (c.g.values[param].shard.split() || c.opts.stageComm ? split : whole)[param] = grad;
     for (const GradientBucket& b :
          insertGradientBuckets(c.g, whole, c.opts.firstBucketBytes, c.opts.bucketBytes))
       c.prog.buckets.push_back({b.name, b.params.size(), b.bytes});

@@ -1,0 +1,83 @@
+#include "engine/compiler/pipeline.h"
+
+#include <algorithm>
+
+namespace netloom {
+namespace {
+
+// A node's share of the work: its forward FLOPs and its weights, at least 1.
+int64_t costOf(const Graph& g, const Node& n) {
+  int64_t cost = 1;
+  InferCtx c{n.attrs, {}, {}, {}, {}, -1};
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const TensorDesc& d = g.values[n.inputs[k]].desc;
+    (int(k) < n.numDataInputs() ? c.in : c.params).push_back(d);
+    if (int(k) >= n.numDataInputs()) cost += numel(d.shape);
+  }
+  for (ValueId v : n.outputs) c.out.push_back(g.values[v].desc);
+  if (n.op->flops) cost += std::max<int64_t>(0, n.op->flops(c));
+  return cost;
+}
+
+bool reports(const Node& n) {
+  return n.op->role == OpRole::Loss || n.op->role == OpRole::Metric;
+}
+
+}  // namespace
+
+Result<std::vector<int>> pipelineStages(const Graph& g, int stages) {
+  std::vector<int> stage(g.nodes.size(), -1);
+  std::vector<size_t> work;  // the nodes that compute, in order
+  int64_t total = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].op->external && !reports(g.nodes[i])) {
+      work.push_back(i);
+      total += costOf(g, g.nodes[i]);
+    }
+  if (int64_t(work.size()) < stages)
+    return makeError("the model has " + std::to_string(work.size()) + " layers to share out, " +
+                     "fewer than the " + std::to_string(stages) + " pipeline stages");
+  // Each node goes where the middle of its work falls; every stage keeps at least one.
+  int64_t before = 0;
+  int last = 0;
+  for (size_t k = 0; k < work.size(); ++k) {
+    const int64_t cost = costOf(g, g.nodes[work[k]]);
+    int s = int((2 * before + cost) * stages / std::max<int64_t>(1, 2 * total));
+    s = std::clamp(s, last, stages - 1);
+    s = std::max(s, stages - int(work.size() - k));  // the later stages still get one each
+    s = std::min(s, int(k));                         // and the earlier ones
+    stage[work[k]] = s;
+    last = s;
+    before += cost;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (reports(g.nodes[i])) stage[i] = stages - 1;
+  return stage;
+}
+
+std::string explainStages(const Graph& g, const std::vector<int>& stage, int microBatches) {
+  int stages = 0;
+  for (int s : stage) stages = std::max(stages, s + 1);
+  std::string out = "pipeline of " + std::to_string(stages) + " stages, " +
+                    std::to_string(microBatches) + " micro-batches per step, 1F1B:\n";
+  for (int s = 0; s < stages; ++s) {
+    std::string nodes, crossing;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (stage[i] != s) continue;
+      nodes += (nodes.empty() ? "" : ", ") + g.nodes[i].name;
+      for (ValueId v : g.nodes[i].inputs) {
+        const NodeId p = g.values[v].producer;
+        if (p >= 0 && stage[size_t(p)] >= 0 && stage[size_t(p)] < s &&
+            crossing.find("'" + g.values[v].name + "'") == std::string::npos)
+          crossing += (crossing.empty() ? "" : ", ") + std::string("'") + g.values[v].name + "' " +
+                      shapeToString(g.values[v].desc.shape) + " from stage " +
+                      std::to_string(stage[size_t(p)]);
+      }
+    }
+    out += "  stage " + std::to_string(s) + " (rank " + std::to_string(s) + "): " + nodes + "\n";
+    if (!crossing.empty()) out += "    receives " + crossing + "\n";
+  }
+  return out;
+}
+
+}  // namespace netloom
