@@ -1,6 +1,7 @@
 #include "engine/compiler/pipeline.h"
 
 #include <algorithm>
+#include <map>
 
 namespace netloom {
 namespace {
@@ -44,14 +45,28 @@ Result<std::vector<int>> pipelineStages(const Graph& g, int stages) {
     const int64_t cost = costOf(g, g.nodes[work[k]]);
     int s = int((2 * before + cost) * stages / std::max<int64_t>(1, 2 * total));
     s = std::clamp(s, last, stages - 1);
-    s = std::max(s, stages - int(work.size() - k));  // the later stages still get one each
-    s = std::min(s, int(k));                         // and the earlier ones
+    s = std::max(s, stages - int(work.size() - k));    // the later stages still get one each
+    s = std::min({s, int(k), k == 0 ? 0 : last + 1});  // and none is skipped
     stage[work[k]] = s;
     last = s;
     before += cost;
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (reports(g.nodes[i])) stage[i] = stages - 1;
+  // A weight two stages read (tied) would need its gradients summed between them.
+  std::map<ValueId, size_t> firstReader;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].inputs) {
+      if (g.values[size_t(v)].kind != ValueKind::Param) continue;
+      auto [it, fresh] = firstReader.emplace(v, i);
+      if (!fresh && stage[it->second] != stage[i])
+        return makeError("parameter '" + g.values[size_t(v)].name + "' is read by '" +
+                         g.nodes[it->second].name + "' in pipeline stage " +
+                         std::to_string(stage[it->second]) + " and by '" + g.nodes[i].name +
+                         "' in stage " + std::to_string(stage[i]) +
+                         ": weights tied across stages are not supported yet; untie them "
+                         "(model.shared) or use fewer stages");
+    }
   return stage;
 }
 

@@ -123,11 +123,13 @@ std::vector<NamedTensor> ParamStore::exportParams() const {
   return out;
 }
 
-Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const std::string& file) {
+Status ParamStore::importParams(const std::vector<NamedTensor>& tensors, const std::string& file,
+                                bool stage) {
   std::map<std::string, const NamedTensor*> byName;
   for (const NamedTensor& t : tensors) {
     if (isBatchCounter(t, *this)) continue;
     Entry* e = find(t.name);
+    if (!e && stage) continue;
     if (!e || (e->kind != ValueKind::Param && e->kind != ValueKind::Buffer))
       return makeError(file + ": tensor '" + t.name + "' is not a parameter of this model");
     if (t.dtype != DType::F32)

@@ -80,7 +80,10 @@ class ParamStore {
   // model in name, dtype and shape, and every parameter must be present. PyTorch's
   // BatchNorm counter `<bn>.num_batches_tracked` (an integer scalar) is accepted and
   // ignored.
-  Status importParams(const std::vector<NamedTensor>& tensors, const std::string& file);
+  // `stage`: the store holds one pipeline stage's parameters, and the file's others
+  // are the other stages'.
+  Status importParams(const std::vector<NamedTensor>& tensors, const std::string& file,
+                      bool stage = false);
 
  private:
   Device* m_device;

@@ -249,7 +249,7 @@ Result<LoadedCheckpoint> readCheckpoint(const std::string& dir) {
   return c;
 }
 
-Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
+Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt, bool stage) {
   std::map<std::string, const NamedTensor*> byName;
   for (const NamedTensor& t : ckpt.tensors) byName[t.name] = &t;
   std::string file = ckpt.path + "/" + kStateFile;
@@ -276,7 +276,7 @@ Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt) {
                        ", this model needs F32 " + shapeToString(shape));
   }
   for (const NamedTensor& t : ckpt.tensors)
-    if (!store.find(t.name) && !precisionOnly(t.name) && !flatMembers.count(t.name))
+    if (!stage && !store.find(t.name) && !precisionOnly(t.name) && !flatMembers.count(t.name))
       return makeError(file + ": the checkpoint is of another model: tensor '" + t.name +
                        "' is not part of this model");
   std::map<std::string, std::vector<float>> values;  // the flat shards' sources, as floats

@@ -81,7 +81,8 @@ Result<LoadedCheckpoint> readCheckpoint(const std::string& dir);
 // Loads every persistent tensor (weights, buffers, optimizer state) from a checkpoint
 // into a store built for the current model. A checkpoint of another model is refused,
 // naming the first tensor that does not fit.
-Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt);
+// `stage`: the store holds one pipeline stage's tensors; the others are skipped.
+Status restoreTensors(ParamStore& store, const LoadedCheckpoint& ckpt, bool stage = false);
 
 // Loads a model's parameters and buffers, not its optimizer state, from a weights
 // file (--save-weights) or a checkpoint folder (a run still going) into `store`;

@@ -103,12 +103,14 @@ Status Fit::loadWeights() {
   if (!init.empty()) {
     auto tensors = readSafetensors(init);
     if (!tensors) return fail(tensors.error().message);
-    if (Status st = m_store->importParams(*tensors, init); !st) return fail(st.message());
+    if (Status st = m_store->importParams(*tensors, init, s.trainOpts.stageComm != nullptr); !st)
+      return fail(st.message());
   }
   if (!opts.resume.empty()) {
     auto ckpt = readCheckpoint(opts.resume);
     if (!ckpt) return fail(ckpt.error().message);
-    if (Status st = restoreTensors(*m_store, *ckpt); !st) return fail(st.message());
+    if (Status st = restoreTensors(*m_store, *ckpt, s.trainOpts.stageComm != nullptr); !st)
+      return fail(st.message());
     m_run.pos = ckpt->position;
     s.seed = ckpt->seed;  // the data order and random streams continue from the saved run
   }

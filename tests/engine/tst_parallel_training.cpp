@@ -1,10 +1,11 @@
 // Parallel training against one rank, the test that matters: the MLP of the spirals
 // project and a small GPT, split over 2 and 4 ranks (tensor parallelism: Megatron's
 // column and row pairs, attention by heads, or as the planner chooses), data 2 ×
-// tensor 2, and ZeRO-1 and ZeRO-2 on 2 and 4 ranks, each train 20 steps at the same
-// global batch as one rank does and must end with the same losses and weights to
-// 1e-5 relative. A checkpoint written by 4 ranks (split or sharded) resumes on 1 and
-// on 2, and one rank's on 4, as if the run had never stopped. Ranks are threads of
+// tensor 2, ZeRO-1 and ZeRO-2 on 2 and 4 ranks, and pipelines of 2 and 4 stages over
+// 8 micro-batches (and 2 stages × data 2), each train 20 steps at the same global
+// batch as one rank does and must end with the same losses and weights to 1e-5
+// relative. A checkpoint written by 4 ranks (split, sharded or staged) resumes on 1
+// and on 2, and one rank's on 4, as if the run had never stopped. Ranks are threads of
 // this process talking over Gloo's TCP transport or over shared memory, as
 // netloom-train's --ranks and --thread-ranks make them.
 #include <QTemporaryDir>
@@ -48,6 +49,9 @@ struct Split {
   bool shared = false;  // threadRanks' shared memory, else Gloo over TCP
   std::vector<std::pair<std::string, std::string>> hints;
   int zero = 0;
+  int stages = 1, micro = 0;  // pipeline parallelism
+  // The ranks reading a share of each batch: a pipeline reads one as a whole.
+  int readers() const { return ranks / stages; }
 };
 
 // Where a run starts from and what it leaves: a checkpoint to resume, and a folder
@@ -71,6 +75,8 @@ Outcome train(const proto::Project& project, const std::string& dir, int batch, 
   base.checkpointDir = resume.checkpoints.empty() ? dir + "/checkpoints" : resume.checkpoints;
   base.resume = resume.from;
   base.zero = split.zero;
+  base.pipelineStages = split.stages;
+  base.microBatches = split.micro;
   base.saveWeights = dir + "/weights-" + std::to_string(split.ranks) + "-" +
                      std::to_string(split.tensor) + "-" + std::to_string(split.zero) +
                      ".safetensors";
@@ -108,8 +114,8 @@ Outcome train(const proto::Project& project, const std::string& dir, int batch, 
       }
       TrainOptions opts = base;
       opts.comm = comm.get();
-      TensorGroups groups = tensorGroups(*comm, split.tensor);
-      opts.tensorComm = groups.tensor.get();
+      TensorGroups groups = tensorGroups(*comm, std::max(split.tensor, split.stages));
+      (split.stages > 1 ? opts.stageComm : opts.tensorComm) = groups.tensor.get();
       opts.dataComm = groups.data.get();
       auto s = runTraining(project, opts, [](const proto::TrainEvent&) {});
       if (!s)
@@ -156,7 +162,7 @@ class TestParallelTraining : public QObject {
   void compare(const proto::Project& project, int batch, const Split& split,
                int64_t trainLimit = -1) {
     const std::string dir = m_dir.path().toStdString();
-    Outcome one = train(project, dir, batch * split.ranks, Split{}, trainLimit);
+    Outcome one = train(project, dir, batch * split.readers(), Split{}, trainLimit);
     QVERIFY2(one.error.empty(), one.error.c_str());
     Outcome many = train(project, dir, batch, split, trainLimit);
     QVERIFY2(many.error.empty(), many.error.c_str());
@@ -265,6 +271,46 @@ class TestParallelTraining : public QObject {
       compare(m_mlp, 64 / ranks, s);
   }
 
+  void pipeline_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("stages");
+    QTest::addColumn<bool>("shared");
+    QTest::addColumn<bool>("gpt");
+    for (bool shared : {false, true})
+      for (bool gpt : {false, true}) {
+        const char* t = shared ? "shared memory" : "gloo";
+        const char* m = gpt ? "gpt" : "mlp";
+        QTest::addRow("%s, 2 stages, %s", m, t) << 2 << 2 << shared << gpt;
+        QTest::addRow("%s, 4 stages, %s", m, t) << 4 << 4 << shared << gpt;
+        QTest::addRow("%s, 2 stages x data 2, %s", m, t) << 4 << 2 << shared << gpt;
+      }
+  }
+  // 8 micro-batches a step, in 1F1B order: the stages' gradients summed over them.
+  // The GPT's output layer is untied from its embedding here: a weight two stages
+  // share is refused (pipelineRefusesTiedWeights).
+  void pipeline() {
+    QFETCH(int, ranks);
+    QFETCH(int, stages);
+    QFETCH(bool, shared);
+    QFETCH(bool, gpt);
+    Split s{ranks, 1, shared, {}, 0, stages, 8};
+    proto::Project untied = m_gpt;
+    untied.mutable_model()->clear_shared();
+    if (gpt)
+      compare(untied, 16 / s.readers(), s, 128);
+    else
+      compare(m_mlp, 64 / s.readers(), s);
+  }
+
+  // The GPT's output layer reads its embedding's weight: two stages would each update
+  // their own copy. Refused, naming the weight and both stages' nodes.
+  void pipelineRefusesTiedWeights() {
+    Outcome tied = train(m_gpt, m_dir.path().toStdString(), 8, Split{2, 1, true, {}, 0, 2, 4}, 128);
+    QVERIFY2(tied.error.find("parameter 'wte.weight' is read by 'wte' in pipeline stage 0 and by "
+                             "'logits' in stage 1") != std::string::npos,
+             tied.error.c_str());
+  }
+
   void checkpointsResumeOnOtherRanks_data() {
     QTest::addColumn<int>("before");
     QTest::addColumn<int>("tensor");
@@ -274,6 +320,7 @@ class TestParallelTraining : public QObject {
     QTest::newRow("ZeRO-2 on 4 to 1") << 4 << 1 << 2 << 1;
     QTest::newRow("ZeRO-1 on 4 to ZeRO-2 on 2") << 4 << 1 << 1 << 2;
     QTest::newRow("1 to tensor 2 x data 2") << 1 << 1 << 0 << 4;
+    QTest::newRow("4 stages to 1") << 4 << -4 << 0 << 1;
   }
   // 20 steps with a checkpoint at 10 on `before` ranks, then steps 11..20 again from it
   // on `after` ranks: the weights are those of 20 steps on one rank.
@@ -288,8 +335,10 @@ class TestParallelTraining : public QObject {
     const std::string first = dir + "/resume-" + QTest::currentDataTag();
     Outcome one = train(p, dir, 64, Split{}, -1, Resume{"", first + "-one"});
     QVERIFY2(one.error.empty(), one.error.c_str());
-    Outcome writer =
-        train(p, dir, 64 / before, Split{before, tensor, false, {}, stage}, -1, Resume{"", first});
+    // A negative `tensor`: that many pipeline stages.
+    const Split split = tensor < 0 ? Split{before, 1, false, {}, 0, -tensor, 8}
+                                   : Split{before, tensor, false, {}, stage};
+    Outcome writer = train(p, dir, 64 / split.readers(), split, -1, Resume{"", first});
     QVERIFY2(writer.error.empty(), writer.error.c_str());
     const Split again =
         after == 4 ? Split{4, 2, true, {}, 0} : Split{after, 1, true, {}, after > 1 ? 2 : 0};

@@ -301,12 +301,19 @@ class PipelineSchedule : public Pass {
     }
     std::vector<std::vector<int>> users(n);
     std::vector<int> waiting(n, 0);
-    for (size_t i = 0; i < n; ++i)
+    auto after = [&](size_t before, size_t i) {
+      users[before].push_back(int(i));
+      ++waiting[i];
+    };
+    // Nodes that only act (a bucket's start and wait, an update) keep their order.
+    size_t lastAct = n;
+    for (size_t i = 0; i < n; ++i) {
       for (ValueId v : g.nodes[i].inputs)
-        if (NodeId p = g.values[size_t(v)].producer; p >= 0) {
-          users[size_t(p)].push_back(int(i));
-          ++waiting[i];
-        }
+        if (NodeId p = g.values[size_t(v)].producer; p >= 0) after(size_t(p), i);
+      if (!g.nodes[i].outputs.empty()) continue;
+      if (lastAct < n) after(lastAct, i);
+      lastAct = i;
+    }
     using Item = std::pair<std::pair<int, size_t>, size_t>;  // ((key, order), node)
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
     for (size_t i = 0; i < n; ++i)
