@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/compiler/pipeline.h"
 #include "engine/compiler/sbp_plan.h"
 #include "engine/graph/blocks.h"
 #include "engine/io/safetensors.h"
@@ -95,7 +96,7 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
     // share of the batch, splitting weights), else how all ranks could spread it.
     const CompileOptions& c = setup->trainOpts;
     const int parts = c.tensorComm ? c.tensorComm->size() : opts.comm->size();
-    auto g = buildGraph(*flat, batch * parts);
+    auto g = buildGraph(*flat, c.stageComm ? batch : batch * parts);
     if (!g) return g.error();
     std::vector<SbpHint> hints = c.sbpHints;
     if (!c.tensorComm) {  // the project's hints, then --sbp's (a node given twice takes the later)
@@ -103,9 +104,16 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
         hints.push_back({h.node(), h.signature()});
       hints.insert(hints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
     }
-    auto plan = planSbp(*g, parts, SbpPlanOptions{hints, c.tensorComm != nullptr, false, {}});
+    auto plan = c.stageComm
+                    ? Result<SbpPlan>(SbpPlan{})
+                    : planSbp(*g, parts, SbpPlanOptions{hints, c.tensorComm != nullptr, false, {}});
     if (!plan) return plan.error();
-    parallel = plan->explain(*g);
+    if (!c.stageComm) parallel = plan->explain(*g);
+    if (c.stageComm) {  // a pipeline: its stages instead of a plan of splits
+      auto stages = pipelineStages(*g, c.stageComm->size());
+      if (!stages) return stages.error();
+      parallel = explainStages(*g, *stages, c.microBatches);
+    }
   } else if (!opts.sbpHints.empty()) {
     return makeError("--sbp spreads nodes over ranks: give --ranks N too");
   }
