@@ -1,5 +1,6 @@
 // The optimizer: PyTorch's defaults applied, and one update node per parameter.
 #include <cmath>
+#include <functional>
 
 #include "engine/compiler/passes.h"
 #include "engine/ops/internal_ops.h"
@@ -7,6 +8,32 @@
 #include "kernels/core/communicator.h"
 
 namespace netloom {
+namespace {
+
+// An update's attributes and state, whose tensors state(suffix) adds under PyTorch's
+// names; under loss scaling it reads the scale's state last.
+void describeUpdate(Node& n, const OptimizerSettings& s,
+                    const std::function<void(const std::string&)>& state, ValueId lossScale) {
+  n.attrs.set("weight_decay", s.weightDecay);
+  if (s.kind == proto::Optimizer::SGD) {
+    n.attrs.set("momentum", s.momentum);
+    n.attrs.set("nesterov", s.nesterov);
+    if (s.momentum > 0) state("momentum_buffer");
+  } else {
+    n.attrs.set("beta1", s.beta1);
+    n.attrs.set("beta2", s.beta2);
+    n.attrs.set("eps", s.eps);
+    n.attrs.set("decoupled", s.kind == proto::Optimizer::ADAMW);
+    state("exp_avg");
+    state("exp_avg_sq");
+  }
+  if (lossScale != kNoValue) {
+    n.attrs.set("loss_scaled", true);
+    n.inputs.push_back(lossScale);
+  }
+}
+
+}  // namespace
 
 Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
                        const proto::Optimizer& opt, ValueId lossScale) {
@@ -31,24 +58,7 @@ Status insertOptimizer(Graph& g, const std::map<ValueId, ValueId>& grads,
       v.shard = g.values[param].shard;  // split as its parameter is
       n.inputs.push_back(g.addValue(std::move(v)));
     };
-    if (sgd) {
-      n.attrs.set("momentum", s.momentum);
-      n.attrs.set("nesterov", s.nesterov);
-      n.attrs.set("weight_decay", s.weightDecay);
-      if (s.momentum > 0) state("momentum_buffer");
-    } else {
-      n.attrs.set("beta1", s.beta1);
-      n.attrs.set("beta2", s.beta2);
-      n.attrs.set("eps", s.eps);
-      n.attrs.set("weight_decay", s.weightDecay);
-      n.attrs.set("decoupled", s.kind == proto::Optimizer::ADAMW);
-      state("exp_avg");
-      state("exp_avg_sq");
-    }
-    if (lossScale != kNoValue) {
-      n.attrs.set("loss_scaled", true);
-      n.inputs.push_back(lossScale);
-    }
+    describeUpdate(n, s, state, lossScale);
     if (auto id = g.addNode(std::move(n)); !id) return id.error();
   }
   return {};
@@ -94,23 +104,7 @@ Status insertZeroOptimizer(Graph& g, const std::vector<GradientBucket>& buckets,
     n.attrs.set("grads", std::string(sharded ? "shard" : "whole"));
     n.attrs.set("parts", int64_t(comm.size()));
     n.attrs.set("kind", std::string(sgd ? "sgd" : "adam"));
-    n.attrs.set("weight_decay", s.weightDecay);
-    if (sgd) {
-      n.attrs.set("momentum", s.momentum);
-      n.attrs.set("nesterov", s.nesterov);
-      if (s.momentum > 0) state("momentum_buffer");
-    } else {
-      n.attrs.set("beta1", s.beta1);
-      n.attrs.set("beta2", s.beta2);
-      n.attrs.set("eps", s.eps);
-      n.attrs.set("decoupled", s.kind == proto::Optimizer::ADAMW);
-      state("exp_avg");
-      state("exp_avg_sq");
-    }
-    if (lossScale != kNoValue) {
-      n.attrs.set("loss_scaled", true);
-      n.inputs.push_back(lossScale);
-    }
+    describeUpdate(n, s, state, lossScale);
     if (auto id = g.addNode(std::move(n)); !id) return id.error();
   }
   return {};

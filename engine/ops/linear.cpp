@@ -111,6 +111,11 @@ std::vector<SbpSignature> linearSbp(const SbpCtx& c) {
   return out;
 }
 
+// A rank's part of a column-parallel layer has that part of the outputs.
+void linearLocalAttrs(Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+  a.set("out_features", out[0].back());
+}
+
 }  // namespace
 
 void registerLinear(OpRegistry& r) {
@@ -135,9 +140,7 @@ void registerLinear(OpRegistry& r) {
                        : std::vector<std::string>{"weight"};
   };
   d.sbp = linearSbp;
-  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
-    a.set("out_features", out[0].back());
-  };
+  d.localAttrs = linearLocalAttrs;
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

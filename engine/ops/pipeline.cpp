@@ -27,9 +27,7 @@ DType dtypeNamed(const std::string& name) {
   return DType::F32;
 }
 
-}  // namespace
-
-void registerPipeline(OpRegistry& r) {
+void registerPipeSend(OpRegistry& r) {
   OpDef send;
   send.name = internal_ops::kPipeSend;
   send.category = "Internal";
@@ -51,7 +49,9 @@ void registerPipeline(OpRegistry& r) {
     b.addGrad(0, b.emit(internal_ops::kPipeRecv, {}, a));
   };
   r.add(std::move(send));
+}
 
+void registerPipeRecv(OpRegistry& r) {
   OpDef recv;
   recv.name = internal_ops::kPipeRecv;
   recv.category = "Internal";
@@ -66,7 +66,9 @@ void registerPipeline(OpRegistry& r) {
     return true;
   };
   r.add(std::move(recv));
+}
 
+void registerMicroBatches(OpRegistry& r) {
   OpDef micro;
   micro.name = internal_ops::kMicroBatch;
   micro.category = "Internal";
@@ -123,6 +125,14 @@ void registerPipeline(OpRegistry& r) {
     return true;
   };
   r.add(std::move(meanGrad));
+}
+
+}  // namespace
+
+void registerPipeline(OpRegistry& r) {
+  registerPipeSend(r);
+  registerPipeRecv(r);
+  registerMicroBatches(r);
 }
 
 }  // namespace netloom

@@ -109,10 +109,28 @@ class TestPasses : public QObject {
     ParamStore store;
     auto p = compile(model(body()), o, store);
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    const std::vector<std::string> want = {
-        "kv-cache",         "outputs",   "folding",   "fusion", "autocast", "autodiff",
-        "gradient buckets", "optimizer", "dead code", "chains", "layouts",  "values",
-        "in place",         "buffers",   "kernels",   "memory", "allocate", "multi-tensor"};
+    const std::vector<std::string> want = {"kv-cache",
+                                           "outputs",
+                                           "pipeline",
+                                           "sbp",
+                                           "folding",
+                                           "fusion",
+                                           "autocast",
+                                           "autodiff",
+                                           "pipeline gradients",
+                                           "gradient buckets",
+                                           "optimizer",
+                                           "pipeline schedule",
+                                           "dead code",
+                                           "chains",
+                                           "layouts",
+                                           "values",
+                                           "in place",
+                                           "buffers",
+                                           "kernels",
+                                           "memory",
+                                           "allocate",
+                                           "multi-tensor"};
     std::vector<std::string> got;
     for (const auto& e : (*p)->pipeline) got.push_back(e.name);
     QCOMPARE(got, want);
