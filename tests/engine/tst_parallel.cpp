@@ -9,8 +9,10 @@
 #include <future>
 #include <thread>
 
+#include "engine/graph/sbp.h"
 #include "engine/parallel/communicator.h"
 #include "engine/parallel/tcp_store.h"
+#include "kernels/core/shard.h"
 
 using namespace netloom;
 
@@ -171,6 +173,107 @@ class TestDist : public QObject {
             refused = std::string(e.what()).find("rank " + std::to_string(r)) != std::string::npos;
           }
           expect(refused, "a message to oneself refused, naming the rank");
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+  }
+
+  // Four ranks as two tensor groups of two (0,1 and 2,3) and two data groups (0,2 and
+  // 1,3): each group's collectives see only its members, in their order, and a
+  // bucket summed over a group is that group's sum; the groups run side by side.
+  void groupsKeepToTheirRanks_data() { transports(); }
+  void groupsKeepToTheirRanks() {
+    QFETCH(bool, shared);
+    auto errors = onRanks(
+        4,
+        [](int r, Communicator& all) {
+          TensorGroups g = tensorGroups(all, 2);
+          expect(g.tensor->size() == 2 && g.tensor->rank() == r % 2, "tensor group rank");
+          expect(g.data->size() == 2 && g.data->rank() == r / 2, "data group rank");
+          for (Communicator* c : {g.tensor.get(), g.data.get()}) {
+            const bool tensor = c == g.tensor.get();
+            auto world = [&](int k) { return tensor ? r / 2 * 2 + k : r % 2 + 2 * k; };
+            float x[2] = {float(r), float(10 * r)};
+            c->allreduce(x, 2);
+            expect(x[0] == float(world(0) + world(1)) && x[1] == 10 * x[0], "group sum");
+            int32_t mine = 100 + r, got[2] = {0, 0};
+            c->allgather(&mine, got, sizeof mine);
+            expect(got[0] == 100 + world(0) && got[1] == 100 + world(1), "group gather");
+            float blocks[2] = {float(r), float(r + 1)}, part = 0;
+            c->reduceScatter(blocks, &part, 1);
+            const int k = c->rank();
+            expect(part == float(world(0) + world(1) + 2 * k), "group reduce-scatter");
+            int64_t word = c->rank() == 1 ? 77 + r : 0;
+            c->broadcast(&word, sizeof word, 1);
+            expect(word == 77 + world(1), "group broadcast from its rank 1");
+            std::vector<float> t{float(r), 1.f};
+            TensorRef ref{t.data(), {2}, DType::F32, DeviceId{}};
+            c->start("b", &ref, 1);
+            c->wait("b");
+            expect(t[0] == float(world(0) + world(1)) && t[1] == 2.f, "group bucket");
+          }
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+  }
+
+  // Every boxing between S(0), S(1), B and P of a 4×6 tensor, on 2 ranks: each rank's
+  // part of the output is what the layout says of the whole (Boxing's kernel).
+  void boxingMovesEveryLayout_data() { transports(); }
+  void boxingMovesEveryLayout() {
+    QFETCH(bool, shared);
+    const Shape whole{4, 6};
+    std::vector<float> x(24);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) + 0.5f;
+    const std::vector<Sbp> layouts{Sbp::split(0), Sbp::split(1), Sbp::broadcast(), Sbp::partial()};
+    auto errors = onRanks(
+        2,
+        [&](int r, Communicator& c) {
+          // This rank's part of x laid out as `l` (a partial: rank 0 holds x − 1, rank 1 one).
+          auto part = [&](const Sbp& l) {
+            if (l.kind == Sbp::Kind::Broadcast) return x;
+            if (l.kind == Sbp::Kind::Partial) {
+              std::vector<float> p = x;
+              for (float& v : p) v = r == 0 ? v - 1.f : 1.f;
+              return p;
+            }
+            std::vector<float> p(12);
+            takePart(x.data(), whole, l.axis, r, 2, p.data(), sizeof(float));
+            return p;
+          };
+          const auto* kernels = KernelRegistry::instance().list("Boxing", DeviceKind::Cpu);
+          expect(kernels && !kernels->empty(), "a Boxing kernel");
+          for (const Sbp& from : layouts)
+            for (const Sbp& to : layouts) {
+              if (from == to) continue;
+              Attrs a;
+              a.set("from", from.str());
+              a.set("to", to.str());
+              a.set("parts", int64_t(2));
+              std::vector<float> in = part(from), want = part(to), out(want.size(), -9.f);
+              KernelSig sig;
+              sig.attrs = &a;
+              sig.in = {TensorDesc{*localShape(whole, from, 2), DType::F32, {}}};
+              sig.out = {TensorDesc{*localShape(whole, to, 2), DType::F32, {}}};
+              sig.tensorComm = &c;
+              KernelFn fn = kernels->front().prepare(sig);
+              TensorRef i{in.data(), sig.in[0].shape, DType::F32, DeviceId{}};
+              TensorRef o{out.data(), sig.out[0].shape, DType::F32, DeviceId{}};
+              KernelIO io;
+              io.in = &i;
+              io.out = &o;
+              io.nin = io.nout = 1;
+              fn(io);
+              if (to.kind == Sbp::Kind::Partial) {  // the parts must sum to x
+                std::vector<float> sum(out.size());
+                std::vector<float> both(2 * out.size());
+                c.allgather(out.data(), both.data(), int64_t(out.size() * sizeof(float)));
+                for (size_t k = 0; k < out.size(); ++k) sum[k] = both[k] + both[k + out.size()];
+                expect(sum == x, from.str() + " -> P: the parts sum to the whole");
+              } else {
+                expect(out == want, from.str() + " -> " + to.str());
+              }
+            }
         },
         30, shared ? Transport::Shared : Transport::Gloo);
     QVERIFY2(joined(errors).empty(), joined(errors).c_str());
