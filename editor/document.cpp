@@ -384,6 +384,12 @@ void GraphDocument::reanalyze(const std::vector<NodeId>* dirty) {
     m_wholeAnalysis.reset();
   }
   m_analyzedBatch = batch();
+  // Only where the project spreads over ranks: a one-rank model pays nothing.
+  if (m_project.train().distributed().ranks() > 1 ||
+      m_parallel.strategy != ParallelLayout::Strategy::None) {
+    m_parallel = layoutParallel(toProject());
+    m_analysisChangedAll = true;  // every wire's label and node's placement may move
+  }
   emit analysisChanged();
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "editor/parallel_layout.h"
 #include "engine/graph/analyze.h"
 #include "engine/graph/op.h"
 #include "engine/proto/project.pb.h"
@@ -133,6 +134,9 @@ class GraphDocument : public QObject {
   // Live validation: refreshed after every change (see analysisChanged), inferring
   // again only what the change reached (see ModelAnalyzer); a model with block
   // instances is analysed whole.
+  // The project's parallel strategy as the canvas draws it (train.distributed),
+  // planned again with the analysis; Strategy::None for one rank.
+  const ParallelLayout& parallel() const { return m_parallel; }
   const ModelAnalysis& analysis() const {
     return m_wholeAnalysis ? *m_wholeAnalysis : m_analyzer.analysis();
   }
@@ -242,6 +246,7 @@ class GraphDocument : public QObject {
   int indexOf(NodeId id) const;
 
   proto::Project m_project;  // everything but the nodes and their positions
+  ParallelLayout m_parallel;
   std::unordered_map<NodeId, DocNode> m_nodes;
   std::unordered_map<std::string, NodeId> m_byName;
   std::vector<NodeId> m_order;

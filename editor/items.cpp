@@ -123,7 +123,22 @@ void NodeItem::refresh() {
     prepareGeometryChange();
     m_height = height;
   }
+  const ParallelLayout& par = doc->parallel();
+  QString placement;
+  m_placement = QColor();
+  if (auto st = par.stage.find(n.def.name()); st != par.stage.end()) {
+    m_placement = stageColor(st->second);
+    placement = QObject::tr("pipeline stage %1 of %2").arg(st->second).arg(par.parts);
+  } else if (par.splits(n.def.name())) {
+    m_placement = kSplit;
+    placement = QObject::tr("weights split over %1 ranks: %2")
+                    .arg(par.parts)
+                    .arg(QString::fromStdString(par.signature.at(n.def.name())));
+  } else if (auto sig = par.signature.find(n.def.name()); sig != par.signature.end()) {
+    placement = QObject::tr("on every rank: %1").arg(QString::fromStdString(sig->second));
+  }
   QString tip = m_name + " (" + m_op + ")";
+  if (!placement.isEmpty()) tip += "\n" + placement;
   if (op && !op->doc.empty()) tip += "\n" + QString::fromStdString(op->doc);
   if (!m_known) tip += "\n" + QObject::tr("Unknown op: kept as it is when the file is saved");
   if (!m_problems.isEmpty()) tip += "\n\n" + m_problems.join("\n");
@@ -164,6 +179,11 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget*) {
   QPainterPath header;
   header.addRoundedRect(QRectF(0, 0, NodeGeometry::kWidth, NodeGeometry::kHeader), 5, 5);
   p->fillPath(header, !m_known ? kUnknown : m_instance ? kBlockHeader : kHeader);
+  if (m_placement.isValid()) {  // its placement: a band along the header
+    p->setPen(Qt::NoPen);
+    p->setBrush(m_placement);
+    p->drawRoundedRect(QRectF(0, NodeGeometry::kHeader - 4, NodeGeometry::kWidth, 4), 2, 2);
+  }
   if (m_instance) {  // a second frame: the node stands for a group of nodes
     p->setPen(QPen(kBlockHeader, 1));
     p->setBrush(Qt::NoBrush);
@@ -288,8 +308,14 @@ class WireLabel : public QGraphicsSimpleTextItem {
 }  // namespace
 
 WireItem::WireItem(GraphScene* scene, const Connection& c)
-    : m_scene(scene), m_c(c), m_label(new WireLabel(this)) {
+    : m_scene(scene),
+      m_c(c),
+      m_label(new WireLabel(this)),
+      m_box(new QGraphicsEllipseItem(-4.5, -4.5, 9, 9, this)) {
   setZValue(0);
+  m_box->setBrush(kBoxing);
+  m_box->setPen(QPen(QColor(0x1c, 0x1e, 0x21), 1));
+  m_box->setVisible(false);
   QFont f = m_label->font();
   f.setPointSizeF(8);
   m_label->setFont(f);
@@ -314,6 +340,32 @@ void WireItem::refresh() {
   relabel();
 }
 
+// Under the project's parallel strategy: the wire's SBP and per-rank shape for its
+// label, and the boxing into its reader (or a message between pipeline stages) as a
+// glyph near the reader's end.
+void WireItem::relabelParallel(QString& label) {
+  const GraphDocument* doc = m_scene->document();
+  const ParallelLayout& par = doc->parallel();
+  const std::string& from = doc->node(m_c.from).def.name();
+  const std::string& to = doc->node(m_c.to).def.name();
+  QString box;
+  if (auto w = par.wires.find({from, m_c.fromPort}); w != par.wires.end())
+    label = QString::fromStdString(w->second);
+  if (auto b = par.boxings.find({to, m_c.toPort}); b != par.boxings.end())
+    box = QString::fromStdString(b->second.what);
+  auto a = par.stage.find(from), b = par.stage.find(to);
+  if (a != par.stage.end() && b != par.stage.end() && a->second != b->second)
+    box = QObject::tr("sent from pipeline stage %1 to stage %2, its gradient back")
+              .arg(a->second)
+              .arg(b->second);
+  m_box->setVisible(!box.isEmpty());
+  m_box->setToolTip(box);
+  if (!box.isEmpty()) {
+    const QPointF s = path().elementAt(0), e = path().currentPosition();
+    m_box->setPos(s + (e - s) * 0.8);
+  }
+}
+
 void WireItem::relabel() {
   const GraphDocument* doc = m_scene->document();
   const std::string& name = doc->node(m_c.from).def.name();
@@ -324,6 +376,7 @@ void WireItem::relabel() {
     label = QString::fromStdString(shapeToString(d.shape));
     if (d.dtype != DType::F32) label += " " + QString(dtypeName(d.dtype)).toLower();
   }
+  relabelParallel(label);
   if (label != m_label->text()) m_label->setText(label);
   // The wire's curve is symmetric (see wirePath): its middle is halfway between its
   // ends, found without measuring the curve.

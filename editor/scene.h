@@ -6,6 +6,7 @@
 // the picture exactly as they move the model.
 #pragma once
 
+#include <QGraphicsEllipseItem>
 #include <QGraphicsPathItem>
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
@@ -68,6 +69,7 @@ class NodeItem : public QGraphicsItem {
   bool m_instance = false;  // a block instance: drawn with a block's header
   bool m_vertical = false;  // drawn top to bottom
   qreal m_height = 60;
+  QColor m_placement;  // its pipeline stage's or tensor group's tint; invalid: none
 };
 
 class WireItem : public QGraphicsPathItem {
@@ -78,13 +80,18 @@ class WireItem : public QGraphicsPathItem {
   void paint(QPainter* p, const QStyleOptionGraphicsItem* o, QWidget* w) override;
   const Connection& connection() const { return m_c; }
   QString label() const { return m_label->text(); }
+  // The boxing (or pipeline message) the wire carries under the project's parallel
+  // strategy, drawn as a small glyph with its bytes in the tooltip; empty: none.
+  QString boxing() const { return m_box->isVisible() ? m_box->toolTip() : QString(); }
   void refresh();  // re-route and re-label
   void relabel();  // the shape label and the fault highlight only
 
  private:
+  void relabelParallel(QString& label);
   GraphScene* m_scene;
   Connection m_c;
   QGraphicsSimpleTextItem* m_label;
+  QGraphicsEllipseItem* m_box;
 };
 
 class GraphScene : public QGraphicsScene {

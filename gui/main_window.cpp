@@ -1,5 +1,7 @@
 #include "gui/main_window.h"
 
+#include "gui/parallel_toolbar.h"
+
 #include <QCloseEvent>
 #include <QDialog>
 #include <QDir>
@@ -52,6 +54,8 @@ MainWindow::MainWindow(QWidget* parent)
   buildDocks();
   buildMenus();
   m_runActions->build();
+  m_parallel = new ParallelToolbar(this, &m_doc, m_scene);
+  m_parallel->build(menuBar()->addMenu(tr("&Parallel")));
   m_generate->setSourceProvider([this] { return m_runActions->generateSource(); });
   buildFirstRunPage();
   connect(m_files, &ProjectFiles::loaded, this, &MainWindow::afterLoad);

@@ -105,6 +105,7 @@ class MainWindow : public QMainWindow {
   using DatasetHook = std::function<bool(DatasetDialog&)>;
   void setDatasetHook(DatasetHook h) { m_datasetHook = std::move(h); }
   FirstRunPage* firstRunPage() const { return m_firstRun; }
+  class ParallelToolbar* parallelToolbar() const { return m_parallel; }
   QString lastMessage() const { return m_lastMessage; }
   void showMessage(const QString& text, int ms = 6000);
   // Graphs of at least this many nodes are laid out on a worker thread.
@@ -156,6 +157,7 @@ class MainWindow : public QMainWindow {
   SavePathPrompt m_savePathPrompt;
   DatasetHook m_datasetHook;
   FirstRunPage* m_firstRun = nullptr;
+  class ParallelToolbar* m_parallel = nullptr;
   QString m_lastMessage;
 };
 
