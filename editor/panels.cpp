@@ -395,8 +395,27 @@ class SummaryWidget::Model : public QAbstractTableModel {
  public:
   explicit Model(GraphDocument* doc, QObject* parent) : QAbstractTableModel(parent), m_doc(doc) {}
 
+  // The nodes, the total, and under a parallel strategy what one rank holds.
   int rowCount(const QModelIndex& parent = {}) const override {
-    return parent.isValid() ? 0 : int(m_rows.size()) + 1;
+    return parent.isValid() ? 0 : int(m_rows.size()) + 1 + (m_perRank ? 1 : 0);
+  }
+  bool perRank() const {
+    return m_doc->parallel().strategy != ParallelLayout::Strategy::None &&
+           m_doc->parallel().error.empty();
+  }
+  QString rankText(int col) const {
+    const ParallelLayout& p = m_doc->parallel();
+    switch (col) {
+      case 0: return SummaryWidget::tr("Per rank");
+      case 1: return QString::fromStdString(p.describe());
+      case 2: return SummaryWidget::tr("weights %1").arg(humanBytes(double(p.weights)));
+      case 3: return SummaryWidget::tr("gradients %1").arg(humanBytes(double(p.gradients)));
+      case 4: return SummaryWidget::tr("optimizer %1").arg(humanBytes(double(p.optimizerState)));
+      case 5:
+        return SummaryWidget::tr("%1 + boxing %2")
+            .arg(humanBytes(double(p.activations)), humanBytes(double(p.boxing)));
+      default: return {};
+    }
   }
   int columnCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : 6;
@@ -412,7 +431,7 @@ class SummaryWidget::Model : public QAbstractTableModel {
 
   QVariant data(const QModelIndex& index, int role) const override {
     int row = index.row(), col = index.column();
-    bool total = row == int(m_rows.size());
+    bool total = row >= int(m_rows.size());
     if (role == Qt::TextAlignmentRole)
       return int((col >= 3 ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
     if (role == Qt::FontRole && total) {
@@ -425,6 +444,7 @@ class SummaryWidget::Model : public QAbstractTableModel {
   }
 
   QString text(int row, int col) const {
+    if (row == int(m_rows.size()) + 1) return rankText(col);
     if (row == int(m_rows.size())) {
       switch (col) {
         case 0: return SummaryWidget::tr("Total");
@@ -460,9 +480,10 @@ class SummaryWidget::Model : public QAbstractTableModel {
       m_flops = saturatingAdd(m_flops, n.flops);
       m_bytes = saturatingAdd(m_bytes, n.activationBytes);
     }
-    if (m_rows != m_doc->nodes()) {
+    if (m_rows != m_doc->nodes() || m_perRank != perRank()) {
       beginResetModel();
       m_rows = m_doc->nodes();
+      m_perRank = perRank();
       endResetModel();
     } else {
       emit dataChanged(index(0, 0), index(rowCount() - 1, 5));
@@ -474,6 +495,7 @@ class SummaryWidget::Model : public QAbstractTableModel {
  private:
   GraphDocument* m_doc;
   std::vector<NodeId> m_rows;  // the node of each row, in document order
+  bool m_perRank = false;      // a row of what one rank holds follows the total
   int64_t m_params = 0, m_flops = 0, m_bytes = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "editor/parallel_layout.h"
 
+#include <set>
+
 #include "engine/compiler/pipeline.h"
 #include "engine/compiler/sbp_plan.h"
 #include "engine/graph/blocks.h"
@@ -32,6 +34,31 @@ std::pair<std::string, int> outputOf(const Graph& g, ValueId v) {
   return {n.name, 0};
 }
 
+// The optimizer's state tensors per parameter: Adam's two moments, SGD's momentum.
+int stateCopies(const proto::Project& p) {
+  const proto::Optimizer& o = p.train().optimizer();
+  if (o.kind() == proto::Optimizer::SGD) return o.momentum() > 0 ? 1 : 0;
+  return 2;
+}
+
+// A pipeline's fullest stage: its weights and the activations its nodes write.
+void stageMemory(const proto::Project& p, const Graph& g, const std::vector<int>& stage,
+                 ParallelLayout& out) {
+  std::map<int, int64_t> weights, activations;
+  std::set<ValueId> seen;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (stage[i] < 0) continue;
+    const Node& n = g.nodes[i];
+    for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k)
+      if (seen.insert(n.inputs[k]).second) weights[stage[i]] += bytesOf(g.values[n.inputs[k]].desc);
+    for (ValueId v : n.outputs) activations[stage[i]] += bytesOf(g.values[v].desc);
+  }
+  for (const auto& [s, w] : weights) out.weights = std::max(out.weights, w);
+  for (const auto& [s, a] : activations) out.activations = std::max(out.activations, a);
+  out.gradients = out.weights;
+  out.optimizerState = out.weights * stateCopies(p);
+}
+
 void planSplits(const proto::Project& p, const Graph& g, ParallelLayout& out) {
   std::vector<SbpHint> hints;
   for (const proto::SbpHint& h : p.train().distributed().sbp())
@@ -42,6 +69,16 @@ void planSplits(const proto::Project& p, const Graph& g, ParallelLayout& out) {
   if (!plan) {
     out.error = plan.error().message;
     return;
+  }
+  const RankMemory m = plan->memory(g, stateCopies(p));
+  out.weights = m.weights;
+  out.gradients = m.gradients;
+  out.optimizerState = m.optimizerState;
+  out.activations = m.activations;
+  out.boxing = m.boxing;
+  if (out.strategy == ParallelLayout::Strategy::Data && out.zero > 0) {
+    out.optimizerState /= out.ranks;  // ZeRO's shard
+    if (out.zero >= 2) out.gradients /= out.ranks;
   }
   for (const auto& [id, sig] : plan->signature) out.signature[g.nodes[size_t(id)].name] = sig.str();
   for (const auto& [v, sbp] : plan->sbp)
@@ -59,6 +96,17 @@ void planSplits(const proto::Project& p, const Graph& g, ParallelLayout& out) {
 }
 
 }  // namespace
+
+std::string ParallelLayout::describe() const {
+  const std::string of = " of " + std::to_string(ranks) + " ranks";
+  switch (strategy) {
+    case Strategy::None: return "one rank";
+    case Strategy::Tensor: return "tensor parallel ×" + std::to_string(parts) + of;
+    case Strategy::Pipeline: return std::to_string(parts) + " pipeline stages" + of;
+    case Strategy::Data: break;
+  }
+  return (zero > 0 ? "ZeRO-" + std::to_string(zero) + ", " : std::string()) + "data parallel" + of;
+}
 
 bool ParallelLayout::splits(const std::string& node) const {
   auto it = signature.find(node);
@@ -98,6 +146,7 @@ ParallelLayout layoutParallel(const proto::Project& p) {
     }
     for (size_t i = 0; i < g->nodes.size(); ++i)
       if ((*stages)[i] >= 0) out.stage[g->nodes[i].name] = (*stages)[i];
+    stageMemory(p, *g, *stages, out);
     return out;
   }
   planSplits(p, *g, out);

@@ -28,6 +28,11 @@ struct ParallelLayout {
   };
   std::map<std::pair<std::string, int>, Boxing> boxings;  // (reader, input port) -> it
   std::string error;  // why the strategy cannot be planned, naming the node
+  // What one rank holds, in bytes (the fullest stage of a pipeline): weights, their
+  // gradients, the optimizer's state (its shard under ZeRO), activations and the
+  // largest tensor a boxing builds whole.
+  int64_t weights = 0, gradients = 0, optimizerState = 0, activations = 0, boxing = 0;
+  std::string describe() const;  // "tensor parallel ×2 of 2 ranks", ...
   bool splits(const std::string& node) const;  // its weights are split over the group
 };
 

@@ -2,7 +2,8 @@
 // MLP: two ranks data-parallel label each wire with its SBP and per-rank shape;
 // fc1 split by columns and fc2 by rows (Megatron's pair) tints them, labels the
 // wire between them split on its last axis and draws the all-gather into fc1 as a
-// glyph whose tooltip says its bytes; a pipeline tints each stage and marks the
+// glyph whose tooltip says its bytes, and the Summary's last row says what a rank
+// holds (the weights below 0.55× data parallelism's); a pipeline tints each stage and marks the
 // wire that crosses; a split that cannot be is refused with the reason and changes
 // nothing; every choice is one undoable edit of train.distributed, saved with the
 // project.
@@ -10,6 +11,8 @@
 #include <QSpinBox>
 #include <QtTest>
 
+#include "editor/panels.h"
+#include "editor/parallel_layout.h"
 #include "editor/scene.h"
 #include "gui/main_window.h"
 #include "gui/parallel_toolbar.h"
@@ -88,6 +91,20 @@ class TestParallelView : public QObject {
     QVERIFY2(tip.contains("weights split over 2 ranks"), qPrintable(tip));
     QVERIFY(w->document()->toText().find("signature: \"S(1) | S(1), P -> P\"") !=
             std::string::npos);
+    // What a rank holds: the split layers' weights halved, in the Summary too.
+    proto::Project data = w->document()->toProject();
+    data.mutable_train()->mutable_distributed()->set_tensor_parallel(0);
+    data.mutable_train()->mutable_distributed()->clear_sbp();
+    const double ratio =
+        double(w->document()->parallel().weights) / double(layoutParallel(data).weights);
+    QVERIFY2(ratio < 0.55, qPrintable(QString::number(ratio)));
+    auto* summary = w->findChild<SummaryWidget*>();
+    QVERIFY(summary);
+    const int last = summary->model()->rowCount() - 1;
+    QCOMPARE(summary->cellText(last, 0), QString("Per rank"));
+    QCOMPARE(summary->cellText(last, 1), QString("tensor parallel ×2 of 2 ranks"));
+    QCOMPARE(summary->cellText(last, 2),
+             "weights " + humanBytes(double(w->document()->parallel().weights)));
     w->document()->undoStack()->undo();  // fc2's split goes, fc1's stays
     QCOMPARE(w->document()->train().distributed().sbp().size(), 1);
   }
