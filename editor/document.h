@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "editor/parallel_layout.h"
+#include "engine/train/parallel_layout.h"
 #include "engine/graph/analyze.h"
 #include "engine/graph/op.h"
 #include "engine/proto/project.pb.h"

@@ -7,7 +7,7 @@
 #include <QToolBar>
 
 #include "editor/document.h"
-#include "editor/parallel_layout.h"
+#include "engine/train/parallel_layout.h"
 #include "editor/scene.h"
 #include "gui/main_window.h"
 
@@ -20,7 +20,7 @@ enum Strategy { kData, kTensor, kPipeline, kZero1, kZero2 };
 QString problemOf(const editor::GraphDocument& doc, const proto::TrainDef& train) {
   proto::Project p = doc.toProject();
   *p.mutable_train() = train;
-  return QString::fromStdString(editor::layoutParallel(p).error);
+  return QString::fromStdString(layoutParallel(p).error);
 }
 
 }  // namespace
@@ -128,7 +128,7 @@ bool ParallelToolbar::splitSelection(const QString& kind) {
     const std::string name = m_doc->node(id).def.name();
     std::string sig;
     if (!kind.isEmpty()) {
-      sig = editor::signatureFor(project, name, kind.toStdString(), d->tensor_parallel());
+      sig = signatureFor(project, name, kind.toStdString(), d->tensor_parallel());
       if (sig.empty()) {
         m_window->showMessage(
             tr("Refused: node '%1' cannot be split by %2").arg(QString::fromStdString(name), kind));

@@ -12,7 +12,7 @@
 #include <QtTest>
 
 #include "editor/panels.h"
-#include "editor/parallel_layout.h"
+#include "engine/train/parallel_layout.h"
 #include "editor/scene.h"
 #include "gui/main_window.h"
 #include "gui/parallel_toolbar.h"

@@ -1,4 +1,4 @@
-// What the canvas draws of a project's parallel strategy (train.distributed): each
+// How a project spreads over its ranks (train.distributed), as the editor draws it: each
 // node's placement (its pipeline stage, or whether its weights are split over a
 // tensor group), each wire's SBP and per-rank shape ("S(1) 64×(512/2)"), and each
 // boxing collective with its bytes per step, from the same plans netloom-train
@@ -12,7 +12,7 @@
 
 #include "engine/proto/project.pb.h"
 
-namespace netloom::editor {
+namespace netloom {
 
 struct ParallelLayout {
   enum class Strategy { None, Data, Tensor, Pipeline };
@@ -46,4 +46,4 @@ ParallelLayout layoutParallel(const proto::Project& project);
 std::string signatureFor(const proto::Project& project, const std::string& node,
                          const std::string& kind, int parts);
 
-}  // namespace netloom::editor
+}  // namespace netloom

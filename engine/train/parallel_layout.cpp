@@ -1,4 +1,4 @@
-#include "editor/parallel_layout.h"
+#include "engine/train/parallel_layout.h"
 
 #include <set>
 
@@ -6,7 +6,7 @@
 #include "engine/compiler/sbp_plan.h"
 #include "engine/graph/blocks.h"
 
-namespace netloom::editor {
+namespace netloom {
 namespace {
 
 std::string bytesText(int64_t b) {
@@ -176,4 +176,4 @@ std::string signatureFor(const proto::Project& project, const std::string& node,
   return {};
 }
 
-}  // namespace netloom::editor
+}  // namespace netloom
