@@ -65,6 +65,8 @@ std::string described(const Value& v, int64_t bytes) {
 Status bindParams(Program& p, ParamStore& store, uint64_t seed) {
   std::set<std::string> fresh;  // created here and not initialised yet
   for (const Node& n : p.graph.nodes) {
+    // A boxing of a weight: its reader binds it, so the store keeps one rank's order.
+    if (n.op == &internal_ops::boxing()) continue;
     std::vector<ParamStore::Entry*> weights;
     bool anyNew = false;
     for (ValueId read : n.inputs) {

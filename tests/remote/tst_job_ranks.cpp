@@ -1,5 +1,6 @@
-// Data-parallel jobs on several hosts (the real sshd on 127.0.0.1 under two names,
-// each with its own work folder): one job trains with a rank on each host, and a
+// Jobs on several hosts (the real sshd on 127.0.0.1 under two names, each with its
+// own work folder): one job trains with a rank on each host, data-parallel, tensor-
+// parallel or as a pipeline as the project says, and a
 // rank killed mid-run fails the job with a Failed event that names it, leaving no
 // process behind.
 #include <signal.h>
@@ -61,25 +62,37 @@ class TestJobRanks : public QObject {
     QVERIFY(writeHeldTrainer(m_dir.filePath("held3-train"), 3).ok());
   }
 
-  // One data-parallel job on two hosts (the loopback sshd under two names, each with
-  // its own work folder): a host named twice is refused; rank 0's stream is the job's
-  // and ends Finished, both ranks trained every step, fetch brings rank 1's log, and
-  // the weights are those of one rank trained with both ranks' batch.
+  // One job on two hosts (the loopback sshd under two names, each with its own work
+  // folder), data-parallel, or with the project's strategy: the model split over the
+  // two (tensor parallelism) or cut into two pipeline stages. A host named twice is
+  // refused; rank 0's stream is the job's and ends Finished, both ranks trained every
+  // step, fetch brings rank 1's log, and the weights are those of one rank trained
+  // with the step's whole batch.
+  void twoHostsTrainOneJob_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::newRow("data parallel") << "data";
+    QTest::newRow("tensor parallel") << "tensor";
+    QTest::newRow("pipeline") << "pipeline";
+  }
   void twoHostsTrainOneJob() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QFETCH(QString, strategy);
+    const QString tag = strategy == "data" ? QString() : "-" + strategy;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config"));
-    env.insert("XDG_DATA_HOME", m_dir.filePath("ranks-data"));
+    env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config" + tag));
+    env.insert("XDG_DATA_HOME", m_dir.filePath("ranks-data" + tag));
     env.remove("SSH_AUTH_SOCK");
     remotepb::HostList list;
     for (const char* name : {"first", "second"}) {
       remotepb::Host h = host();
       h.set_name(name);
-      h.set_known_hosts(m_dir.filePath("ranks_known_hosts").toStdString());
-      h.set_work_dir(m_dir.filePath(QString("ranks-") + name).toStdString());
+      h.set_known_hosts(m_dir.filePath("ranks_known_hosts" + tag).toStdString());
+      h.set_work_dir(m_dir.filePath(QString("ranks-") + name + tag).toStdString());
       *list.add_hosts() = h;
     }
-    QVERIFY(saveHosts(m_dir.filePath("ranks-config/netloom/hosts.txtpb").toStdString(), list).ok());
+    QVERIFY(
+        saveHosts(m_dir.filePath("ranks-config" + tag + "/netloom/hosts.txtpb").toStdString(), list)
+            .ok());
     auto job = [&](QStringList args, const QByteArray& input = {}) {
       auto* p = new QProcess(this);
       p->setProcessEnvironment(env);
@@ -91,7 +104,10 @@ class TestJobRanks : public QObject {
     };
     proto::Project project = spirals(3);
     project.mutable_train()->set_threads(1);
-    const QString path = m_dir.filePath("ranks.nlproj");
+    proto::Distributed* d = project.mutable_train()->mutable_distributed();
+    if (strategy == "tensor") d->set_tensor_parallel(2);
+    if (strategy == "pipeline") d->set_pipeline_stages(2);
+    const QString path = m_dir.filePath("ranks" + tag + ".nlproj");
     QVERIFY(saveProject(path.toStdString(), project).ok());
     QProcess* twice = job({"submit", "--hosts", "first,first", path}, "yes\n");
     QCOMPARE(twice->exitCode(), 1);
@@ -101,7 +117,7 @@ class TestJobRanks : public QObject {
     QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
     const QStringList idAndDir = out.trimmed().split(' ');
     QCOMPARE(idAndDir.size(), 2);
-    QVERIFY(idAndDir[1].startsWith(m_dir.filePath("ranks-first")));
+    QVERIFY(idAndDir[1].startsWith(m_dir.filePath("ranks-first" + tag)));
     auto events = readEvents((idAndDir[1] + "/events.pb").toStdString());
     QVERIFY(events.ok() && !events->events.empty());
     QVERIFY(events->events.back().has_finished());
@@ -113,30 +129,37 @@ class TestJobRanks : public QObject {
           twoRanks || (e.has_log() && e.log().text().find("rank 0 of 2") != std::string::npos);
     QVERIFY(twoRanks);
     // Rank 1 trained every step, in its own folder on the second host.
-    const QStringList secondJobs =
-        QDir(m_dir.filePath("ranks-second/jobs")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    const QStringList secondJobs = QDir(m_dir.filePath("ranks-second" + tag + "/jobs"))
+                                       .entryList(QDir::Dirs | QDir::NoDotAndDotDot);
     QCOMPARE(secondJobs.size(), 1);
-    QDir second(m_dir.filePath("ranks-second/jobs/" + secondJobs[0]));
+    QDir second(m_dir.filePath("ranks-second" + tag + "/jobs/" + secondJobs[0]));
     QFile summary(second.filePath("summary.json"));
     QVERIFY2(summary.open(QIODevice::ReadOnly), qPrintable(second.path()));
     QCOMPARE(int64_t(QJsonDocument::fromJson(summary.readAll()).object()["steps"].toDouble()),
              steps);
-    QProcess* fetch = job({"fetch", idAndDir[0], "--to", m_dir.filePath("ranks-fetch")});
+    const QString fetched = m_dir.filePath("ranks-fetch" + tag);
+    QProcess* fetch = job({"fetch", idAndDir[0], "--to", fetched});
     QVERIFY2(fetch->exitCode() == 0, qPrintable(QString::fromUtf8(fetch->readAllStandardError())));
-    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/weights.safetensors")));
-    QVERIFY(QFile::exists(m_dir.filePath("ranks-fetch/rank-1/train.log")));
-    // The job trained as one rank with both ranks' batch: the same weights (within
-    // 1e-5 of each tensor's largest, the sums' order aside).
+    QVERIFY(QFile::exists(fetched + "/weights.safetensors"));
+    QVERIFY(QFile::exists(fetched + "/rank-1/train.log"));
+    // The job trained as one rank with the step's batch (a pipeline's ranks read the
+    // same one): the same weights (within 1e-5 of each tensor's largest, the sums'
+    // order aside).
     const int perRank = project.train().batch_size();
     QVERIFY(perRank > 0);
-    const QString alone = m_dir.filePath("ranks-alone.safetensors");
+    const int step = strategy == "pipeline" ? perRank : 2 * perRank;
+    proto::Project single = project;
+    single.mutable_train()->clear_distributed();
+    const QString singlePath = m_dir.filePath("ranks-alone" + tag + ".nlproj");
+    QVERIFY(saveProject(singlePath.toStdString(), single).ok());
+    const QString alone = m_dir.filePath("ranks-alone" + tag + ".safetensors");
     testing::Outcome one =
-        testing::runTrain({path, "--quiet", "--threads", "1", "--batch-size",
-                           QString::number(2 * perRank), "--save-weights", alone});
+        testing::runTrain({singlePath, "--quiet", "--threads", "1", "--batch-size",
+                           QString::number(step), "--save-weights", alone});
     QVERIFY2(one.code == 0, qPrintable(one.err));
-    const double differ =
-        testing::weightsDiffer(m_dir.filePath("ranks-fetch/weights.safetensors"), alone);
-    qInfo("two hosts against one rank: weights differ by %g of each tensor's largest", differ);
+    const double differ = testing::weightsDiffer(fetched + "/weights.safetensors", alone);
+    qInfo("two hosts (%s) against one rank: weights differ by %g of each tensor's largest",
+          qPrintable(strategy), differ);
     QVERIFY2(differ >= 0 && differ <= 1e-5, qPrintable(QString::number(differ)));
   }
 
