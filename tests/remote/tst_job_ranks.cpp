@@ -1,8 +1,7 @@
 // Jobs on several hosts (the real sshd on 127.0.0.1 under two names, each with its
 // own work folder): one job trains with a rank on each host, data-parallel, tensor-
-// parallel or as a pipeline as the project says, and a
-// rank killed mid-run fails the job with a Failed event that names it, leaving no
-// process behind.
+// parallel or as a pipeline as the project says, and under each a rank killed
+// mid-run fails the job with a Failed event that names it, leaving no process behind.
 #include <signal.h>
 #include <unistd.h>
 
@@ -166,8 +165,16 @@ class TestJobRanks : public QObject {
   // Rank 1 of a job on two hosts is killed while both ranks hold at step 3: rank 0
   // fails on its next collective, and following the job names rank 1, its host
   // and its log in the Failed event the job's stream ends with; nothing is left.
+  // The same where the two ranks split the model (a tensor group, a pipeline), so that
+  // rank 0 waits on rank 1 inside its step: it fails too, and the job names rank 1.
+  void aKilledRankFailsTheJobOnTwoHosts_data() { twoHostsTrainOneJob_data(); }
   void aKilledRankFailsTheJobOnTwoHosts() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    QFETCH(QString, strategy);
+    proto::Project project = spirals(3);
+    proto::Distributed* d = project.mutable_train()->mutable_distributed();
+    if (strategy == "tensor") d->set_tensor_parallel(2);
+    if (strategy == "pipeline") d->set_pipeline_stages(2);
     std::vector<remotepb::Host> hosts;
     std::vector<std::unique_ptr<SshSession>> owned;
     std::vector<SshSession*> sessions;
@@ -175,13 +182,13 @@ class TestJobRanks : public QObject {
       remotepb::Host h = host();
       h.set_name(name);
       h.set_trainer(m_dir.filePath("held3-train").toStdString());
-      h.set_work_dir(m_dir.filePath(QString("killed-") + name).toStdString());
+      h.set_work_dir(m_dir.filePath(QString("killed-") + name + "-" + strategy).toStdString());
       hosts.push_back(h);
       owned.push_back(session(h));
       QVERIFY(owned.back());
       sessions.push_back(owned.back().get());
     }
-    auto job = submitRanks(sessions, hosts, spirals(3), options(), 30);
+    auto job = submitRanks(sessions, hosts, project, options(), 30);
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     QCOMPARE(job->ranks_size(), 1);
     const pid_t group1 = pid_t(job->ranks(0).pid());
