@@ -164,15 +164,28 @@ class TestSlurm : public QObject {
     QVERIFY(found);
   }
 
+  // Two tasks as two ranks: data-parallel, or with the project's strategy (the model
+  // split over the two, or two pipeline stages); each trains as one rank does.
+  void twoTasksTrainAsTwoRanks_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::newRow("data parallel") << "data";
+    QTest::newRow("tensor parallel") << "tensor";
+    QTest::newRow("pipeline") << "pipeline";
+  }
   void twoTasksTrainAsTwoRanks() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
     if (QThread::idealThreadCount() < 2) QSKIP("two ranks need two CPUs");
+    QFETCH(QString, strategy);
     auto s = session();
     QVERIFY(s);
     remotepb::Host h = host();
     h.mutable_slurm()->set_tasks_per_node(2);
     h.mutable_slurm()->set_cpus_per_task(1);
-    auto job = submitSlurm(*s, h, spirals(1), options());
+    proto::Project split = spirals(1);
+    proto::Distributed* d = split.mutable_train()->mutable_distributed();
+    if (strategy == "tensor") d->set_tensor_parallel(2);
+    if (strategy == "pipeline") d->set_pipeline_stages(2);
+    auto job = submitSlurm(*s, h, split, options());
     QVERIFY2(job.ok(), job.ok() ? "" : job.error().message.c_str());
     FollowEnd end;
     const std::string bytes = followToEnd(*job, &end);
@@ -189,15 +202,16 @@ class TestSlurm : public QObject {
     const proto::Project project = spirals(1);
     const QString path = m_dir.filePath("slurm-alone.nlproj");
     QVERIFY(saveProject(path.toStdString(), project).ok());
-    const QString alone = m_dir.filePath("slurm-alone.safetensors");
+    const QString alone = m_dir.filePath("slurm-alone-" + strategy + ".safetensors");
+    // A pipeline's two ranks read the same batch; the others each their own.
+    const int step = (strategy == "pipeline" ? 1 : 2) * project.train().batch_size();
     testing::Outcome one = testing::runTrain({path, "--quiet", "--threads", "1", "--batch-size",
-                                              QString::number(2 * project.train().batch_size()),
-                                              "--save-weights", alone});
+                                              QString::number(step), "--save-weights", alone});
     QVERIFY2(one.code == 0, qPrintable(one.err));
     const double differ =
         testing::weightsDiffer(QString::fromStdString(job->dir() + "/weights.safetensors"), alone);
-    qInfo("two Slurm tasks against one rank: weights differ by %g of each tensor's largest",
-          differ);
+    qInfo("two Slurm tasks (%s) against one rank: weights differ by %g of each tensor's largest",
+          qPrintable(strategy), differ);
     QVERIFY2(differ >= 0 && differ <= 1e-5, qPrintable(QString::number(differ)));
   }
 
