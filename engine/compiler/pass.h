@@ -105,6 +105,7 @@ class PassContext {
   std::map<std::string, int> microOf;
   std::vector<ValueId> alsoWrt;
   std::map<ValueId, ValueId> receivedGrads;
+  std::map<std::string, int64_t> tieTags;  // the tied weights this stage holds
   // Settled by "gradient buckets" under ZeRO: the buckets the updates shard.
   std::vector<GradientBucket> zeroBuckets;
 

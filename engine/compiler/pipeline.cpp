@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace netloom {
 namespace {
@@ -53,21 +54,34 @@ Result<std::vector<int>> pipelineStages(const Graph& g, int stages) {
   }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (reports(g.nodes[i])) stage[i] = stages - 1;
-  // A weight two stages read (tied) would need its gradients summed between them.
-  std::map<ValueId, size_t> firstReader;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (ValueId v : g.nodes[i].inputs) {
-      if (g.values[size_t(v)].kind != ValueKind::Param) continue;
-      auto [it, fresh] = firstReader.emplace(v, i);
-      if (!fresh && stage[it->second] != stage[i])
-        return makeError("parameter '" + g.values[size_t(v)].name + "' is read by '" +
-                         g.nodes[it->second].name + "' in pipeline stage " +
-                         std::to_string(stage[it->second]) + " and by '" + g.nodes[i].name +
-                         "' in stage " + std::to_string(stage[i]) +
-                         ": weights tied across stages are not supported yet; untie them "
-                         "(model.shared) or use fewer stages");
-    }
   return stage;
+}
+
+std::vector<StageTie> stageTies(const Graph& g, const std::vector<int>& stage) {
+  std::map<ValueId, StageTie> ties;
+  std::set<ValueId> made;  // weights created so far, as binding goes through the nodes
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    bool fresh = false;
+    for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k)
+      fresh = made.insert(n.inputs[k]).second || fresh;
+    for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      if (g.values[size_t(v)].kind != ValueKind::Param) continue;
+      StageTie& t = ties[v];
+      t.param = v;
+      if (std::find(t.stages.begin(), t.stages.end(), stage[i]) == t.stages.end())
+        t.stages.push_back(stage[i]);
+      if (fresh && n.op->init) t.source = stage[i];
+    }
+  }
+  std::vector<StageTie> out;
+  for (auto& [v, t] : ties)
+    if (t.stages.size() > 1) {
+      std::sort(t.stages.begin(), t.stages.end());
+      out.push_back(std::move(t));
+    }
+  return out;
 }
 
 std::string explainStages(const Graph& g, const std::vector<int>& stage, int microBatches) {
@@ -90,6 +104,10 @@ std::string explainStages(const Graph& g, const std::vector<int>& stage, int mic
       }
     }
     out += "  stage " + std::to_string(s) + " (rank " + std::to_string(s) + "): " + nodes + "\n";
+    for (const StageTie& t : stageTies(g, stage))
+      if (t.stages.front() == s)
+        out += "    '" + g.values[size_t(t.param)].name + "' is tied with stage " +
+               std::to_string(t.stages.back()) + ": their gradients are summed each step\n";
     if (!crossing.empty()) out += "    receives " + crossing + "\n";
   }
   return out;

@@ -15,6 +15,16 @@ namespace netloom {
 // reads for itself. An error where the graph has fewer nodes than stages.
 Result<std::vector<int>> pipelineStages(const Graph& g, int stages);
 
+// The weights several stages read (tied), each with the stages holding a copy and the
+// stage whose initialisation one rank would keep: that of the last reader whose other
+// weights are new, which initialises the tied one again (as bindParams does).
+struct StageTie {
+  ValueId param = kNoValue;
+  std::vector<int> stages;
+  int source = 0;
+};
+std::vector<StageTie> stageTies(const Graph& g, const std::vector<int>& stage);
+
 // Each stage's nodes and the values that cross into it, for --explain.
 std::string explainStages(const Graph& g, const std::vector<int>& stage, int microBatches);
 

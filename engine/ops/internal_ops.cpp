@@ -103,5 +103,9 @@ const OpDef& microMean() {
   static const OpDef& d = lookup(kMicroMean);
   return d;
 }
+const OpDef& pipeTie() {
+  static const OpDef& d = lookup(kPipeTie);
+  return d;
+}
 
 }  // namespace netloom::internal_ops

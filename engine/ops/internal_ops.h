@@ -29,6 +29,7 @@ inline constexpr const char* kPipeRecv = "PipeRecv";
 inline constexpr const char* kMicroBatch = "MicroBatch";
 inline constexpr const char* kMicroMean = "MicroMean";
 inline constexpr const char* kMicroMeanGrad = "MicroMeanGrad";
+inline constexpr const char* kPipeTie = "PipeTie";
 
 const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
 const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
@@ -51,5 +52,6 @@ const OpDef& pipeSend();        // a value sent to a later pipeline stage
 const OpDef& pipeRecv();        // a value received from another pipeline stage
 const OpDef& microBatch();      // one micro-batch of a batch
 const OpDef& microMean();       // the mean of per-micro-batch scalars
+const OpDef& pipeTie();         // a tied weight's gradient summed over its stages
 
 }  // namespace netloom::internal_ops

@@ -127,12 +127,30 @@ void registerMicroBatches(OpRegistry& r) {
   r.add(std::move(meanGrad));
 }
 
+void registerPipeTie(OpRegistry& r) {
+  OpDef tie;
+  tie.name = internal_ops::kPipeTie;
+  tie.category = "Internal";
+  tie.role = OpRole::Internal;
+  tie.doc = "A tied weight's gradient summed over the stages holding it, in stage order";
+  tie.inputs = {{"grad", "this stage's part of the gradient"}};
+  tie.outputs = {{"sum", "the whole gradient"}};
+  tie.attrs = {intsAttr("stages", {}, 0, 1 << 20, "the stages holding the weight, in order"),
+               tagAttr()};
+  tie.infer = [](InferCtx& c) {
+    c.out[0] = c.in[0];
+    return true;
+  };
+  r.add(std::move(tie));
+}
+
 }  // namespace
 
 void registerPipeline(OpRegistry& r) {
   registerPipeSend(r);
   registerPipeRecv(r);
   registerMicroBatches(r);
+  registerPipeTie(r);
 }
 
 }  // namespace netloom

@@ -111,6 +111,15 @@ struct Program {
     int64_t bytes = 0;
   };
   std::vector<Bucket> buckets;
+  // A pipeline stage's weights that other stages read too (tied): the stages holding
+  // one, in order, and the one whose initial values they all start from.
+  struct Tie {
+    std::string name;
+    std::vector<int> stages;
+    int source = 0;
+    int64_t tag = 0;  // the same on every stage holding it
+  };
+  std::vector<Tie> ties;
 
   // The first optimizer update in `steps` (steps.size() without one): before it the
   // loss and every gradient are complete and no parameter has changed yet.

@@ -118,6 +118,21 @@ Status Fit::loadWeights() {
   // from those of the rank holding the same parts in the first group.
   Communicator* same =
       s.trainOpts.tensorComm || s.trainOpts.stageComm ? s.trainOpts.dataComm : m_run.comm;
+  // A pipeline's tied weights start from the stage one rank would take them from.
+  if (Communicator* stages = s.trainOpts.stageComm)
+    for (const Program::Tie& t : m_main->ties) {
+      ParamStore::Entry* e = m_store->find(t.name);
+      std::vector<float> values = ParamStore::read(*e);
+      const int64_t bytes = int64_t(values.size() * sizeof(float));
+      const uint32_t tag = uint32_t(t.tag) + (uint32_t(1) << 23);  // apart from its gradients
+      if (stages->rank() == t.source) {
+        for (int st : t.stages)
+          if (st != t.source) stages->send(values.data(), bytes, st, tag);
+      } else {
+        stages->recv(values.data(), bytes, t.source, tag);
+        ParamStore::write(*e, values.data());
+      }
+    }
   if (same && same->size() > 1) {
     for (const auto& entry : m_store->entries()) {
       if (entry->flat) continue;  // ZeRO: each rank's own shard

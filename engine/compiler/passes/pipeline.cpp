@@ -10,6 +10,7 @@
 // then one forward and one backward in turn, then the last backwards.
 #include "engine/compiler/pipeline.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "engine/compiler/pass.h"
@@ -209,6 +210,14 @@ class PipelineStage : public Pass {
     }
     if (c.opts.training && b.sent.empty() && me < stages - 1)
       return makeError("pipeline stage " + std::to_string(me) + " has no weights to train");
+    // Weights other stages read too: this stage's copy is summed with theirs.
+    int64_t tieTag = int64_t(1) << 24;
+    for (const StageTie& t : stageTies(c.g, *stage)) {
+      ++tieTag;
+      if (std::find(t.stages.begin(), t.stages.end(), me) == t.stages.end()) continue;
+      c.prog.ties.push_back({c.g.values[size_t(t.param)].name, t.stages, t.source, tieTag});
+      c.tieTags[c.g.values[size_t(t.param)].name] = tieTag;
+    }
     c.g = std::move(b.h);
     c.loss = lossValue;
     c.pinned = pinned;
@@ -219,14 +228,40 @@ class PipelineStage : public Pass {
   }
 };
 
+// Each tied weight's gradient summed with the other stages' parts before anything
+// reads it.
+Status sumTies(PassContext& c) {
+  Graph& g = c.g;
+  for (auto& [param, grad] : c.grads) {
+    auto tag = c.tieTags.find(g.values[size_t(param)].name);
+    if (tag == c.tieTags.end()) continue;
+    const Program::Tie* tie = nullptr;
+    for (const Program::Tie& t : c.prog.ties)
+      if (t.name == tag->first) tie = &t;
+    Node sum;
+    sum.name = tag->first + "/grad/tied";
+    sum.op = &internal_ops::pipeTie();
+    sum.backward = true;
+    sum.origin = tag->first;  // after its gradient, wherever that is complete
+    sum.inputs = {grad};
+    sum.attrs.set("stages", std::vector<int64_t>(tie->stages.begin(), tie->stages.end()));
+    sum.attrs.set("tag", tag->second);
+    auto id = g.addNode(std::move(sum));
+    if (!id) return id.error();
+    grad = g.nodes[size_t(*id)].outputs[0];
+  }
+  return {};
+}
+
 class PipelineGradients : public Pass {
  public:
   const char* name() const override { return "pipeline gradients"; }
   bool applies(const PassContext& c) const override {
-    return c.opts.training && !c.received.empty();
+    return c.opts.training && (!c.received.empty() || !c.tieTags.empty());
   }
   Result<std::string> run(PassContext& c) override {
     Graph& g = c.g;
+    if (Status s = sumTies(c); !s) return s.error();
     for (const PassContext::Received& r : c.received) {
       ValueId grad = kNoValue;
       if (auto it = c.receivedGrads.find(r.value); it != c.receivedGrads.end()) grad = it->second;
@@ -290,6 +325,10 @@ class PipelineSchedule : public Pass {
     std::vector<int> key(n, -1);
     for (size_t i = 0; i < n; ++i) {
       const Node& node = g.nodes[i];
+      if (node.op == &internal_ops::pipeTie()) {  // once this stage's backward is all done:
+        key[i] = int(at.size());                  // its last gradients may be others' inputs
+        continue;
+      }
       auto m = c.microOf.find(node.backward ? node.origin : node.name);
       if (m != c.microOf.end()) {
         key[i] = at.at({node.backward, m->second});
