@@ -7,8 +7,8 @@
 #include <QToolBar>
 
 #include "editor/document.h"
-#include "engine/train/parallel_layout.h"
 #include "editor/scene.h"
+#include "engine/train/parallel_layout.h"
 #include "gui/main_window.h"
 
 namespace netloom::gui {
@@ -64,6 +64,15 @@ void ParallelToolbar::build(QMenu* menu) {
         [this, k] { splitSelection(k); }, this);
     bar->addAction(a);
   }
+  m_stage = new QSpinBox(bar);
+  m_stage->setObjectName("parallelStage");
+  m_stage->setRange(0, 4095);
+  m_stage->setPrefix(tr("stage "));
+  m_stage->setToolTip(tr("The pipeline stage Place in Stage puts the selected nodes in"));
+  bar->addWidget(m_stage);
+  bar->addAction(m_window->makeAction(
+      menu, "placeInStage", tr("&Place in Stage"), {}, [this] { placeSelection(m_stage->value()); },
+      this));
   connect(m_doc, &editor::GraphDocument::settingsChanged, this, &ParallelToolbar::reload);
   connect(m_doc, &editor::GraphDocument::reset, this, &ParallelToolbar::reload);
   reload();
@@ -145,6 +154,34 @@ bool ParallelToolbar::splitSelection(const QString& kind) {
     }
   }
   return commit(kind.isEmpty() ? tr("Clear splits") : tr("Split by %1").arg(kind), train);
+}
+
+bool ParallelToolbar::placeSelection(int stage) {
+  std::vector<editor::NodeId> selected = m_scene->selectedNodes();
+  if (selected.empty()) {
+    m_window->showMessage(tr("Select the nodes to place first"));
+    return false;
+  }
+  proto::TrainDef train = m_doc->train();
+  proto::Distributed* d = train.mutable_distributed();
+  if (stage >= 0 && d->pipeline_stages() < stage + 1) {  // a stage needs a pipeline that long
+    d->set_pipeline_stages(std::max(2, stage + 1));
+    d->set_ranks(std::max(d->ranks(), d->pipeline_stages()));
+    d->set_tensor_parallel(0);
+    d->set_zero(0);
+  }
+  for (editor::NodeId id : selected) {
+    const std::string name = m_doc->node(id).def.name();
+    auto* hints = d->mutable_stages();
+    for (int k = hints->size() - 1; k >= 0; --k)
+      if (hints->Get(k).node() == name) hints->DeleteSubrange(k, 1);
+    if (stage < 0) continue;
+    proto::StageHint* h = hints->Add();
+    h->set_node(name);
+    h->set_stage(stage);
+  }
+  return commit(stage < 0 ? tr("Clear stage placements") : tr("Place in stage %1").arg(stage),
+                train);
 }
 
 }  // namespace netloom::gui

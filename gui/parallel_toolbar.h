@@ -31,6 +31,8 @@ class ParallelToolbar : public QObject {
   void build(QMenu* menu);
   // For the selected nodes: "column", "row", "heads" or "data"; "" clears their hints.
   bool splitSelection(const QString& kind);
+  // The selected nodes placed in pipeline stage `stage` (-1: their placement cleared).
+  bool placeSelection(int stage);
 
  private:
   void reload();      // the widgets from the project
@@ -43,6 +45,7 @@ class ParallelToolbar : public QObject {
   QSpinBox* m_ranks = nullptr;
   QComboBox* m_strategy = nullptr;
   QSpinBox* m_group = nullptr;
+  QSpinBox* m_stage = nullptr;
   bool m_loading = false;
 };
 

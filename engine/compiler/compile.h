@@ -4,6 +4,7 @@
 // allocation) -> a Program bound to a ParamStore (engine/compiler/pass.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -81,6 +82,7 @@ struct CompileOptions {
   // rank: none of it.
   Communicator* stageComm = nullptr;
   int microBatches = 1;
+  std::map<std::string, int> stagePlacements;  // nodes pinned to stages (train.distributed.stages)
   // Every rank of the tensor group reads the same `batch` samples (an evaluation,
   // which then counts every sample once on any number of ranks), not its share.
   bool wholeBatchPerRank = false;

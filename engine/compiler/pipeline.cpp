@@ -27,7 +27,55 @@ bool reports(const Node& n) {
 
 }  // namespace
 
-Result<std::vector<int>> pipelineStages(const Graph& g, int stages) {
+// The stage `placed` pins node `name` to: its own, or its enclosing block instance's.
+int placedStage(const std::map<std::string, int>& placed, std::string name) {
+  for (;;) {
+    if (auto it = placed.find(name); it != placed.end()) return it->second;
+    const size_t slash = name.rfind('/');
+    if (slash == std::string::npos) return -1;
+    name.resize(slash);
+  }
+}
+
+// The automatic stages bent to the placements: each node between the placed ones
+// before and after it, and never before the node ahead of it.
+Status applyPlacements(const Graph& g, const std::vector<size_t>& work, int stages,
+                       const std::map<std::string, int>& placed, std::vector<int>& stage) {
+  std::vector<int> pin(work.size(), -1), hi(work.size(), stages - 1);
+  for (size_t k = 0; k < work.size(); ++k) {
+    pin[k] = placedStage(placed, g.nodes[work[k]].name);
+    if (pin[k] >= stages)
+      return makeError("node '" + g.nodes[work[k]].name + "' is placed in pipeline stage " +
+                       std::to_string(pin[k]) + ", past the last (" + std::to_string(stages - 1) +
+                       ")");
+  }
+  for (size_t k = work.size(); k-- > 0;)
+    hi[k] =
+        std::min(k + 1 < work.size() ? hi[k + 1] : stages - 1, pin[k] >= 0 ? pin[k] : stages - 1);
+  int lo = 0;
+  size_t pinnedBefore = work.size();
+  for (size_t k = 0; k < work.size(); ++k) {
+    const std::string& name = g.nodes[work[k]].name;
+    if (pin[k] >= 0 && pin[k] < lo)
+      return makeError("node '" + name + "' is placed in pipeline stage " + std::to_string(pin[k]) +
+                       ", before '" + g.nodes[work[pinnedBefore]].name + "' ahead of it (stage " +
+                       std::to_string(lo) + ")");
+    int s = pin[k] >= 0 ? pin[k] : std::clamp(stage[work[k]], lo, hi[k]);
+    stage[work[k]] = s;
+    if (pin[k] >= 0) pinnedBefore = k;
+    lo = s;
+  }
+  std::vector<bool> used(size_t(stages), false);
+  for (size_t i : work) used[size_t(stage[i])] = true;
+  for (int s = 0; s < stages; ++s)
+    if (!used[size_t(s)])
+      return makeError("pipeline stage " + std::to_string(s) +
+                       " has no node: place fewer stages, or move nodes into it");
+  return {};
+}
+
+Result<std::vector<int>> pipelineStages(const Graph& g, int stages,
+                                        const std::map<std::string, int>& placed) {
   std::vector<int> stage(g.nodes.size(), -1);
   std::vector<size_t> work;  // the nodes that compute, in order
   int64_t total = 0;
@@ -52,6 +100,8 @@ Result<std::vector<int>> pipelineStages(const Graph& g, int stages) {
     last = s;
     before += cost;
   }
+  if (!placed.empty())
+    if (Status s = applyPlacements(g, work, stages, placed, stage); !s) return s.error();
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (reports(g.nodes[i])) stage[i] = stages - 1;
   return stage;

@@ -4,6 +4,7 @@
 // crosses between them as a message, and its gradient comes back the same way.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,12 @@
 namespace netloom {
 
 // Per node, its stage (0-based); -1 for data inputs, which every stage reading them
-// reads for itself. An error where the graph has fewer nodes than stages.
-Result<std::vector<int>> pipelineStages(const Graph& g, int stages);
+// reads for itself. `placed` pins nodes to stages by name (a block instance's name
+// pins every node inside it, "name/..."); the others fall between them by their work.
+// Errors: fewer nodes than stages, a stage left empty, a placement past the last
+// stage or before an earlier node's (naming both nodes).
+Result<std::vector<int>> pipelineStages(const Graph& g, int stages,
+                                        const std::map<std::string, int>& placed = {});
 
 // The weights several stages read (tied), each with the stages holding a copy and the
 // stage whose initialisation one rank would keep: that of the last reader whose other

@@ -110,7 +110,7 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
     if (!plan) return plan.error();
     if (!c.stageComm) parallel = plan->explain(*g);
     if (c.stageComm) {  // a pipeline: its stages instead of a plan of splits
-      auto stages = pipelineStages(*g, c.stageComm->size());
+      auto stages = pipelineStages(*g, c.stageComm->size(), c.stagePlacements);
       if (!stages) return stages.error();
       parallel = explainStages(*g, *stages, c.microBatches);
     }

@@ -139,7 +139,9 @@ ParallelLayout layoutParallel(const proto::Project& p) {
     return out;
   }
   if (out.strategy == S::Pipeline) {
-    auto stages = pipelineStages(*g, out.parts);
+    std::map<std::string, int> placed;
+    for (const proto::StageHint& h : d.stages()) placed[h.node()] = h.stage();
+    auto stages = pipelineStages(*g, out.parts, placed);
     if (!stages) {
       out.error = stages.error().message;
       return out;

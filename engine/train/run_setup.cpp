@@ -183,6 +183,7 @@ Status resolvePipeline(CompileOptions& c, const proto::Distributed& dist,
                      "pipeline groups of that size");
   c.stageComm = opts.stageComm;
   c.dataComm = opts.dataComm;
+  for (const proto::StageHint& h : dist.stages()) c.stagePlacements[h.node()] = h.stage();
   c.microBatches = opts.microBatches > 0      ? opts.microBatches
                    : dist.micro_batches() > 0 ? dist.micro_batches()
                                               : 2 * pp;

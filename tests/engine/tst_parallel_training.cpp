@@ -283,6 +283,7 @@ class TestParallelTraining : public QObject {
         QTest::addRow("%s, 2 stages, %s", m, t) << 2 << 2 << shared << gpt;
         QTest::addRow("%s, 4 stages, %s", m, t) << 4 << 4 << shared << gpt;
         QTest::addRow("%s, 2 stages x data 2, %s", m, t) << 4 << 2 << shared << gpt;
+        QTest::addRow("%s, 4 stages placed by hand, %s", m, t) << 4 << -4 << shared << gpt;
       }
   }
   // 8 micro-batches a step, in 1F1B order: the stages' gradients summed over them.
@@ -293,11 +294,26 @@ class TestParallelTraining : public QObject {
     QFETCH(int, stages);
     QFETCH(bool, shared);
     QFETCH(bool, gpt);
+    // Negative: that many stages, the first layer placed in stage 0 and the output layer
+    // in the last by hand, the others shared out between them.
+    proto::Project mlp = m_mlp, gpt_ = m_gpt;
+    if (stages < 0) {
+      stages = -stages;
+      for (auto [p, first, last] : {std::tuple{&mlp, "fc1", "logits"}, {&gpt_, "wte", "logits"}}) {
+        proto::Distributed* d = p->mutable_train()->mutable_distributed();
+        proto::StageHint* a = d->add_stages();
+        a->set_node(first);
+        a->set_stage(0);
+        proto::StageHint* b = d->add_stages();
+        b->set_node(last);
+        b->set_stage(stages - 1);
+      }
+    }
     Split s{ranks, 1, shared, {}, 0, stages, 8};
     if (gpt)
-      compare(m_gpt, 16 / s.readers(), s, 128);
+      compare(gpt_, 16 / s.readers(), s, 128);
     else
-      compare(m_mlp, 64 / s.readers(), s);
+      compare(mlp, 64 / s.readers(), s);
   }
 
   void checkpointsResumeOnOtherRanks_data() {

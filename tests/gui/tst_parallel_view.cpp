@@ -12,8 +12,8 @@
 #include <QtTest>
 
 #include "editor/panels.h"
-#include "engine/train/parallel_layout.h"
 #include "editor/scene.h"
+#include "engine/train/parallel_layout.h"
 #include "gui/main_window.h"
 #include "gui/parallel_toolbar.h"
 
@@ -143,6 +143,25 @@ class TestParallelView : public QObject {
     QCOMPARE(crossing, 1);
     const QString tip = w->scene()->itemFor(w->document()->findNode("logits"))->toolTip();
     QVERIFY2(tip.contains("pipeline stage 1 of 2"), qPrintable(tip));
+    auto stageOf = [&](const char* node) {
+      return w->scene()->itemFor(w->document()->findNode(node))->toolTip();
+    };
+    // By hand: fc1 alone in stage 0, the rest after it.
+    select(*w, {"act1"});
+    QVERIFY(w->parallelToolbar()->placeSelection(1));
+    QVERIFY2(stageOf("fc1").contains("pipeline stage 0 of 2"), qPrintable(stageOf("fc1")));
+    QVERIFY2(stageOf("act1").contains("pipeline stage 1 of 2"), qPrintable(stageOf("act1")));
+    QVERIFY2(stageOf("fc2").contains("pipeline stage 1 of 2"), qPrintable(stageOf("fc2")));
+    QVERIFY(w->document()->toText().find("stages {") != std::string::npos);
+    // A node placed before one ahead of it is refused, naming both.
+    const std::string before = w->document()->toText();
+    select(*w, {"fc2"});
+    QVERIFY(!w->parallelToolbar()->placeSelection(0));
+    QVERIFY2(w->lastMessage().contains("node 'fc2' is placed in pipeline stage 0, before 'act1'"),
+             qPrintable(w->lastMessage()));
+    QCOMPARE(w->document()->toText(), before);
+    w->document()->undoStack()->undo();
+    QVERIFY(w->document()->train().distributed().stages().empty());
   }
 };
 

@@ -179,7 +179,7 @@ class PipelineStage : public Pass {
   Result<std::string> run(PassContext& c) override {
     const int stages = c.opts.stageComm->size(), me = c.opts.stageComm->rank();
     const int micro = microBatchesOf(c.opts);
-    auto stage = pipelineStages(c.g, stages);
+    auto stage = pipelineStages(c.g, stages, c.opts.stagePlacements);
     if (!stage) return stage.error();
     const std::vector<bool> needsGrad = dependsOnParams(c.g);
     StageBuilder b{c.g, *stage, needsGrad, me, micro, c, {}, {}, {}, {}, {}, {}, {}};
