@@ -19,7 +19,9 @@ inline const QColor kWire(0x9a, 0xb4, 0xd6), kSelected(0xf0, 0xc0, 0x40);
 // Parallel strategies: a boxing collective's glyph on a wire, a node whose weights are
 // split over a tensor group, and each pipeline stage's own colour.
 inline const QColor kBoxing(0xe8, 0x9a, 0x3c), kSplit(0xb5, 0x7c, 0xe0);
-inline QColor stageColor(int stage) { return QColor::fromHsv((stage * 67 + 20) % 360, 150, 220); }
+inline QColor stageColor(int stage) {
+  return QColor::fromHsv((stage * 67 + 20) % 360, 150, 220);
+}
 
 // Out of a port and into one along the direction data flows: rightwards, or down.
 QPainterPath wirePath(QPointF a, QPointF b, bool vertical);

@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/train/parallel_layout.h"
 #include "engine/graph/analyze.h"
 #include "engine/graph/op.h"
 #include "engine/proto/project.pb.h"
+#include "engine/train/parallel_layout.h"
 #include "engine/util/status.h"
 
 namespace netloom::editor {

@@ -1,7 +1,5 @@
 #include "gui/main_window.h"
 
-#include "gui/parallel_toolbar.h"
-
 #include <QCloseEvent>
 #include <QDialog>
 #include <QDir>
@@ -27,6 +25,7 @@
 #include "gui/first_run.h"
 #include "gui/generate_panel.h"
 #include "gui/interop_actions.h"
+#include "gui/parallel_toolbar.h"
 #include "gui/project_files.h"
 #include "gui/run_actions.h"
 #include "gui/run_controller.h"

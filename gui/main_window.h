@@ -105,7 +105,9 @@ class MainWindow : public QMainWindow {
   using DatasetHook = std::function<bool(DatasetDialog&)>;
   void setDatasetHook(DatasetHook h) { m_datasetHook = std::move(h); }
   FirstRunPage* firstRunPage() const { return m_firstRun; }
-  class ParallelToolbar* parallelToolbar() const { return m_parallel; }
+  class ParallelToolbar* parallelToolbar() const {
+    return m_parallel;
+  }
   QString lastMessage() const { return m_lastMessage; }
   void showMessage(const QString& text, int ms = 6000);
   // Graphs of at least this many nodes are laid out on a worker thread.

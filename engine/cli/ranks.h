@@ -40,8 +40,8 @@ int runRanks(const RankJob& job, const std::atomic<bool>& stop);
 // their errors.
 // Tensor or pipeline parallelism's groups for this rank (opts.comm), where the run
 // asks for them (--tensor-parallel or --pipeline-stages, else the project's
-// train.distributed): made into `held` and set in `opts`. Nothing where the run has one rank or no tensor groups;
-// a size that does not divide the ranks is left for the run to refuse.
+// train.distributed): made into `held` and set in `opts`. Nothing where the run has one rank or no
+// tensor groups; a size that does not divide the ranks is left for the run to refuse.
 void makeTensorGroups(const proto::Project& project, TrainOptions& opts, TensorGroups& held);
 
 class ThreadRankJob {

@@ -10,11 +10,9 @@
 namespace netloom {
 
 void registerBoxing(OpRegistry& r) {
-  OpDef d;
-  d.name = internal_ops::kBoxing;
-  d.category = "Internal";
-  d.role = OpRole::Internal;
-  d.doc = "Moves a tensor between two SBP layouts across the ranks of its tensor group";
+  OpDef d = ops::internalOp(
+      internal_ops::kBoxing,
+      "Moves a tensor between two SBP layouts across the ranks of its tensor group");
   d.inputs = {{"x", "this rank's part, laid out as 'from'"}};
   d.outputs = {{"y", "this rank's part, laid out as 'to'"}};
   d.attrs = {stringAttr("from", "B", {}, "the input's SBP"),

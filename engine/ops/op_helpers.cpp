@@ -61,6 +61,15 @@ OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs) {
   return d;
 }
 
+OpDef internalOp(std::string name, std::string doc, OpRole role) {
+  OpDef d;
+  d.name = std::move(name);
+  d.category = "Internal";
+  d.role = role;
+  d.doc = std::move(doc);
+  return d;
+}
+
 OpDef elementwiseGrad(std::string name, std::vector<AttrDef> attrs) {
   OpDef d = unaryGrad(std::move(name), std::move(attrs));
   d.elementwise = true;

@@ -23,6 +23,9 @@ OpDef unaryGrad(std::string name, std::vector<AttrDef> attrs = {});
 // The backward of an element-wise activation: dx from dy and x (or y) at each position.
 OpDef elementwiseGrad(std::string name, std::vector<AttrDef> attrs = {});
 
+// An op the compiler inserts (category "Internal", never in the palette).
+OpDef internalOp(std::string name, std::string doc, OpRole role = OpRole::Internal);
+
 // Scores against labels: batch × classes and int32 labels of shape [batch] -> scalar.
 bool inferClassMetric(InferCtx& c);
 

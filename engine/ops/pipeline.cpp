@@ -28,11 +28,7 @@ DType dtypeNamed(const std::string& name) {
 }
 
 void registerPipeSend(OpRegistry& r) {
-  OpDef send;
-  send.name = internal_ops::kPipeSend;
-  send.category = "Internal";
-  send.role = OpRole::Internal;
-  send.doc = "Sends a value to the stage that reads it";
+  OpDef send = ops::internalOp(internal_ops::kPipeSend, "Sends a value to the stage that reads it");
   send.inputs = {{"x", "the value"}};
   send.outputs = {{"done", "zero: the stage's part in the loss its gradient comes back for"}};
   send.attrs = {peerAttr("the stage's rank in the pipeline group"), tagAttr()};
@@ -52,11 +48,9 @@ void registerPipeSend(OpRegistry& r) {
 }
 
 void registerPipeRecv(OpRegistry& r) {
-  OpDef recv;
-  recv.name = internal_ops::kPipeRecv;
-  recv.category = "Internal";
-  recv.role = OpRole::Internal;
-  recv.doc = "Receives a value an earlier stage sends (or a gradient a later one does)";
+  OpDef recv =
+      ops::internalOp(internal_ops::kPipeRecv,
+                      "Receives a value an earlier stage sends (or a gradient a later one does)");
   recv.outputs = {{"y", "the value"}};
   recv.attrs = {peerAttr("the sender's rank in the pipeline group"), tagAttr(),
                 intsAttr("shape", {}, 0, 1e12, "the value's shape"),
@@ -69,11 +63,8 @@ void registerPipeRecv(OpRegistry& r) {
 }
 
 void registerMicroBatches(OpRegistry& r) {
-  OpDef micro;
-  micro.name = internal_ops::kMicroBatch;
-  micro.category = "Internal";
-  micro.role = OpRole::Internal;
-  micro.doc = "Micro-batch `index` of `parts` of a batch";
+  OpDef micro =
+      ops::internalOp(internal_ops::kMicroBatch, "Micro-batch `index` of `parts` of a batch");
   micro.inputs = {{"x", "the batch"}};
   micro.outputs = {{"y", "its part"}};
   micro.attrs = {intAttr("index", 0, 0, 1 << 20, "which micro-batch"),
@@ -92,11 +83,8 @@ void registerMicroBatches(OpRegistry& r) {
   };
   r.add(std::move(micro));
 
-  OpDef mean;
-  mean.name = internal_ops::kMicroMean;
-  mean.category = "Internal";
-  mean.role = OpRole::Internal;
-  mean.doc = "The mean of scalars, one per micro-batch";
+  OpDef mean =
+      ops::internalOp(internal_ops::kMicroMean, "The mean of scalars, one per micro-batch");
   mean.inputs = {{"x", "the scalars", true}};
   mean.outputs = {{"y", "their mean"}};
   mean.infer = [](InferCtx& c) {
@@ -112,11 +100,9 @@ void registerMicroBatches(OpRegistry& r) {
   };
   r.add(std::move(mean));
 
-  OpDef meanGrad;
-  meanGrad.name = internal_ops::kMicroMeanGrad;
-  meanGrad.category = "Internal";
-  meanGrad.role = OpRole::Internal;
-  meanGrad.doc = "A mean's gradient: the mean's, divided by the scalars averaged";
+  OpDef meanGrad =
+      ops::internalOp(internal_ops::kMicroMeanGrad,
+                      "A mean's gradient: the mean's, divided by the scalars averaged");
   meanGrad.inputs = {{"dy", "the mean's gradient"}};
   meanGrad.outputs = {{"dx", "each scalar's"}};
   meanGrad.attrs = {intAttr("parts", 1, 1, 1 << 20, "the scalars averaged")};
@@ -128,11 +114,9 @@ void registerMicroBatches(OpRegistry& r) {
 }
 
 void registerPipeTie(OpRegistry& r) {
-  OpDef tie;
-  tie.name = internal_ops::kPipeTie;
-  tie.category = "Internal";
-  tie.role = OpRole::Internal;
-  tie.doc = "A tied weight's gradient summed over the stages holding it, in stage order";
+  OpDef tie =
+      ops::internalOp(internal_ops::kPipeTie,
+                      "A tied weight's gradient summed over the stages holding it, in stage order");
   tie.inputs = {{"grad", "this stage's part of the gradient"}};
   tie.outputs = {{"sum", "the whole gradient"}};
   tie.attrs = {intsAttr("stages", {}, 0, 1 << 20, "the stages holding the weight, in order"),

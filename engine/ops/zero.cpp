@@ -10,11 +10,9 @@
 namespace netloom {
 
 void registerZero(OpRegistry& r) {
-  OpDef scatter;
-  scatter.name = internal_ops::kZeroScatter;
-  scatter.category = "Internal";
-  scatter.role = OpRole::Internal;
-  scatter.doc = "Sums a bucket of gradients across the ranks, keeping this rank's shard";
+  OpDef scatter =
+      ops::internalOp(internal_ops::kZeroScatter,
+                      "Sums a bucket of gradients across the ranks, keeping this rank's shard");
   scatter.inputs = {{"grads", "the bucket's gradients", true}};
   scatter.outputs = {{"shard", "this rank's shard of their sum"}};
   scatter.attrs = {intAttr("parts", 1, 1, 1 << 20, "the data-parallel ranks")};
@@ -26,11 +24,10 @@ void registerZero(OpRegistry& r) {
   };
   r.add(std::move(scatter));
 
-  OpDef update;
-  update.name = internal_ops::kZeroUpdate;
-  update.category = "Internal";
-  update.role = OpRole::Optimizer;
-  update.doc = "Updates this rank's shard of a bucket's parameters, then gathers them whole";
+  OpDef update =
+      ops::internalOp(internal_ops::kZeroUpdate,
+                      "Updates this rank's shard of a bucket's parameters, then gathers them whole",
+                      OpRole::Optimizer);
   update.inputs = {{"tensors",
                     "the parameters, their gradients (whole, or this rank's shard of their sum), "
                     "the state shards[, the loss scale's state]",

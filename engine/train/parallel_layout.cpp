@@ -80,7 +80,11 @@ void planSplits(const proto::Project& p, const Graph& g, ParallelLayout& out) {
     out.optimizerState /= out.ranks;  // ZeRO's shard
     if (out.zero >= 2) out.gradients /= out.ranks;
   }
-  for (const auto& [id, sig] : plan->signature) out.signature[g.nodes[size_t(id)].name] = sig.str();
+  for (const auto& [id, sig] : plan->signature) {
+    out.signature[g.nodes[size_t(id)].name] = sig.str();
+    for (const Sbp& w : sig.params)
+      if (w.isSplit()) out.splitWeights.insert(g.nodes[size_t(id)].name);
+  }
   for (const auto& [v, sbp] : plan->sbp)
     if (g.values[size_t(v)].producer >= 0)
       out.wires[outputOf(g, v)] = describeLocal(g.values[size_t(v)].desc.shape, sbp, out.parts);
@@ -109,10 +113,7 @@ std::string ParallelLayout::describe() const {
 }
 
 bool ParallelLayout::splits(const std::string& node) const {
-  auto it = signature.find(node);
-  if (it == signature.end() || strategy != Strategy::Tensor) return false;
-  const size_t bar = it->second.find('|'), arrow = it->second.find("->");
-  return bar != std::string::npos && it->second.find("S(", bar) < arrow;
+  return strategy == Strategy::Tensor && splitWeights.count(node) > 0;
 }
 
 ParallelLayout layoutParallel(const proto::Project& p) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,8 +20,9 @@ struct ParallelLayout {
   Strategy strategy = Strategy::None;
   int ranks = 1, parts = 1;  // all the ranks; those a tensor group or pipeline spans
   int zero = 0;
-  std::map<std::string, int> stage;                          // node -> pipeline stage
-  std::map<std::string, std::string> signature;              // node -> its SBP signature
+  std::map<std::string, int> stage;              // node -> pipeline stage
+  std::map<std::string, std::string> signature;  // node -> its SBP signature
+  std::set<std::string> splitWeights;            // nodes whose signature splits a weight
   std::map<std::pair<std::string, int>, std::string> wires;  // (node, output) -> label
   struct Boxing {
     std::string what;   // "all-gather S(0) -> B"
@@ -32,7 +34,7 @@ struct ParallelLayout {
   // gradients, the optimizer's state (its shard under ZeRO), activations and the
   // largest tensor a boxing builds whole.
   int64_t weights = 0, gradients = 0, optimizerState = 0, activations = 0, boxing = 0;
-  std::string describe() const;  // "tensor parallel ×2 of 2 ranks", ...
+  std::string describe() const;                // "tensor parallel ×2 of 2 ranks", ...
   bool splits(const std::string& node) const;  // its weights are split over the group
 };
 

@@ -7,8 +7,8 @@
 
 #include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
-#include "kernels/core/shard.h"
 #include "kernels/core/pipeline.h"
+#include "kernels/core/shard.h"
 #include "kernels/core/zero.h"
 
 namespace netloom {
