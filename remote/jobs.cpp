@@ -401,25 +401,93 @@ Result<std::string> rendezvousPort(SshSession& s, const remotepb::JobRecord& job
   return makeError("did not open the rendezvous within " + std::to_string(seconds) + " s");
 }
 
+namespace {
+
+bool hasOption(const std::vector<std::string>& args, const std::string& name) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+    return a == name || a.rfind(name + "=", 0) == 0;
+  });
+}
+
+// `args` without option `name` and its value.
+std::vector<std::string> withoutOption(const std::vector<std::string>& args,
+                                       const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name) {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind(name + "=", 0) != 0) out.push_back(args[i]);
+  }
+  return out;
+}
+
+// Where a run trains: --devices's value, else the project's train.device.
+std::string deviceOf(const std::vector<std::string>& args, const proto::Project& project) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--devices" && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--devices=", 0) == 0) return args[i].substr(10);
+  }
+  return project.train().device();
+}
+
+// The arguments of each of the `count` ranks that share `host`: on a GPU job a GPU
+// each, else an equal share of the cores (where neither the project nor the
+// arguments set the threads).
+Result<std::vector<std::vector<std::string>>> hostShares(SshSession& s,
+                                                         const remotepb::Host& host,
+                                                         const proto::Project& project,
+                                                         const std::vector<std::string>& args,
+                                                         int count) {
+  std::vector<std::vector<std::string>> shares(size_t(count), args);
+  if (count == 1) return shares;
+  auto probe = probeHost(s, host);
+  if (!probe) return probe.error();
+  if (deviceOf(args, project).rfind("cuda", 0) == 0) {
+    if (int(probe->gpus.size()) < count)
+      return makeError(hostTitle(host) + " has " + std::to_string(probe->gpus.size()) +
+                       " GPUs; --ranks-per-host " + std::to_string(count) +
+                       " needs one for each rank");
+    for (int k = 0; k < count; ++k) {
+      shares[size_t(k)] = withoutOption(args, "--devices");
+      shares[size_t(k)].insert(shares[size_t(k)].end(), {"--devices", "cuda:" + std::to_string(k)});
+    }
+  } else if (!hasOption(args, "--threads") && project.train().threads() == 0) {
+    for (auto& a : shares)
+      a.insert(a.end(), {"--threads", std::to_string(std::max(1, probe->cpus / count))});
+  }
+  return shares;
+}
+
+}  // namespace
+
 Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
                                         const std::vector<remotepb::Host>& hosts,
                                         const proto::Project& project, const SubmitOptions& o,
                                         double timeoutSeconds) {
-  const size_t n = hosts.size();
-  if (n < 2 || sessions.size() != n) return makeError("--hosts needs two hosts or more");
-  for (size_t i = 0; i < n; ++i)
+  const size_t perHost = size_t(std::max(1, o.ranksPerHost));
+  const size_t n = hosts.size() * perHost;
+  if (n < 2 || sessions.size() != hosts.size())
+    return makeError("--hosts needs two hosts or more, or --ranks-per-host 2 or more");
+  for (size_t i = 0; i < hosts.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (hostTitle(hosts[i]) == hostTitle(hosts[j]))
         return makeError("--hosts names " + hostTitle(hosts[i]) + " twice");
   std::vector<remotepb::JobRecord> jobs;
-  SubmitOptions each = o;
-  each.launch = false;
-  for (size_t r = 0; r < n; ++r) {
-    auto job = submitJob(*sessions[r], hosts[r], project, each);
-    if (!job)
-      return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r]) + ": " +
-                       job.error().message);
-    jobs.push_back(std::move(*job));
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    auto shares = hostShares(*sessions[h], hosts[h], project, o.args, int(perHost));
+    if (!shares) return shares.error();
+    for (size_t k = 0; k < perHost; ++k) {
+      SubmitOptions each = o;
+      each.launch = false;
+      each.args = (*shares)[k];
+      auto job = submitJob(*sessions[h], hosts[h], project, each);
+      if (!job)
+        return makeError("rank " + std::to_string(jobs.size()) + " on " + hostTitle(hosts[h]) +
+                         ": " + job.error().message);
+      jobs.push_back(std::move(*job));
+    }
   }
   unsigned char bytes[32];
   if (getrandom(bytes, sizeof bytes, 0) != ssize_t(sizeof bytes))
@@ -438,7 +506,7 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
     jobs[r].add_args("--rendezvous");
     jobs[r].add_args(rendezvous);
     jobs[r].add_args("--rank-address");
-    jobs[r].add_args(sessions[r]->host().address);
+    jobs[r].add_args(sessions[r / perHost]->host().address);
     jobs[r].add_args("--rank-timeout");
     jobs[r].add_args(std::to_string(int64_t(timeoutSeconds)));
     jobs[r].add_args("--collective-failures-exit");  // followJob names the rank at fault
@@ -453,11 +521,11 @@ Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions
   if (!port) return makeError("rank 0 on " + hostTitle(hosts[0]) + " " + port.error().message);
   for (size_t r = 1; r < n; ++r) {
     rankArgs(r, "tcp://" + first + ":" + *port);
-    if (Status st = launchJob(*sessions[r], jobs[r], secret); !st)
-      return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r]) + ": " +
+    if (Status st = launchJob(*sessions[r / perHost], jobs[r], secret); !st)
+      return makeError("rank " + std::to_string(r) + " on " + hostTitle(hosts[r / perHost]) + ": " +
                        st.message());
     remotepb::RankJob* rank = jobs[0].add_ranks();
-    *rank->mutable_host() = hosts[r];
+    *rank->mutable_host() = hosts[r / perHost];
     rank->set_dir(jobs[r].dir());
     rank->set_pid(jobs[r].pid());
   }

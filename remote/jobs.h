@@ -56,6 +56,11 @@ struct SubmitOptions {
   // Start netloom-train at once; false: only send the bundle, and launchJob
   // starts it (after a follower is listening, so no event waits for it).
   bool launch = true;
+  // submitRanks: ranks started on each host, each in its own job folder. Each takes
+  // its share of the host's cores (unless the project or --threads sets them), and
+  // on a GPU job its own GPU (cuda:0, cuda:1, ...); a host with fewer GPUs than
+  // ranks is refused.
+  int ranksPerHost = 1;
 };
 
 // Checks the host's netloom-train, sends the dataset (or reuses it), the bundle,
@@ -67,12 +72,13 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
 // of a job on several hosts reads the job's `secret` from its standard input.
 Status launchJob(SshSession& s, remotepb::JobRecord& job, const std::string& secret = {});
 
-// A data-parallel job on several hosts, one rank each (one process per host, which
-// trains on the host's devices as a lone job would): the bundle goes to every host,
-// rank 0 starts first and serves the rendezvous on a free port, then the others
-// join it with the job's secret (random, given to each rank on its standard input,
-// never written down). The record is rank 0's, with the others in `ranks`.
-// `sessions` and `hosts` pair up, in rank order.
+// A job on several hosts, o.ranksPerHost ranks on each (a process per rank, ranks
+// k·N .. k·N+N−1 on host k, which train as the project's strategy says: data, tensor
+// or pipeline parallel): the bundle goes to every rank's folder, rank 0 starts
+// first and serves the rendezvous on a free port, then the others join it with the
+// job's secret (random, given to each rank on its standard input, never written
+// down). The record is rank 0's, with the others in `ranks`. `sessions` and `hosts`
+// pair up, in host order.
 Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
                                         const std::vector<remotepb::Host>& hosts,
                                         const proto::Project& project, const SubmitOptions& o,

@@ -1,7 +1,8 @@
 // netloom-job: remote training jobs from a terminal, on the same library as the IDE.
 //   netloom-job test   --host H                 connect and report the host
 //   netloom-job submit --host H [--wait] [--devices D] PROJECT.nlproj
-//   netloom-job submit --hosts A,B,... [--wait] PROJECT.nlproj  one data-parallel rank on each
+//   netloom-job submit --hosts A,B,... [--ranks-per-host N] [--wait] PROJECT.nlproj
+//                                               N ranks on each host (1: one each)
 //   netloom-job submit --host H --slurm [--partition P ...] PROJECT.nlproj  through sbatch
 //   netloom-job list   [--host H]               jobs submitted from here, or on H
 //   netloom-job attach ID                       progress until the job ends
@@ -53,8 +54,9 @@ int usage() {
       "Slurm (the host is a cluster's login node; over a saved host's settings):\n"
       "         --slurm  --partition P  --account A  --qos Q  --time LIMIT  --nodes N\n"
       "         --gpus-per-node G  --tasks-per-node T  --cpus-per-task C  --sbatch --OPT=V\n"
-      "submit --hosts A,B,...: one data-parallel rank on each host (rank 0 on the first,\n"
-      "         whose stream is the job's); stop, cancel and fetch reach every rank\n");
+      "submit --hosts A,B,... [--ranks-per-host N]: N ranks on each host (default 1; rank 0\n"
+      "         on the first, whose stream is the job's), parallel as the project's\n"
+      "         train.distributed says; stop, cancel and fetch reach every rank\n");
   return 2;
 }
 
@@ -153,7 +155,10 @@ std::vector<std::string> joinSbatchValues(int argc, char** argv) {
 void addOptions(CLI::App& verb, JobArgs& a) {
   verb.add_option("target", a.target, "PROJECT.nlproj (submit) or a job's ID");
   verb.add_option("--host", a.hostText, "a saved host's name or [user@]address[:port]");
-  verb.add_option("--hosts", a.rankHosts, "submit: one data-parallel rank on each of A,B,...");
+  verb.add_option("--hosts", a.rankHosts, "submit: the job's ranks on A,B,... (--ranks-per-host each)");
+  verb.add_option("--ranks-per-host", a.submit.ranksPerHost,
+                  "submit --hosts: ranks on each host, a GPU or a share of the cores each")
+      ->check(CLI::Range(1, 4096));
   verb.add_option("--hosts-file", a.hostsPath, "the saved hosts");
   verb.add_option("--to", a.fetchTo, "fetch: the folder to fetch into");
   verb.add_flag("--wait", a.wait, "submit: follow the job to its end");
@@ -243,9 +248,11 @@ std::optional<int> parseJobArgs(int argc, char** argv, JobArgs& a) {
   return std::nullopt;
 }
 
-// submit --hosts A,B,...: one data-parallel rank on each host.
+// submit --hosts A,B,... [--ranks-per-host N]: N ranks on each host.
 int submitToRanks(JobArgs& a, const remotepb::HostList& saved) {
-  if (!a.hostText.empty()) return fail("give --host or --hosts, not both");
+  if (!a.hostText.empty() && !a.rankHosts.empty())
+    return fail("give --host or --hosts, not both");
+  if (a.rankHosts.empty()) a.rankHosts = a.hostText;  // --host H --ranks-per-host N
   if (a.target.empty()) return usage();
   std::vector<remotepb::Host> hosts;
   std::vector<std::unique_ptr<SshSession>> sessions;
@@ -413,7 +420,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> end = parseJobArgs(argc, argv, a)) return *end;
   auto saved = loadHosts(a.hostsPath);
   if (!saved) return fail(saved.error().message);
-  if (a.verb == "submit" && !a.rankHosts.empty()) return submitToRanks(a, *saved);
+  if (a.verb == "submit" && (!a.rankHosts.empty() || a.submit.ranksPerHost > 1))
+    return submitToRanks(a, *saved);
   if (a.verb == "test" || a.verb == "submit" || (a.verb == "list" && !a.hostText.empty()))
     return onHost(a, *saved);
   if (a.verb == "list") return listHere();

@@ -66,16 +66,20 @@ class TestJobRanks : public QObject {
   // two (tensor parallelism) or cut into two pipeline stages. A host named twice is
   // refused; rank 0's stream is the job's and ends Finished, both ranks trained every
   // step, fetch brings rank 1's log, and the weights are those of one rank trained
-  // with the step's whole batch.
+  // with the step's whole batch. With --ranks-per-host 2, four ranks (two tensor
+  // groups of two, one on each host) train as one.
   void twoHostsTrainOneJob_data() {
     QTest::addColumn<QString>("strategy");
-    QTest::newRow("data parallel") << "data";
-    QTest::newRow("tensor parallel") << "tensor";
-    QTest::newRow("pipeline") << "pipeline";
+    QTest::addColumn<int>("perHost");
+    QTest::newRow("data parallel") << "data" << 1;
+    QTest::newRow("tensor parallel") << "tensor" << 1;
+    QTest::newRow("pipeline") << "pipeline" << 1;
+    QTest::newRow("hybrid, two ranks per host") << "hybrid" << 2;
   }
   void twoHostsTrainOneJob() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     QFETCH(QString, strategy);
+    QFETCH(int, perHost);
     const QString tag = strategy == "data" ? QString() : "-" + strategy;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config" + tag));
@@ -104,14 +108,25 @@ class TestJobRanks : public QObject {
     proto::Project project = spirals(3);
     project.mutable_train()->set_threads(1);
     proto::Distributed* d = project.mutable_train()->mutable_distributed();
-    if (strategy == "tensor") d->set_tensor_parallel(2);
+    if (strategy == "tensor" || strategy == "hybrid") d->set_tensor_parallel(2);
     if (strategy == "pipeline") d->set_pipeline_stages(2);
     const QString path = m_dir.filePath("ranks" + tag + ".nlproj");
     QVERIFY(saveProject(path.toStdString(), project).ok());
     QProcess* twice = job({"submit", "--hosts", "first,first", path}, "yes\n");
     QCOMPARE(twice->exitCode(), 1);
     QVERIFY(twice->readAllStandardError().contains("twice"));
-    QProcess* p = job({"submit", "--wait", "--hosts", "first,second", path}, "yes\nyes\n");
+    if (perHost > 1) {  // a GPU each: the loopback host has none
+      QProcess* gpus = job({"submit", "--hosts", "first", "--ranks-per-host", "2", "--devices",
+                            "cuda", path},
+                           "yes\n");
+      QCOMPARE(gpus->exitCode(), 1);
+      const QString err = QString::fromUtf8(gpus->readAllStandardError());
+      QVERIFY2(err.contains(") has 0 GPUs; --ranks-per-host 2 needs one for each rank"),
+               qPrintable(err));
+    }
+    QProcess* p = job({"submit", "--wait", "--hosts", "first,second", "--ranks-per-host",
+                       QString::number(perHost), path},
+                      "yes\nyes\n");
     const QString out = QString::fromUtf8(p->readAllStandardOutput());
     QVERIFY2(p->exitCode() == 0, qPrintable(QString::fromUtf8(p->readAllStandardError())));
     const QStringList idAndDir = out.trimmed().split(' ');
@@ -125,12 +140,13 @@ class TestJobRanks : public QObject {
     bool twoRanks = false;
     for (const auto& e : events->events)
       twoRanks =
-          twoRanks || (e.has_log() && e.log().text().find("rank 0 of 2") != std::string::npos);
+          twoRanks || (e.has_log() && e.log().text().find("rank 0 of " + std::to_string(2 * perHost)) !=
+                                          std::string::npos);
     QVERIFY(twoRanks);
-    // Rank 1 trained every step, in its own folder on the second host.
+    // The second host's ranks trained every step, each in its own folder.
     const QStringList secondJobs = QDir(m_dir.filePath("ranks-second" + tag + "/jobs"))
                                        .entryList(QDir::Dirs | QDir::NoDotAndDotDot);
-    QCOMPARE(secondJobs.size(), 1);
+    QCOMPARE(secondJobs.size(), perHost);
     QDir second(m_dir.filePath("ranks-second" + tag + "/jobs/" + secondJobs[0]));
     QFile summary(second.filePath("summary.json"));
     QVERIFY2(summary.open(QIODevice::ReadOnly), qPrintable(second.path()));
@@ -146,7 +162,7 @@ class TestJobRanks : public QObject {
     // order aside).
     const int perRank = project.train().batch_size();
     QVERIFY(perRank > 0);
-    const int step = strategy == "pipeline" ? perRank : 2 * perRank;
+    const int step = strategy == "pipeline" ? perRank : 2 * perHost * perRank;
     proto::Project single = project;
     single.mutable_train()->clear_distributed();
     const QString singlePath = m_dir.filePath("ranks-alone" + tag + ".nlproj");
@@ -167,7 +183,10 @@ class TestJobRanks : public QObject {
   // and its log in the Failed event the job's stream ends with; nothing is left.
   // The same where the two ranks split the model (a tensor group, a pipeline), so that
   // rank 0 waits on rank 1 inside its step: it fails too, and the job names rank 1.
-  void aKilledRankFailsTheJobOnTwoHosts_data() { twoHostsTrainOneJob_data(); }
+  void aKilledRankFailsTheJobOnTwoHosts_data() {
+    QTest::addColumn<QString>("strategy");
+    for (const char* s : {"data", "tensor", "pipeline"}) QTest::newRow(s) << QString(s);
+  }
   void aKilledRankFailsTheJobOnTwoHosts() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
     QFETCH(QString, strategy);
