@@ -1,5 +1,6 @@
 #include "engine/compiler/sbp_plan.h"
 
+#include <cstdio>
 #include <set>
 
 namespace netloom {
@@ -36,6 +37,20 @@ bool splitsParams(const SbpSignature& s) {
   for (const Sbp& p : s.params)
     if (p.isSplit()) return true;
   return false;
+}
+
+// The time on the plan's link of boxing `n`'s inputs for signature `s` (a parameter
+// not yet laid out costs nothing: its first reader lays it out).
+double inputSeconds(const Graph& g, const SbpPlan& plan, const Node& n, const SbpSignature& s) {
+  double cost = 0;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    auto have = plan.sbp.find(n.inputs[k]);
+    if (have == plan.sbp.end()) continue;
+    const Boxing b =
+        boxing(have->second, wantedOf(s, n, k), g.values[n.inputs[k]].desc, plan.ranks);
+    cost += plan.link.seconds(b.bytesPerRank, b.messages);
+  }
+  return cost;
 }
 
 std::string listed(const std::vector<SbpSignature>& sigs) {
@@ -95,6 +110,12 @@ int64_t SbpPlan::bytesPerStep() const {
   return total;
 }
 
+double SbpPlan::secondsPerStep() const {
+  double total = 0;
+  for (const SbpBoxingStep& b : boxings) total += link.seconds(b.box.bytesPerRank, b.box.messages);
+  return total;
+}
+
 Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
   const std::vector<SbpHint>& hints = opts.hints;
   const bool splitWeights = opts.splitWeights, wholeInputs = opts.wholeInputs;
@@ -106,6 +127,7 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
   }
   SbpPlan plan;
   plan.ranks = ranks;
+  plan.link = opts.link;
   for (size_t v = 0; v < g.values.size(); ++v)
     if (auto it = opts.held.find(g.values[v].name); it != opts.held.end())
       plan.sbp[ValueId(v)] = it->second;
@@ -134,7 +156,7 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
       for (const SbpSignature& s : sigs)
         mustSplit = mustSplit || (splitsParams(s) && divides(s, c, ranks));
     const SbpSignature* best = nullptr;
-    int64_t bestCost = 0;
+    double bestCost = 0;
     for (const SbpSignature& s : sigs) {
       if (hint != wanted.end() && s.str() != hint->second) continue;
       if (mustSplit && !splitsParams(s)) continue;
@@ -146,13 +168,7 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
         return makeError("node '" + n.name + "': signature " + s.str() + " does not divide by " +
                          std::to_string(ranks) + " ranks");
       }
-      int64_t cost = 0;
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        auto have = plan.sbp.find(n.inputs[k]);  // a parameter's first reader lays it out
-        if (have != plan.sbp.end())
-          cost += boxing(have->second, wantedOf(s, n, k), g.values[n.inputs[k]].desc, ranks)
-                      .bytesPerRank;
-      }
+      const double cost = inputSeconds(g, plan, n, s);
       if (!best || cost < bestCost) best = &s, bestCost = cost;
     }
     if (!best)
@@ -196,7 +212,10 @@ std::string SbpPlan::explain(const Graph& g) const {
     s += "  boxing " + b.from.str() + " -> " + b.to.str() + " of " + g.values[b.value].name +
          " for " + g.nodes[size_t(b.reader)].name + ": " + b.box.str() + ", " +
          std::to_string(b.box.bytesPerRank) + " bytes per rank\n";
-  s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass" +
+  char timing[32];
+  std::snprintf(timing, sizeof timing, "%.1f", secondsPerStep() * 1e6);
+  s += "  boxing in all: " + std::to_string(bytesPerStep()) + " bytes per rank per forward pass, " +
+       timing + " µs on the link (" + link.describe() + ")" +
        " (the backward pass moves as much again, each boxing's dual); the partial gradients " +
        "summed each step: " + std::to_string(gradientBytes(g)) + " bytes per rank\n";
   const RankMemory m = memory(g, 2);

@@ -1,7 +1,8 @@
 // How a model's forward graph spreads over `ranks` ranks: an SBP for every value and
-// a signature for every node, chosen in graph order, each the one that moves the
-// fewest bytes to its inputs (engine/graph/sbp.h's boxing), unless a hint names the
-// node's signature. Data enters split by the batch, S(0), as data parallelism has it;
+// a signature for every node, chosen in graph order, each the one whose boxings of
+// its inputs take the least time on the link (engine/graph/sbp.h's boxing: the bytes
+// over the link's measured bandwidth, plus its latency per message), unless a hint
+// names the node's signature. Data enters split by the batch, S(0), as data parallelism has it;
 // parameters are laid out as the chosen signature needs, so they cost no boxing; a
 // loss or metric over batch-split inputs is each rank's own mean, a partial value
 // weighted by the rank's share of the batch (as the data-parallel step weights it).
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/graph/graph.h"
+#include "kernels/core/communicator.h"
 
 namespace netloom {
 
@@ -46,7 +48,9 @@ struct SbpPlan {
   std::map<ValueId, Sbp> sbp;                // every value the nodes read or write
   std::map<NodeId, SbpSignature> signature;  // every node
   std::vector<SbpBoxingStep> boxings;        // in graph order
+  LinkCost link;                             // the cost model it was planned with
   int64_t bytesPerStep() const;              // the boxings' bytes, per rank
+  double secondsPerStep() const;             // their time on `link`, forward
   // Bytes per rank a training step sums of the parameters' gradients (those partial).
   int64_t gradientBytes(const Graph& g) const;
   RankMemory memory(const Graph& g, int stateCopies) const;
@@ -66,13 +70,15 @@ struct SbpPlanOptions {
   bool wholeInputs = false;
   // Parameters laid out already (by name): the plans of one model share its store.
   std::map<std::string, Sbp> held;
+  // What moving bytes costs: the tensor group's measured link, else an assumed one.
+  LinkCost link;
 };
 
 // Errors name the node: a hint for a node that is not there, or naming a signature
 // the node does not have (listing those it has), or one whose split does not divide.
 Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts);
 inline Result<SbpPlan> planSbp(const Graph& g, int ranks, const std::vector<SbpHint>& hints = {}) {
-  return planSbp(g, ranks, SbpPlanOptions{hints, false, false, {}});
+  return planSbp(g, ranks, SbpPlanOptions{hints, false, false, {}, {}});
 }
 
 }  // namespace netloom

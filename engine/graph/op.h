@@ -157,9 +157,11 @@ struct OpDef {
   // ops their pass-through signatures.
   std::function<std::vector<SbpSignature>(const SbpCtx&)> sbp;
   // Where attributes say sizes that a split changes (Linear's out_features, Reshape's
-  // shape): sets them to what one rank's part has, given its parameters' and outputs'
-  // part shapes. Null: the attributes hold for any part.
-  std::function<void(Attrs&, const std::vector<Shape>& params, const std::vector<Shape>& out)>
+  // shape, Embedding's rows): sets them to what one rank's part has, given its
+  // parameters' and outputs' part shapes and which part (of the tensor group's) it
+  // is. Null: the attributes hold for any part.
+  std::function<void(Attrs&, const std::vector<Shape>& params, const std::vector<Shape>& out,
+                     int part)>
       localAttrs;
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).

@@ -83,12 +83,16 @@ Boxing boxing(const Sbp& from, const Sbp& to, const TensorDesc& full, int ranks)
   if (from == to || ranks <= 1) return {};
   const int64_t bytes = numel(full.shape) * int64_t(dtypeSize(full.dtype));
   const int64_t share = bytes * (ranks - 1) / ranks;  // what a ring moves per rank
-  if (from.kind == K::Split && to.kind == K::Broadcast) return {Boxing::Kind::AllGather, share};
+  const int steps = ranks - 1;
+  if (from.kind == K::Split && to.kind == K::Broadcast)
+    return {Boxing::Kind::AllGather, share, steps};
   if (from.kind == K::Partial && to.kind == K::Broadcast)
-    return {Boxing::Kind::AllReduce, 2 * share};
-  if (from.kind == K::Partial && to.kind == K::Split) return {Boxing::Kind::ReduceScatter, share};
-  if (from.kind == K::Split && to.kind == K::Split) return {Boxing::Kind::AllToAll, share / ranks};
-  return {Boxing::Kind::Local, 0};  // B→S (a slice), B→P and S→P (zeros elsewhere)
+    return {Boxing::Kind::AllReduce, 2 * share, 2 * steps};
+  if (from.kind == K::Partial && to.kind == K::Split)
+    return {Boxing::Kind::ReduceScatter, share, steps};
+  if (from.kind == K::Split && to.kind == K::Split)
+    return {Boxing::Kind::AllToAll, share / ranks, steps};
+  return {Boxing::Kind::Local, 0, 0};  // B→S (a slice), B→P and S→P (zeros elsewhere)
 }
 
 namespace {

@@ -79,13 +79,15 @@ Result<Shape> localShape(const Shape& full, const Sbp& sbp, int ranks);
 std::string describeLocal(const Shape& full, const Sbp& sbp, int ranks);
 
 // The collective that turns a tensor laid out as `from` into `to` across `ranks`,
-// and the bytes each rank sends for it (ring algorithms: all-gather and
-// reduce-scatter (R−1)/R of the whole, all-reduce twice that, all-to-all (R−1)/R of
-// a rank's part). Broadcast to Split or Partial, and Split to Partial, are local.
+// the bytes each rank sends for it and the messages it sends them in, one after
+// another (ring algorithms: all-gather and reduce-scatter (R−1)/R of the whole in
+// R−1 steps, all-reduce twice that in 2(R−1); all-to-all (R−1)/R of a rank's part,
+// to R−1 peers). Broadcast to Split or Partial, and Split to Partial, are local.
 struct Boxing {
   enum class Kind : unsigned char { None, Local, AllGather, AllReduce, ReduceScatter, AllToAll };
   Kind kind = Kind::None;
   int64_t bytesPerRank = 0;
+  int messages = 0;
   std::string str() const;  // "all-gather", ...
 };
 Boxing boxing(const Sbp& from, const Sbp& to, const TensorDesc& full, int ranks);

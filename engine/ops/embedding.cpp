@@ -39,6 +39,30 @@ bool embeddingFromOnnx(OnnxImportCtx& c) {
   return true;
 }
 
+// By the ids (any axis, the table whole), or by the vocabulary: every rank reads all
+// the ids in its part of the table's rows, and rows that another part holds read
+// zero, so that the output is a partial sum (Megatron's vocabulary-parallel
+// embedding). Its gradient is the output's broadcast one, each part taking its rows'.
+std::vector<SbpSignature> embeddingSbp(const SbpCtx& c) {
+  const Sbp B = Sbp::broadcast();
+  std::vector<SbpSignature> out{{{B}, {B}, {B}}};
+  for (int axis = 0; axis < int(c.in[0].size()); ++axis)
+    out.push_back({{Sbp::split(axis)}, {B}, {Sbp::split(axis)}});
+  out.push_back({{B}, {Sbp::split(0)}, {Sbp::partial()}});
+  return out;
+}
+
+// A part of the table split by the vocabulary: its rows, the first of them, and the
+// whole table's (ids outside the whole table still read NaN).
+void embeddingLocalAttrs(Attrs& a, const std::vector<Shape>& params, const std::vector<Shape>&,
+                         int part) {
+  const int64_t whole = a.i("num_embeddings"), rows = params[0][0];
+  if (rows == whole) return;
+  a.set("__table_rows", whole);
+  a.set("__first_row", int64_t(part) * rows);
+  a.set("num_embeddings", rows);
+}
+
 }  // namespace
 
 void registerEmbedding(OpRegistry& r) {
@@ -50,19 +74,15 @@ void registerEmbedding(OpRegistry& r) {
   d.outputs = {{"y", "batch × … × embedding_dim"}};
   d.attrs = embeddingAttrs();
   d.params = [](const Attrs&) { return std::vector<std::string>{"weight"}; };
-  // By the batch: the ids split, the table whole. (Split by vocabulary, each rank
-  // would look up only its own rows, a partial sum: not yet.)
-  d.sbp = [](const SbpCtx& c) {
-    const Sbp B = Sbp::broadcast();
-    return std::vector<SbpSignature>{{{B}, {B}, {B}}, {{Sbp::split(0)}, {B}, {Sbp::split(0)}}};
-  };
+  d.sbp = embeddingSbp;
+  d.localAttrs = embeddingLocalAttrs;
   d.infer = [](InferCtx& c) {
     if (c.in[0].dtype != DType::I32)
       return c.fail("expects int32 ids, got " + std::string(dtypeName(c.in[0].dtype)), 0);
     const int64_t rows = c.attrs.i("num_embeddings"), dim = c.attrs.i("embedding_dim");
-    if (c.attrs.i("padding_idx") >= rows)
+    if (const int64_t whole = c.attrs.i("__table_rows", rows); c.attrs.i("padding_idx") >= whole)
       return c.fail("attribute 'padding_idx' (" + std::to_string(c.attrs.i("padding_idx")) +
-                    ") is past the table's " + std::to_string(rows) + " rows");
+                    ") is past the table's " + std::to_string(whole) + " rows");
     c.params[0] = TensorDesc{{rows, dim}, DType::F32, {}};
     Shape y = c.in[0].shape;
     y.push_back(dim);

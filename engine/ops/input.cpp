@@ -16,7 +16,7 @@ void registerInput(OpRegistry& r) {
       stringAttr("field", "x", {}, "which part of a sample it reads: 'x' (features) or 'label'"),
       stringAttr("dtype", "float32", {"float32", "int32"}, "element type; class labels are int32"),
   };
-  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out, int) {
     a.set("__batch", out[0][0]);  // this rank's share of the batch
   };
   d.infer = [](InferCtx& c) {

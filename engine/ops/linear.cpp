@@ -112,7 +112,7 @@ std::vector<SbpSignature> linearSbp(const SbpCtx& c) {
 }
 
 // A rank's part of a column-parallel layer has that part of the outputs.
-void linearLocalAttrs(Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+void linearLocalAttrs(Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out, int) {
   a.set("out_features", out[0].back());
 }
 

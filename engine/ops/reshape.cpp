@@ -109,7 +109,7 @@ void registerReshape(OpRegistry& r) {
   };
   d.grad = ops::reshapeGradBack;
   d.sbp = reshapeSignatures;
-  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out) {
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out, int) {
     a.set("shape", std::vector<int64_t>(out[0].begin() + 1, out[0].end()));
   };
   // The shape is per sample: the batch dimension stays in front.

@@ -531,6 +531,11 @@ class PlanningRanks : public SingleRank {
   explicit PlanningRanks(int size) : m_size(size) {}
   int size() const override { return m_size; }
   std::string describe() const override { return std::to_string(m_size) + " ranks (a plan only)"; }
+  bool plansOnly() const override { return true; }
+  // Rank 0's groups: planned for too.
+  std::unique_ptr<Communicator> group(const std::vector<int>& members, uint32_t) override {
+    return std::make_unique<PlanningRanks>(int(members.size()));
+  }
   void allreduce(float*, int64_t, bool) override { refuse(); }
   void allreduce(double*, int64_t) override { refuse(); }
   void broadcast(void*, int64_t, int) override { refuse(); }

@@ -65,6 +65,12 @@ struct TensorGroups {
 };
 TensorGroups tensorGroups(Communicator& all, int tensorParallel);
 
+// Measures the link between `comm`'s ranks, which all call it at the same point:
+// a message's latency from all-reduces of one float, the bandwidth from all-reduces
+// of 1 MiB (a ring's 2(R−1) steps each), averaged over the ranks so that every rank
+// has the same figures (and so plans alike). Sets and returns them.
+LinkCost measureLink(Communicator& comm);
+
 // One rank alone: every collective leaves its data as it is.
 std::unique_ptr<Communicator> singleRank();
 

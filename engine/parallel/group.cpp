@@ -2,6 +2,7 @@
 // messages: each collective sends every member what it needs and sums what it
 // receives in member order, so every member gets the same bits on any transport.
 // Over all the ranks it is the run's own communicator.
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -17,6 +18,7 @@ class Everyone : public Communicator {
   int rank() const override { return m_all.rank(); }
   int size() const override { return m_all.size(); }
   std::string describe() const override { return m_all.describe(); }
+  bool plansOnly() const override { return m_all.plansOnly(); }
   void allreduce(float* d, int64_t n, bool mean) override { m_all.allreduce(d, n, mean); }
   void allreduce(double* d, int64_t n) override { m_all.allreduce(d, n); }
   void broadcast(void* d, int64_t b, int root) override { m_all.broadcast(d, b, root); }
@@ -152,6 +154,31 @@ TensorGroups tensorGroups(Communicator& all, int tensorParallel) {
   g.tensor = subgroup(all, tensor, 0x10000u * uint32_t(1 + r / t));
   g.data = subgroup(all, data, 0x10000u * uint32_t(1 + n / t + r % t));
   return g;
+}
+
+LinkCost measureLink(Communicator& comm) {
+  const int ranks = comm.size();
+  LinkCost link;
+  if (ranks < 2 || comm.plansOnly()) return link;
+  using Clock = std::chrono::steady_clock;
+  auto timed = [&](std::vector<float>& data, int times) {
+    comm.allreduce(data.data(), int64_t(data.size()));  // warm: buffers, connections
+    comm.barrier();
+    const auto t0 = Clock::now();
+    for (int k = 0; k < times; ++k) comm.allreduce(data.data(), int64_t(data.size()));
+    return std::chrono::duration<double>(Clock::now() - t0).count() / times;
+  };
+  std::vector<float> one(1, 0.f), big(size_t(1) << 18, 0.f);  // 4 bytes, 1 MiB
+  const double small = timed(one, 16), large = timed(big, 4);
+  const int steps = 2 * (ranks - 1);  // a ring all-reduce's
+  const double sent = double(big.size() * sizeof(float)) * steps / ranks;
+  double figures[2] = {small / steps, sent / std::max(large - small, 1e-9)};
+  comm.allreduce(figures, 2);  // the ranks' mean, the same bits on each
+  link.latencySeconds = figures[0] / ranks;
+  link.bytesPerSecond = figures[1] / ranks;
+  link.measured = true;
+  comm.setLink(link);
+  return link;
 }
 
 }  // namespace netloom

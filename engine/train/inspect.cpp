@@ -106,7 +106,12 @@ Result<std::string> explainTraining(const proto::Project& project, const TrainOp
     }
     auto plan = c.stageComm
                     ? Result<SbpPlan>(SbpPlan{})
-                    : planSbp(*g, parts, SbpPlanOptions{hints, c.tensorComm != nullptr, false, {}});
+                    : planSbp(*g, parts,
+                              SbpPlanOptions{hints,
+                                             c.tensorComm != nullptr,
+                                             false,
+                                             {},
+                                             c.tensorComm ? c.tensorComm->link() : LinkCost{}});
     if (!plan) return plan.error();
     if (!c.stageComm) parallel = plan->explain(*g);
     if (c.stageComm) {  // a pipeline: its stages instead of a plan of splits

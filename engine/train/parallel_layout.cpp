@@ -63,9 +63,9 @@ void planSplits(const proto::Project& p, const Graph& g, ParallelLayout& out) {
   std::vector<SbpHint> hints;
   for (const proto::SbpHint& h : p.train().distributed().sbp())
     hints.push_back({h.node(), h.signature()});
-  auto plan =
-      planSbp(g, out.parts,
-              SbpPlanOptions{hints, out.strategy == ParallelLayout::Strategy::Tensor, false, {}});
+  auto plan = planSbp(
+      g, out.parts,
+      SbpPlanOptions{hints, out.strategy == ParallelLayout::Strategy::Tensor, false, {}, {}});
   if (!plan) {
     out.error = plan.error().message;
     return;

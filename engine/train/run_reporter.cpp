@@ -62,7 +62,8 @@ void RunReporter::started(const RunState& run, const Program& main) const {
                           std::to_string(c.stageComm->rank()) + ", batches of " +
                           std::to_string(s.batch) + " per pipeline"
         : c.tensorComm ? "tensor groups of " + std::to_string(c.tensorComm->size()) +
-                             " ranks, batches of " + std::to_string(s.batch) + " per rank"
+                             " ranks (their link: " + c.tensorComm->link().describe() +
+                             "), batches of " + std::to_string(s.batch) + " per rank"
         : c.zero > 0 ? "ZeRO-" + std::to_string(c.zero) + ", batches of " +
                            std::to_string(s.batch) + " per rank"
                      : "batches of " + std::to_string(s.batch) + " per rank";

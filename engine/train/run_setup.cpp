@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/parallel/communicator.h"
 #include "engine/train/heads.h"
 #include "engine/train/project_check.h"
 #include "engine/util/memory_budget.h"
@@ -160,6 +161,8 @@ Status resolveTensorParallel(CompileOptions& c, const proto::Distributed& dist,
                      "tensor groups of that size");
   c.tensorComm = opts.tensorComm;
   c.dataComm = opts.dataComm;
+  // The plan's cost model: every rank of the group measures at this point, once.
+  if (!c.tensorComm->link().measured) measureLink(*c.tensorComm);
   for (const proto::SbpHint& h : dist.sbp()) c.sbpHints.push_back({h.node(), h.signature()});
   c.sbpHints.insert(c.sbpHints.end(), opts.sbpHints.begin(), opts.sbpHints.end());
   return {};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,26 @@ struct CommStats {
   double waitedSeconds = 0;  // of which the step waited for (the rest the backward pass hid)
   int64_t buckets = 0;       // bucket sums done
   int64_t bytes = 0;         // gradient bytes summed
+};
+
+// What moving data between a communicator's ranks costs: each message's fixed time
+// and the bytes a rank sends per second, measured on the ranks themselves
+// (engine/parallel's measureLink) or, until then, assumed.
+struct LinkCost {
+  double latencySeconds = 20e-6;
+  double bytesPerSecond = 1e9;
+  bool measured = false;
+  // A collective of `messages` steps, each rank sending `bytes` in all.
+  double seconds(int64_t bytes, int messages) const {
+    return messages * latencySeconds + double(bytes) / bytesPerSecond;
+  }
+  // "12.5 µs a message, 3.20 GB/s, measured"
+  std::string describe() const {
+    char text[96];
+    std::snprintf(text, sizeof text, "%.1f µs a message, %.2f GB/s, %s", latencySeconds * 1e6,
+                  bytesPerSecond / 1e9, measured ? "measured" : "assumed");
+    return text;
+  }
 };
 
 class Communicator {
@@ -75,8 +96,16 @@ class Communicator {
   }
 
   virtual CommStats stats() const { return {}; }
+  // Ranks only planned for (--explain): any collective throws.
+  virtual bool plansOnly() const { return false; }
+  // The link's cost, as measured on this communicator (the same on every rank).
+  const LinkCost& link() const { return m_link; }
+  void setLink(const LinkCost& link) { m_link = link; }
   // Whether start() takes a GPU's memory (NCCL), or only the host's (Gloo).
   virtual bool sumsDeviceMemory() const { return false; }
+
+ private:
+  LinkCost m_link;
 };
 
 }  // namespace netloom

@@ -50,6 +50,17 @@ struct RmsNormGradApply {
   }
 };
 
+// Embedding rows ------------------------------------------------------------------
+// Where id `id` reads in a table part of `rows` rows starting at row `first` of a
+// whole table of `total` rows (split by the vocabulary, each rank holds one part):
+// its row in the part; kOtherPart for a row another part holds (it reads zero, a
+// partial sum's share); kNoRow for an id outside the whole table (it reads NaN).
+constexpr int64_t kOtherPart = -1, kNoRow = -2;
+NL_HD inline int64_t embeddingRow(int64_t id, int64_t first, int64_t rows, int64_t total) {
+  if (id < 0 || id >= total) return kNoRow;
+  return id >= first && id < first + rows ? id - first : kOtherPart;
+}
+
 // Positions -----------------------------------------------------------------------
 // The angle of frequency pair i (of `pairs`) at position `pos`: pos · base^(-i/pairs),
 // as rotary embeddings and sinusoidal encodings both define it.

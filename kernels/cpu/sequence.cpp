@@ -58,22 +58,33 @@ KernelFn sumTo(const KernelSig& s) {
   };
 }
 
+// The part of the table a kernel holds: all of it, or (split by the vocabulary) the
+// rows from `first` on of a table of `total`.
+struct TablePart {
+  int64_t rows, dim, first, total;
+  explicit TablePart(const Attrs& a)
+      : rows(a.i("num_embeddings")),
+        dim(a.i("embedding_dim")),
+        first(a.i("__first_row", 0)),
+        total(a.i("__table_rows", rows)) {}
+};
+
 KernelFn embedding(const KernelSig& s) {
-  const int64_t rows = s.attrs->i("num_embeddings"), dim = s.attrs->i("embedding_dim");
+  const TablePart t(*s.attrs);
   const int64_t n = numel(s.in[0].shape);
-  return [rows, dim, n](const KernelIO& io) {
+  return [t, n](const KernelIO& io) {
     const int32_t* ids = io.in[0].i32();
     const float* table = io.in[1].f32();
     float* y = io.out[0].f32();
-    parallelFor(n, std::max<int64_t>(1, kParallelGrain / dim), [&](int64_t lo, int64_t hi) {
+    parallelFor(n, std::max<int64_t>(1, kParallelGrain / t.dim), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        const int32_t id = ids[i];
-        float* yr = y + i * dim;
-        if (id < 0 || id >= rows) {
-          std::fill(yr, yr + dim, NAN);  // an id past the table poisons the output visibly
+        const int64_t row = fn::embeddingRow(ids[i], t.first, t.rows, t.total);
+        float* yr = y + i * t.dim;
+        if (row < 0) {  // an id past the table poisons the output visibly
+          std::fill(yr, yr + t.dim, row == fn::kNoRow ? NAN : 0.f);
           continue;
         }
-        std::memcpy(yr, table + int64_t(id) * dim, size_t(dim) * sizeof(float));
+        std::memcpy(yr, table + row * t.dim, size_t(t.dim) * sizeof(float));
       }
     });
   };
@@ -82,18 +93,19 @@ KernelFn embedding(const KernelSig& s) {
 // Each thread owns a band of the table's columns and walks every id in order, so
 // the sums are the same for any thread count; the padding row stays zero.
 KernelFn embeddingGrad(const KernelSig& s) {
-  const int64_t rows = s.attrs->i("num_embeddings"), dim = s.attrs->i("embedding_dim");
+  const TablePart t(*s.attrs);
   const int64_t pad = s.attrs->i("padding_idx"), n = numel(s.in[1].shape);
-  return [rows, dim, pad, n](const KernelIO& io) {
+  return [t, pad, n](const KernelIO& io) {
     const float* dy = io.in[0].f32();
     const int32_t* ids = io.in[1].i32();
     float* dw = io.out[0].f32();
+    const int64_t dim = t.dim;
     parallelFor(dim, n * dim < kParallelGrain ? dim + 1 : 16, [&](int64_t lo, int64_t hi) {
-      for (int64_t r = 0; r < rows; ++r) std::fill(dw + r * dim + lo, dw + r * dim + hi, 0.f);
+      for (int64_t r = 0; r < t.rows; ++r) std::fill(dw + r * dim + lo, dw + r * dim + hi, 0.f);
       for (int64_t i = 0; i < n; ++i) {
-        const int32_t id = ids[i];
-        if (id < 0 || id >= rows || id == pad) continue;
-        float* row = dw + int64_t(id) * dim;
+        const int64_t at = fn::embeddingRow(ids[i], t.first, t.rows, t.total);
+        if (at < 0 || ids[i] == pad) continue;
+        float* row = dw + at * dim;
         const float* g = dy + i * dim;
 #pragma omp simd
         for (int64_t j = lo; j < hi; ++j) row[j] += g[j];

@@ -58,38 +58,39 @@ KernelFn sumTo(const KernelSig& s) {
   };
 }
 
-__global__ void embeddingKernel(const int32_t* ids, const float* table, float* y, int64_t n,
-                                int64_t rows, int64_t dim) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * dim;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = e / dim, j = e - i * dim;
-    const int32_t id = ids[i];
-    y[e] = id < 0 || id >= rows ? NAN : table[int64_t(id) * dim + j];
-  }
-}
-
-// One thread per column walks every id in order, as the CPU's bands do.
-__global__ void embeddingGradKernel(const float* dy, const int32_t* ids, float* dw, int64_t n,
-                                    int64_t rows, int64_t dim, int64_t pad) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < dim;
-       j += int64_t(gridDim.x) * blockDim.x) {
-    for (int64_t r = 0; r < rows; ++r) dw[r * dim + j] = 0.f;
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t id = ids[i];
-      if (id < 0 || id >= rows || id == pad) continue;
-      dw[int64_t(id) * dim + j] += dy[i * dim + j];
-    }
-  }
-}
-
 struct EmbeddingDims {
-  int64_t n, rows, dim, pad;
+  int64_t n, rows, dim, pad, first, total;
   EmbeddingDims(const KernelSig& s, size_t ids)
       : n(numel(s.in[ids].shape)),
         rows(s.attrs->i("num_embeddings")),
         dim(s.attrs->i("embedding_dim")),
-        pad(s.attrs->i("padding_idx")) {}
+        pad(s.attrs->i("padding_idx")),
+        first(s.attrs->i("__first_row", 0)),
+        total(s.attrs->i("__table_rows", rows)) {}
 };
+
+__global__ void embeddingKernel(const int32_t* ids, const float* table, float* y, EmbeddingDims d) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < d.n * d.dim;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e / d.dim, j = e - i * d.dim;
+    const int64_t row = fn::embeddingRow(ids[i], d.first, d.rows, d.total);
+    y[e] = row >= 0 ? table[row * d.dim + j] : row == fn::kNoRow ? NAN : 0.f;
+  }
+}
+
+// One thread per column walks every id in order, as the CPU's bands do.
+__global__ void embeddingGradKernel(const float* dy, const int32_t* ids, float* dw,
+                                    EmbeddingDims d) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < d.dim;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t r = 0; r < d.rows; ++r) dw[r * d.dim + j] = 0.f;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const int64_t row = fn::embeddingRow(ids[i], d.first, d.rows, d.total);
+      if (row < 0 || ids[i] == d.pad) continue;
+      dw[row * d.dim + j] += dy[i * d.dim + j];
+    }
+  }
+}
 
 KernelFn embedding(const KernelSig& s) {
   const EmbeddingDims d(s, 0);
@@ -97,7 +98,7 @@ KernelFn embedding(const KernelSig& s) {
   return [d, st](const KernelIO& io) {
     if (d.n == 0) return;
     embeddingKernel<<<gridFor(d.n * d.dim), kBlock, 0, st>>>(io.in[0].i32(), io.in[1].f32(),
-                                                             io.out[0].f32(), d.n, d.rows, d.dim);
+                                                             io.out[0].f32(), d);
     NL_CHECK_LAUNCH(embeddingKernel);
   };
 }
@@ -106,8 +107,8 @@ KernelFn embeddingGrad(const KernelSig& s) {
   const EmbeddingDims d(s, 1);
   cudaStream_t st = streamOf(s);
   return [d, st](const KernelIO& io) {
-    embeddingGradKernel<<<gridFor(d.dim), kBlock, 0, st>>>(
-        io.in[0].f32(), io.in[1].i32(), io.out[0].f32(), d.n, d.rows, d.dim, d.pad);
+    embeddingGradKernel<<<gridFor(d.dim), kBlock, 0, st>>>(io.in[0].f32(), io.in[1].i32(),
+                                                           io.out[0].f32(), d);
     NL_CHECK_LAUNCH(embeddingGradKernel);
   };
 }

@@ -80,11 +80,16 @@ inline Vec batchMatMul(const RefArgs& a, bool ta, bool tb) {
 
 // The padding row is zero, as initialised and never trained: the reference holds it
 // so, and its finite differences are zero as its gradient is.
+// A part of the table split by the vocabulary holds the rows from __first_row on;
+// an id of a row it does not hold reads zero.
 inline Vec embedding(const RefArgs& a, int64_t dim, int64_t pad) {
+  const int64_t first = a.local ? a.local->i("__first_row", 0) : 0, rows = a.paramShapes[0][0];
   Vec y;
-  for (double id : a.in[0])
+  for (double v : a.in[0]) {
+    const int64_t id = int64_t(v), row = id - first;
     for (int64_t j = 0; j < dim; ++j)
-      y.push_back(int64_t(id) == pad ? 0.0 : a.params[0][size_t(int64_t(id) * dim + j)]);
+      y.push_back(id == pad || row < 0 || row >= rows ? 0.0 : a.params[0][size_t(row * dim + j)]);
+  }
   return y;
 }
 

@@ -40,6 +40,9 @@ struct RefArgs {
   std::vector<Vec> params;
   std::vector<Shape> paramShapes;
   Shape outShape;
+  // One rank's part's attributes (OpDef::localAttrs), where a reference computes a
+  // part of the op spread over ranks (tst_sbp); null: the op whole.
+  const netloom::Attrs* local = nullptr;
 };
 
 struct OpCase {

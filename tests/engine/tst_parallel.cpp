@@ -217,6 +217,36 @@ class TestDist : public QObject {
     QVERIFY2(joined(errors).empty(), joined(errors).c_str());
   }
 
+  // The link a plan's cost model reads: measured on a tensor group's ranks, the same
+  // figures on each (so that they plan alike), positive and finite; ranks only planned
+  // for are never measured (any collective of theirs throws).
+  void linksAreMeasuredAlike_data() { transports(); }
+  void linksAreMeasuredAlike() {
+    QFETCH(bool, shared);
+    std::vector<LinkCost> links(4);
+    auto errors = onRanks(
+        4,
+        [&links](int r, Communicator& all) {
+          TensorGroups g = tensorGroups(all, 2);
+          links[size_t(r)] = measureLink(*g.tensor);
+          expect(g.tensor->link().measured && !g.data->link().measured, "the tensor group's");
+        },
+        30, shared ? Transport::Shared : Transport::Gloo);
+    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+    for (int r = 0; r < 4; ++r) {
+      const LinkCost& l = links[size_t(r)];
+      qInfo("rank %d: %s", r, l.describe().c_str());
+      QVERIFY(l.measured && std::isfinite(l.latencySeconds) && std::isfinite(l.bytesPerSecond));
+      QVERIFY(l.latencySeconds > 0 && l.bytesPerSecond > 0);
+      const LinkCost& peer = links[size_t(r ^ 1)];  // the other member of its group
+      QCOMPARE(l.latencySeconds, peer.latencySeconds);
+      QCOMPARE(l.bytesPerSecond, peer.bytesPerSecond);
+    }
+    auto planned = planningRanks(4);
+    TensorGroups g = tensorGroups(*planned, 2);
+    QVERIFY(!measureLink(*g.tensor).measured);
+  }
+
   // Every boxing between S(0), S(1), B and P of a 4×6 tensor, on 2 ranks: each rank's
   // part of the output is what the layout says of the whole (Boxing's kernel).
   void boxingMovesEveryLayout_data() { transports(); }

@@ -200,13 +200,21 @@ class TestParallelTraining : public QObject {
     o->set_kind(proto::Optimizer::SGD);
     o->set_lr(0.1);
     o->set_momentum(0.9);
-    // Four heads of four, so that four ranks can split them.
-    for (auto& n : *m_gpt.mutable_model()->mutable_nodes())
+    // Four heads of four, so that four ranks can split them, and a vocabulary of a
+    // multiple of four (rows no token reads), so that they split the tied table and
+    // output layer by the vocabulary.
+    for (auto& n : *m_gpt.mutable_model()->mutable_nodes()) {
+      for (const char* rows : {"num_embeddings", "out_features"})
+        if ((n.name() == "wte" || n.name() == "logits") && n.attrs().count(rows)) {
+          proto::AttrValue& v = (*n.mutable_attrs())[rows];
+          v.set_i((v.i() + 3) / 4 * 4);
+        }
       if (n.op() == "Reshape" && n.name() != "merged") {
         auto* shape = (*n.mutable_attrs())["shape"].mutable_ints();
         shape->set_values(1, 4);
         shape->set_values(2, 4);
       }
+    }
   }
 
   void mlp_data() {

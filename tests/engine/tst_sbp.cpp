@@ -142,6 +142,9 @@ void checkCase(const std::string& name, const OpCase& c, int ranks, Checked& don
         local.paramShapes[k] = *localShape(ctx.params[k], sig.params[k], ranks);
       }
       local.outShape = *localShape(ctx.out[0], sig.out[0], ranks);
+      Attrs attrs = node->attrs;  // the part's, as the sbp pass sets them
+      if (op->localAttrs) op->localAttrs(attrs, local.paramShapes, {local.outShape}, r);
+      local.local = &attrs;
       outs.push_back(c.reference(local));
     }
     bool agree = true;
@@ -272,6 +275,20 @@ class TestSbp : public QObject {
                  std::string::npos,
              text.c_str());
     QVERIFY2(text.find("fc1: S(1) 32×(16/2)") != std::string::npos, text.c_str());
+    // Its time on a link: a message's latency for each of the two collectives' one
+    // step at 2 ranks, and the bytes over the bandwidth.
+    SbpPlanOptions timed{{{"fc1", "B | S(0), S(0) -> S(1)"}, {"fc2", "S(1) | S(1), P -> P"}},
+                         false,
+                         false,
+                         {},
+                         LinkCost{1e-3, 1e6, true}};
+    auto onLink = planSbp(*g, 2, timed);
+    QVERIFY(onLink.ok());
+    QCOMPARE(onLink->boxings[0].box.messages + onLink->boxings[1].box.messages, 2);
+    QCOMPARE(onLink->secondsPerStep(), 2e-3 + double(megatron->bytesPerStep()) / 1e6);
+    const std::string timedText = onLink->explain(*g);
+    QVERIFY2(timedText.find("1000.0 µs a message, 0.00 GB/s, measured") != std::string::npos,
+             timedText.c_str());
 
     auto unknown = planSbp(*g, 2, std::vector<SbpHint>{{"fc9", "B"}});
     QVERIFY(!unknown.ok() && unknown.error().message.find("'fc9'") != std::string::npos);
@@ -286,6 +303,40 @@ class TestSbp : public QObject {
         odd.error().message.find("node 'fc1': S(1): axis 1 of 32×16 (16) does not divide by 3") !=
             std::string::npos,
         odd.error().message.c_str());
+  }
+
+  // Tensor parallelism splits an embedding by its vocabulary (Megatron's): every rank
+  // reads all the ids (gathered from the batch split) in its half of the table, and
+  // its output, a partial sum, is reduce-scattered back to the batch split for the
+  // norm after it. The table's gradient is split alike, so nothing of it is summed.
+  void embeddingsSplitByTheVocabulary() {
+    using namespace testutil;
+    const std::string body =
+        input("ids", "6", "x", "int32") + labels() +
+        node("wte", "Embedding", "ids",
+             intAttr("num_embeddings", 10) + " " + intAttr("embedding_dim", 4)) +
+        node("norm", "RMSNorm", "wte") + node("flat", "Flatten", "norm") +
+        node("out", "Linear", "flat", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "out,label");
+    auto g = buildGraph(model(body), 8);
+    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+    auto plan = planSbp(*g, 2, SbpPlanOptions{{}, true, false, {}, {}});
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    const Node* wte = g->findNode("wte");
+    QCOMPARE(plan->signature.at(NodeId(wte - g->nodes.data())).str(), std::string("B | S(0) -> P"));
+    QCOMPARE(plan->sbp.at(wte->inputs[1]).str(), std::string("S(0)"));
+    QCOMPARE(gradientSbp(plan->sbp.at(wte->inputs[1])).str(), std::string("S(0)"));
+    std::vector<std::string> moved;
+    for (const SbpBoxingStep& b : plan->boxings)
+      if (g->nodes[size_t(b.reader)].name == "wte" || g->nodes[size_t(b.reader)].name == "norm")
+        moved.push_back(g->values[b.value].name + " " + b.box.str());
+    std::string all;
+    for (const std::string& m : moved) all += m + "; ";
+    QCOMPARE(QString::fromStdString(all), QString("ids all-gather; wte reduce-scatter; "));
+    // A vocabulary that does not divide keeps the table whole.
+    auto odd = planSbp(*g, 3, SbpPlanOptions{{}, true, false, {}, {}});
+    QVERIFY(odd.ok());
+    QVERIFY(plan->sbp.at(wte->inputs[1]).isSplit() && !odd->sbp.at(wte->inputs[1]).isSplit());
   }
 };
 

@@ -90,14 +90,14 @@ void insertBoxings(Lowered& l) {
 
 // Each node's attributes for its parts, and its shapes inferred again: they must be
 // the plan's, or the op's signature and its inference disagree.
-Status reinfer(Graph& g) {
+Status reinfer(Graph& g, int part) {
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     Node& n = g.nodes[id];
     std::vector<Shape> params, outs;
     for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k)
       params.push_back(g.values[n.inputs[k]].desc.shape);
     for (ValueId v : n.outputs) outs.push_back(g.values[v].desc.shape);
-    if (n.op->localAttrs) n.op->localAttrs(n.attrs, params, outs);
+    if (n.op->localAttrs) n.op->localAttrs(n.attrs, params, outs, part);
     if (Status s = inferNode(g, NodeId(id)); !s) return s;
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (g.values[n.outputs[k]].desc.shape != outs[k])
@@ -116,7 +116,8 @@ class SbpLowering : public Pass {
   }
   Result<std::string> run(PassContext& c) override {
     const int parts = c.opts.tensorComm->size();
-    SbpPlanOptions po{c.opts.sbpHints, true, c.opts.wholeBatchPerRank, {}};
+    SbpPlanOptions po{
+        c.opts.sbpHints, true, c.opts.wholeBatchPerRank, {}, c.opts.tensorComm->link()};
     for (const Value& v : c.g.values)  // as the store holds them, for the model's other plans
       if (const ParamStore::Entry* e = c.store.find(v.name); e && e->shard.parts == parts)
         po.held[v.name] = e->shard.sbp;
@@ -125,14 +126,14 @@ class SbpLowering : public Pass {
     if (Status s = cutValues(c.g, *plan, parts, c.opts.tensorComm->rank()); !s) return s.error();
     Lowered l{c.g, *plan, parts, c.opts.tensorComm->rank(), {}, {}};
     insertBoxings(l);
-    if (Status s = reinfer(c.g); !s) return s.error();
+    if (Status s = reinfer(c.g, c.opts.tensorComm->rank()); !s) return s.error();
     int split = 0;
     for (const auto& [v, sbp] : plan->sbp)
       split += (c.g.values[size_t(v)].kind == ValueKind::Param && sbp.isSplit()) ? 1 : 0;
     return "split over " + std::to_string(parts) +
            " ranks: " + counted(size_t(split), "parameter") + " split, " +
            counted(l.boxed.size(), "boxing") + ", " + std::to_string(plan->bytesPerStep()) +
-           " bytes per rank forward";
+           " bytes per rank forward" + (plan->link.measured ? ", on the measured link" : "");
   }
 };
 
