@@ -132,6 +132,19 @@ std::vector<SbpSignature> splitOutsideAxes(const SbpCtx& c, const std::vector<in
   return out;
 }
 
+std::vector<SbpSignature> weightedSumSignatures(const SbpCtx& c, const std::vector<int>& dataAxes,
+                                                int channel, bool byChannels) {
+  const Sbp B = Sbp::broadcast(), P = Sbp::partial();
+  const bool bias = c.params.size() > 1;
+  auto params = [&](Sbp w, Sbp b) { return bias ? std::vector<Sbp>{w, b} : std::vector<Sbp>{w}; };
+  std::vector<SbpSignature> out{{{B}, params(B, B), {B}}};
+  for (int axis : dataAxes) out.push_back({{Sbp::split(axis)}, params(B, B), {Sbp::split(axis)}});
+  if (!byChannels) return out;
+  out.push_back({{B}, params(Sbp::split(0), Sbp::split(0)), {Sbp::split(channel)}});
+  out.push_back({{Sbp::split(channel)}, params(Sbp::split(1), P), {P}});
+  return out;
+}
+
 std::vector<SbpSignature> reshapeSignatures(const SbpCtx& c) {
   std::vector<SbpSignature> out{uniform(c, Sbp::broadcast(), Sbp::broadcast(), Sbp::broadcast()),
                                 uniform(c, Sbp::partial(), Sbp::broadcast(), Sbp::partial())};

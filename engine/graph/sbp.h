@@ -99,6 +99,14 @@ std::vector<SbpSignature> elementwiseSignatures(const SbpCtx& c, bool linear);
 // along any other axis, or broadcast; its parameters broadcast.
 std::vector<SbpSignature> splitOutsideAxes(const SbpCtx& c, const std::vector<int>& axes);
 
+// Signatures of a weighted sum over input 0's `channel` axis with weight [out, in, …]
+// and an optional bias [out] (Linear, a one-group Conv2d): split by the data along
+// `dataAxes`; column parallel (the weight's rows and the bias split, the output split
+// on `channel`); row parallel (the input split on `channel` and the weight on its
+// inputs: the output partial, the bias a partial summand, kept by one rank).
+std::vector<SbpSignature> weightedSumSignatures(const SbpCtx& c, const std::vector<int>& dataAxes,
+                                                int channel, bool byChannels);
+
 // Signatures of an op that reshapes input 0 into output 0 with its elements in order
 // (Reshape, Flatten): broadcast, partial, and a split of an input axis that maps onto
 // an output axis, the axes before each holding as many elements alike.

@@ -58,6 +58,7 @@ void registerGlobalAvgPool2d(OpRegistry& r) {
         c.attrs.b("keepdim") ? Shape{x[0], x[1], 1, 1} : Shape{x[0], x[1]}, DType::F32, {}};
     return true;
   };
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {2, 3}); };  // by batch or channel
   d.grad = [](GradBuilder& b) {
     b.addGrad(0, b.emit("GlobalAvgPool2dGrad", {b.outGrad(0), b.input(0)}));
   };

@@ -99,16 +99,10 @@ bool importGemm(OnnxImportCtx& c) {
 // y split on its last axis) and row parallel (x and W split on the inputs: y partial,
 // the bias added on one rank only, as a partial summand).
 std::vector<SbpSignature> linearSbp(const SbpCtx& c) {
-  const Sbp B = Sbp::broadcast(), P = Sbp::partial();
-  const bool bias = c.params.size() > 1;
-  auto params = [&](Sbp w, Sbp b) { return bias ? std::vector<Sbp>{w, b} : std::vector<Sbp>{w}; };
-  std::vector<SbpSignature> out{{{B}, params(B, B), {B}}};
   const int last = int(c.in[0].size()) - 1;
-  for (int axis = 0; axis < last; ++axis)
-    out.push_back({{Sbp::split(axis)}, params(B, B), {Sbp::split(axis)}});
-  out.push_back({{B}, params(Sbp::split(0), Sbp::split(0)), {Sbp::split(last)}});
-  out.push_back({{Sbp::split(last)}, params(Sbp::split(1), P), {P}});
-  return out;
+  std::vector<int> leading;
+  for (int axis = 0; axis < last; ++axis) leading.push_back(axis);
+  return weightedSumSignatures(c, leading, last, true);
 }
 
 // A rank's part of a column-parallel layer has that part of the outputs.

@@ -121,6 +121,7 @@ OpDef pool(const std::string& name, bool average) {
   d.outputs = {{"y", "N × C × H' × W'"}};
   d.attrs = poolAttrs(average);
   d.infer = inferPool;
+  d.sbp = [](const SbpCtx& c) { return splitOutsideAxes(c, {2, 3}); };  // by batch or channel
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
   std::string gradOp = name + "Grad";
   d.grad = [gradOp](GradBuilder& b) {

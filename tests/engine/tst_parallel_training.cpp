@@ -71,6 +71,7 @@ Outcome train(const proto::Project& project, const std::string& dir, int batch, 
   base.epochs = 20;  // maxSteps ends it
   base.batchSize = batch;
   base.trainLimit = trainLimit;  // whole batches: under tensor parallelism a short one is cut
+  base.testLimit = 512;
   base.seed = 5;
   base.checkpointDir = resume.checkpoints.empty() ? dir + "/checkpoints" : resume.checkpoints;
   base.resume = resume.from;
