@@ -87,6 +87,16 @@ bool batchNormFromOnnx(OnnxImportCtx& c) {
   return true;
 }
 
+// Split by the channels (each channel's statistics are its own), the parameters,
+// running statistics and batch statistics alike. Not by the batch: each part's
+// statistics would be its own share's, not the batch's.
+std::vector<SbpSignature> batchNormSbp(const SbpCtx& c) {
+  const Sbp B = Sbp::broadcast(), S0 = Sbp::split(0);
+  std::vector<SbpSignature> out{{{B}, std::vector<Sbp>(c.params.size(), B), {B, B, B}}};
+  out.push_back({{Sbp::split(1)}, std::vector<Sbp>(c.params.size(), S0), {Sbp::split(1), S0, S0}});
+  return out;
+}
+
 OpDef batchNorm(const std::vector<AttrDef>& attrs) {
   OpDef d;
   d.name = "BatchNorm";
@@ -103,6 +113,10 @@ OpDef batchNorm(const std::vector<AttrDef>& attrs) {
     return a.b("affine") ? std::vector<std::string>{"weight", "bias"} : std::vector<std::string>{};
   };
   d.buffers = [](const Attrs&) { return std::vector<std::string>{"running_mean", "running_var"}; };
+  d.sbp = batchNormSbp;
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out, int) {
+    if (a.i("num_features") != 0) a.set("num_features", out[0][1]);
+  };
   d.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;

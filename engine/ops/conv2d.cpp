@@ -134,13 +134,11 @@ using namespace ops;
 
 namespace {
 
-// By the batch. (A spatial split would need each part's neighbouring rows, a halo,
-// which no boxing moves. Splits by the channels, column and row parallel, compute the
-// whole op alike (tst_sbp), but a conv+BN net in a tensor group drifts from one rank
-// by 1e-4 within a few steps, around its batch norms, even with the convolutions by
-// the batch: not offered until that is found.)
+// By the batch; with one group also column parallel (the output channels split) and
+// row parallel (the input channels split, the output partial). A spatial split would
+// need each part's neighbouring rows (a halo), which no boxing moves.
 std::vector<SbpSignature> conv2dSbp(const SbpCtx& c) {
-  return weightedSumSignatures(c, {0}, 1, false);
+  return weightedSumSignatures(c, {0}, 1, c.attrs.i("groups") == 1);
 }
 
 }  // namespace
@@ -160,6 +158,9 @@ void registerConv2d(OpRegistry& r) {
   };
   d.infer = [](InferCtx& c) { return inferConv(c, false); };
   d.sbp = conv2dSbp;
+  d.localAttrs = [](Attrs& a, const std::vector<Shape>&, const std::vector<Shape>& out, int) {
+    a.set("out_channels", out[0][1]);  // a column-parallel part's channels
+  };
   d.packableWeight = 1;
   d.foldsChannelAffine = [](const Shape&) { return true; };
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, true};

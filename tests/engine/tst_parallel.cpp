@@ -247,66 +247,70 @@ class TestDist : public QObject {
     QVERIFY(!measureLink(*g.tensor).measured);
   }
 
-  // Every boxing between S(0), S(1), B and P of a 4×6 tensor, on 2 ranks: each rank's
+  // Every boxing between B, P and a split on each even axis of a 4×6 and a 2×4×2×3
+  // tensor, on 2 ranks: each rank's
   // part of the output is what the layout says of the whole (Boxing's kernel).
   void boxingMovesEveryLayout_data() { transports(); }
   void boxingMovesEveryLayout() {
     QFETCH(bool, shared);
-    const Shape whole{4, 6};
-    std::vector<float> x(24);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) + 0.5f;
-    const std::vector<Sbp> layouts{Sbp::split(0), Sbp::split(1), Sbp::broadcast(), Sbp::partial()};
-    auto errors = onRanks(
-        2,
-        [&](int r, Communicator& c) {
-          // This rank's part of x laid out as `l` (a partial: rank 0 holds x − 1, rank 1 one).
-          auto part = [&](const Sbp& l) {
-            if (l.kind == Sbp::Kind::Broadcast) return x;
-            if (l.kind == Sbp::Kind::Partial) {
-              std::vector<float> p = x;
-              for (float& v : p) v = r == 0 ? v - 1.f : 1.f;
-              return p;
-            }
-            std::vector<float> p(12);
-            takePart(x.data(), whole, l.axis, r, 2, p.data(), sizeof(float));
-            return p;
-          };
-          const auto* kernels = KernelRegistry::instance().list("Boxing", DeviceKind::Cpu);
-          expect(kernels && !kernels->empty(), "a Boxing kernel");
-          for (const Sbp& from : layouts)
-            for (const Sbp& to : layouts) {
-              if (from == to) continue;
-              Attrs a;
-              a.set("from", from.str());
-              a.set("to", to.str());
-              a.set("parts", int64_t(2));
-              std::vector<float> in = part(from), want = part(to), out(want.size(), -9.f);
-              KernelSig sig;
-              sig.attrs = &a;
-              sig.in = {TensorDesc{*localShape(whole, from, 2), DType::F32, {}}};
-              sig.out = {TensorDesc{*localShape(whole, to, 2), DType::F32, {}}};
-              sig.tensorComm = &c;
-              KernelFn fn = kernels->front().prepare(sig);
-              TensorRef i{in.data(), sig.in[0].shape, DType::F32, DeviceId{}};
-              TensorRef o{out.data(), sig.out[0].shape, DType::F32, DeviceId{}};
-              KernelIO io;
-              io.in = &i;
-              io.out = &o;
-              io.nin = io.nout = 1;
-              fn(io);
-              if (to.kind == Sbp::Kind::Partial) {  // the parts must sum to x
-                std::vector<float> sum(out.size());
-                std::vector<float> both(2 * out.size());
-                c.allgather(out.data(), both.data(), int64_t(out.size() * sizeof(float)));
-                for (size_t k = 0; k < out.size(); ++k) sum[k] = both[k] + both[k + out.size()];
-                expect(sum == x, from.str() + " -> P: the parts sum to the whole");
-              } else {
-                expect(out == want, from.str() + " -> " + to.str());
+    for (const Shape& whole : {Shape{4, 6}, Shape{2, 4, 2, 3}}) {
+      std::vector<float> x(size_t(numel(whole)));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) + 0.5f;
+      std::vector<Sbp> layouts{Sbp::broadcast(), Sbp::partial()};
+      for (int axis = 0; axis < int(whole.size()); ++axis)
+        if (whole[size_t(axis)] % 2 == 0) layouts.push_back(Sbp::split(axis));
+      auto errors = onRanks(
+          2,
+          [&](int r, Communicator& c) {
+            // This rank's part of x laid out as `l` (a partial: rank 0 holds x − 1, rank 1 one).
+            auto part = [&](const Sbp& l) {
+              if (l.kind == Sbp::Kind::Broadcast) return x;
+              if (l.kind == Sbp::Kind::Partial) {
+                std::vector<float> p = x;
+                for (float& v : p) v = r == 0 ? v - 1.f : 1.f;
+                return p;
               }
-            }
-        },
-        30, shared ? Transport::Shared : Transport::Gloo);
-    QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+              std::vector<float> p(x.size() / 2);
+              takePart(x.data(), whole, l.axis, r, 2, p.data(), sizeof(float));
+              return p;
+            };
+            const auto* kernels = KernelRegistry::instance().list("Boxing", DeviceKind::Cpu);
+            expect(kernels && !kernels->empty(), "a Boxing kernel");
+            for (const Sbp& from : layouts)
+              for (const Sbp& to : layouts) {
+                if (from == to) continue;
+                Attrs a;
+                a.set("from", from.str());
+                a.set("to", to.str());
+                a.set("parts", int64_t(2));
+                std::vector<float> in = part(from), want = part(to), out(want.size(), -9.f);
+                KernelSig sig;
+                sig.attrs = &a;
+                sig.in = {TensorDesc{*localShape(whole, from, 2), DType::F32, {}}};
+                sig.out = {TensorDesc{*localShape(whole, to, 2), DType::F32, {}}};
+                sig.tensorComm = &c;
+                KernelFn fn = kernels->front().prepare(sig);
+                TensorRef i{in.data(), sig.in[0].shape, DType::F32, DeviceId{}};
+                TensorRef o{out.data(), sig.out[0].shape, DType::F32, DeviceId{}};
+                KernelIO io;
+                io.in = &i;
+                io.out = &o;
+                io.nin = io.nout = 1;
+                fn(io);
+                if (to.kind == Sbp::Kind::Partial) {  // the parts must sum to x
+                  std::vector<float> sum(out.size());
+                  std::vector<float> both(2 * out.size());
+                  c.allgather(out.data(), both.data(), int64_t(out.size() * sizeof(float)));
+                  for (size_t k = 0; k < out.size(); ++k) sum[k] = both[k] + both[k + out.size()];
+                  expect(sum == x, from.str() + " -> P: the parts sum to the whole");
+                } else {
+                  expect(out == want, shapeToString(whole) + ": " + from.str() + " -> " + to.str());
+                }
+              }
+          },
+          30, shared ? Transport::Shared : Transport::Gloo);
+      QVERIFY2(joined(errors).empty(), joined(errors).c_str());
+    }
   }
 
   // Two tensors of a bucket summed in place on the communication thread; the same
