@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/compiler/pass.h"
+#include "engine/parallel/communicator.h"
 #include "kernels/core/rng.h"
 #include "model_text.h"
 
@@ -317,6 +318,40 @@ class TestPasses : public QObject {
     QCOMPARE(f.c.grads.size(), size_t(6));  // conv, fc1, fc2: weight and bias each
     QVERIFY(f.c.seed >= 0);
     QCOMPARE(f.prog.graph.nodes[size_t(f.c.seed)].op->name, std::string("Constant"));
+  }
+
+  // Tensor parallelism: a dropout over a split value draws each part's masks apart
+  // (its stream salted with its part), one over a whole value the same on every rank.
+  void splitPartsDrawTheirOwnMasks() {
+    using namespace testutil;
+    const std::string body = input("x", "8") + labels() +
+                             node("whole", "Dropout", "x", "attrs { key: 'p' value { f: 0.5 } }") +
+                             node("fc1", "Linear", "whole", intAttr("out_features", 16)) +
+                             node("drop", "Dropout", "fc1", "attrs { key: 'p' value { f: 0.5 } }") +
+                             node("fc2", "Linear", "drop", intAttr("out_features", 3)) +
+                             node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    auto comms = threadRanks(2, 30);
+    std::vector<int64_t> split, whole;
+    for (int r = 0; r < 2; ++r) {
+      TensorGroups g = tensorGroups(*comms[size_t(r)], 2);
+      CompileOptions o = gradientsOnly();
+      o.fuse = false;
+      o.comm = comms[size_t(r)].get();
+      o.tensorComm = g.tensor.get();
+      o.dataComm = g.data.get();
+      o.sbpHints = {{"whole", "B -> B"}, {"fc1", "B | S(0), S(0) -> S(1)"}};
+      ParamStore store;
+      auto p = compile(model(body), o, store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      const Node* d = (*p)->graph.findNode("drop");
+      const Node* w = (*p)->graph.findNode("whole");
+      QVERIFY(d && w);
+      QVERIFY((*p)->graph.values[d->outputs[0]].shard.split());
+      split.push_back(d->attrs.i("__salt"));
+      whole.push_back(w->attrs.i("__salt"));
+    }
+    QVERIFY(split[0] != split[1]);
+    QCOMPARE(whole[0], whole[1]);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "engine/compiler/pass.h"
 #include "engine/ops/internal_ops.h"
+#include "kernels/core/rng.h"
 
 namespace netloom {
 namespace {
@@ -88,11 +89,26 @@ void insertBoxings(Lowered& l) {
   l.g.nodes = std::move(l.nodes);
 }
 
+// A node writing a split value draws its random numbers (dropout's masks) apart from
+// the other parts': its stream is salted with its part, else every part would repeat
+// the first one's pattern. Nodes writing whole values keep theirs, so that every rank
+// draws the same.
+void saltParts(Node& n, const Graph& g, int part) {
+  if (!n.attrs.has("__salt")) return;
+  for (ValueId v : n.outputs)
+    if (g.values[v].shard.split()) {
+      const uint64_t salt = uint64_t(n.attrs.i("__salt"));
+      n.attrs.set("__salt", int64_t(hashCombine(salt, uint64_t(part) + 1) >> 1));
+      return;
+    }
+}
+
 // Each node's attributes for its parts, and its shapes inferred again: they must be
 // the plan's, or the op's signature and its inference disagree.
 Status reinfer(Graph& g, int part) {
   for (size_t id = 0; id < g.nodes.size(); ++id) {
     Node& n = g.nodes[id];
+    saltParts(n, g, part);
     std::vector<Shape> params, outs;
     for (size_t k = size_t(n.numDataInputs()); k < n.inputs.size(); ++k)
       params.push_back(g.values[n.inputs[k]].desc.shape);
