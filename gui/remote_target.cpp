@@ -140,7 +140,8 @@ Status RemoteTarget::start(const RunRequest& r) {
     shown = done;
     emit transfer(QString::fromStdString(name), qint64(done), qint64(total));
   };
-  if (m_rankHosts.size() > 1) return startRanks(*project, o, runDir);
+  o.ranksPerHost = m_ranksPerHost;
+  if (int(m_rankHosts.size()) * m_ranksPerHost > 1) return startRanks(*project, o, runDir);
   launch([this, project = *project, o, runDir]() -> Status {
     // A run that never started ends its stream saying why, so its history is honest.
     auto neverStarted = [&](const Error& e) {
@@ -177,7 +178,7 @@ Status RemoteTarget::startRanks(const proto::Project& project, const SubmitOptio
       raw.push_back(session->get());
       sessions.push_back(std::move(*session));
     }
-    emit notice(tr("Submitting %1 ranks…").arg(m_rankHosts.size()));
+    emit notice(tr("Submitting %1 ranks…").arg(int(m_rankHosts.size()) * m_ranksPerHost));
     double timeout = project.train().distributed().timeout_s() > 0
                          ? project.train().distributed().timeout_s()
                          : 60.0;

@@ -60,9 +60,12 @@ class RemoteTarget : public RunTarget {
   // Ends following (the job keeps running on the host) and waits for the thread.
   void detach() override;
   const remotepb::Host& host() const { return m_host; }
-  // A data-parallel run with one rank on each of these hosts (the first is this
-  // target's host, whose rank 0 stream the run mirrors); empty: one host.
-  void setRankHosts(std::vector<remotepb::Host> hosts) { m_rankHosts = std::move(hosts); }
+  // A run with `perHost` ranks on each of these hosts (the first is this target's
+  // host, whose rank 0 stream the run mirrors); empty: one host, one rank.
+  void setRankHosts(std::vector<remotepb::Host> hosts, int perHost = 1) {
+    m_rankHosts = std::move(hosts);
+    m_ranksPerHost = std::max(1, perHost);
+  }
   // Removes a job's folder on its host (the local run folder, with what was fetched,
   // stays). Asks its questions on the GUI thread, which it blocks.
   Status deleteJob(const remotepb::JobRecord& job);
@@ -101,6 +104,7 @@ class RemoteTarget : public RunTarget {
 
   remotepb::Host m_host;
   std::vector<remotepb::Host> m_rankHosts;
+  int m_ranksPerHost = 1;
   QThread* m_thread = nullptr;
   std::atomic<bool> m_detach{false};
   std::mutex m_detachMutex;  // with m_detached: wakes a reconnection wait on detach

@@ -188,8 +188,8 @@ proto::Project RunController::projectToRun() {
     project.mutable_train()->mutable_distributed()->set_ranks(m_ranks);
     project.mutable_train()->mutable_distributed()->set_threads(m_threadRanks);
   }
-  if (m_remoteHost && m_rankHosts.size() > 1)
-    project.mutable_train()->mutable_distributed()->set_ranks(int(m_rankHosts.size()));
+  if (m_remoteHost && hostRanks() > 1)
+    project.mutable_train()->mutable_distributed()->set_ranks(hostRanks());
   return project;
 }
 
@@ -211,7 +211,10 @@ Status RunController::start(const RunRecord* resumeFrom) {
   req.runDir = m_current->dir;
   if (m_remoteHost && !resumeFrom) {
     RemoteTarget* remote = makeRemote(*m_remoteHost);
-    remote->setRankHosts(m_rankHosts.size() > 1 ? m_rankHosts : std::vector<remotepb::Host>{});
+    if (hostRanks() > 1)
+      remote->setRankHosts(m_rankHosts, m_ranksPerHost);
+    else
+      remote->setRankHosts({});
     m_active = remote;
   } else {
     m_active = localTarget();

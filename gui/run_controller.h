@@ -47,9 +47,19 @@ class RunController : public QObject {
   bool childProcess() const { return m_child; }
   // Where the next run goes: a saved host, or this computer (nullopt).
   void setRemoteHost(const std::optional<remotepb::Host>& host) { m_remoteHost = host; }
-  // A data-parallel run with a rank on each of these hosts (two or more); empty: none.
-  void setRankHosts(std::vector<remotepb::Host> hosts) { m_rankHosts = std::move(hosts); }
+  // A run of `perHost` ranks on each of these hosts (two ranks or more in all, parallel
+  // as the project says); empty: none.
+  void setRankHosts(std::vector<remotepb::Host> hosts, int perHost = 1) {
+    m_rankHosts = std::move(hosts);
+    m_ranksPerHost = std::max(1, perHost);
+  }
   const std::vector<remotepb::Host>& rankHosts() const { return m_rankHosts; }
+  int ranksPerHost() const { return m_ranksPerHost; }
+  // Ranks in all of a run on several hosts (0: none).
+  int hostRanks() const {
+    const int n = int(m_rankHosts.size()) * m_ranksPerHost;
+    return n > 1 ? n : 0;
+  }
   // Where runs train on their computer ("cpu", "cuda:0"), over the project's
   // train.device; empty: the project's.
   void setDevice(const std::string& device) { m_device = device; }
@@ -145,6 +155,7 @@ class RunController : public QObject {
   int m_ranks = 1;
   bool m_threadRanks = false;
   std::vector<remotepb::Host> m_rankHosts;
+  int m_ranksPerHost = 1;
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;

@@ -5,6 +5,7 @@
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QThread>
+#include <climits>
 
 #include "editor/document.h"
 #include "gui/main_window.h"
@@ -37,17 +38,19 @@ TargetSelector::TargetSelector(MainWindow* window, editor::GraphDocument* doc, R
 
 void TargetSelector::apply() {
   const QVariantList target = m_combo->currentData().toList();
-  const int host = target.value(0, -1).toInt();
+  const int host = target.value(0, -1).toInt(), perHost = target.value(4, 1).toInt();
   std::vector<remotepb::Host> rankHosts;
-  if (host == kAllHosts)  // a rank on every saved host, rank 0 on the first
+  if (host == kAllHosts)  // ranks on every saved host, rank 0 on the first
     rankHosts.assign(m_hosts.hosts().begin(), m_hosts.hosts().end());
+  else if (host >= 0 && host < m_hosts.hosts_size() && perHost > 1)  // a rank per GPU there
+    rankHosts = {m_hosts.hosts(host)};
   if (host >= 0 && host < m_hosts.hosts_size())
     m_runs->setRemoteHost(m_hosts.hosts(host));
   else if (!rankHosts.empty())
     m_runs->setRemoteHost(rankHosts[0]);
   else
     m_runs->setRemoteHost(std::nullopt);
-  m_runs->setRankHosts(rankHosts);
+  m_runs->setRankHosts(rankHosts, perHost);
   m_runs->setDevice(target.value(1).toString().toStdString());
   m_runs->setRanks(target.value(2, 1).toInt());
   m_runs->setThreadRanks(target.value(3, false).toBool());
@@ -80,7 +83,7 @@ void TargetSelector::reloadHosts() {
   QSignalBlocker block(m_combo);
   m_combo->clear();
   // Each item's data: {host index (-1: this computer), device ("": the project's), ranks,
-  // whether the ranks are threads of one process}.
+  // whether the ranks are threads of one process, ranks on each host}.
   m_combo->addItem(tr("This computer"), QVariantList{-1, QString()});
   // Data-parallel CPU ranks, one core each at least: processes, or threads of one.
   for (int n = 2; n <= QThread::idealThreadCount(); n *= 2) {
@@ -97,21 +100,35 @@ void TargetSelector::reloadHosts() {
     m_combo->addItem(tr("This computer — %1 (%2)")
                          .arg(QString::fromStdString(d.id), QString::fromStdString(d.label)),
                      QVariantList{-1, QString::fromStdString(d.id)});
+  int fewestGpus = m_hosts.hosts_size() > 0 ? INT_MAX : 0;  // GPUs listed on every host
   for (int i = 0; i < m_hosts.hosts_size(); ++i) {
     const remotepb::Host& h = m_hosts.hosts(i);
-    m_combo->addItem(QString::fromStdString(h.name()), QVariantList{i, QString()});
+    const QString name = QString::fromStdString(h.name());
+    m_combo->addItem(name, QVariantList{i, QString()});
     std::string lines;
     for (const std::string& line : h.devices()) lines += line + "\n";
+    int gpus = 0;
     for (const ListedDevice& d : parseDeviceList(lines))
-      if (d.id != "cpu")
-        m_combo->addItem(tr("%1 — %2 (%3)")
-                             .arg(QString::fromStdString(h.name()), QString::fromStdString(d.id),
-                                  QString::fromStdString(d.label)),
-                         QVariantList{i, QString::fromStdString(d.id)});
+      if (d.id != "cpu") {
+        ++gpus;
+        m_combo->addItem(
+            tr("%1 — %2 (%3)")
+                .arg(name, QString::fromStdString(d.id), QString::fromStdString(d.label)),
+            QVariantList{i, QString::fromStdString(d.id)});
+      }
+    if (gpus >= 2)  // a rank on each GPU (netloom-job's --ranks-per-host)
+      m_combo->addItem(tr("%1 — %2 GPUs (a rank each)").arg(name).arg(gpus),
+                       QVariantList{i, QString("cuda"), gpus, false, gpus});
+    fewestGpus = std::min(fewestGpus, gpus);
   }
-  if (m_hosts.hosts_size() > 1)
-    m_combo->addItem(tr("All saved hosts — %1 ranks (data parallel)").arg(m_hosts.hosts_size()),
-                     QVariantList{kAllHosts, QString(), m_hosts.hosts_size()});
+  const int hosts = m_hosts.hosts_size();
+  if (hosts > 1)
+    m_combo->addItem(tr("All saved hosts — %1 ranks (data parallel)").arg(hosts),
+                     QVariantList{kAllHosts, QString(), hosts});
+  if (hosts > 1 && fewestGpus >= 2)
+    m_combo->addItem(
+        tr("All saved hosts — %1 GPUs each, %2 ranks").arg(fewestGpus).arg(hosts * fewestGpus),
+        QVariantList{kAllHosts, QString("cuda"), hosts * fewestGpus, false, fewestGpus});
   m_combo->setCurrentIndex(std::max(0, m_combo->findText(was)));
   block.unblock();
   emit m_combo->currentIndexChanged(m_combo->currentIndex());

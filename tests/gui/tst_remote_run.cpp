@@ -227,6 +227,49 @@ class TestRemoteRun : public QObject {
     QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
   }
 
+  // A host that lists two GPUs is offered as two ranks, one on each (netloom-job's
+  // --ranks-per-host): the run asks the host for them, and the loopback host, which
+  // has none, is refused naming it, in the run's Failed event.
+  void aRankOnEachGpuOfAHost() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
+    remotepb::HostList list;
+    remotepb::Host* h = list.add_hosts();
+    *h = loop();
+    h->add_devices("cuda:0: NVIDIA Test — 80.0 GiB (79.0 GiB free), compute capability 9.0");
+    h->add_devices("cuda:1: NVIDIA Test — 80.0 GiB (79.0 GiB free), compute capability 9.0");
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+    {
+      MainWindow w;
+      auto* combo = w.findChild<QComboBox*>("deviceSelector");
+      QVERIFY(combo);
+      const int both = combo->findText("loop — 2 GPUs (a rank each)");
+      QVERIFY(both > 0);
+      combo->setCurrentIndex(both);
+      QCOMPARE(int(w.runs()->rankHosts().size()), 1);
+      QCOMPARE(w.runs()->ranksPerHost(), 2);
+      QCOMPARE(w.runs()->hostRanks(), 2);
+      QVERIFY(w.openFile(spirals("gpu-ranks", 2)));
+      w.setPrompt([](const QString&, const QString&, QMessageBox::StandardButtons) {
+        return QMessageBox::Yes;
+      });
+      QSignalSpy ended(w.runs(), &RunController::runEnded);
+      w.action("run")->trigger();
+      QVERIFY(waitUntil([&] { return !w.runs()->running(); }));
+      QCOMPARE(ended.count(), 1);
+      QVERIFY(!ended[0][0].toBool());
+      const RunRecord* r = w.runs()->current();
+      QVERIFY(r && r->failed());
+      QCOMPARE(r->project.train().distributed().ranks(), 2);
+      QVERIFY2(r->failed()->message().find("has 0 GPUs; --ranks-per-host 2 needs one for each "
+                                           "rank") != std::string::npos,
+               r->failed()->message().c_str());
+      combo->setCurrentIndex(0);
+      QCOMPARE(w.runs()->hostRanks(), 0);
+    }
+    list.mutable_hosts(0)->clear_devices();
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), list).ok());
+  }
+
   // The selector offers each GPU a host listed; the choice becomes the run's device,
   // which a local run trains on (or, with no GPU here, fails naming).
   void deviceSelectorOffersGpus() {
