@@ -53,6 +53,17 @@ double inputSeconds(const Graph& g, const SbpPlan& plan, const Node& n, const Sb
   return cost;
 }
 
+// Between signatures that cost alike now, what their outputs leave to pay later: a
+// partial output must be summed by some reader (2), a broadcast one is held whole on
+// every rank (1), a split one neither. (Flatten after a channel split: its split
+// signature, not a partial one that a reduce-scatter would have to undo.)
+int owedLater(const SbpSignature& s) {
+  int owed = 0;
+  for (const Sbp& o : s.out)
+    owed += o.kind == Sbp::Kind::Partial ? 2 : o.kind == Sbp::Kind::Broadcast ? 1 : 0;
+  return owed;
+}
+
 std::string listed(const std::vector<SbpSignature>& sigs) {
   std::string s;
   for (const SbpSignature& x : sigs) s += (s.empty() ? "" : "; ") + x.str();
@@ -157,6 +168,7 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
         mustSplit = mustSplit || (splitsParams(s) && divides(s, c, ranks));
     const SbpSignature* best = nullptr;
     double bestCost = 0;
+    int bestOwed = 0;
     for (const SbpSignature& s : sigs) {
       if (hint != wanted.end() && s.str() != hint->second) continue;
       if (mustSplit && !splitsParams(s)) continue;
@@ -169,7 +181,9 @@ Result<SbpPlan> planSbp(const Graph& g, int ranks, const SbpPlanOptions& opts) {
                          std::to_string(ranks) + " ranks");
       }
       const double cost = inputSeconds(g, plan, n, s);
-      if (!best || cost < bestCost) best = &s, bestCost = cost;
+      const int owed = owedLater(s);
+      if (!best || cost < bestCost || (cost == bestCost && owed < bestOwed))
+        best = &s, bestCost = cost, bestOwed = owed;
     }
     if (!best)
       return makeError(

@@ -305,6 +305,26 @@ class TestSbp : public QObject {
         odd.error().message.c_str());
   }
 
+  // Between signatures that cost alike, the planner takes the one whose output owes
+  // nothing later: after a column-parallel layer a Flatten keeps the split (S(1)), where
+  // a partial output, as free now, would cost a reduce-scatter at the next reader.
+  void tiesGoToWhatOwesNothing() {
+    using namespace testutil;
+    const std::string body = input("x", "8") + labels() +
+                             node("fc1", "Linear", "x", intAttr("out_features", 16)) +
+                             node("flat", "Flatten", "fc1") + node("act", "Tanh", "flat") +
+                             node("out", "Linear", "act", intAttr("out_features", 4)) +
+                             node("loss", "SoftmaxCrossEntropy", "out,label");
+    auto g = buildGraph(model(body), 8);
+    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+    auto plan = planSbp(*g, 2, std::vector<SbpHint>{{"fc1", "B | S(0), S(0) -> S(1)"}});
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    const Node* flat = g->findNode("flat");
+    QCOMPARE(QString::fromStdString(plan->signature.at(NodeId(flat - g->nodes.data())).str()),
+             QString("S(1) -> S(1)"));
+    QCOMPARE(plan->sbp.at(g->findNode("act")->outputs[0]).str(), std::string("S(1)"));
+  }
+
   // Tensor parallelism splits an embedding by its vocabulary (Megatron's): every rank
   // reads all the ids (gathered from the batch split) in its half of the table, and
   // its output, a partial sum, is reduce-scattered back to the batch split for the
