@@ -247,6 +247,7 @@ class GlooCommunicator : public Communicator {
         m_timeout(timeout),
         m_sends(m_ctx, timeout),
         m_store(std::move(store)) {
+    widenSendBuffers();
     m_thread = std::thread([this] { work(); });
   }
   ~GlooCommunicator() override {
@@ -437,6 +438,19 @@ class GlooCommunicator : public Communicator {
     m_stats.bucketSeconds += seconds() - t0;
     b.done = true;
     m_cv.notify_all();
+  }
+
+  // Gloo sizes a pair's socket send buffer (SO_SNDBUF, which turns off the kernel's
+  // own sizing) by the first message its ring sends: a first bucket of a few floats
+  // left it at the kernel's least, 4.6 kB, and every later large message (a boxing's,
+  // through the collectives that never resize it) crawled out in 4.6 kB pieces, each
+  // waiting for the peer to drain the last: 2 MB/s between two processes here. A
+  // first ring of 2 MiB chunks sizes it as large as the kernel allows instead.
+  void widenSendBuffers() {
+    if (size() < 2) return;
+    const int64_t chunk = int64_t(1) << 19;  // floats: 2 MiB, the ring's largest send
+    std::vector<float> wide(size_t(chunk * 2 * std::min(size(), 16)), 0.f);
+    gloo::AllreduceRing<float>(m_ctx, {wide.data()}, int(wide.size())).run();
   }
 
   void exchange(const void* in, void* out, int64_t bytes, uint32_t tag) {
