@@ -93,7 +93,7 @@ PassManager PassManager::standard() {
                      optimizerPass, pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass})
     m.add(Pipeline::Rewrite, make());
   for (auto* make : {valuesPass, inPlacePass, buffersPass, kernelsPass, memoryPass, allocatePass,
-                     multiTensorPass})
+                     multiTensorPass, overlapPass})
     m.add(Pipeline::Lower, make());
   return m;
 }

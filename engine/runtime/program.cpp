@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <utility>
 
 #include "engine/util/memory_budget.h"
 
@@ -61,18 +62,91 @@ std::vector<TensorRef> Program::updateGradients() const {
   return grads;
 }
 
+CollectiveLane::CollectiveLane() : m_thread([this] { work(); }) {}
+
+CollectiveLane::~CollectiveLane() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_cv.notify_all();
+  m_thread.join();
+}
+
+uint64_t CollectiveLane::submit(std::function<void()> fn) {
+  std::lock_guard lock(m_mutex);
+  m_jobs.push_back(std::move(fn));
+  m_cv.notify_all();
+  return ++m_submitted;
+}
+
+void CollectiveLane::wait(uint64_t ticket) {
+  std::unique_lock lock(m_mutex);
+  m_cv.wait(lock, [&] { return m_done >= ticket; });
+  if (m_error) std::rethrow_exception(std::exchange(m_error, nullptr));
+}
+
+void CollectiveLane::drain() noexcept {
+  std::unique_lock lock(m_mutex);
+  m_cv.wait(lock, [&] { return m_done >= m_submitted; });
+  m_error = nullptr;
+}
+
+void CollectiveLane::work() {
+  std::unique_lock lock(m_mutex);
+  for (;;) {
+    m_cv.wait(lock, [&] { return m_stop || !m_jobs.empty(); });
+    if (m_jobs.empty()) return;
+    std::function<void()> job = std::move(m_jobs.front());
+    m_jobs.pop_front();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      if (!m_error) job();  // after a failure the rest are skipped: the step fails
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error && !m_error) m_error = error;
+    ++m_done;
+    m_cv.notify_all();
+  }
+}
+
 void Program::issue(const StepContext& ctx, size_t begin, size_t end, bool guarded) const {
   auto* values = static_cast<const DeviceStepValues*>(stepValues.data());
   float* flag = guarded ? guard.f32() : nullptr;
   auto check = [&] { device->checkFinite(refs[loss], updateGradients(), flag); };
+  std::vector<std::pair<size_t, uint64_t>> moving;  // (joinAt, ticket) of boxings in flight
+  struct Drain {  // a step that throws leaves no boxing reading its memory
+    CollectiveLane* lane;
+    ~Drain() {
+      if (lane) lane->drain();
+    }
+  } drain{nullptr};
   for (size_t i = begin; i < end; ++i) {
+    for (auto it = moving.begin(); it != moving.end();)
+      if (it->first <= i) {
+        lane->wait(it->second);
+        it = moving.erase(it);
+      } else {
+        ++it;
+      }
     if (flag && i == updatesBegin) check();
     const PlanStep& s = steps[i];
     KernelIO io{s.in.data(),      s.out.data(), s.in.size(),
                 s.out.size(),     &ctx,         s.workspace,
                 s.workspaceBytes, values,       i >= updatesBegin ? flag : nullptr};
-    if (s.fn) s.fn(io);  // null: done by its group's launch
+    if (s.fn && s.joinAt > i) {  // every boxing goes there, so they keep their order
+      if (!lane) lane = std::make_unique<CollectiveLane>();
+      drain.lane = lane.get();
+      moving.push_back({s.joinAt, lane->submit([&s, io] { s.fn(io); })});
+    } else if (s.fn) {
+      s.fn(io);  // null: done by its group's launch
+    }
   }
+  if (drain.lane) lane->waitAll();
+  drain.lane = nullptr;
   if (flag && updatesBegin >= end) check();  // no updates: the check still tells the host
 }
 

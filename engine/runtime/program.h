@@ -3,9 +3,15 @@
 // persistent parameters bound from a ParamStore. Running it allocates nothing.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -34,7 +40,10 @@ struct PlanStep {
   // others in it have no fn of their own.
   size_t groupEnd = 0;
   bool alone = false;  // run by the calling thread alone (Device::runsAlone)
-  int64_t flops = 0;   // floating-point operations per launch (OpDef::flops; 0 if none)
+  // A boxing run on the program's collective lane (the "overlap" pass): the steps
+  // before joinAt go on meanwhile, and step joinAt waits for it. 0: in order.
+  size_t joinAt = 0;
+  int64_t flops = 0;  // floating-point operations per launch (OpDef::flops; 0 if none)
 };
 
 // The device memory everything inside a step lives in; owned by the program.
@@ -48,6 +57,31 @@ class Arena {
  private:
   DeviceBuffer m_buffer;
   int64_t m_size = 0;
+};
+
+// A thread that runs a program's boxings in the order given, while the step's own
+// thread computes on (PlanStep::joinAt). A boxing's failure is rethrown by the wait
+// that joins it.
+class CollectiveLane {
+ public:
+  CollectiveLane();
+  ~CollectiveLane();
+  // Its ticket: wait(ticket) returns once it and every one before it have run.
+  uint64_t submit(std::function<void()> fn);
+  void wait(uint64_t ticket);
+  void waitAll() { wait(m_submitted); }
+  // Waits for everything, keeping no error (the step is failing already).
+  void drain() noexcept;
+
+ private:
+  void work();
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::function<void()>> m_jobs;
+  uint64_t m_submitted = 0, m_done = 0;
+  std::exception_ptr m_error;
+  bool m_stop = false;
+  std::thread m_thread;
 };
 
 struct Program {
@@ -140,6 +174,8 @@ struct Program {
   // By [begin, end), ctx.training (a decision each launch makes on the host) and
   // whether the step is guarded.
   mutable std::map<std::tuple<size_t, size_t, bool, bool>, Recorded> recorded;
+  // Where boxings with a joinAt run, made on first use.
+  mutable std::unique_ptr<CollectiveLane> lane;
   // On such a device, the flag Device::checkFinite lowers (KernelIO::guard): 1 while
   // every guarded step was finite.
   DeviceBuffer guard;
