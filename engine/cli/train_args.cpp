@@ -152,6 +152,9 @@ void addParallel(Reader& r) {
            "parallelism, as --sbp and the project's hints say, the other layers splitting "
            "their weights where they can); the copies train data-parallel (over "
            "train.distributed.tensor_parallel)");
+  r.flag("--overlap", a.opts.overlap,
+         "with --tensor-parallel: boxings move on a thread of their own while the step "
+         "computes on (for ranks with cores to spare, or far apart)");
   r.number("--pipeline-stages", a.opts.pipelineStages, 1, 4096,
            "with --ranks or --thread-ranks: cut the model into N stages, each on its own rank, "
            "run as a 1F1B pipeline over micro-batches; the pipelines train data-parallel (over "

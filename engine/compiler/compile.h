@@ -75,6 +75,10 @@ struct CompileOptions {
   Communicator* tensorComm = nullptr;
   Communicator* dataComm = nullptr;
   std::vector<SbpHint> sbpHints;
+  // Boxings move while the step computes on (the "hoist boxings" and "overlap"
+  // passes), on a thread of their own: worth it where a rank has cores to spare or
+  // waits on a network; on one core per rank the handoffs cost more than they hide.
+  bool overlap = false;
   // Pipeline parallelism (the "pipeline" passes): this rank runs stage
   // stageComm->rank() of stageComm->size() (engine/compiler/pipeline.h), its training
   // step over `microBatches` micro-batches of `batch` (the same samples every stage

@@ -186,6 +186,7 @@ std::unique_ptr<Pass> memoryPass();
 std::unique_ptr<Pass> allocatePass();
 std::unique_ptr<Pass> multiTensorPass();
 std::unique_ptr<Pass> overlapPass();
+std::unique_ptr<Pass> hoistBoxingsPass();
 
 // For pass files: "1 gradient", "3 gradients"; items joined by "; ", or `none`.
 std::string counted(size_t n, const std::string& what);

@@ -90,7 +90,8 @@ PassManager PassManager::standard() {
   PassManager m;
   for (auto* make : {kvCachePass, outputsPass, pipelinePass, sbpPass, foldingPass, fusionPass,
                      autocastPass, autodiffPass, pipelineGradientsPass, gradientBucketsPass,
-                     optimizerPass, pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass})
+                     optimizerPass, pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass,
+                     hoistBoxingsPass})
     m.add(Pipeline::Rewrite, make());
   for (auto* make : {valuesPass, inPlacePass, buffersPass, kernelsPass, memoryPass, allocatePass,
                      multiTensorPass, overlapPass})

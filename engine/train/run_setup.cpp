@@ -161,6 +161,7 @@ Status resolveTensorParallel(CompileOptions& c, const proto::Distributed& dist,
                      "tensor groups of that size");
   c.tensorComm = opts.tensorComm;
   c.dataComm = opts.dataComm;
+  c.overlap = opts.overlap;
   // The plan's cost model: every rank of the group measures at this point, once.
   if (!c.tensorComm->link().measured) measureLink(*c.tensorComm);
   for (const proto::SbpHint& h : dist.sbp()) c.sbpHints.push_back({h.node(), h.signature()});

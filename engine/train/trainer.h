@@ -44,6 +44,7 @@ struct TrainOptions {
   // groups (engine/parallel's tensorGroups) and gives them here: `tensorComm` the
   // ranks this one shares a copy with, `dataComm` those holding the same parts.
   int tensorParallel = 0;
+  bool overlap = false;  // --overlap: boxings move while the step computes (CompileOptions)
   // ZeRO's stage (--zero; -1: the project's train.distributed.zero): 1 shards the
   // optimizer state across the ranks, 2 the summed gradients too.
   int zero = -1;

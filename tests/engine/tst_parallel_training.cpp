@@ -50,6 +50,7 @@ struct Split {
   std::vector<std::pair<std::string, std::string>> hints;
   int zero = 0;
   int stages = 1, micro = 0;  // pipeline parallelism
+  bool overlap = false;       // boxings on the collective lane (--overlap)
   // The ranks reading a share of each batch: a pipeline reads one as a whole.
   int readers() const { return ranks / stages; }
 };
@@ -82,6 +83,7 @@ Outcome train(const proto::Project& project, const std::string& dir, int batch, 
                      std::to_string(split.tensor) + "-" + std::to_string(split.zero) +
                      ".safetensors";
   base.tensorParallel = split.tensor;
+  base.overlap = split.overlap;
   base.sbpHints = split.hints;
   Outcome out;
   if (split.ranks == 1) {
@@ -223,12 +225,16 @@ class TestParallelTraining : public QObject {
     QTest::addColumn<int>("tensor");
     QTest::addColumn<bool>("shared");
     QTest::addColumn<bool>("megatron");
+    QTest::addColumn<bool>("overlap");
     for (bool shared : {false, true}) {
       const char* t = shared ? "shared memory" : "gloo";
-      QTest::addRow("2 ranks, %s, planned", t) << 2 << 2 << shared << false;
-      QTest::addRow("2 ranks, %s, column and row", t) << 2 << 2 << shared << true;
-      QTest::addRow("4 ranks, %s, column and row", t) << 4 << 4 << shared << true;
-      QTest::addRow("data 2 x tensor 2, %s", t) << 4 << 2 << shared << true;
+      QTest::addRow("2 ranks, %s, planned", t) << 2 << 2 << shared << false << false;
+      QTest::addRow("2 ranks, %s, column and row", t) << 2 << 2 << shared << true << false;
+      QTest::addRow("4 ranks, %s, column and row", t) << 4 << 4 << shared << true << false;
+      QTest::addRow("data 2 x tensor 2, %s", t) << 4 << 2 << shared << true << false;
+      // Boxings on the collective lane, moving while the step computes (--overlap).
+      QTest::addRow("2 ranks, %s, overlapped", t) << 2 << 2 << shared << true << true;
+      QTest::addRow("data 2 x tensor 2, %s, overlapped", t) << 4 << 2 << shared << true << true;
     }
   }
   // fc1 column-parallel, fc2 row-parallel (Megatron's MLP), or as the planner chooses.
@@ -237,7 +243,9 @@ class TestParallelTraining : public QObject {
     QFETCH(int, tensor);
     QFETCH(bool, shared);
     QFETCH(bool, megatron);
+    QFETCH(bool, overlap);
     Split s{ranks, tensor, shared, {}};
+    s.overlap = overlap;
     if (megatron) s.hints = {{"fc1", "B | S(0), S(0) -> S(1)"}, {"fc2", "S(1) | S(1), P -> P"}};
     compare(m_mlp, 64 / ranks, s);
   }

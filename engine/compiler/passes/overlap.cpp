@@ -67,8 +67,8 @@ class Overlap : public Pass {
   bool planOnly() const override { return false; }
   uint8_t preserves() const override { return kAllAnalyses; }
   bool applies(const PassContext& c) const override {
-    return c.prog.device && c.prog.device->hostAddressable() && c.opts.tensorComm &&
-           c.opts.tensorComm->size() > 1;
+    return c.opts.overlap && c.prog.device && c.prog.device->hostAddressable() &&
+           c.opts.tensorComm && c.opts.tensorComm->size() > 1;
   }
   Result<std::string> run(PassContext& c) override {
     Program& prog = c.prog;
