@@ -435,8 +435,7 @@ std::string deviceOf(const std::vector<std::string>& args, const proto::Project&
 // The arguments of each of the `count` ranks that share `host`: on a GPU job a GPU
 // each, else an equal share of the cores (where neither the project nor the
 // arguments set the threads).
-Result<std::vector<std::vector<std::string>>> hostShares(SshSession& s,
-                                                         const remotepb::Host& host,
+Result<std::vector<std::vector<std::string>>> hostShares(SshSession& s, const remotepb::Host& host,
                                                          const proto::Project& project,
                                                          const std::vector<std::string>& args,
                                                          int count) {

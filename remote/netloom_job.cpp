@@ -155,7 +155,8 @@ std::vector<std::string> joinSbatchValues(int argc, char** argv) {
 void addOptions(CLI::App& verb, JobArgs& a) {
   verb.add_option("target", a.target, "PROJECT.nlproj (submit) or a job's ID");
   verb.add_option("--host", a.hostText, "a saved host's name or [user@]address[:port]");
-  verb.add_option("--hosts", a.rankHosts, "submit: the job's ranks on A,B,... (--ranks-per-host each)");
+  verb.add_option("--hosts", a.rankHosts,
+                  "submit: the job's ranks on A,B,... (--ranks-per-host each)");
   verb.add_option("--ranks-per-host", a.submit.ranksPerHost,
                   "submit --hosts: ranks on each host, a GPU or a share of the cores each")
       ->check(CLI::Range(1, 4096));
@@ -250,8 +251,7 @@ std::optional<int> parseJobArgs(int argc, char** argv, JobArgs& a) {
 
 // submit --hosts A,B,... [--ranks-per-host N]: N ranks on each host.
 int submitToRanks(JobArgs& a, const remotepb::HostList& saved) {
-  if (!a.hostText.empty() && !a.rankHosts.empty())
-    return fail("give --host or --hosts, not both");
+  if (!a.hostText.empty() && !a.rankHosts.empty()) return fail("give --host or --hosts, not both");
   if (a.rankHosts.empty()) a.rankHosts = a.hostText;  // --host H --ranks-per-host N
   if (a.target.empty()) return usage();
   std::vector<remotepb::Host> hosts;

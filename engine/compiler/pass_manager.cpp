@@ -88,10 +88,10 @@ void PassManager::add(Pipeline p, std::unique_ptr<Pass> pass) {
 
 PassManager PassManager::standard() {
   PassManager m;
-  for (auto* make : {kvCachePass, outputsPass, pipelinePass, sbpPass, foldingPass, fusionPass,
-                     autocastPass, autodiffPass, pipelineGradientsPass, gradientBucketsPass,
-                     optimizerPass, pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass,
-                     hoistBoxingsPass})
+  for (auto* make :
+       {kvCachePass, outputsPass, pipelinePass, sbpPass, foldingPass, fusionPass, autocastPass,
+        autodiffPass, pipelineGradientsPass, gradientBucketsPass, optimizerPass,
+        pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass, hoistBoxingsPass})
     m.add(Pipeline::Rewrite, make());
   for (auto* make : {valuesPass, inPlacePass, buffersPass, kernelsPass, memoryPass, allocatePass,
                      multiTensorPass, overlapPass})

@@ -116,9 +116,9 @@ class TestJobRanks : public QObject {
     QCOMPARE(twice->exitCode(), 1);
     QVERIFY(twice->readAllStandardError().contains("twice"));
     if (perHost > 1) {  // a GPU each: the loopback host has none
-      QProcess* gpus = job({"submit", "--hosts", "first", "--ranks-per-host", "2", "--devices",
-                            "cuda", path},
-                           "yes\n");
+      QProcess* gpus =
+          job({"submit", "--hosts", "first", "--ranks-per-host", "2", "--devices", "cuda", path},
+              "yes\n");
       QCOMPARE(gpus->exitCode(), 1);
       const QString err = QString::fromUtf8(gpus->readAllStandardError());
       QVERIFY2(err.contains(") has 0 GPUs; --ranks-per-host 2 needs one for each rank"),
@@ -139,9 +139,9 @@ class TestJobRanks : public QObject {
     QVERIFY(steps > 0);
     bool twoRanks = false;
     for (const auto& e : events->events)
-      twoRanks =
-          twoRanks || (e.has_log() && e.log().text().find("rank 0 of " + std::to_string(2 * perHost)) !=
-                                          std::string::npos);
+      twoRanks = twoRanks ||
+                 (e.has_log() && e.log().text().find("rank 0 of " + std::to_string(2 * perHost)) !=
+                                     std::string::npos);
     QVERIFY(twoRanks);
     // The second host's ranks trained every step, each in its own folder.
     const QStringList secondJobs = QDir(m_dir.filePath("ranks-second" + tag + "/jobs"))
