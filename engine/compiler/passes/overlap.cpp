@@ -14,20 +14,23 @@ namespace {
 struct Range {
   const char* begin;
   const char* end;
-  bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
 };
 
-// What step `i` reads and writes, by address.
+bool overlap(const std::vector<Range>& a, const std::vector<Range>& b) {
+  for (const Range& x : a)
+    for (const Range& y : b)
+      if (x.begin < y.end && y.begin < x.end) return true;
+  return false;
+}
+
+// What a launch reads and writes, by address.
 struct Touches {
   std::vector<Range> reads, writes;
-  bool hits(const std::vector<Range>& rs) const {
-    for (const Range& a : rs) {
-      for (const Range& b : reads)
-        if (a.overlaps(b)) return true;
-      for (const Range& b : writes)
-        if (a.overlaps(b)) return true;
-    }
-    return false;
+  // Whether running `later` beside this one could go wrong: it reads or writes what
+  // this writes, or writes what this reads.
+  bool conflicts(const Touches& later) const {
+    return overlap(later.reads, writes) || overlap(later.writes, writes) ||
+           overlap(later.writes, reads);
   }
 };
 
@@ -77,19 +80,12 @@ class Overlap : public Pass {
       PlanStep& s = prog.steps[i];
       if (s.kernel != "collective.boxing" || !s.fn) continue;
       const Touches mine = touches(prog, i);
-      // Writes conflict with anything later; reads only with later writes.
       size_t j = i + 1;
       for (; j < prog.steps.size(); ++j) {
         const PlanStep& later = prog.steps[j];
         if (later.kernel == "collective.boxing") continue;  // the lane runs it after, in order
         if (!later.fn) continue;                            // done by an earlier launch
-        if (talksToRanks(later)) break;
-        const Touches theirs = touches(prog, j);
-        if (theirs.hits(mine.writes)) break;
-        bool overwrites = false;
-        for (const Range& r : theirs.writes)
-          for (const Range& m : mine.reads) overwrites = overwrites || r.overlaps(m);
-        if (overwrites) break;
+        if (talksToRanks(later) || mine.conflicts(touches(prog, j))) break;
       }
       s.joinAt = j;
       ++lanes;
