@@ -546,6 +546,8 @@ class PlanningRanks : public SingleRank {
   int size() const override { return m_size; }
   std::string describe() const override { return std::to_string(m_size) + " ranks (a plan only)"; }
   bool plansOnly() const override { return true; }
+  // Plans for GPUs too (where NCCL would move their memory).
+  Communicator* onDevice() override { return this; }
   // Rank 0's groups: planned for too.
   std::unique_ptr<Communicator> group(const std::vector<int>& members, uint32_t) override {
     return std::make_unique<PlanningRanks>(int(members.size()));

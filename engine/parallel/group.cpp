@@ -32,6 +32,7 @@ class Everyone : public Communicator {
   void wait(const std::string& b) override { m_all.wait(b); }
   CommStats stats() const override { return m_all.stats(); }
   bool sumsDeviceMemory() const override { return m_all.sumsDeviceMemory(); }
+  Communicator* onDevice() override { return m_all.onDevice(); }
 
  private:
   Communicator& m_all;

@@ -1,5 +1,6 @@
-// The gradient buckets' kernels, the same on every backend: they hand the bucket to
-// the run's communicator, which knows the device's memory (Gloo sums host memory).
+// The parallel kernels, the same on every backend: the gradient buckets go to the
+// run's communicator, which knows the device's memory (Gloo sums host memory), and
+// boxings move through kernels/core/moves.h.
 #include "kernels/core/collectives.h"
 
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "kernels/core/communicator.h"
 #include "kernels/core/device.h"
+#include "kernels/core/moves.h"
 #include "kernels/core/pipeline.h"
 #include "kernels/core/shard.h"
 #include "kernels/core/zero.h"
@@ -25,68 +27,72 @@ Layout layoutOf(const std::string& s) {
   return l;
 }
 
-// One boxing, host memory: `in` and `out` are this rank's parts.
+// One boxing: `in` and `out` are this rank's parts, in the memory of `s.device`.
 KernelFn boxingKernel(const KernelSig& s) {
-  Communicator* comm = s.tensorComm;
+  const Moves mem(s.device);
+  Communicator* comm = mem.speaker(s.tensorComm);
   const Layout from = layoutOf(s.attrs->s("from")), to = layoutOf(s.attrs->s("to"));
-  const int parts = comm->size(), me = comm->rank();
+  const int parts = s.tensorComm->size(), me = s.tensorComm->rank();
   const size_t elem = dtypeSize(s.in[0].dtype);
   const Shape in = s.in[0].shape, out = s.out[0].shape;
   const int64_t inBytes = numel(in) * int64_t(elem), outBytes = numel(out) * int64_t(elem);
-  auto scratch = std::make_shared<std::vector<char>>();
-  if (from.kind == 'S' && to.kind == 'B')  // all-gather, then each part into its place
+  if (from.kind == 'S' && to.kind == 'B') {  // all-gather, then each part into its place
+    if (from.axis == 0)
+      return [=](const KernelIO& io) { comm->allgather(io.in[0].data, io.out[0].data, inBytes); };
+    std::shared_ptr<char> scratch = mem.scratch(outBytes);
     return [=](const KernelIO& io) {
-      if (from.axis == 0) return comm->allgather(io.in[0].data, io.out[0].data, inBytes);
-      scratch->resize(size_t(outBytes));
-      comm->allgather(io.in[0].data, scratch->data(), inBytes);
+      comm->allgather(io.in[0].data, scratch.get(), inBytes);
       for (int k = 0; k < parts; ++k)
-        putPart(scratch->data() + k * inBytes, out, from.axis, k, parts, io.out[0].data, elem);
+        mem.putPart(scratch.get() + k * inBytes, out, from.axis, k, parts, io.out[0].data, elem);
     };
+  }
   if (from.kind == 'P' && to.kind == 'B')
     return [=](const KernelIO& io) {
-      std::memcpy(io.out[0].data, io.in[0].data, size_t(inBytes));
+      mem.copy(io.out[0].data, io.in[0].data, inBytes);
       comm->allreduce(static_cast<float*>(io.out[0].data), numel(in));
     };
-  if (from.kind == 'P' && to.kind == 'S')  // the parts laid end to end, then summed apart
+  if (from.kind == 'P' && to.kind == 'S') {  // the parts laid end to end, then summed apart
+    std::shared_ptr<char> scratch = mem.scratch(inBytes);
     return [=](const KernelIO& io) {
-      scratch->resize(size_t(inBytes));
       for (int k = 0; k < parts; ++k)
-        takePart(io.in[0].data, in, to.axis, k, parts, scratch->data() + k * outBytes, elem);
-      comm->reduceScatter(reinterpret_cast<const float*>(scratch->data()),
+        mem.takePart(io.in[0].data, in, to.axis, k, parts, scratch.get() + k * outBytes, elem);
+      comm->reduceScatter(reinterpret_cast<const float*>(scratch.get()),
                           static_cast<float*>(io.out[0].data), numel(out));
     };
-  if (from.kind == 'S' && to.kind == 'S')  // rank k gets our part k along `to`
+  }
+  if (from.kind == 'S' && to.kind == 'S') {  // rank k gets our part k along `to`
+    std::shared_ptr<char> scratch = mem.scratch(2 * inBytes);
     return [=](const KernelIO& io) {
-      scratch->resize(size_t(2 * inBytes));
-      char* send = scratch->data();
+      char* send = scratch.get();
       char* recv = send + inBytes;
       const int64_t block = inBytes / parts;
       for (int k = 0; k < parts; ++k)
-        takePart(io.in[0].data, in, to.axis, k, parts, send + k * block, elem);
+        mem.takePart(io.in[0].data, in, to.axis, k, parts, send + k * block, elem);
       comm->alltoall(send, recv, block);
       for (int k = 0; k < parts; ++k)
-        putPart(recv + k * block, out, from.axis, k, parts, io.out[0].data, elem);
+        mem.putPart(recv + k * block, out, from.axis, k, parts, io.out[0].data, elem);
     };
+  }
   if (from.kind == 'B' && to.kind == 'S')
     return [=](const KernelIO& io) {
-      takePart(io.in[0].data, in, to.axis, me, parts, io.out[0].data, elem);
+      mem.takePart(io.in[0].data, in, to.axis, me, parts, io.out[0].data, elem);
     };
   if (from.kind == 'B' && to.kind == 'P')  // rank 0 keeps the value, the others add zeros
     return [=](const KernelIO& io) {
       if (me == 0)
-        std::memcpy(io.out[0].data, io.in[0].data, size_t(inBytes));
+        mem.copy(io.out[0].data, io.in[0].data, inBytes);
       else
-        std::memset(io.out[0].data, 0, size_t(outBytes));
+        mem.zero(io.out[0].data, outBytes);
     };
   return [=](const KernelIO& io) {  // S(a) -> P: this rank's part, zeros elsewhere
-    std::memset(io.out[0].data, 0, size_t(outBytes));
-    putPart(io.in[0].data, out, from.axis, me, parts, io.out[0].data, elem);
+    mem.zero(io.out[0].data, outBytes);
+    mem.putPart(io.in[0].data, out, from.axis, me, parts, io.out[0].data, elem);
   };
 }
 
 }  // namespace
 
-void registerCollectiveKernels(KernelRegistry& r, DeviceKind device) {
+void registerCollectiveKernels(KernelRegistry& r, DeviceKind device, const ParallelMath& math) {
   // The ranks a bucket sums over: all of them, or a tensor group's peers.
   auto group = [](const KernelSig& s) {
     return s.attrs->s("group") == "data" ? s.dataComm : s.comm;
@@ -115,17 +121,17 @@ void registerCollectiveKernels(KernelRegistry& r, DeviceKind device) {
   r.add("BucketWait", device, std::move(wait));
   KernelImpl box{"collective.boxing",
                  [](const KernelSig& s) -> std::string {
-                   if (!s.tensorComm) return "the run has no tensor group";
-                   if (s.device && !s.device->hostAddressable())
-                     return "boxing runs on host memory only";
+                   if (std::string no = Moves(s.device).declines(s.tensorComm, "tensor group");
+                       !no.empty())
+                     return no;
                    if (s.attrs->i("parts") != s.tensorComm->size())
                      return "the plan is for another number of ranks";
                    return {};
                  },
                  boxingKernel};
   r.add("Boxing", device, std::move(box));
-  registerZeroKernels(r, device);
-  registerPipelineKernels(r, device);
+  registerZeroKernels(r, device, math);
+  registerPipelineKernels(r, device, math);
 }
 
 }  // namespace netloom

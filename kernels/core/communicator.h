@@ -103,6 +103,12 @@ class Communicator {
   void setLink(const LinkCost& link) { m_link = link; }
   // Whether start() takes a GPU's memory (NCCL), or only the host's (Gloo).
   virtual bool sumsDeviceMemory() const { return false; }
+  // The same ranks, whose calls take the GPU's memory instead of the host's: each is
+  // queued on the device's stream after the work issued so far, and returns at once
+  // (what follows on the stream sees its result). send() returns once queued too:
+  // its bytes are taken in stream order, and it never holds up the stream. Null where
+  // the transport moves host memory only (Gloo).
+  virtual Communicator* onDevice() { return nullptr; }
 
  private:
   LinkCost m_link;

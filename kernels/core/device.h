@@ -66,6 +66,15 @@ class Device {
   virtual void copyToHost(void* dst, const void* src, int64_t bytes) = 0;
   virtual void copyWithin(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill(void* dst, uint8_t byte, int64_t bytes) = 0;
+  // `rows` runs of `width` bytes within the device, read every `srcPitch` bytes from
+  // `src` and written every `dstPitch` bytes to `dst`: a strided copy in one go where
+  // the device has one (cudaMemcpy2DAsync), else row by row.
+  virtual void copyRows(void* dst, int64_t dstPitch, const void* src, int64_t srcPitch,
+                        int64_t width, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r)
+      copyWithin(static_cast<char*>(dst) + r * dstPitch,
+                 static_cast<const char*>(src) + r * srcPitch, width);
+  }
   // A few bytes (at most 64) to device memory, ordered like a copy; `src` may be
   // reused as soon as this returns, and the host does not wait.
   virtual void writeValues(void* dst, const void* src, int bytes) { copyToDevice(dst, src, bytes); }

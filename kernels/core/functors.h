@@ -372,4 +372,12 @@ struct AdamStep {
   }
 };
 
+// Σ_k blocks[k·n + i] for k = 0 … count−1, in that order: the stages holding a tied
+// weight sum their parts of its gradient alike, to the same bits.
+NL_HD inline float sumOfBlocks(const float* blocks, int count, int64_t n, int64_t i) {
+  float sum = blocks[i];
+  for (int k = 1; k < count; ++k) sum += blocks[int64_t(k) * n + i];
+  return sum;
+}
+
 }  // namespace netloom::fn

@@ -22,26 +22,37 @@ struct AxisRuns {
   }
 };
 
+// Part `index` of `parts` as runs of bytes: `outer` runs of `run` bytes, one every
+// `stride` bytes of the whole from `offset` on, and back to back in the part.
+struct PartRuns {
+  int64_t outer = 1, run = 0, stride = 0, offset = 0;
+  PartRuns(const Shape& whole, int axis, int index, int parts, size_t elemBytes) {
+    const AxisRuns r(whole, axis);
+    outer = r.outer;
+    run = r.axisLen / parts * r.inner * int64_t(elemBytes);
+    stride = r.axisLen * r.inner * int64_t(elemBytes);
+    offset = int64_t(index) * run;
+  }
+};
+
 // Copies part `index` of `parts` along `axis` out of `whole` into the contiguous `part`.
 inline void takePart(const void* whole, const Shape& shape, int axis, int index, int parts,
                      void* part, size_t elemBytes) {
-  const AxisRuns r(shape, axis);
-  const int64_t run = r.axisLen / parts * r.inner * int64_t(elemBytes);
-  const int64_t stride = r.axisLen * r.inner * int64_t(elemBytes);
-  const char* src = static_cast<const char*>(whole) + int64_t(index) * run;
+  const PartRuns p(shape, axis, index, parts, elemBytes);
+  const char* src = static_cast<const char*>(whole) + p.offset;
   char* dst = static_cast<char*>(part);
-  for (int64_t o = 0; o < r.outer; ++o) std::memcpy(dst + o * run, src + o * stride, size_t(run));
+  for (int64_t o = 0; o < p.outer; ++o)
+    std::memcpy(dst + o * p.run, src + o * p.stride, size_t(p.run));
 }
 
 // The reverse: the contiguous `part` written as part `index` of `whole`.
 inline void putPart(const void* part, const Shape& shape, int axis, int index, int parts,
                     void* whole, size_t elemBytes) {
-  const AxisRuns r(shape, axis);
-  const int64_t run = r.axisLen / parts * r.inner * int64_t(elemBytes);
-  const int64_t stride = r.axisLen * r.inner * int64_t(elemBytes);
+  const PartRuns p(shape, axis, index, parts, elemBytes);
   const char* src = static_cast<const char*>(part);
-  char* dst = static_cast<char*>(whole) + int64_t(index) * run;
-  for (int64_t o = 0; o < r.outer; ++o) std::memcpy(dst + o * stride, src + o * run, size_t(run));
+  char* dst = static_cast<char*>(whole) + p.offset;
+  for (int64_t o = 0; o < p.outer; ++o)
+    std::memcpy(dst + o * p.stride, src + o * p.run, size_t(p.run));
 }
 
 }  // namespace netloom

@@ -1,12 +1,13 @@
-// ZeRO's kernels (Rajbhandari et al., 2020), the same on every backend whose
-// communicator takes host memory: the gradients of a bucket summed and cut into
-// equal shards, one per data-parallel rank (reduce-scatter, ZeRO-2), and the update
-// of one rank's shard of the bucket's parameters with its shard of the optimizer
-// state, after which every rank gathers the updated parameters whole.
+// ZeRO's kernels (Rajbhandari et al., 2020), the same on every backend (the
+// optimizer's step on a shard is the backend's ParallelMath): the gradients of a bucket summed and
+// cut into equal shards, one per data-parallel rank (reduce-scatter, ZeRO-2), and the update of one
+// rank's shard of the bucket's parameters with its shard of the optimizer state, after which every
+// rank gathers the updated parameters whole.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/core/collectives.h"
 #include "kernels/core/kernel.h"
 
 namespace netloom {
@@ -20,6 +21,6 @@ struct FlatShards {
   int64_t end(int r) const { return std::min(total, int64_t(r + 1) * per); }
 };
 
-void registerZeroKernels(KernelRegistry& r, DeviceKind device);
+void registerZeroKernels(KernelRegistry& r, DeviceKind device, const ParallelMath& math);
 
 }  // namespace netloom

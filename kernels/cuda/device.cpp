@@ -183,6 +183,13 @@ class CudaDevice final : public Device {
   void copyWithin(void* dst, const void* src, int64_t bytes) override {
     copy(dst, src, bytes, cudaMemcpyDeviceToDevice, m_stream);
   }
+  void copyRows(void* dst, int64_t dstPitch, const void* src, int64_t srcPitch, int64_t width,
+                int64_t rows) override {
+    if (width <= 0 || rows <= 0) return;
+    select();
+    NL_CUDA(cudaMemcpy2DAsync(dst, size_t(dstPitch), src, size_t(srcPitch), size_t(width),
+                              size_t(rows), cudaMemcpyDeviceToDevice, m_stream));
+  }
   void fill(void* dst, uint8_t byte, int64_t bytes) override {
     if (bytes <= 0) return;
     select();

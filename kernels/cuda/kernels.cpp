@@ -21,7 +21,7 @@ void registerKernels(KernelRegistry& r) {
   registerSequence(r);
   registerBatchMatMul(r);
   registerAttention(r);
-  registerCollectiveKernels(r, DeviceKind::Cuda);
+  registerCollectiveKernels(r, DeviceKind::Cuda, parallelMath());
 }
 
 }  // namespace netloom::cuda

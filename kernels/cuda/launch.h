@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "kernels/core/collectives.h"
 #include "kernels/core/kernel.h"
 
 namespace netloom::cuda {
@@ -38,5 +39,9 @@ void registerRmsNorm(KernelRegistry& r);
 void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, positions, rotary
 void registerBatchMatMul(KernelRegistry& r);
 void registerAttention(KernelRegistry& r);
+
+// The parallel kernels' arithmetic (kernels/core/collectives.h), on the device's stream.
+ParallelMath parallelMath();
+void stepShard(void* stream, const ShardStep& s);  // ZeRO's update of a shard, in optimizers.cu
 
 }  // namespace netloom::cuda

@@ -3,13 +3,41 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <vector>
 
 namespace netloom::cuda {
 
 namespace {
+
+void checkCuda(cudaError_t e, int rank, const char* what) {
+  if (e != cudaSuccess)
+    throw CommError("rank " + std::to_string(rank) + ": " + what + ": " + cudaGetErrorString(e));
+}
+void checkNccl(ncclResult_t r, ncclComm_t comm, int rank, const std::string& what) {
+  if (r != ncclSuccess)
+    throw CommError("rank " + std::to_string(rank) + ": NCCL failed on " + what + ": " +
+                    ncclGetErrorString(r) + " (" + ncclGetLastError(comm) + ")");
+}
+
+// Rank k of `size` in a grouped send to and receive from every rank (alltoall).
+ncclResult_t exchange(const char* in, char* out, int64_t bytes, int size, ncclComm_t comm,
+                      cudaStream_t stream) {
+  ncclResult_t res = ncclGroupStart();
+  for (int k = 0; k < size && res == ncclSuccess; ++k) {
+    res = ncclSend(in + k * bytes, size_t(bytes), ncclUint8, k, comm, stream);
+    if (res == ncclSuccess)
+      res = ncclRecv(out + k * bytes, size_t(bytes), ncclUint8, k, comm, stream);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return res != ncclSuccess ? res : end;
+}
+
+class NcclCommunicator;
+std::unique_ptr<Communicator> onStream(NcclCommunicator& owner);
 
 class NcclCommunicator : public Communicator {
  public:
@@ -20,8 +48,10 @@ class NcclCommunicator : public Communicator {
         m_size(size),
         m_compute(static_cast<cudaStream_t>(device.stream())) {
     check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "creating its stream");
+    m_onDevice = onStream(*this);
   }
   ~NcclCommunicator() override {
+    m_onDevice.reset();
     for (auto& [name, b] : m_buckets) {
       cudaEventDestroy(b.ready);
       cudaEventDestroy(b.done);
@@ -37,6 +67,22 @@ class NcclCommunicator : public Communicator {
     return "NCCL, rank " + std::to_string(m_rank) + " of " + std::to_string(m_size);
   }
   bool sumsDeviceMemory() const override { return true; }
+  Communicator* onDevice() override { return m_onDevice.get(); }
+
+  // A group is split off this communicator (ncclCommSplit): every rank of this one
+  // makes its groups in the same order, as engine/parallel's tensorGroups does.
+  std::unique_ptr<Communicator> group(const std::vector<int>& members, uint32_t id) override {
+    int key = -1;
+    for (size_t k = 0; k < members.size(); ++k)
+      if (members[k] == m_rank) key = int(k);
+    if (key < 0) return nullptr;
+    ncclComm_t comm = nullptr;
+    nccl(ncclCommSplit(m_comm, int(id & 0x7fffffffu), key, &comm, nullptr), "splitting a group");
+    return std::make_unique<NcclCommunicator>(m_device, comm, key, int(members.size()));
+  }
+
+  ncclComm_t comm() const { return m_comm; }
+  cudaStream_t computeStream() const { return m_compute; }
 
   // The blocking calls take host memory (the trainer's scalars and sums), staged
   // through device memory.
@@ -80,16 +126,8 @@ class NcclCommunicator : public Communicator {
   }
   void alltoall(const void* in, void* out, int64_t bytes) override {
     twoWay(in, bytes * m_size, out, bytes * m_size, [&](void* d, void* r) {
-      ncclResult_t res = ncclGroupStart();
-      for (int k = 0; k < m_size && res == ncclSuccess; ++k) {
-        res = ncclSend(static_cast<char*>(d) + k * bytes, size_t(bytes), ncclUint8, k, m_comm,
-                       m_stream);
-        if (res == ncclSuccess)
-          res = ncclRecv(static_cast<char*>(r) + k * bytes, size_t(bytes), ncclUint8, k, m_comm,
-                         m_stream);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      return res != ncclSuccess ? res : end;
+      return exchange(static_cast<char*>(d), static_cast<char*>(r), bytes, m_size, m_comm,
+                      m_stream);
     });
   }
   // NCCL orders one pair's messages as sent; the tag is not needed to match them.
@@ -176,16 +214,8 @@ class NcclCommunicator : public Communicator {
     check(cudaStreamSynchronize(m_stream), "a collective");
   }
 
-  void check(cudaError_t e, const char* what) const {
-    if (e != cudaSuccess)
-      throw CommError("rank " + std::to_string(m_rank) + ": " + what + ": " +
-                      cudaGetErrorString(e));
-  }
-  void nccl(ncclResult_t r, const std::string& what) const {
-    if (r != ncclSuccess)
-      throw CommError("rank " + std::to_string(m_rank) + ": NCCL failed on " + what + ": " +
-                      ncclGetErrorString(r) + " (" + ncclGetLastError(m_comm) + ")");
-  }
+  void check(cudaError_t e, const char* what) const { checkCuda(e, m_rank, what); }
+  void nccl(ncclResult_t r, const std::string& what) const { checkNccl(r, m_comm, m_rank, what); }
 
   Device& m_device;
   ncclComm_t m_comm;
@@ -194,7 +224,156 @@ class NcclCommunicator : public Communicator {
   std::map<std::string, Bucket> m_buckets;
   void* m_staging = nullptr;
   int64_t m_stagingBytes = 0;
+  std::unique_ptr<Communicator> m_onDevice;
 };
+
+// NcclCommunicator's calls on device memory (Communicator::onDevice), queued on the
+// device's stream. Point-to-point messages travel on two more communicators split
+// off the owner's, "up" for messages to higher ranks and "down" for those to lower
+// ones, and each is sent from a stream of its own: a send never holds up the step.
+// NCCL runs one communicator's calls in the order issued, whatever their streams; as
+// a lane carries messages one way only, two stages sending each other at once
+// (1F1B's activations and gradients) never wait on each other. NCCL pairs one
+// lane's messages between two ranks by their order; the pipeline schedule issues
+// them in the same order at both ends (engine/compiler/passes/pipeline.cpp). A send
+// first copies its bytes, in stream order, into memory of its own.
+class NcclOnStream : public Communicator {
+ public:
+  explicit NcclOnStream(NcclCommunicator& owner)
+      : m_owner(owner), m_comm(owner.comm()), m_stream(owner.computeStream()) {
+    check(cudaMalloc(&m_one, sizeof(float)), "a barrier's value");
+    check(cudaEventCreateWithFlags(&m_issued, cudaEventDisableTiming), "an event");
+  }
+  ~NcclOnStream() override {
+    for (Lane& lane : m_lanes) {
+      if (lane.stream) cudaStreamSynchronize(lane.stream);
+      if (lane.comm) ncclCommDestroy(lane.comm);
+      if (lane.stream) cudaStreamDestroy(lane.stream);
+    }
+    for (auto& [tag, kept] : m_kept)
+      for (auto& [copy, bytes] : kept) cudaFree(copy);
+    cudaEventDestroy(m_issued);
+    cudaFree(m_one);
+  }
+
+  int rank() const override { return m_owner.rank(); }
+  int size() const override { return m_owner.size(); }
+  std::string describe() const override { return m_owner.describe() + ", device memory"; }
+  bool sumsDeviceMemory() const override { return true; }
+
+  void allreduce(float* data, int64_t count, bool mean) override {
+    nccl(ncclAllReduce(data, data, size_t(count), ncclFloat, mean ? ncclAvg : ncclSum, m_comm,
+                       m_stream),
+         "an all-reduce");
+  }
+  void allreduce(double* data, int64_t count) override {
+    nccl(ncclAllReduce(data, data, size_t(count), ncclDouble, ncclSum, m_comm, m_stream),
+         "an all-reduce");
+  }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    nccl(ncclBroadcast(data, data, size_t(bytes), ncclUint8, root, m_comm, m_stream),
+         "a broadcast");
+  }
+  void allgather(const void* in, void* out, int64_t bytes) override {
+    nccl(ncclAllGather(in, out, size_t(bytes), ncclUint8, m_comm, m_stream), "an all-gather");
+  }
+  void barrier() override { allreduce(static_cast<float*>(m_one), 1, false); }
+  void reduceScatter(const float* in, float* out, int64_t count) override {
+    nccl(ncclReduceScatter(in, out, size_t(count), ncclFloat, ncclSum, m_comm, m_stream),
+         "a reduce-scatter");
+  }
+  void alltoall(const void* in, void* out, int64_t bytes) override {
+    nccl(exchange(static_cast<const char*>(in), static_cast<char*>(out), bytes, size(), m_comm,
+                  m_stream),
+         "an all-to-all");
+  }
+  void send(const void* data, int64_t bytes, int to, uint32_t tag) override {
+    if (to == rank()) return keep(data, bytes, tag);
+    Lane& l = lane(to > rank());
+    void* copy = nullptr;
+    check(cudaEventRecord(m_issued, m_stream), "ordering a send after the step");
+    check(cudaStreamWaitEvent(l.stream, m_issued, 0), "ordering a send after the step");
+    check(cudaMallocAsync(&copy, size_t(std::max<int64_t>(bytes, 1)), l.stream), "a send's copy");
+    check(cudaMemcpyAsync(copy, data, size_t(bytes), cudaMemcpyDeviceToDevice, l.stream),
+          "a send's copy");
+    nccl(ncclSend(copy, size_t(bytes), ncclUint8, to, l.comm, l.stream), "a send");
+    check(cudaFreeAsync(copy, l.stream), "a send's copy");
+  }
+  void recv(void* data, int64_t bytes, int from, uint32_t tag) override {
+    if (from == rank()) return take(data, bytes, tag);
+    Lane& l = lane(from < rank());
+    nccl(ncclRecv(data, size_t(bytes), ncclUint8, from, l.comm, m_stream), "a receive");
+  }
+  void start(const std::string& bucket, const TensorRef* t, size_t n) override {
+    m_owner.start(bucket, t, n);
+  }
+  void wait(const std::string& bucket) override { m_owner.wait(bucket); }
+
+ private:
+  struct Lane {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+
+  // The lanes are split off on the first message (every rank of a pipeline group sends
+  // or receives in its first step), not in a step being recorded: a recording cannot
+  // hold a send on a stream that never rejoins the step's.
+  Lane& lane(bool up) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(m_stream, &capturing), "asking whether the step is recorded");
+    if (capturing != cudaStreamCaptureStatusNone)
+      throw CommError(
+          "messages between pipeline stages go on streams of their own, which a "
+          "recorded step cannot hold");
+    if (!m_lanes[0].comm)
+      for (Lane& l : m_lanes) {
+        nccl(ncclCommSplit(m_comm, 0, rank(), &l.comm, nullptr), "making a lane for messages");
+        check(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), "a lane's stream");
+      }
+    return m_lanes[up ? 0 : 1];
+  }
+
+  // A message to this rank itself (NCCL orders one communicator's calls, so a send
+  // and a receive of its own would wait on each other): a copy on the step's stream,
+  // kept by tag until received.
+  void keep(const void* data, int64_t bytes, uint32_t tag) {
+    void* copy = nullptr;
+    check(cudaMallocAsync(&copy, size_t(std::max<int64_t>(bytes, 1)), m_stream), "a message");
+    check(cudaMemcpyAsync(copy, data, size_t(bytes), cudaMemcpyDeviceToDevice, m_stream),
+          "a message");
+    m_kept[tag].push_back({copy, bytes});
+  }
+  void take(void* data, int64_t bytes, uint32_t tag) {
+    auto it = m_kept.find(tag);
+    if (it == m_kept.end() || it->second.empty())
+      throw CommError("rank " + std::to_string(rank()) + " receives from itself a message (tag " +
+                      std::to_string(tag) + ") it never sent");
+    auto [copy, kept] = it->second.front();
+    it->second.pop_front();
+    if (kept != bytes)
+      throw CommError("rank " + std::to_string(rank()) + " sent itself " + std::to_string(kept) +
+                      " bytes (tag " + std::to_string(tag) + ") and receives " +
+                      std::to_string(bytes));
+    check(cudaMemcpyAsync(data, copy, size_t(bytes), cudaMemcpyDeviceToDevice, m_stream),
+          "a message");
+    check(cudaFreeAsync(copy, m_stream), "a message");
+  }
+
+  void check(cudaError_t e, const char* what) const { checkCuda(e, rank(), what); }
+  void nccl(ncclResult_t r, const std::string& what) const { checkNccl(r, m_comm, rank(), what); }
+
+  std::map<uint32_t, std::deque<std::pair<void*, int64_t>>> m_kept;
+  NcclCommunicator& m_owner;
+  ncclComm_t m_comm;
+  cudaStream_t m_stream;
+  void* m_one = nullptr;
+  cudaEvent_t m_issued = nullptr;
+  Lane m_lanes[2];
+};
+
+std::unique_ptr<Communicator> onStream(NcclCommunicator& owner) {
+  return std::make_unique<NcclOnStream>(owner);
+}
 
 std::string hex(const void* data, size_t n) {
   static const char* digits = "0123456789abcdef";

@@ -5,6 +5,7 @@
 #include <climits>
 #include <memory>
 
+#include "kernels/core/collectives.h"
 #include "kernels/core/device.h"
 #include "kernels/core/functors.h"
 #include "kernels/cuda/cuda_util.h"
@@ -277,6 +278,21 @@ KernelFn adamGroup(const std::vector<KernelSig>& sigs,
 }
 
 }  // namespace
+
+void stepShard(void* stream, const ShardStep& s) {
+  if (s.n == 0) return;
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (s.adam) {
+    adamKernel<<<gridFor(s.n), kBlock, 0, st>>>(
+        s.io->stepValues, s.io->guard, s.lossScale,
+        AdamSettings{s.beta1, s.beta2, s.eps, s.weightDecay, s.decoupled}, s.p, s.g, s.m, s.v, s.n);
+    NL_CHECK_LAUNCH(adamKernel);
+    return;
+  }
+  sgdKernel<<<gridFor(s.n), kBlock, 0, st>>>(s.io->stepValues, s.io->guard, s.lossScale, s.momentum,
+                                             s.weightDecay, s.nesterov, s.p, s.g, s.m, s.n);
+  NL_CHECK_LAUNCH(sgdKernel);
+}
 
 void registerOptimizers(KernelRegistry& r) {
   r.add("LossScaleSeed", DeviceKind::Cuda,

@@ -12,6 +12,7 @@
 #include "engine/graph/sbp.h"
 #include "engine/parallel/communicator.h"
 #include "engine/parallel/tcp_store.h"
+#include "kernels/core/moves.h"
 #include "kernels/core/shard.h"
 
 using namespace netloom;
@@ -245,6 +246,37 @@ class TestDist : public QObject {
     auto planned = planningRanks(4);
     TensorGroups g = tensorGroups(*planned, 2);
     QVERIFY(!measureLink(*g.tensor).measured);
+  }
+
+  // A part along each axis of a 4×6×2 tensor, and each of its bytes' worth (2- and
+  // 8-byte elements too), taken out and put back by strided copies through a device
+  // (Device::copyRows, as a GPU does them): the same bytes as the host's loops.
+  void partsMoveAlikeThroughADevice() {
+    const Moves device = Moves::through(cpuDevice()), host(nullptr);
+    QVERIFY(!device.onHost() && host.onHost());
+    const Shape whole{4, 6, 2};
+    for (size_t elem : {size_t(2), size_t(4), size_t(8)})
+      for (int axis = 0; axis < 3; ++axis)
+        for (int parts : {1, 2}) {
+          std::vector<char> x(size_t(numel(whole)) * elem);
+          for (size_t i = 0; i < x.size(); ++i) x[i] = char(i * 7 + 3);
+          for (int k = 0; k < parts; ++k) {
+            const size_t n = x.size() / size_t(parts);
+            std::vector<char> a(n, 0), b(n, 1);
+            device.takePart(x.data(), whole, axis, k, parts, a.data(), elem);
+            host.takePart(x.data(), whole, axis, k, parts, b.data(), elem);
+            QCOMPARE(a, b);
+            std::vector<char> back(x.size(), 0), hostBack(x.size(), 0);
+            device.putPart(a.data(), whole, axis, k, parts, back.data(), elem);
+            host.putPart(b.data(), whole, axis, k, parts, hostBack.data(), elem);
+            QCOMPARE(back, hostBack);
+          }
+        }
+    // Scratch through the device is its memory: written and read like any.
+    std::shared_ptr<char> s = device.scratch(64);
+    QVERIFY(s != nullptr);
+    device.zero(s.get(), 64);
+    QCOMPARE(int(s.get()[63]), 0);
   }
 
   // Every boxing between B, P and a split on each even axis of a 4×6 and a 2×4×2×3

@@ -4,6 +4,7 @@
 // stale shape caught; and passes run alone on a graph.
 #include <QtTest>
 #include <cstring>
+#include <map>
 
 #include "engine/compiler/pass.h"
 #include "engine/parallel/communicator.h"
@@ -402,6 +403,60 @@ class TestPasses : public QObject {
     }
     QVERIFY(boxings >= 4);
     QVERIFY(beside > 0);
+  }
+
+  // Pipelines: the messages one stage sends another go in the order the other takes
+  // them (a transport may pair them by order alone, as NCCL does). Three stages, four
+  // micro-batches, values crossing each boundary side by side and one skipping a stage:
+  // for every pair of stages, the tags of one's sends to the other, in plan order,
+  // are those of the other's receives from it.
+  void stagesTakeMessagesInTheOrderSent() {
+    using namespace testutil;
+    const std::string body =
+        input("x", "8") + labels() + node("p", "Linear", "x", intAttr("out_features", 8)) +
+        node("q", "Linear", "x", intAttr("out_features", 8)) + node("tq", "Tanh", "q") +
+        node("tp", "Tanh", "p") + node("mid", "Add", "tq,tp") +
+        node("r", "Linear", "mid", intAttr("out_features", 8)) + node("tr", "Tanh", "r") +
+        node("late", "Add", "tr,tp") + node("out", "Linear", "late", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "out,label");
+    const int stages = 3;
+    auto comms = threadRanks(stages, 30);
+    // (from, to) -> the tags of the messages, in the order sent and in the order taken
+    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sent, taken;
+    size_t messages = 0;
+    for (int r = 0; r < stages; ++r) {
+      CompileOptions o = gradientsOnly();
+      o.batch = 8;
+      o.comm = comms[size_t(r)].get();
+      o.stageComm = comms[size_t(r)].get();
+      o.microBatches = 4;
+      o.stagePlacements = {{"p", 0}, {"q", 0},  {"tq", 0},   {"tp", 0},  {"mid", 1},
+                           {"r", 1}, {"tr", 1}, {"late", 2}, {"out", 2}, {"loss", 2}};
+      ParamStore store;
+      auto p = compile(model(body), o, store);
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      for (const PlanStep& s : (*p)->steps) {
+        const Node& n = (*p)->graph.nodes[size_t(s.node)];
+        const std::string op = n.op->name;
+        if (op != "PipeSend" && op != "PipeRecv") continue;
+        const int64_t peer = n.attrs.i("peer"), tag = n.attrs.i("tag");
+        if (op == "PipeSend")
+          sent[{r, peer}].push_back(tag);
+        else
+          taken[{peer, r}].push_back(tag);
+        ++messages;
+      }
+    }
+    const std::pair<int64_t, int64_t> skip{0, 2}, next{0, 1}, back{1, 0};
+    QVERIFY2(sent.count(skip) && sent.count(next) && sent.count(back),
+             "a skip across a stage, values side by side, gradients back");
+    QVERIFY(sent[next].size() >= 8);  // two values a micro-batch
+    QCOMPARE(sent.size(), taken.size());
+    for (const auto& [pair, tags] : sent) {
+      QVERIFY2(taken.count(pair), "a pair that sends but never receives");
+      QCOMPARE(taken[pair], tags);
+    }
+    QCOMPARE(messages % 2, size_t(0));
   }
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Everything to check on a machine with an NVIDIA GPU, in one run: builds only the
 # engine, the CUDA backend and the GPU tests (no IDE, no remote, no Qt Widgets) for this
-# GPU's architecture, runs the `gpu`-labelled tests, then benchmarks LeNet, Conv+BN
-# and ResNet at batch 128, and the fortunes GPT's training, against PyTorch on the same
-# GPU (where PyTorch has CUDA).
+# GPU's architecture, runs the `gpu`-labelled tests and, with two GPUs or more, the
+# parallel strategies with a rank on each (tests/gpu/rank_strategies.sh), then
+# benchmarks LeNet, Conv+BN and ResNet at batch 128, and the fortunes GPT's training,
+# against PyTorch on the same GPU (where PyTorch has CUDA).
 # Writes its report and logs to $OUT when that is set.
 #   tests/gpu/device_check.sh [BUILD_DIR]
 set -uo pipefail
@@ -56,7 +57,7 @@ if ! cmake "${cmake_args[@]}" -DNETLOOM_BUILD_TESTS=ON > "$out/configure.log" 2>
 fi
 grep -E "CUDA backend" "$out/configure.log" | tee -a "$report"
 targets=(netloom-train)
-[[ "$tests" == ON ]] && targets+=(tst_gpu tst_devices)
+[[ "$tests" == ON ]] && targets+=(tst_gpu tst_gpu_parallel tst_devices)
 if ! cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}" > "$out/build.log" 2>&1; then
   say "build failed (see build.log):"
   grep -E "error|FAILED" "$out/build.log" | head -n 30 | tee -a "$report"
@@ -74,8 +75,20 @@ if [[ "$tests" == ON ]]; then
   grep -E "tests passed|Passed|Failed|SKIP|FAIL!" "$out/tests.log" | tee -a "$report"
   "$build/tests/gpu/tst_gpu" -o "$out/tst_gpu.txt,txt" > /dev/null 2>&1 || true
   grep -E "^(PASS|FAIL|SKIP|QINFO)" "$out/tst_gpu.txt" | head -n 200 >> "$report"
+  "$build/tests/gpu/tst_gpu_parallel" > "$out/tst_gpu_parallel.txt" 2>&1 || status=1
+  grep -E "^(FAIL|SKIP)|Totals" "$out/tst_gpu_parallel.txt" | tee -a "$report"
   "$build/tests/engine/tst_devices" > "$out/tst_devices.txt" 2>&1 || status=1
   grep -E "^(PASS|FAIL|SKIP)|Totals" "$out/tst_devices.txt" | tee -a "$report"
+fi
+
+# One NCCL rank per GPU under each parallel strategy, against one rank.
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+if [[ "${gpus:-0}" -ge 2 ]]; then
+  say "-- parallel strategies, one rank on each of $gpus GPUs (NCCL)"
+  "$root/tests/gpu/rank_strategies.sh" "$build" cuda "$gpus" "$out/strategies" 2>&1 \
+    | tee -a "$report" || status=1
+else
+  say "-- parallel strategies over NCCL: ${gpus:-0} GPU here, they need two (skipped)"
 fi
 
 say "-- benchmarks (batch 128, one epoch of Fashion-MNIST)"

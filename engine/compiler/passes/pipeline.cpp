@@ -309,6 +309,25 @@ std::map<std::pair<bool, int>, int> oneForwardOneBackward(int s, int stages, int
   return at;
 }
 
+// The sends to each peer, and the receives from each, in the order both ends take
+// them: by micro-batch, then tag. A transport that pairs messages by their order
+// rather than their tags (NCCL) then pairs each with its own.
+std::map<std::pair<const OpDef*, int64_t>, std::vector<std::pair<std::pair<int, int64_t>, size_t>>>
+messageLines(const PassContext& c) {
+  std::map<std::pair<const OpDef*, int64_t>,
+           std::vector<std::pair<std::pair<int, int64_t>, size_t>>>
+      lines;
+  for (size_t i = 0; i < c.g.nodes.size(); ++i) {
+    const Node& node = c.g.nodes[i];
+    if (node.op != &internal_ops::pipeSend() && node.op != &internal_ops::pipeRecv()) continue;
+    auto m = c.microOf.find(node.backward ? node.origin : node.name);
+    const int micro = m == c.microOf.end() ? -1 : m->second;
+    lines[{node.op, node.attrs.i("peer")}].push_back({{micro, node.attrs.i("tag")}, i});
+  }
+  for (auto& [peer, line] : lines) std::sort(line.begin(), line.end());
+  return lines;
+}
+
 class PipelineSchedule : public Pass {
  public:
   const char* name() const override { return "pipeline schedule"; }
@@ -353,6 +372,8 @@ class PipelineSchedule : public Pass {
       if (lastAct < n) after(lastAct, i);
       lastAct = i;
     }
+    for (const auto& [peer, line] : messageLines(c))
+      for (size_t k = 1; k < line.size(); ++k) after(line[k - 1].second, line[k].second);
     using Item = std::pair<std::pair<int, size_t>, size_t>;  // ((key, order), node)
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
     for (size_t i = 0; i < n; ++i)
