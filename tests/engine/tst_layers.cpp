@@ -18,17 +18,19 @@ const std::map<QString, QSet<QString>> kAllowed = {
     {"ops", {"util", "proto", "io", "graph"}},
     {"runtime", {"util", "proto", "io", "data", "graph", "ops"}},
     {"parallel", {"util", "proto", "io", "runtime"}},
+    {"sweep", {"util"}},
     {"compiler", {"util", "proto", "io", "data", "graph", "ops", "runtime"}},
     {"train", {"util", "proto", "io", "data", "graph", "ops", "runtime", "compiler", "parallel"}},
     {"interop", {"util", "proto", "io", "data", "graph", "ops", "runtime", "compiler"}},
     {"cli",
      {"util", "proto", "io", "data", "graph", "ops", "runtime", "compiler", "parallel", "train",
-      "interop"}},
+      "interop", "sweep"}},
 };
 
 // The engine headers the editor, the IDE and remote/ may include beyond whole public
 // folders: the runtime's device list, and the interop entry points.
-const QSet<QString> kPublicFolders = {"util", "proto", "io", "data", "graph", "ops", "train"};
+const QSet<QString> kPublicFolders = {"util",  "proto", "io",    "data",
+                                      "graph", "ops",   "train", "sweep"};
 const QSet<QString> kPublicHeaders = {"engine/runtime/devices.h", "engine/interop/onnx.h",
                                       "engine/interop/pytorch_export.h"};
 

@@ -112,7 +112,7 @@ std::vector<Case> cases() {
   for (const char* from : layouts)
     for (const char* to : layouts) {
       if (std::string(from) == to) continue;
-      Case c{std::string("boxing ") + from + " -> " + to, "Boxing", {}, {t}, {x}};
+      Case c{std::string("boxing ") + from + " to " + to, "Boxing", {}, {t}, {x}};
       c.attrs.set("from", std::string(from));
       c.attrs.set("to", std::string(to));
       c.attrs.set("parts", int64_t(1));
