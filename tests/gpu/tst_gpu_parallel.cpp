@@ -5,6 +5,7 @@
 // GPU's. (Messages between two GPUs, on the lanes, need two.) Skips, saying why,
 // without a GPU or without NCCL.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -112,7 +113,12 @@ std::vector<Case> cases() {
   for (const char* from : layouts)
     for (const char* to : layouts) {
       if (std::string(from) == to) continue;
-      Case c{std::string("boxing ") + from + " to " + to, "Boxing", {}, {t}, {x}};
+      auto bare = [](std::string l) {  // "S(1)" as "S1": row names without brackets
+        l.erase(std::remove_if(l.begin(), l.end(), [](char ch) { return ch == '(' || ch == ')'; }),
+                l.end());
+        return l;
+      };
+      Case c{"boxing " + bare(from) + " to " + bare(to), "Boxing", {}, {t}, {x}};
       c.attrs.set("from", std::string(from));
       c.attrs.set("to", std::string(to));
       c.attrs.set("parts", int64_t(1));
