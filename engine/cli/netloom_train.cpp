@@ -17,6 +17,7 @@
 
 #include "engine/cli/hold.h"
 #include "engine/cli/ranks.h"
+#include "engine/cli/sweep_command.h"
 #include "engine/cli/train_args.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/json.h"
@@ -415,6 +416,11 @@ int main(int argc, char** argv) {
   if (a.generate) return generate(a, *project);
   Plan p{a, *project};
   if (auto rc = chooseDevice(p)) return *rc;
+  if (a.sweep) {
+    std::signal(SIGTERM, onStopSignal);
+    std::signal(SIGINT, onStopSignal);
+    return netloom::cli::runSweepCommand(a, p.project, g_stop);
+  }
   if (a.summary) return printSummary(p);
   if (auto rc = chooseRanks(p)) return *rc;
   if (a.explain) return printExplanation(p);

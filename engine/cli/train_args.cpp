@@ -135,6 +135,20 @@ void addOutputs(Reader& r) {
   r.flag("--quiet", a.quiet, "no progress output");
 }
 
+void addSweep(Reader& r) {
+  TrainArgs& a = r.a;
+  r.flag("--sweep", a.sweep,
+         "run the project's sweep: trials with the parameters it spans, several at once, a "
+         "table printed as they end");
+  r.number("--parallel", a.parallel, 1, 4096,
+           "with --sweep: trials at once, the cores shared among them (over sweep.parallel)");
+  r.text("--sweep-json", a.sweepJson, "FILE",
+         "with --sweep: write {\"trials\": [...]} (parameters, status, objective, folder)");
+  r.text("--sweep-dir", a.sweepDir, "DIR",
+         "with --sweep: where the trials' folders and sweep.json go (default: "
+         "runs/sweep-<project>/ beside the project); a sweep started there before goes on");
+}
+
 void addParallel(Reader& r) {
   TrainArgs& a = r.a;
   r.number("--ranks", a.ranks, 1, 4096,
@@ -276,11 +290,14 @@ void addGeneration(Reader& r) {
 
 // Groups of options, as --help shows them.
 void declare(Reader& r) {
-  const std::pair<const char*, void (*)(Reader&)> groups[] = {
-      {"Training", addTraining},       {"Outputs", addOutputs},
-      {"Data parallel", addParallel},  {"Compiler", addCompiler},
-      {"Information", addInformation}, {"Conversions", addConversions},
-      {"Generation", addGeneration}};
+  const std::pair<const char*, void (*)(Reader&)> groups[] = {{"Training", addTraining},
+                                                              {"Outputs", addOutputs},
+                                                              {"Data parallel", addParallel},
+                                                              {"Compiler", addCompiler},
+                                                              {"Sweeps", addSweep},
+                                                              {"Information", addInformation},
+                                                              {"Conversions", addConversions},
+                                                              {"Generation", addGeneration}};
   // An option given twice takes its last value, as a launcher that adds its own
   // --rank-timeout to the user's relies on.
   r.app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -320,6 +337,15 @@ std::string checkTogether(const CLI::App& app, TrainArgs& a) {
     a.convert.project = a.project;
     return checkConversion(a.convert);
   }
+  if (!a.sweep && (a.parallel > 0 || !a.sweepJson.empty() || !a.sweepDir.empty()))
+    return std::string(a.parallel > 0         ? "--parallel"
+                       : !a.sweepJson.empty() ? "--sweep-json"
+                                              : "--sweep-dir") +
+           " goes with --sweep";
+  if (a.sweep && (a.ranks > 0 || a.threadRanks > 0 || !a.opts.resume.empty() || !a.events.empty() ||
+                  a.generate || a.explain))
+    return "--sweep runs its trials itself, each with its own events; it does not go with "
+           "--ranks, --thread-ranks, --resume, --events, --generate or --explain";
   if (!a.opts.precision.empty() && !parsePrecision(a.opts.precision))
     return "--precision: '" + a.opts.precision + "' is not a precision (fp32, bf16, fp16)";
   if (!a.devices.empty()) {

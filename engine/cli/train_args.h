@@ -30,6 +30,10 @@ struct TrainArgs {
   int64_t maxTokens = 200;
   double temperature = 1.0;
   int topK = 0;
+  // --sweep: the project's sweep instead of one run.
+  bool sweep = false;
+  int parallel = 0;  // --parallel: trials at once (over sweep.parallel)
+  std::string sweepJson, sweepDir;
 };
 
 // Reads a whole decimal integer in [lo, hi] into `out`; anything else (a sign,

@@ -24,6 +24,7 @@ class MetricWatch {
   bool needsValidation() const { return m_split == "val"; }
   bool needsTest() const { return m_split == "test"; }
   const std::string& name() const { return m_name; }
+  bool maximizes() const { return m_maximize; }
 
  private:
   std::string m_spec, m_split, m_name;

@@ -18,7 +18,7 @@ const std::map<QString, QSet<QString>> kAllowed = {
     {"ops", {"util", "proto", "io", "graph"}},
     {"runtime", {"util", "proto", "io", "data", "graph", "ops"}},
     {"parallel", {"util", "proto", "io", "runtime"}},
-    {"sweep", {"util"}},
+    {"sweep", {"util", "proto", "io", "graph", "train"}},
     {"compiler", {"util", "proto", "io", "data", "graph", "ops", "runtime"}},
     {"train", {"util", "proto", "io", "data", "graph", "ops", "runtime", "compiler", "parallel"}},
     {"interop", {"util", "proto", "io", "data", "graph", "ops", "runtime", "compiler"}},

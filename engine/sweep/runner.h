@@ -1,0 +1,57 @@
+// Running a sweep on this computer: trials in parallel, each a training run of its
+// own project (the parameters set) in a thread, the cores shared out among them. The
+// scheduler fills a free slot as soon as a trial ends or is pruned at one of ASHA's
+// rungs; a failed trial is recorded with its error and the sweep goes on. Every
+// change is written to <folder>/sweep.json at once (atomically), each trial's events
+// to <folder>/trial-NNN/events.pb; started again on the same folder, a sweep keeps
+// the trials that ended and runs the rest.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/io/json.h"
+#include "engine/sweep/definition.h"
+#include "engine/train/trainer.h"
+
+namespace netloom::sweep {
+
+struct TrialRecord {
+  int index = 0;
+  Point at;
+  std::vector<std::string> values;  // the parameters as text, in the plan's order
+  std::string status = "queued";    // queued, running, done, pruned, failed
+  double objective = 0;             // the metric at the trial's last epoch
+  bool hasObjective = false;
+  int epochs = 0;  // epochs run
+  int rung = -1;   // the last ASHA rung it reached
+  double seconds = 0;
+  std::string error;   // a failed trial's
+  std::string folder;  // its events and log
+  bool ended() const { return status == "done" || status == "pruned" || status == "failed"; }
+};
+
+struct SweepOptions {
+  std::string folder;  // sweep.json and the trials' folders
+  int parallel = 0;    // trials at once; 0: the plan's
+  int cores = 0;       // shared among the trials; 0: every core
+  TrainOptions base;   // each trial's, but for its threads and stop flag
+  std::function<void(const TrialRecord&)> onTrial;  // each change of a trial's status
+  const std::atomic<bool>* stop = nullptr;          // set: no trial starts, running ones end
+};
+
+struct SweepResult {
+  std::vector<TrialRecord> trials;
+  int best = -1;  // the index of the trial with the best objective; -1: none has one
+};
+
+Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& plan,
+                             const SweepOptions& options);
+
+// {"objective": …, "trials": [{"index", "params", "status", "objective", "epochs",
+// "rung", "seconds", "error", "folder"}], "best": …}
+Json sweepJson(const SweepPlan& plan, const SweepResult& result);
+
+}  // namespace netloom::sweep
