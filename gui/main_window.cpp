@@ -22,6 +22,7 @@
 #include "gui/dock_layout.h"
 #include "gui/edit_actions.h"
 #include "gui/evaluation.h"
+#include "gui/experiments_view.h"
 #include "gui/first_run.h"
 #include "gui/generate_panel.h"
 #include "gui/interop_actions.h"
@@ -190,6 +191,10 @@ void MainWindow::buildDocks() {
   m_generate = new GeneratePanel;
   QDockWidget* generate = m_docks->add("Generate", m_generate, Qt::BottomDockWidgetArea);
   tabifyDockWidget(charts, generate);
+  m_experiments = new ExperimentsView(&m_doc);
+  QDockWidget* experiments =
+      m_docks->add("Experiments", m_experiments, Qt::BottomDockWidgetArea, true);
+  tabifyDockWidget(generate, experiments);
   QDockWidget* runs = m_docks->add("Runs", m_runs->history(), Qt::RightDockWidgetArea);
   m_trainForm = new SettingsForm(&m_doc, SettingsForm::Part::Train);
   m_dataForm = new SettingsForm(&m_doc, SettingsForm::Part::Data);

@@ -38,6 +38,7 @@ class InteropActions;
 class ProjectFiles;
 class RunActions;
 class GeneratePanel;
+class ExperimentsView;
 class AttentionView;
 class SettingsForm;
 class RunController;
@@ -65,6 +66,7 @@ class MainWindow : public QMainWindow {
   RunController* runs() const { return m_runs; }
   EvaluationWidget* evaluation() const { return m_evaluation; }
   GeneratePanel* generatePanel() const { return m_generate; }
+  ExperimentsView* experiments() const { return m_experiments; }
   AttentionView* attention() const { return m_attention; }
   QTabWidget* evaluationTabs() const { return m_evaluationTabs; }
   QDialog* evaluationWindow() const { return m_evaluationWindow; }
@@ -142,6 +144,7 @@ class MainWindow : public QMainWindow {
   InteropActions* m_interop = nullptr;
   EvaluationWidget* m_evaluation = nullptr;
   GeneratePanel* m_generate = nullptr;
+  ExperimentsView* m_experiments = nullptr;
   AttentionView* m_attention = nullptr;
   QTabWidget* m_evaluationTabs = nullptr;
   QDialog* m_evaluationWindow = nullptr;

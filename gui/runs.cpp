@@ -33,7 +33,8 @@ std::string absoluteFrom(const QString& base, const std::string& path) {
   return QFileInfo(p).isAbsolute() ? path : QDir(base).absoluteFilePath(p).toStdString();
 }
 
-// The frozen copy must train from its run folder: data paths become absolute.
+}  // namespace
+
 proto::Project frozen(proto::Project p, const QString& projectDir) {
   proto::DataDef* d = p.mutable_data();
   if (d->has_idx()) {
@@ -50,8 +51,6 @@ proto::Project frozen(proto::Project p, const QString& projectDir) {
   }
   return p;
 }
-
-}  // namespace
 
 void recordFailure(const QString& eventsPath, const QString& why) {
   auto r = readEvents(eventsPath.toStdString());

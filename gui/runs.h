@@ -60,6 +60,10 @@ struct RunRecord {
   bool poll();
 };
 
+// A copy of the project that trains from another folder: its data paths made absolute
+// against `projectDir`.
+proto::Project frozen(proto::Project p, const QString& projectDir);
+
 // Makes a new run folder under `runsDir` with a frozen copy of the project, its
 // relative data paths made absolute against `projectDir`.
 Result<RunRecord> createRun(const QString& runsDir, const proto::Project& project,

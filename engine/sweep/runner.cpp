@@ -57,33 +57,8 @@ Json trialJson(const SweepPlan& plan, const TrialRecord& t) {
 
 // The trials of an earlier start of the sweep in `folder`, if any.
 std::vector<TrialRecord> earlierTrials(const SweepPlan& plan, const std::string& folder) {
-  std::vector<TrialRecord> out;
-  std::ifstream in(fs::path(folder) / "sweep.json");
-  if (!in) return out;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = Json::parse(text.str());
-  const Json* trials = json ? json->find("trials") : nullptr;
-  if (!trials || !trials->isArray()) return out;
-  for (const Json& j : trials->items()) {
-    TrialRecord t;
-    const Json *point = j.find("point"), *status = j.find("status"),
-               *objective = j.find("objective");
-    if (!point || !point->isArray() || point->items().size() != plan.space.params().size() ||
-        !status)
-      break;
-    t.index = int(out.size());
-    for (const Json& x : point->items()) t.at.push_back(x.asNumber());
-    t.status = status->asString();
-    t.hasObjective = objective && objective->isNumber();
-    if (t.hasObjective) t.objective = objective->asNumber();
-    if (const Json* e = j.find("epochs")) t.epochs = int(e->asNumber());
-    if (const Json* r = j.find("rung")) t.rung = int(r->asNumber());
-    if (const Json* s = j.find("seconds")) t.seconds = s->asNumber();
-    if (const Json* e = j.find("error")) t.error = e->asString();
-    out.push_back(t);
-  }
-  return out;
+  auto read = readSweep(plan, (fs::path(folder) / "sweep.json").string());
+  return read ? *read : std::vector<TrialRecord>{};
 }
 
 class Scheduler {
@@ -312,6 +287,40 @@ class Scheduler {
 };
 
 }  // namespace
+
+Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path) {
+  std::vector<TrialRecord> out;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = Json::parse(text.str());
+  if (!json) return makeError(path + ": " + json.error().message);
+  const Json* trials = json->find("trials");
+  if (!trials || !trials->isArray()) return out;
+  for (const Json& j : trials->items()) {
+    const Json *point = j.find("point"), *status = j.find("status");
+    if (!point || !point->isArray() || point->items().size() != plan.space.params().size() ||
+        !status)
+      break;  // another sweep's file: its trials are not this one's
+    TrialRecord t;
+    t.index = int(out.size());
+    for (const Json& x : point->items()) t.at.push_back(x.asNumber());
+    for (size_t k = 0; k < t.at.size(); ++k) t.values.push_back(plan.space.text(t.at, k));
+    t.status = status->asString();
+    if (const Json* o = j.find("objective"); o && o->isNumber()) {
+      t.objective = o->asNumber();
+      t.hasObjective = true;
+    }
+    if (const Json* e = j.find("epochs")) t.epochs = int(e->asNumber());
+    if (const Json* r = j.find("rung")) t.rung = int(r->asNumber());
+    if (const Json* s = j.find("seconds")) t.seconds = s->asNumber();
+    if (const Json* e = j.find("error")) t.error = e->asString();
+    if (const Json* d = j.find("folder")) t.folder = d->asString();
+    out.push_back(t);
+  }
+  return out;
+}
 
 Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& plan,
                              const SweepOptions& options) {

@@ -50,6 +50,10 @@ struct SweepResult {
 Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& plan,
                              const SweepOptions& options);
 
+// The trials a sweep.json holds, as far as they fit `plan`'s space; none where there is
+// no such file; an error for a file that is not JSON (one being written: read again).
+Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path);
+
 // {"objective": …, "trials": [{"index", "params", "status", "objective", "epochs",
 // "rung", "seconds", "error", "folder"}], "best": …}
 Json sweepJson(const SweepPlan& plan, const SweepResult& result);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace netloom::sweep {
@@ -306,6 +307,39 @@ std::unique_ptr<Strategy> randomSearch(const Space& space, uint64_t seed) {
 }
 std::unique_ptr<Strategy> tpeSearch(const Space& space, uint64_t seed, TpeOptions options) {
   return std::make_unique<TpeSearch>(space, seed, options);
+}
+
+std::vector<double> mainEffects(const Space& space, const std::vector<Observation>& done,
+                                int bins) {
+  const size_t n = done.size();
+  std::vector<double> out(space.params().size(), 0.0);
+  if (n < 3) return out;
+  double mean = 0, total = 0;
+  for (const Observation& o : done) mean += o.objective / double(n);
+  for (const Observation& o : done) total += (o.objective - mean) * (o.objective - mean);
+  if (total <= 0) return out;
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return done[a].at[k] < done[b].at[k]; });
+    std::vector<int> group(n);
+    const bool choice = space.params()[k].kind == Param::Kind::Choice;
+    for (size_t r = 0; r < n; ++r)
+      group[order[r]] = choice ? int(done[order[r]].at[k]) : int(r * size_t(bins) / n);
+    std::map<int, std::pair<double, int>> sums;  // group -> (sum, count)
+    for (size_t i = 0; i < n; ++i) {
+      sums[group[i]].first += done[i].objective;
+      sums[group[i]].second += 1;
+    }
+    double between = 0;
+    for (const auto& [g, sc] : sums) {
+      const double m = sc.first / sc.second;
+      between += sc.second * (m - mean) * (m - mean);
+    }
+    out[k] = between / total;
+  }
+  return out;
 }
 
 Asha::Asha(int minResource, int maxResource, int eta)

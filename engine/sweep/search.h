@@ -81,6 +81,13 @@ struct TpeOptions {
 };
 std::unique_ptr<Strategy> tpeSearch(const Space& space, uint64_t seed, TpeOptions options = {});
 
+// How much each parameter alone explains of the objective's variance (its main
+// effect, η² = between-bin variance / total variance): a choice's trials grouped by
+// option, a range's split into `bins` equal-count bins along it. 0 for every
+// parameter with fewer than 3 observations or an objective that never varies.
+std::vector<double> mainEffects(const Space& space, const std::vector<Observation>& done,
+                                int bins = 4);
+
 // ASHA: rung k needs minResource·eta^k of the budget (epochs); a trial at rung k is
 // promoted to k+1 when it is among the best ⌊n_k/eta⌋ of the n_k trials that reached
 // rung k, and was not promoted before. Asynchronous: whenever a worker frees up,

@@ -1,0 +1,98 @@
+// The Experiments dock: the open project's sweep (its `sweep` section) run by
+// `netloom-train --sweep` as a child process, into runs/sweep-<project>/ beside the
+// project, and watched there through sweep.json:
+// - a table of the trials (status, objective, epochs, rung, time, parameters),
+//   sortable and filtered by text and by the brushes of
+// - a parallel-coordinates plot, an axis per parameter and one for the objective;
+//   dragging along an axis brushes a range of it, a click clears it;
+// - the best objective so far, trial after trial;
+// - each parameter's share of the objective's variance (its main effect).
+// Promote copies a trial's parameters into the project as one undoable edit. A sweep
+// outlives the IDE: its state is on disk, shown again when the project opens, and
+// Run Sweep goes on from it.
+#pragma once
+
+#include <QMap>
+#include <QPair>
+#include <QWidget>
+#include <vector>
+
+#include "engine/sweep/runner.h"
+
+class QCustomPlot;
+class QFileSystemWatcher;
+class QLabel;
+class QLineEdit;
+class QProcess;
+class QPushButton;
+class QTableWidget;
+class QTimer;
+
+namespace netloom::editor {
+class GraphDocument;
+}
+
+namespace netloom::gui {
+
+class ExperimentsView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ExperimentsView(editor::GraphDocument* doc, QWidget* parent = nullptr);
+  ~ExperimentsView() override;
+
+  QTableWidget* table() const { return m_table; }
+  QCustomPlot* coordinates() const { return m_coordinates; }
+  QCustomPlot* bestSoFar() const { return m_best; }
+  QLabel* importance() const { return m_importance; }
+  QLineEdit* filter() const { return m_filter; }
+  bool running() const { return m_process != nullptr; }
+  // runs/sweep-<project>/ beside the saved project; empty for an unsaved one.
+  QString folder() const;
+  // The trials as sweep.json last said.
+  const std::vector<sweep::TrialRecord>& trials() const { return m_trials; }
+
+  // Keeps the table's rows whose value on `axis` (a parameter's index, or the
+  // parameters' count for the objective) lies in [lo, hi], in the axis's own units.
+  void brush(int axis, double lo, double hi);
+  void clearBrushes();
+
+ public slots:
+  void runSweep();  // starts, or goes on with, the sweep
+  void stopSweep();
+  bool promote(int trial);  // the trial's parameters into the project, one undo step
+  void reload();            // sweep.json read again
+
+ signals:
+  void sweepEnded(bool ok, const QString& why);
+  void trialsChanged();
+
+ private:
+  void onProjectChanged();
+  void fillTable();
+  void drawCoordinates();
+  void drawBest();
+  void showImportance();
+  void applyFilters();
+  void say(const QString& text);
+  // Where trial `t` lies on `axis`, 0 … 1 (a log range by its logarithm).
+  double onAxis(const sweep::TrialRecord& t, int axis) const;
+
+  editor::GraphDocument* m_doc;
+  QLabel* m_summary;
+  QPushButton *m_run, *m_stop, *m_promote;
+  QLineEdit* m_filter;
+  QTableWidget* m_table;
+  QCustomPlot *m_coordinates, *m_best;
+  QLabel* m_importance;
+  QProcess* m_process = nullptr;
+  QFileSystemWatcher* m_watcher;
+  QTimer* m_poll;
+  std::optional<sweep::SweepPlan> m_plan;
+  std::vector<sweep::TrialRecord> m_trials;
+  QMap<int, QPair<double, double>> m_brushes;  // axis -> range, in the axis's units
+  double m_pressY = 0;
+  int m_pressAxis = -1;
+};
+
+}  // namespace netloom::gui

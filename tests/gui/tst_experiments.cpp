@@ -1,0 +1,169 @@
+// The Experiments dock, through the real window and the real netloom-train: the
+// spirals sweep run from Run Sweep to its end, its table filtered by text and by a
+// brush on the parallel coordinates, the best-so-far curve and the importance; a
+// trial promoted into the project as one undoable edit; and a sweep whose window
+// closes mid-way shown again by the next window, which finishes it without losing a
+// trial.
+#include <QDir>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QUndoStack>
+#include <QtTest>
+
+#include "../common/wait.h"
+#include "editor/document.h"
+#include "engine/io/project_file.h"
+#include "gui/experiments_view.h"
+#include "gui/main_window.h"
+#include "qcustomplot.h"
+
+using namespace netloom;
+using namespace netloom::gui;
+using netloom::testing::waitForSignals;
+using netloom::testing::waitUntil;
+
+namespace {
+
+int visibleRows(QTableWidget* t) {
+  int n = 0;
+  for (int r = 0; r < t->rowCount(); ++r) n += !t->isRowHidden(r);
+  return n;
+}
+
+}  // namespace
+
+class TestExperiments : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+
+  // The shipped sweep, saved under `name` in the temporary folder.
+  QString sweepProject(const QString& name, int trials = 12, int epochs = 30) {
+    auto p = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals-sweep.nlproj");
+    if (!p) return {};
+    p->mutable_sweep()->set_trials(trials);
+    p->mutable_train()->set_epochs(epochs);
+    QDir(m_dir.path()).mkpath(name);
+    const QString path = m_dir.filePath(name + "/spirals-sweep.nlproj");
+    return saveProject(path.toStdString(), *p) ? path : QString();
+  }
+
+ private slots:
+  void aSweepRunsFromTheDock() {
+    MainWindow w;
+    QVERIFY(w.openFile(sweepProject("run")));
+    ExperimentsView* x = w.experiments();
+    QVERIFY(x);
+    auto* run = x->findChild<QPushButton*>("runSweep");
+    QVERIFY(run && run->isEnabled());
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    run->click();
+    QVERIFY(x->running());
+    QVERIFY(waitForSignals(ended));
+    QCOMPARE(ended.front().at(0).toBool(), true);
+    QCOMPARE(x->table()->rowCount(), 12);
+    QCOMPARE(int(x->trials().size()), 12);
+    int done = 0;
+    double best = 0;
+    for (const auto& t : x->trials()) {
+      QVERIFY2(t.status == "done" || t.status == "pruned", t.status.c_str());
+      done += t.status == "done";
+      best = std::max(best, t.objective);
+    }
+    QVERIFY(best >= 0.97);
+    // The best so far rises, trial after trial, to the best.
+    QCPGraph* curve = x->bestSoFar()->graph(0);
+    QCOMPARE(curve->dataCount(), 12);
+    for (int i = 1; i < curve->dataCount(); ++i)
+      QVERIFY(curve->data()->at(i)->value >= curve->data()->at(i - 1)->value);
+    QCOMPARE(curve->data()->at(11)->value, best);
+    QCOMPARE(x->coordinates()->plottableCount(), 12);
+    for (const char* p : {"train.optimizer.lr", "nodes.fc1.out_features", "nodes.fc2.out_features"})
+      QVERIFY2(x->importance()->text().contains(p), qPrintable(x->importance()->text()));
+    // Filtered by text, then by a brush on the objective's axis (the fourth).
+    x->filter()->setText("pruned");
+    QCOMPARE(visibleRows(x->table()), 12 - done);
+    x->filter()->clear();
+    QCOMPARE(visibleRows(x->table()), 12);
+    x->brush(3, 0.97, 1.0);
+    int good = 0;
+    for (const auto& t : x->trials()) good += t.objective >= 0.97;
+    QCOMPARE(visibleRows(x->table()), good);
+    x->clearBrushes();
+    QCOMPARE(visibleRows(x->table()), 12);
+  }
+
+  void promotingATrialIsOneUndoableEdit() {
+    MainWindow w;
+    const QString path = sweepProject("promote");
+    QVERIFY(w.openFile(path));
+    ExperimentsView* x = w.experiments();
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    x->runSweep();
+    QVERIFY(waitForSignals(ended));
+    std::optional<sweep::TrialRecord> pick;  // a copy: the view reads the sweep again on edits
+    for (const auto& t : x->trials())
+      if (!pick || t.objective > pick->objective) pick = t;
+    QVERIFY(pick);
+    editor::GraphDocument* doc = w.document();
+    const double lrBefore = doc->train().optimizer().lr();
+    const int steps = doc->undoStack()->count();
+    QVERIFY(x->promote(pick->index));
+    QCOMPARE(doc->undoStack()->count(), steps + 1);
+    QCOMPARE(doc->train().optimizer().lr(), pick->at[0]);
+    const auto width = [&](const char* node) {
+      const proto::Project now = doc->toProject();
+      for (const auto& n : now.model().nodes())
+        if (n.name() == node) return int(n.attrs().at("out_features").i());
+      return -1;
+    };
+    QCOMPARE(QString::number(width("fc1")), QString::fromStdString(pick->values[1]));
+    QCOMPARE(QString::number(width("fc2")), QString::fromStdString(pick->values[2]));
+    doc->undoStack()->undo();
+    QCOMPARE(doc->train().optimizer().lr(), lrBefore);
+    QCOMPARE(width("fc1"), 64);
+  }
+
+  // Closed while its sweep runs: the trials that ended are on disk; the next window
+  // shows them at once, and Run Sweep ends the sweep with them kept.
+  void aSweepOutlivesItsWindow() {
+    const QString path = sweepProject("outlives", 30, 300);
+    std::vector<sweep::TrialRecord> before;
+    {
+      MainWindow w;
+      QVERIFY(w.openFile(path));
+      ExperimentsView* x = w.experiments();
+      x->runSweep();
+      auto endedCount = [&] {
+        int n = 0;
+        for (const auto& t : x->trials()) n += t.ended();
+        return n;
+      };
+      QVERIFY(waitUntil([&] { return endedCount() >= 3; }));
+      QVERIFY(x->running());
+    }  // closed: the sweep's process is told to stop
+    MainWindow again;
+    QVERIFY(again.openFile(path));
+    ExperimentsView* x = again.experiments();
+    for (const auto& t : x->trials())
+      if (t.ended()) before.push_back(t);
+    QVERIFY(before.size() >= 3);
+    QVERIFY(int(x->trials().size()) < 30 || before.size() < 30);
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    x->runSweep();
+    QVERIFY(waitForSignals(ended));
+    QCOMPARE(int(x->trials().size()), 30);
+    for (const auto& t : before) {
+      const auto& now = x->trials()[size_t(t.index)];
+      QCOMPARE(now.status, t.status);
+      QCOMPARE(now.objective, t.objective);
+    }
+    for (const auto& t : x->trials()) QVERIFY2(t.ended(), t.status.c_str());
+  }
+};
+
+QTEST_MAIN(TestExperiments)
+#include "tst_experiments.moc"
