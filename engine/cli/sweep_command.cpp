@@ -6,6 +6,7 @@
 
 #include "engine/io/output_file.h"
 #include "engine/sweep/runner.h"
+#include "kernels/core/device.h"
 
 namespace netloom::cli {
 namespace {
@@ -26,8 +27,9 @@ void printRow(const sweep::SweepPlan& plan, const sweep::TrialRecord& t) {
   std::string params;
   for (size_t k = 0; k < t.values.size(); ++k)
     params += (k ? " " : "") + plan.targets[k].path + "=" + t.values[k];
+  const std::string error = t.error.empty() ? "" : "  (" + t.error + ")";
   std::printf("%5d  %-7s %9s %5d %7.1f s  %s%s\n", t.index, t.status.c_str(), objective, t.epochs,
-              t.seconds, params.c_str(), t.error.empty() ? "" : ("  (" + t.error + ")").c_str());
+              t.seconds, params.c_str(), error.c_str());
   std::fflush(stdout);
 }
 
@@ -50,13 +52,25 @@ int runSweepCommand(TrainArgs& a, const proto::Project& project, const std::atom
   o.cores = a.opts.threads;
   o.base = a.opts;
   o.stop = &stop;
+  // A GPU project: one trial on each GPU (the first --parallel of them).
+  std::vector<std::string> gpus;
+  if (project.train().device().rfind("cuda", 0) == 0)
+    for (int k = 0; k < 64; ++k) {
+      std::string why;
+      if (!openDevice(DeviceId{DeviceKind::Cuda, k}, why)) break;
+      if (a.parallel == 0 || int(gpus.size()) < a.parallel)
+        gpus.push_back("cuda:" + std::to_string(k));
+    }
+  auto local = sweep::localTrials(a.parallel > 0 ? a.parallel : plan->parallel, a.opts.threads,
+                                  a.opts, gpus);
+  o.launcher = local.get();
   std::mutex printing;
   o.onTrial = [&](const sweep::TrialRecord& t) {
     if (a.quiet || !t.ended()) return;
     std::lock_guard<std::mutex> lock(printing);
     printRow(*plan, t);
   };
-  const int parallel = a.parallel > 0 ? a.parallel : plan->parallel;
+  const int parallel = local->capacity();
   if (!a.quiet) {
     std::printf("sweep: %d trials, %s, %d at once; objective %s (%s); trials in %s\n", plan->trials,
                 strategyName(*plan), parallel, plan->objective.spec().c_str(),

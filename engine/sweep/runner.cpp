@@ -52,6 +52,7 @@ Json trialJson(const SweepPlan& plan, const TrialRecord& t) {
   j.set("seconds", Json::number(std::round(t.seconds * 1000) / 1000));
   if (!t.error.empty()) j.set("error", Json::string(t.error));
   j.set("folder", Json::string(t.folder));
+  if (!t.where.empty()) j.set("where", Json::string(t.where));
   return j;
 }
 
@@ -67,7 +68,12 @@ class Scheduler {
       : m_project(project),
         m_plan(plan),
         m_o(o),
-        m_parallel(o.parallel > 0 ? o.parallel : plan.parallel),
+        m_own(o.launcher
+                  ? nullptr
+                  : localTrials(o.parallel > 0 ? o.parallel : plan.parallel, o.cores, o.base)),
+        m_launcher(o.launcher ? o.launcher : m_own.get()),
+        m_parallel(m_launcher->capacity()),
+        m_free(size_t(m_parallel), true),
         m_strategy(plan.strategyFor()),
         m_asha(plan.minEpochs, plan.epochs, plan.eta) {}
 
@@ -171,7 +177,11 @@ class Scheduler {
 
   void launch(int k) {
     TrialRecord& t = m_trials[size_t(k)];
+    int slot = 0;
+    while (!m_free[size_t(slot)]) ++slot;  // one is free: fewer than m_parallel run
+    m_free[size_t(slot)] = false;
     t.status = "running";
+    t.where = m_launcher->where(slot);
     t.error.clear();
     t.hasObjective = false;
     t.epochs = 0;
@@ -179,15 +189,11 @@ class Scheduler {
     m_stops[size_t(k)]->store(false);
     ++m_running;
     changed(t);
-    m_threads.emplace_back([this, k] { train(k); });
+    m_threads.emplace_back([this, k, slot] { train(k, slot); });
   }
 
-  void train(int k) {
+  void train(int k, int slot) {
     const auto began = Clock::now();
-    TrainOptions opts = m_o.base;
-    const int cores = m_o.cores > 0 ? m_o.cores : omp_get_num_procs();
-    opts.threads = std::max(1, cores / m_parallel);
-    opts.stop = m_stops[size_t(k)].get();
     std::string folder, error;
     proto::Project project;
     {
@@ -200,31 +206,33 @@ class Scheduler {
         error = made.error().message;
     }
     bool pruned = false;
-    if (error.empty()) error = trainOne(k, project, opts, folder, pruned);
+    if (error.empty()) error = trainOne(k, slot, project, folder, pruned);
     std::lock_guard<std::mutex> lock(m_mutex);
     TrialRecord& t = m_trials[size_t(k)];
     t.seconds = std::chrono::duration<double>(Clock::now() - began).count();
     const bool stoppedByHand = m_o.stop && m_o.stop->load() && !pruned;
     t.status = !error.empty() ? "failed" : pruned ? "pruned" : stoppedByHand ? "queued" : "done";
     t.error = error;
+    m_free[size_t(slot)] = true;
     --m_running;
     changed(t);
     m_changed.notify_all();
   }
 
-  // One trial's run, its events written to its folder; the error, or empty.
-  std::string trainOne(int k, const proto::Project& project, const TrainOptions& opts,
-                       const std::string& folder, bool& pruned) {
+  // One trial's run, its events written to its folder as they come; the error, or empty.
+  std::string trainOne(int k, int slot, const proto::Project& project, const std::string& folder,
+                       bool& pruned) {
     std::error_code ec;
     fs::create_directories(folder, ec);
     EventWriter events;
     if (Status s = events.open((fs::path(folder) / "events.pb").string()); !s) return s.message();
-    auto done = runTraining(project, opts, [&](const proto::TrainEvent& e) {
-      events.write(e);
-      if (e.has_epoch()) onEpoch(k, e.epoch(), pruned);
-    });
+    std::string error =
+        m_launcher->run(slot, project, *m_stops[size_t(k)], [&](const proto::TrainEvent& e) {
+          events.write(e);
+          if (e.has_epoch()) onEpoch(k, e.epoch(), pruned);
+        });
     events.close();
-    return done ? std::string() : done.error().message;
+    return error;
   }
 
   void onEpoch(int k, const proto::Epoch& e, bool& pruned) {
@@ -272,7 +280,10 @@ class Scheduler {
   const proto::Project& m_project;
   const SweepPlan& m_plan;
   const SweepOptions& m_o;
+  std::unique_ptr<TrialLauncher> m_own;
+  TrialLauncher* m_launcher;
   const int m_parallel;
+  std::vector<bool> m_free;  // slots
   std::unique_ptr<Strategy> m_strategy;
   Asha m_asha;
   std::mutex m_mutex;
@@ -286,7 +297,40 @@ class Scheduler {
   Clock::time_point m_started;
 };
 
+class LocalTrials : public TrialLauncher {
+ public:
+  LocalTrials(int parallel, int cores, const TrainOptions& base, std::vector<std::string> devices)
+      : m_parallel(std::max(1, devices.empty() ? parallel : int(devices.size()))),
+        m_base(base),
+        m_devices(std::move(devices)) {
+    m_base.threads = std::max(1, (cores > 0 ? cores : omp_get_num_procs()) / m_parallel);
+  }
+  int capacity() const override { return m_parallel; }
+  std::string where(int slot) const override {
+    return m_devices.empty() ? "this computer" : "this computer, " + m_devices[size_t(slot)];
+  }
+  std::string run(int slot, const proto::Project& project, const std::atomic<bool>& stop,
+                  const std::function<void(const proto::TrainEvent&)>& onEvent) override {
+    TrainOptions opts = m_base;
+    opts.stop = &stop;
+    proto::Project own = project;
+    if (!m_devices.empty()) own.mutable_train()->set_device(m_devices[size_t(slot)]);
+    auto done = runTraining(own, opts, onEvent);
+    return done ? std::string() : done.error().message;
+  }
+
+ private:
+  int m_parallel;
+  TrainOptions m_base;
+  std::vector<std::string> m_devices;
+};
+
 }  // namespace
+
+std::unique_ptr<TrialLauncher> localTrials(int parallel, int cores, const TrainOptions& base,
+                                           std::vector<std::string> devices) {
+  return std::make_unique<LocalTrials>(parallel, cores, base, std::move(devices));
+}
 
 Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path) {
   std::vector<TrialRecord> out;
@@ -317,6 +361,7 @@ Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::str
     if (const Json* s = j.find("seconds")) t.seconds = s->asNumber();
     if (const Json* e = j.find("error")) t.error = e->asString();
     if (const Json* d = j.find("folder")) t.folder = d->asString();
+    if (const Json* w = j.find("where")) t.where = w->asString();
     out.push_back(t);
   }
   return out;

@@ -30,8 +30,27 @@ struct TrialRecord {
   double seconds = 0;
   std::string error;   // a failed trial's
   std::string folder;  // its events and log
+  std::string where;   // where it ran: "this computer", a host's name
   bool ended() const { return status == "done" || status == "pruned" || status == "failed"; }
 };
+
+// Where trials run: `capacity()` at once, each slot one trial at a time. run() trains a
+// trial's project in `slot` to its end, handing each event to `onEvent` as it comes,
+// and ends the run after its current step once `stop` is set; the error, or empty.
+class TrialLauncher {
+ public:
+  virtual ~TrialLauncher() = default;
+  virtual int capacity() const = 0;
+  virtual std::string where(int slot) const = 0;
+  virtual std::string run(int slot, const proto::Project& project, const std::atomic<bool>& stop,
+                          const std::function<void(const proto::TrainEvent&)>& onEvent) = 0;
+};
+
+// This computer: `parallel` trials in threads, `cores` shared among them (0: every
+// core), each with `base`'s options; with `devices` (cuda:0, cuda:1, …) each slot
+// trains on its own.
+std::unique_ptr<TrialLauncher> localTrials(int parallel, int cores, const TrainOptions& base,
+                                           std::vector<std::string> devices = {});
 
 struct SweepOptions {
   std::string folder;  // sweep.json and the trials' folders
@@ -40,6 +59,8 @@ struct SweepOptions {
   TrainOptions base;   // each trial's, but for its threads and stop flag
   std::function<void(const TrialRecord&)> onTrial;  // each change of a trial's status
   const std::atomic<bool>* stop = nullptr;          // set: no trial starts, running ones end
+  // Where the trials run; null: this computer (localTrials over the options above).
+  TrialLauncher* launcher = nullptr;
 };
 
 struct SweepResult {
