@@ -24,16 +24,19 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/io/output_file.h"
 #include "engine/io/progress.h"
 #include "engine/io/project_file.h"
 #include "remote/follow.h"
 #include "remote/hosts.h"
 #include "remote/slurm.h"
+#include "remote/sweep_trials.h"
 
 using namespace netloom;
 using namespace netloom::remote;
@@ -48,6 +51,7 @@ int usage() {
       "       netloom-job list [--host H]\n"
       "       netloom-job attach|stop|cancel|delete ID\n"
       "       netloom-job fetch ID [--to DIR]\n"
+      "       netloom-job sweep PROJECT.nlproj --hosts A,B,... [--per-host N] [--sweep-json F]\n"
       "H: a saved host's name or [user@]address[:port]\n"
       "options: --identity FILE  --known-hosts FILE  --trainer PATH  --workdir DIR\n"
       "         --hosts-file FILE (saved hosts)  --any-version\n"
@@ -138,6 +142,8 @@ struct JobArgs {
   SubmitOptions submit;
   bool wait = false;
   std::string error;  // a value the option cannot take (exit status 1)
+  int perHost = 1;    // sweep: trials at once on each host
+  std::string sweepJson, sweepDir;
 };
 
 // "--sbatch --exclusive": the value is the next word even where it starts with a dash.
@@ -161,6 +167,11 @@ void addOptions(CLI::App& verb, JobArgs& a) {
                   "submit --hosts: ranks on each host, a GPU or a share of the cores each")
       ->check(CLI::Range(1, 4096));
   verb.add_option("--hosts-file", a.hostsPath, "the saved hosts");
+  verb.add_option("--per-host", a.perHost, "sweep: trials at once on each host")
+      ->check(CLI::Range(1, 4096));
+  verb.add_option("--sweep-json", a.sweepJson, "sweep: write {\"trials\": [...]} to FILE");
+  verb.add_option("--sweep-dir", a.sweepDir,
+                  "sweep: the trials' folders and sweep.json (default: runs/sweep-<project>/)");
   verb.add_option("--to", a.fetchTo, "fetch: the folder to fetch into");
   verb.add_flag("--wait", a.wait, "submit: follow the job to its end");
   verb.add_flag("--any-version", a.submit.anyVersion, "accept another netloom-train version");
@@ -229,7 +240,8 @@ std::optional<int> parseJobArgs(int argc, char** argv, JobArgs& a) {
       {"stop", "stop job ID after its current step, with a checkpoint (SIGTERM)"},
       {"cancel", "end job ID now (SIGKILL)"},
       {"fetch", "fetch job ID's checkpoints, weights, events and log [--to DIR]"},
-      {"delete", "remove a finished job's folder on its host"}};
+      {"delete", "remove a finished job's folder on its host"},
+      {"sweep", "run PROJECT.nlproj's sweep with its trials on --hosts A,B,... (or --host H)"}};
   for (const auto& [name, what] : verbs) {
     CLI::App* verb = app.add_subcommand(name, what);
     addOptions(*verb, a);
@@ -285,6 +297,54 @@ int submitToRanks(JobArgs& a, const remotepb::HostList& saved) {
   std::unique_ptr<SshSession> first = std::move(sessions[0]);
   sessions.clear();
   return follow(*job, std::move(first));
+}
+
+// sweep PROJECT --hosts A,B,... [--per-host N]: the project's sweep, its trials jobs on
+// the hosts (SSH hosts, or Slurm clusters' login nodes), a row printed as each ends.
+int sweepOnHosts(JobArgs& a, const remotepb::HostList& saved) {
+  const std::string list = !a.rankHosts.empty() ? a.rankHosts : a.hostText;
+  if (list.empty() || a.target.empty()) return usage();
+  std::vector<remotepb::Host> hosts;
+  std::stringstream names(list);
+  for (std::string name; std::getline(names, name, ',');) {
+    auto h = resolveHost(name, saved);
+    if (!h) return fail(h.error().message);
+    h->MergeFrom(a.overrides);
+    if (h->has_slurm())
+      if (Status st = validateSlurm(h->slurm()); !st) return fail(st.message());
+    hosts.push_back(*h);
+  }
+  auto project = loadProject(a.target);
+  if (!project) return fail(project.error().message);
+  auto plan = sweep::planSweep(*project);
+  if (!plan) return fail(a.target + ": " + plan.error().message), 2;
+  namespace fs = std::filesystem;
+  a.submit.projectDir = fs::absolute(a.target).parent_path().string();
+  std::mutex asking;  // trials connect from threads of their own; one question at a time
+  remote::RemoteTrials trials(hosts, a.perHost, a.submit, [&](const remotepb::Host& h) {
+    std::lock_guard<std::mutex> lock(asking);
+    return connectTo(h);
+  });
+  sweep::SweepOptions o;
+  o.folder = !a.sweepDir.empty() ? a.sweepDir
+                                 : (fs::path(a.submit.projectDir) / "runs" /
+                                    ("sweep-" + fs::path(a.target).stem().string()))
+                                       .string();
+  o.launcher = &trials;
+  o.onTrial = [&](const sweep::TrialRecord& t) {
+    if (t.ended()) std::printf("%s\n", sweep::trialRow(*plan, t).c_str()), std::fflush(stdout);
+  };
+  std::printf("sweep: %d trials, %d at once on %zu hosts; trials in %s\n%s\n", plan->trials,
+              trials.capacity(), hosts.size(), o.folder.c_str(), sweep::trialHeader().c_str());
+  auto result = sweep::runSweep(*project, *plan, o);
+  if (!result) return fail(result.error().message);
+  if (!a.sweepJson.empty())
+    if (Status st = writeFileAtomic(a.sweepJson, sweep::sweepJson(*plan, *result).dump() + "\n");
+        !st)
+      return fail(st.message());
+  if (result->best < 0) return fail("no trial of the sweep reported " + plan->objective.spec());
+  std::printf("best: %s\n", sweep::trialRow(*plan, result->trials[size_t(result->best)]).c_str());
+  return 0;
 }
 
 // test, submit and list on --host H.
@@ -420,6 +480,7 @@ int main(int argc, char** argv) {
   if (std::optional<int> end = parseJobArgs(argc, argv, a)) return *end;
   auto saved = loadHosts(a.hostsPath);
   if (!saved) return fail(saved.error().message);
+  if (a.verb == "sweep") return sweepOnHosts(a, *saved);
   if (a.verb == "submit" && (!a.rankHosts.empty() || a.submit.ranksPerHost > 1))
     return submitToRanks(a, *saved);
   if (a.verb == "test" || a.verb == "submit" || (a.verb == "list" && !a.hostText.empty()))

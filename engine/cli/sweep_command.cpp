@@ -1,6 +1,10 @@
 #include "engine/cli/sweep_command.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -20,22 +24,33 @@ const char* strategyName(const sweep::SweepPlan& plan) {
   }
 }
 
-// "  7  done      0.9783   30   1.2 s  train.optimizer.lr=0.0031 nodes.fc1.out_features=64"
-void printRow(const sweep::SweepPlan& plan, const sweep::TrialRecord& t) {
-  char objective[32] = "-";
-  if (t.hasObjective) std::snprintf(objective, sizeof objective, "%.4f", t.objective);
-  std::string params;
-  for (size_t k = 0; k < t.values.size(); ++k)
-    params += (k ? " " : "") + plan.targets[k].path + "=" + t.values[k];
-  const std::string error = t.error.empty() ? "" : "  (" + t.error + ")";
-  std::printf("%5d  %-7s %9s %5d %7.1f s  %s%s\n", t.index, t.status.c_str(), objective, t.epochs,
-              t.seconds, params.c_str(), error.c_str());
+// --target A,B,...: netloom-job sweep, found beside netloom-train (or in the build's
+// remote/ folder, or on PATH), takes over this process.
+int sweepElsewhere(const TrainArgs& a) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  std::string job = "netloom-job";
+  for (const fs::path& p : {self / "netloom-job", self / ".." / "remote" / "netloom-job"})
+    if (fs::exists(p, ec)) job = p.string();
+  std::vector<std::string> args{job, "sweep", a.project, "--hosts", a.target};
+  if (a.parallel > 0) args.insert(args.end(), {"--per-host", std::to_string(a.parallel)});
+  if (!a.sweepJson.empty()) args.insert(args.end(), {"--sweep-json", a.sweepJson});
+  if (!a.sweepDir.empty()) args.insert(args.end(), {"--sweep-dir", a.sweepDir});
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
   std::fflush(stdout);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "netloom-train: --target %s needs netloom-job (%s): %s\n", a.target.c_str(),
+               job.c_str(), std::strerror(errno));
+  return 2;
 }
 
 }  // namespace
 
 int runSweepCommand(TrainArgs& a, const proto::Project& project, const std::atomic<bool>& stop) {
+  if (!a.target.empty() && a.target != "local") return sweepElsewhere(a);
   auto plan = sweep::planSweep(project);
   if (!plan) {
     std::fprintf(stderr, "netloom-train: %s: %s\n", a.project.c_str(),
@@ -68,15 +83,15 @@ int runSweepCommand(TrainArgs& a, const proto::Project& project, const std::atom
   o.onTrial = [&](const sweep::TrialRecord& t) {
     if (a.quiet || !t.ended()) return;
     std::lock_guard<std::mutex> lock(printing);
-    printRow(*plan, t);
+    std::printf("%s\n", sweep::trialRow(*plan, t).c_str());
+    std::fflush(stdout);
   };
   const int parallel = local->capacity();
   if (!a.quiet) {
     std::printf("sweep: %d trials, %s, %d at once; objective %s (%s); trials in %s\n", plan->trials,
                 strategyName(*plan), parallel, plan->objective.spec().c_str(),
                 plan->maximize ? "larger is better" : "smaller is better", o.folder.c_str());
-    std::printf("%5s  %-7s %9s %5s %9s  %s\n", "trial", "status", "objective", "epoch", "time",
-                "parameters");
+    std::printf("%s\n", sweep::trialHeader().c_str());
   }
   auto result = sweep::runSweep(project, *plan, o);
   if (!result) {
@@ -95,8 +110,7 @@ int runSweepCommand(TrainArgs& a, const proto::Project& project, const std::atom
     return 1;
   }
   if (!a.quiet) {
-    std::printf("best: ");
-    printRow(*plan, result->trials[size_t(result->best)]);
+    std::printf("best: %s\n", sweep::trialRow(*plan, result->trials[size_t(result->best)]).c_str());
   }
   return 0;
 }

@@ -144,6 +144,9 @@ void addSweep(Reader& r) {
            "with --sweep: trials at once, the cores shared among them (over sweep.parallel)");
   r.text("--sweep-json", a.sweepJson, "FILE",
          "with --sweep: write {\"trials\": [...]} (parameters, status, objective, folder)");
+  r.text("--target", a.target, "T",
+         "with --sweep: where the trials run: local (this computer, the default), or saved "
+         "hosts A,B,... (SSH hosts or Slurm login nodes, through netloom-job sweep)");
   r.text("--sweep-dir", a.sweepDir, "DIR",
          "with --sweep: where the trials' folders and sweep.json go (default: "
          "runs/sweep-<project>/ beside the project); a sweep started there before goes on");
@@ -337,10 +340,12 @@ std::string checkTogether(const CLI::App& app, TrainArgs& a) {
     a.convert.project = a.project;
     return checkConversion(a.convert);
   }
-  if (!a.sweep && (a.parallel > 0 || !a.sweepJson.empty() || !a.sweepDir.empty()))
+  if (!a.sweep &&
+      (a.parallel > 0 || !a.sweepJson.empty() || !a.sweepDir.empty() || !a.target.empty()))
     return std::string(a.parallel > 0         ? "--parallel"
                        : !a.sweepJson.empty() ? "--sweep-json"
-                                              : "--sweep-dir") +
+                       : !a.sweepDir.empty()  ? "--sweep-dir"
+                                              : "--target") +
            " goes with --sweep";
   if (a.sweep && (a.ranks > 0 || a.threadRanks > 0 || !a.opts.resume.empty() || !a.events.empty() ||
                   a.generate || a.explain))

@@ -34,6 +34,7 @@ struct TrainArgs {
   bool sweep = false;
   int parallel = 0;  // --parallel: trials at once (over sweep.parallel)
   std::string sweepJson, sweepDir;
+  std::string target;  // --target: local, or hosts A,B,... (through netloom-job sweep)
 };
 
 // Reads a whole decimal integer in [lo, hi] into `out`; anything else (a sign,

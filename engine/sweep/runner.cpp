@@ -374,6 +374,26 @@ Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& pla
   return s.run();
 }
 
+std::string trialRow(const SweepPlan& plan, const TrialRecord& t) {
+  char objective[32] = "-";
+  if (t.hasObjective) std::snprintf(objective, sizeof objective, "%.4f", t.objective);
+  std::string params;
+  for (size_t k = 0; k < t.values.size(); ++k)
+    params += (k ? " " : "") + plan.targets[k].path + "=" + t.values[k];
+  char head[96];
+  std::snprintf(head, sizeof head, "%5d  %-7s %9s %5d %7.1f s  ", t.index, t.status.c_str(),
+                objective, t.epochs, t.seconds);
+  return head + (t.where.empty() ? "" : t.where + "  ") + params +
+         (t.error.empty() ? "" : "  (" + t.error + ")");
+}
+
+std::string trialHeader() {
+  char line[96];
+  std::snprintf(line, sizeof line, "%5s  %-7s %9s %5s %9s  %s", "trial", "status", "objective",
+                "epoch", "time", "where, parameters");
+  return line;
+}
+
 Json sweepJson(const SweepPlan& plan, const SweepResult& result) {
   Json j = Json::object();
   j.set("objective", Json::string(plan.objective.spec()));

@@ -75,6 +75,11 @@ Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& pla
 // no such file; an error for a file that is not JSON (one being written: read again).
 Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path);
 
+// A trial as a line of the table a sweep prints as trials end, and its header:
+// "    7  done      0.9783    30     1.2 s  this computer  train.optimizer.lr=0.0031 …".
+std::string trialRow(const SweepPlan& plan, const TrialRecord& t);
+std::string trialHeader();
+
 // {"objective": …, "trials": [{"index", "params", "status", "objective", "epochs",
 // "rung", "seconds", "error", "folder"}], "best": …}
 Json sweepJson(const SweepPlan& plan, const SweepResult& result);
