@@ -285,6 +285,11 @@ void GraphDocument::applyStates(const std::vector<NodeState>& states,
     auto* shared = m_project.mutable_model()->mutable_shared();
     shared->Clear();
     for (const proto::SharedParam& tie : settings->shared) *shared->Add() = tie;
+    if (!settings->sweep)
+      m_project.clear_sweep();
+    else if (settings->sweep->SerializeAsString() != m_project.sweep().SerializeAsString() ||
+             !m_project.has_sweep())
+      *m_project.mutable_sweep() = *settings->sweep;
   }
   // Block definitions first, so nodes that arrive with them find their ops.
   std::set<std::string> redefined;
@@ -630,6 +635,16 @@ void GraphDocument::setSettings(const proto::TrainDef& train, const proto::DataD
   pushEdit(text, {}, {}, MergeSettings, typingId, {}, {}, before, after);
 }
 
+void GraphDocument::setSweep(const std::optional<proto::Sweep>& sweep, const QString& text) {
+  SettingsState before = settingsState(), after = before;
+  after.sweep = sweep;
+  const auto bytes = [](const std::optional<proto::Sweep>& s) {
+    return s ? "+" + s->SerializeAsString() : std::string();
+  };
+  if (bytes(before.sweep) == bytes(after.sweep)) return;
+  pushEdit(text, {}, {}, 0, 0, {}, {}, before, after);
+}
+
 void GraphDocument::setDirection(proto::Layout::Direction to,
                                  const std::map<NodeId, QPointF>& positions) {
   if (to == direction()) return;
@@ -644,7 +659,11 @@ void GraphDocument::setDirection(proto::Layout::Direction to,
 
 SettingsState GraphDocument::settingsState() const {
   const auto& shared = m_project.model().shared();
-  return {m_project.train(), m_project.data(), direction(), {shared.begin(), shared.end()}};
+  return {m_project.train(),
+          m_project.data(),
+          direction(),
+          {shared.begin(), shared.end()},
+          m_project.has_sweep() ? std::optional<proto::Sweep>(m_project.sweep()) : std::nullopt};
 }
 
 void GraphDocument::directionForLayout(proto::Layout::Direction to) {

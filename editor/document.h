@@ -66,6 +66,7 @@ struct SettingsState {
   proto::DataDef data;
   proto::Layout::Direction direction = proto::Layout::LEFT_TO_RIGHT;
   std::vector<proto::SharedParam> shared;
+  std::optional<proto::Sweep> sweep;  // none: the project has no sweep section
 };
 
 class GraphDocument : public QObject {
@@ -190,6 +191,8 @@ class GraphDocument : public QObject {
   const proto::DataDef& data() const { return m_project.data(); }
   void setSettings(const proto::TrainDef& train, const proto::DataDef& data, const QString& text,
                    int typingId = 0);
+  // The project's sweep section (the Experiments dock), one undoable step; none removes it.
+  void setSweep(const std::optional<proto::Sweep>& sweep, const QString& text);
   // Which way the graph is drawn (Layout.direction). setDirection turns the drawing
   // and moves the nodes to `positions` as one undoable step; directionForLayout sets
   // it with no step, for a file laid out as it opens.

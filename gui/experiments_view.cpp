@@ -1,5 +1,6 @@
 #include "gui/experiments_view.h"
 
+#include <google/protobuf/text_format.h>
 #include <qcustomplot.h>
 
 #include <QDir>
@@ -10,8 +11,10 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QTimer>
@@ -60,13 +63,34 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   m_promote = new QPushButton(tr("Promote"), this);
   m_promote->setObjectName("promoteTrial");
   m_promote->setToolTip(tr("Copy the selected trial's parameters into the project (undoable)"));
+  m_stopTrial = new QPushButton(tr("Stop Trial"), this);
+  m_stopTrial->setObjectName("stopTrial");
+  m_more = new QSpinBox(this);
+  m_more->setObjectName("extendBy");
+  m_more->setRange(1, 1000);
+  m_more->setValue(6);
+  m_extend = new QPushButton(tr("Extend"), this);
+  m_extend->setObjectName("extendSweep");
+  m_extend->setToolTip(tr("Add this many trials to the sweep and run them"));
+  m_text = new QPlainTextEdit(this);
+  m_text->setObjectName("sweepText");
+  m_text->setPlaceholderText(
+      tr("params { target: \"train.optimizer.lr\" min: 0.0001 max: 0.1 log: true }\n"
+         "params { target: \"nodes.fc1.out_features\" choices: [\"32\", \"64\"] }\n"
+         "objective: \"test_accuracy\"  trials: 12  parallel: 3"));
+  m_text->setMaximumHeight(110);
+  m_apply = new QPushButton(tr("Apply"), this);
+  m_apply->setObjectName("applySweep");
   m_filter = new QLineEdit(this);
   m_filter->setObjectName("trialFilter");
   m_filter->setPlaceholderText(tr("Filter trials: status or parameter text"));
   auto* bar = new QHBoxLayout;
-  for (QWidget* w : {static_cast<QWidget*>(m_run), static_cast<QWidget*>(m_stop),
-                     static_cast<QWidget*>(m_promote), static_cast<QWidget*>(m_filter)})
+  for (QWidget* w : std::initializer_list<QWidget*>{m_run, m_stop, m_promote, m_stopTrial, m_more,
+                                                    m_extend, m_filter})
     bar->addWidget(w);
+  auto* definition = new QHBoxLayout;
+  definition->addWidget(m_text, 1);
+  definition->addWidget(m_apply, 0, Qt::AlignTop);
   m_table = new QTableWidget(this);
   m_table->setObjectName("trials");
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -94,6 +118,7 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   split->addWidget(right);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(m_summary);
+  layout->addLayout(definition);
   layout->addLayout(bar);
   layout->addWidget(split, 1);
   m_watcher = new QFileSystemWatcher(this);
@@ -105,10 +130,13 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   connect(m_run, &QPushButton::clicked, this, &ExperimentsView::runSweep);
   connect(m_stop, &QPushButton::clicked, this, &ExperimentsView::stopSweep);
   connect(m_promote, &QPushButton::clicked, this, [this] {
-    const auto rows = m_table->selectionModel()->selectedRows();
-    if (!rows.isEmpty())
-      promote(m_table->item(rows.front().row(), kTrial)->data(Qt::UserRole).toInt());
+    if (selectedTrial() >= 0) promote(selectedTrial());
   });
+  connect(m_stopTrial, &QPushButton::clicked, this, [this] {
+    if (selectedTrial() >= 0) stopTrial(selectedTrial());
+  });
+  connect(m_extend, &QPushButton::clicked, this, [this] { extend(m_more->value()); });
+  connect(m_apply, &QPushButton::clicked, this, [this] { applySweepText(m_text->toPlainText()); });
   connect(m_filter, &QLineEdit::textChanged, this, &ExperimentsView::applyFilters);
   connect(m_coordinates, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
     m_pressAxis = int(std::lround(m_coordinates->xAxis->pixelToCoord(e->pos().x())));
@@ -149,8 +177,54 @@ void ExperimentsView::say(const QString& text) {
   m_summary->setText(text);
 }
 
+int ExperimentsView::selectedTrial() const {
+  const auto rows = m_table->selectionModel()->selectedRows();
+  return rows.isEmpty() ? -1
+                        : m_table->item(rows.front().row(), kTrial)->data(Qt::UserRole).toInt();
+}
+
+bool ExperimentsView::stopTrial(int trial) {
+  if (!running()) return false;
+  if (Status s = sweep::stopTrial(folder().toStdString(), trial); !s)
+    return say(QString::fromStdString(s.message())), false;
+  return true;
+}
+
+void ExperimentsView::extend(int more) {
+  if (!m_doc->toProject().has_sweep() || running()) return;
+  proto::Sweep s = m_doc->toProject().sweep();
+  const int now = m_plan ? m_plan->trials : std::max(s.trials(), 0);
+  s.set_trials(now + more);
+  m_doc->setSweep(s, tr("Extend the Sweep by %1 Trials").arg(more));
+  runSweep();
+}
+
+bool ExperimentsView::applySweepText(const QString& text) {
+  proto::Sweep s;
+  if (!google::protobuf::TextFormat::ParseFromString(text.toStdString(), &s)) {
+    say(tr(
+        "The sweep's text does not read as a sweep section (see its syntax in the placeholder)"));
+    return false;
+  }
+  proto::Project p = m_doc->toProject();
+  *p.mutable_sweep() = s;
+  if (auto plan = sweep::planSweep(p); !plan) {
+    say(QString::fromStdString(plan.error().message));
+    return false;
+  }
+  m_doc->setSweep(s, tr("Edit the Sweep"));
+  return true;
+}
+
 void ExperimentsView::onProjectChanged() {
-  auto plan = sweep::planSweep(m_doc->toProject());
+  const proto::Project project = m_doc->toProject();
+  if (!m_text->hasFocus()) {
+    std::string text;
+    if (project.has_sweep()) google::protobuf::TextFormat::PrintToString(project.sweep(), &text);
+    if (QString::fromStdString(text) != m_text->toPlainText())
+      m_text->setPlainText(QString::fromStdString(text));
+  }
+  auto plan = sweep::planSweep(project);
   m_plan.reset();
   if (!plan) {
     say(tr("No sweep to run: %1").arg(QString::fromStdString(plan.error().message)));
@@ -165,6 +239,8 @@ void ExperimentsView::onProjectChanged() {
     m_run->setEnabled(!running());
   }
   m_stop->setEnabled(running());
+  m_stopTrial->setEnabled(running());
+  m_extend->setEnabled(m_plan.has_value() && !running());
   const QString dir = folder();
   if (!m_watcher->directories().isEmpty()) m_watcher->removePaths(m_watcher->directories());
   if (!m_watcher->files().isEmpty()) m_watcher->removePaths(m_watcher->files());

@@ -23,6 +23,8 @@ class QCustomPlot;
 class QFileSystemWatcher;
 class QLabel;
 class QLineEdit;
+class QPlainTextEdit;
+class QSpinBox;
 class QProcess;
 class QPushButton;
 class QTableWidget;
@@ -60,8 +62,14 @@ class ExperimentsView : public QWidget {
  public slots:
   void runSweep();  // starts, or goes on with, the sweep
   void stopSweep();
-  bool promote(int trial);  // the trial's parameters into the project, one undo step
-  void reload();            // sweep.json read again
+  bool promote(int trial);    // the trial's parameters into the project, one undo step
+  bool stopTrial(int trial);  // after its step; the others go on
+  // More trials for the sweep (an undoable edit of sweep.trials), then Run Sweep.
+  void extend(int more);
+  // The sweep section from protobuf text (the dock's editor), one undoable edit;
+  // refused, saying why and naming the field, where the sweep could not run.
+  bool applySweepText(const QString& text);
+  void reload();  // sweep.json read again
 
  signals:
   void sweepEnded(bool ok, const QString& why);
@@ -75,12 +83,15 @@ class ExperimentsView : public QWidget {
   void showImportance();
   void applyFilters();
   void say(const QString& text);
+  int selectedTrial() const;  // -1: none
   // Where trial `t` lies on `axis`, 0 … 1 (a log range by its logarithm).
   double onAxis(const sweep::TrialRecord& t, int axis) const;
 
   editor::GraphDocument* m_doc;
   QLabel* m_summary;
-  QPushButton *m_run, *m_stop, *m_promote;
+  QPushButton *m_run, *m_stop, *m_promote, *m_stopTrial, *m_extend, *m_apply;
+  QSpinBox* m_more;
+  QPlainTextEdit* m_text;
   QLineEdit* m_filter;
   QTableWidget* m_table;
   QCustomPlot *m_coordinates, *m_best;

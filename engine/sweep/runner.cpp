@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -89,6 +90,7 @@ class Scheduler {
       if (m_running < m_parallel && startNext()) continue;
       if (m_running == 0 && !more()) break;
       m_changed.wait_for(lock, std::chrono::milliseconds(m_o.stop ? 100 : 1000));
+      takeStopRequests();
     }
     if (m_o.stop && m_o.stop->load())
       for (auto& s : m_stops) s->store(true);
@@ -180,6 +182,7 @@ class Scheduler {
     int slot = 0;
     while (!m_free[size_t(slot)]) ++slot;  // one is free: fewer than m_parallel run
     m_free[size_t(slot)] = false;
+    m_byHand.erase(k);
     t.status = "running";
     t.where = m_launcher->where(slot);
     t.error.clear();
@@ -210,8 +213,12 @@ class Scheduler {
     std::lock_guard<std::mutex> lock(m_mutex);
     TrialRecord& t = m_trials[size_t(k)];
     t.seconds = std::chrono::duration<double>(Clock::now() - began).count();
-    const bool stoppedByHand = m_o.stop && m_o.stop->load() && !pruned;
-    t.status = !error.empty() ? "failed" : pruned ? "pruned" : stoppedByHand ? "queued" : "done";
+    const bool sweepStopped = m_o.stop && m_o.stop->load() && !pruned;
+    t.status = !error.empty()           ? "failed"
+               : pruned                 ? "pruned"
+               : m_byHand.count(k) != 0 ? "stopped"
+               : sweepStopped           ? "queued"
+                                        : "done";
     t.error = error;
     m_free[size_t(slot)] = true;
     --m_running;
@@ -233,6 +240,19 @@ class Scheduler {
         });
     events.close();
     return error;
+  }
+
+  // stop-N files: those trials, if running, stop after their step.
+  void takeStopRequests() {
+    for (size_t k = 0; k < m_trials.size(); ++k) {
+      const fs::path request = fs::path(m_o.folder) / ("stop-" + std::to_string(k));
+      std::error_code ec;
+      if (!fs::exists(request, ec)) continue;
+      fs::remove(request, ec);
+      if (m_trials[k].status != "running") continue;
+      m_byHand.insert(int(k));
+      m_stops[k]->store(true);
+    }
   }
 
   void onEpoch(int k, const proto::Epoch& e, bool& pruned) {
@@ -292,6 +312,7 @@ class Scheduler {
   std::vector<std::unique_ptr<std::atomic<bool>>> m_stops;
   std::vector<std::thread> m_threads;
   std::vector<int> m_again;
+  std::set<int> m_byHand;  // trials stopped by hand
   int m_running = 0;
   bool m_exhausted = false;
   Clock::time_point m_started;
@@ -330,6 +351,10 @@ class LocalTrials : public TrialLauncher {
 std::unique_ptr<TrialLauncher> localTrials(int parallel, int cores, const TrainOptions& base,
                                            std::vector<std::string> devices) {
   return std::make_unique<LocalTrials>(parallel, cores, base, std::move(devices));
+}
+
+Status stopTrial(const std::string& folder, int index) {
+  return writeFileAtomic((fs::path(folder) / ("stop-" + std::to_string(index))).string(), "stop\n");
 }
 
 Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path) {

@@ -22,7 +22,7 @@ struct TrialRecord {
   int index = 0;
   Point at;
   std::vector<std::string> values;  // the parameters as text, in the plan's order
-  std::string status = "queued";    // queued, running, done, pruned, failed
+  std::string status = "queued";    // queued, running, done, pruned, stopped (by hand), failed
   double objective = 0;             // the metric at the trial's last epoch
   bool hasObjective = false;
   int epochs = 0;  // epochs run
@@ -31,7 +31,9 @@ struct TrialRecord {
   std::string error;   // a failed trial's
   std::string folder;  // its events and log
   std::string where;   // where it ran: "this computer", a host's name
-  bool ended() const { return status == "done" || status == "pruned" || status == "failed"; }
+  bool ended() const {
+    return status == "done" || status == "pruned" || status == "stopped" || status == "failed";
+  }
 };
 
 // Where trials run: `capacity()` at once, each slot one trial at a time. run() trains a
@@ -74,6 +76,10 @@ Result<SweepResult> runSweep(const proto::Project& project, const SweepPlan& pla
 // The trials a sweep.json holds, as far as they fit `plan`'s space; none where there is
 // no such file; an error for a file that is not JSON (one being written: read again).
 Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::string& path);
+
+// Asks the sweep running in `folder` (another process, perhaps) to stop trial `index`
+// after its current step; it ends "stopped", keeping its events.
+Status stopTrial(const std::string& folder, int index);
 
 // A trial as a line of the table a sweep prints as trials end, and its header:
 // "    7  done      0.9783    30     1.2 s  this computer  train.optimizer.lr=0.0031 …".

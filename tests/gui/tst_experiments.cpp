@@ -5,6 +5,7 @@
 // closes mid-way shown again by the next window, which finishes it without losing a
 // trial.
 #include <QDir>
+#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -162,6 +163,63 @@ class TestExperiments : public QObject {
       QCOMPARE(now.objective, t.objective);
     }
     for (const auto& t : x->trials()) QVERIFY2(t.ended(), t.status.c_str());
+  }
+
+  // The sweep edited in the dock: text that could not run is refused naming the field,
+  // and leaves the project as it was; the sweep run, then extended by 3 trials (one
+  // undoable edit), keeps its 12 and ends with 15; an edit of the text is undone.
+  void theSweepIsEditedAndExtended() {
+    MainWindow w;
+    QVERIFY(w.openFile(sweepProject("extend")));
+    ExperimentsView* x = w.experiments();
+    editor::GraphDocument* doc = w.document();
+    const std::string before = doc->toProject().sweep().SerializeAsString();
+    QVERIFY(!x->applySweepText("params { target: 'train.optimizer.lrr' min: 0.1 max: 1 }"));
+    QVERIFY(x->findChild<QLabel*>()->text().contains("sweep.params[0]"));
+    QCOMPARE(doc->toProject().sweep().SerializeAsString(), before);
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    x->runSweep();
+    QVERIFY(waitForSignals(ended));
+    const std::vector<sweep::TrialRecord> first = x->trials();
+    QCOMPARE(first.size(), size_t(12));
+    const int steps = doc->undoStack()->count();
+    x->extend(3);
+    QCOMPARE(doc->undoStack()->count(), steps + 1);
+    QCOMPARE(doc->toProject().sweep().trials(), 15);
+    QVERIFY(waitForSignals(ended, 2));
+    QCOMPARE(x->trials().size(), size_t(15));
+    for (size_t k = 0; k < first.size(); ++k) {
+      QCOMPARE(x->trials()[k].status, first[k].status);
+      QCOMPARE(x->trials()[k].objective, first[k].objective);
+    }
+    QVERIFY(x->applySweepText(
+        "params { target: 'train.optimizer.lr' min: 0.001 max: 0.01 log: true } trials: 4"));
+    QCOMPARE(doc->toProject().sweep().trials(), 4);
+    QCOMPARE(doc->toProject().sweep().params_size(), 1);
+    doc->undoStack()->undo();
+    QCOMPARE(doc->toProject().sweep().trials(), 15);
+  }
+
+  // A trial stopped by hand ends "stopped" with its events; the sweep goes on.
+  void aTrialIsStoppedByHand() {
+    const QString path = sweepProject("stop-one", 3, 4000);
+    auto p = loadProject(path.toStdString());
+    QVERIFY(p.ok());
+    p->mutable_sweep()->set_strategy(proto::RANDOM);  // nothing pruned
+    QVERIFY(saveProject(path.toStdString(), *p).ok());
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    ExperimentsView* x = w.experiments();
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    x->runSweep();
+    QVERIFY(waitUntil([&] { return !x->trials().empty() && x->trials()[0].epochs >= 1; }));
+    QVERIFY(x->stopTrial(0));
+    QVERIFY(waitUntil([&] { return x->trials()[0].status == "stopped"; }));
+    QVERIFY(x->trials()[0].epochs < 4000);
+    x->stopSweep();
+    QVERIFY(waitForSignals(ended));
+    QCOMPARE(x->trials()[0].status, std::string("stopped"));
+    QVERIFY(QFileInfo(QString::fromStdString(x->trials()[0].folder + "/events.pb")).size() > 0);
   }
 };
 
