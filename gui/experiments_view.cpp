@@ -20,12 +20,14 @@
 #include <QTimer>
 #include <QUndoStack>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 
 #include "editor/document.h"
 #include "engine/io/project_file.h"
 #include "gui/runs.h"
+#include "gui/trial_curves.h"
 
 namespace netloom::gui {
 namespace {
@@ -94,7 +96,7 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   m_table = new QTableWidget(this);
   m_table->setObjectName("trials");
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->verticalHeader()->hide();
   m_coordinates = new QCustomPlot(this);
   m_coordinates->setObjectName("coordinates");
@@ -110,6 +112,9 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   auto* plots = new QVBoxLayout;
   plots->addWidget(m_coordinates, 2);
   plots->addWidget(m_best, 1);
+  m_curves = new TrialCurves(this);
+  m_curves->setMinimumHeight(140);
+  plots->addWidget(m_curves, 2);
   plots->addWidget(m_importance);
   auto* right = new QWidget(this);
   right->setLayout(plots);
@@ -138,6 +143,7 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   connect(m_extend, &QPushButton::clicked, this, [this] { extend(m_more->value()); });
   connect(m_apply, &QPushButton::clicked, this, [this] { applySweepText(m_text->toPlainText()); });
   connect(m_filter, &QLineEdit::textChanged, this, &ExperimentsView::applyFilters);
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, &ExperimentsView::followCurves);
   connect(m_coordinates, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
     m_pressAxis = int(std::lround(m_coordinates->xAxis->pixelToCoord(e->pos().x())));
     m_pressY = m_coordinates->yAxis->pixelToCoord(e->pos().y());
@@ -317,10 +323,33 @@ void ExperimentsView::reload() {
   drawBest();
   showImportance();
   applyFilters();
+  followCurves();
   emit trialsChanged();
 }
 
+void ExperimentsView::followCurves() {
+  std::vector<int> want;
+  for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
+    want.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  if (want.empty())
+    for (const auto& t : m_trials)
+      if (t.status == "running") want.push_back(t.index);
+  std::sort(want.begin(), want.end());
+  if (want == m_followed) return;
+  for (int k : m_followed)
+    if (!std::binary_search(want.begin(), want.end(), k)) m_curves->unfollow(k);
+  for (int k : want)
+    if (!std::binary_search(m_followed.begin(), m_followed.end(), k))
+      for (const auto& t : m_trials)
+        if (t.index == k) m_curves->follow(k, QString::fromStdString(t.folder + "/events.pb"));
+  m_followed = want;
+}
+
 void ExperimentsView::fillTable() {
+  std::vector<int> selected;  // kept across the refill
+  for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
+    selected.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  const QSignalBlocker quiet(m_table);
   m_table->setSortingEnabled(false);
   QStringList headers{tr("Trial"),  tr("Status"), tr("Objective"),
                       tr("Epochs"), tr("Rung"),   tr("Time (s)")};
@@ -345,6 +374,12 @@ void ExperimentsView::fillTable() {
       m_table->setItem(r, kParams + int(k), cell(QString::fromStdString(t.values[k]), t.at[k]));
   }
   m_table->setSortingEnabled(true);
+  m_table->clearSelection();
+  for (int r = 0; r < m_table->rowCount(); ++r)
+    if (std::count(selected.begin(), selected.end(),
+                   m_table->item(r, kTrial)->data(Qt::UserRole).toInt()))
+      m_table->selectionModel()->select(m_table->model()->index(r, 0),
+                                        QItemSelectionModel::Select | QItemSelectionModel::Rows);
 }
 
 double ExperimentsView::onAxis(const sweep::TrialRecord& t, int axis) const {

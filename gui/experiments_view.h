@@ -36,6 +36,8 @@ class GraphDocument;
 
 namespace netloom::gui {
 
+class TrialCurves;
+
 class ExperimentsView : public QWidget {
   Q_OBJECT
 
@@ -47,6 +49,8 @@ class ExperimentsView : public QWidget {
   QCustomPlot* coordinates() const { return m_coordinates; }
   QCustomPlot* bestSoFar() const { return m_best; }
   QLabel* importance() const { return m_importance; }
+  // The selected trials' loss as they train (the running ones while none is selected).
+  TrialCurves* curves() const { return m_curves; }
   QLineEdit* filter() const { return m_filter; }
   bool running() const { return m_process != nullptr; }
   // runs/sweep-<project>/ beside the saved project; empty for an unsaved one.
@@ -86,6 +90,7 @@ class ExperimentsView : public QWidget {
   int selectedTrial() const;  // -1: none
   // Where trial `t` lies on `axis`, 0 … 1 (a log range by its logarithm).
   double onAxis(const sweep::TrialRecord& t, int axis) const;
+  void followCurves();
 
   editor::GraphDocument* m_doc;
   QLabel* m_summary;
@@ -96,6 +101,8 @@ class ExperimentsView : public QWidget {
   QTableWidget* m_table;
   QCustomPlot *m_coordinates, *m_best;
   QLabel* m_importance;
+  TrialCurves* m_curves;
+  std::vector<int> m_followed;
   QProcess* m_process = nullptr;
   QFileSystemWatcher* m_watcher;
   QTimer* m_poll;

@@ -17,9 +17,11 @@
 
 #include "../common/wait.h"
 #include "editor/document.h"
+#include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "gui/experiments_view.h"
 #include "gui/main_window.h"
+#include "gui/trial_curves.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
@@ -95,6 +97,25 @@ class TestExperiments : public QObject {
     QCOMPARE(visibleRows(x->table()), good);
     x->clearBrushes();
     QCOMPARE(visibleRows(x->table()), 12);
+    // Two trials selected: their losses drawn, a point a step, and kept selected when
+    // the sweep's file is read again.
+    x->table()->selectRow(0);
+    x->table()->selectionModel()->select(x->table()->model()->index(1, 0),
+                                         QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    const int a = x->table()->item(0, 0)->data(Qt::UserRole).toInt();
+    const int b = x->table()->item(1, 0)->data(Qt::UserRole).toInt();
+    auto steps = [&](int trial) {
+      auto events = readEvents(x->trials()[size_t(trial)].folder + "/events.pb");
+      int n = 0;
+      for (const auto& e : events->events) n += e.has_step();
+      return n;
+    };
+    QVERIFY(waitUntil(
+        [&] { return x->curves()->points(a) == steps(a) && x->curves()->points(b) == steps(b); }));
+    QVERIFY(steps(a) > 0);
+    x->reload();
+    QCOMPARE(x->table()->selectionModel()->selectedRows().size(), 2);
+    QCOMPARE(x->curves()->plot()->graphCount(), 2);
   }
 
   void promotingATrialIsOneUndoableEdit() {

@@ -1,0 +1,94 @@
+#include "gui/event_tail.h"
+
+#include <chrono>
+
+#include "engine/io/event_stream.h"
+
+namespace netloom::gui {
+
+namespace {
+// How often the reader looks for new bytes: well inside a frame.
+constexpr auto kReadEvery = std::chrono::milliseconds(4);
+}  // namespace
+
+EventTail::EventTail(int frameMs, QObject* parent) : QObject(parent) {
+  m_frame.setInterval(frameMs);
+  m_frame.setTimerType(Qt::PreciseTimer);
+  connect(&m_frame, &QTimer::timeout, this, &EventTail::deliver);
+  m_frame.start();
+  m_reader = std::thread([this] { readLoop(); });
+}
+
+EventTail::~EventTail() {
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_quit = true;
+  }
+  m_wake.notify_all();
+  m_reader.join();
+}
+
+void EventTail::follow(int stream, const QString& path) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_streams[stream] = Stream{path.toStdString(), 0};
+  m_wake.notify_all();
+}
+
+void EventTail::unfollow(int stream) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_streams.erase(stream);
+  for (auto it = m_ready.begin(); it != m_ready.end();)
+    it = it->stream == stream ? m_ready.erase(it) : it + 1;
+}
+
+void EventTail::clear() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_streams.clear();
+  m_ready.clear();
+}
+
+std::vector<int> EventTail::streams() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<int> out;
+  for (const auto& [id, s] : m_streams) out.push_back(id);
+  return out;
+}
+
+void EventTail::readLoop() {
+  std::unique_lock<std::mutex> lock(m_mutex);
+  while (!m_quit) {
+    // Read without the lock: a stream's file is read by this thread alone.
+    std::map<int, Stream> streams = m_streams;
+    lock.unlock();
+    std::vector<Batch> read;
+    std::map<int, int64_t> offsets;
+    for (auto& [id, s] : streams) {
+      auto r = readEvents(s.path, s.offset);
+      if (!r || r->events.empty()) continue;
+      offsets[id] = r->nextOffset;
+      read.push_back(Batch{id, std::move(r->events)});
+    }
+    lock.lock();
+    for (Batch& b : read) {
+      auto it = m_streams.find(b.stream);
+      // Unfollowed or followed anew meanwhile: what was read is not its news.
+      if (it == m_streams.end() || it->second.path != streams[b.stream].path ||
+          it->second.offset != streams[b.stream].offset)
+        continue;
+      it->second.offset = offsets[b.stream];
+      m_ready.push_back(std::move(b));
+    }
+    m_wake.wait_for(lock, kReadEvery);
+  }
+}
+
+void EventTail::deliver() {
+  std::vector<Batch> batches;
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    batches.swap(m_ready);
+  }
+  if (!batches.empty()) emit frame(batches);
+}
+
+}  // namespace netloom::gui

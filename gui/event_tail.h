@@ -1,0 +1,60 @@
+// Following event streams as they grow, off the GUI thread: a thread of its own reads
+// each stream's new bytes and decodes them, and the GUI thread takes what arrived
+// once per frame (every `frameMs`), all streams together, as one `frame` signal. A
+// burst of thousands of events a second then costs the GUI thread one handful of
+// appends and one replot a frame, not a decode and a replot an event.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/proto/events.pb.h"
+
+namespace netloom::gui {
+
+class EventTail : public QObject {
+  Q_OBJECT
+
+ public:
+  struct Batch {
+    int stream = 0;
+    std::vector<proto::TrainEvent> events;
+  };
+
+  explicit EventTail(int frameMs = 16, QObject* parent = nullptr);
+  ~EventTail() override;
+
+  // Follows the stream in `path` from its first byte (it may not exist yet).
+  void follow(int stream, const QString& path);
+  void unfollow(int stream);
+  void clear();
+  std::vector<int> streams() const;
+
+ signals:
+  void frame(const std::vector<netloom::gui::EventTail::Batch>& batches);
+
+ private:
+  struct Stream {
+    std::string path;
+    int64_t offset = 0;
+  };
+  void readLoop();
+  void deliver();
+
+  QTimer m_frame;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_wake;
+  std::map<int, Stream> m_streams;
+  std::vector<Batch> m_ready;  // decoded, waiting for the next frame
+  bool m_quit = false;
+  std::thread m_reader;
+};
+
+}  // namespace netloom::gui
