@@ -24,8 +24,10 @@ namespace netloom::gui {
 
 namespace {
 
-// One chart per tick: each of six refreshes about three times a second.
-constexpr int kReplotMs = 50;
+// Charts are redrawn once a frame at most, within a budget that leaves the frame to
+// the rest of the window.
+constexpr int kReplotMs = 16;
+constexpr int kFrameBudgetMs = 8;
 // The per-layer charts show a legend up to this many curves.
 constexpr size_t kMaxLegendRows = 12;
 const QColor kOverlay[] = {QColor(0xc0, 0x39, 0x2b), QColor(0x16, 0xa0, 0x85),
@@ -218,10 +220,15 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
       m_stale = plots();
       m_dirty = false;
     }
-    if (m_stale.empty()) return;
-    QCustomPlot* next = m_stale.front();
-    m_stale.erase(m_stale.begin());
-    replotOne(next);
+    // The charts that changed, once a frame, while the frame's budget lasts; the rest
+    // in the next frame.
+    QElapsedTimer spent;
+    spent.start();
+    while (!m_stale.empty() && spent.elapsed() < kFrameBudgetMs) {
+      QCustomPlot* next = m_stale.front();
+      m_stale.erase(m_stale.begin());
+      replotOne(next);
+    }
   });
   m_replot.start();
 }
@@ -362,6 +369,9 @@ void TrainingCharts::clearPoints() {
     for (QCPGraph* g : c->bands) g->data()->clear();
   }
   m_smooth->data()->clear();
+  m_smoothLast = 0;
+  m_smoothCount = 0;
+  m_smoothed = 0;
   m_ranks = 1;
   m_totalSteps = 0;
   m_epochs = 0;
@@ -374,6 +384,7 @@ void TrainingCharts::clearPoints() {
 
 void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
   m_events.insert(m_events.end(), events.begin(), events.end());
+  bool rolledBack = false;
   for (const proto::TrainEvent& e : events) {
     if (e.has_run_started()) {
       m_ranks = std::max(1, e.run_started().ranks());
@@ -386,6 +397,7 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
       double x = key.on(m_xAxis);
       if (!m_stepKeys.empty() && key.step <= m_stepKeys.back().step) {
         // A resumed run repeats the steps after its checkpoint: they replace.
+        rolledBack = true;
         double from = m_stepKeys.back().on(m_xAxis);
         while (!m_stepKeys.empty() && m_stepKeys.back().step >= key.step)
           from = m_stepKeys.back().on(m_xAxis), m_stepKeys.pop_back(), m_losses.pop_back();
@@ -430,16 +442,38 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
         }
     }
   }
-  resmooth();
+  rolledBack || m_smoothed > m_losses.size() ? resmooth() : smoothMore();
   m_dirty = true;
 }
 
 void TrainingCharts::resmooth() {
-  std::vector<double> s = smoothed(m_losses, m_weight);
-  QVector<double> keys, values(s.begin(), s.end());
-  keys.reserve(int(m_stepKeys.size()));
-  for (const Key& k : m_stepKeys) keys << k.on(m_xAxis);
-  m_smooth->setData(keys, values, true);
+  m_smooth->data()->clear();
+  m_smoothLast = 0;
+  m_smoothCount = 0;
+  m_smoothed = 0;
+  smoothMore();
+}
+
+// As smoothed() computes it, from where it stopped: a live run's append costs its
+// own steps, not the whole run's again.
+void TrainingCharts::smoothMore() {
+  QVector<double> keys, values;
+  keys.reserve(int(m_losses.size() - m_smoothed));
+  values.reserve(keys.capacity());
+  for (size_t i = m_smoothed; i < m_losses.size(); ++i) {
+    const double v = m_losses[i];
+    double y = v;
+    if (std::isfinite(v)) {
+      m_smoothLast = m_smoothLast * m_weight + (1 - m_weight) * v;
+      ++m_smoothCount;
+      const double debias = m_weight > 0 ? 1 - std::pow(m_weight, double(m_smoothCount)) : 1;
+      y = m_smoothLast / debias;
+    }
+    keys << m_stepKeys[i].on(m_xAxis);
+    values << y;
+  }
+  m_smoothed = m_losses.size();
+  m_smooth->addData(keys, values, true);
 }
 
 void TrainingCharts::setXAxis(XAxis axis) {

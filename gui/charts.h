@@ -100,7 +100,8 @@ class TrainingCharts : public QWidget {
   };
   Key stepKey(const proto::Step& s) const;
   Key epochKey(const proto::Epoch& e) const;
-  void resmooth();
+  void resmooth();    // the smoothed loss drawn again from the first step
+  void smoothMore();  // and extended by the steps since
   void clearPoints();  // every curve's points and the run's keys; the curves stay
   // One curve per parameter, made as its first value arrives.
   void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);
@@ -128,6 +129,10 @@ class TrainingCharts : public QWidget {
   QComboBox* m_axisChoice;
   XAxis m_xAxis = XAxis::Step;
   double m_weight = 0.6;
+  // The smoothed loss so far: its running value, the finite losses in it, the steps.
+  double m_smoothLast = 0;
+  int64_t m_smoothCount = 0;
+  size_t m_smoothed = 0;
   std::vector<Overlay> m_overlays;
   std::vector<QCPGraph*> m_overlayGraphs;
 

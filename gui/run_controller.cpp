@@ -14,7 +14,8 @@
 namespace netloom::gui {
 
 namespace {
-constexpr int kPollMs = 100;
+// A run's new events are read once a frame.
+constexpr int kPollMs = 16;
 }  // namespace
 
 RunController::RunController(editor::GraphDocument* doc, QObject* parent)
