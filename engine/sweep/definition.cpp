@@ -104,6 +104,53 @@ Result<Target> nodeTarget(const proto::Project& project, const std::string& path
   return t;
 }
 
+// instances.<node>: a block's instance repeated, each copy reading the one before.
+Result<Target> instancesTarget(const proto::Project& project, const std::string& path) {
+  Target t;
+  t.path = path;
+  t.kind = Target::Kind::Int;
+  t.instance = path.substr(10);
+  const proto::NodeDef* node = nullptr;
+  for (const proto::NodeDef& n : project.model().nodes())
+    if (n.name() == t.instance) node = &n;
+  if (!node) return makeError("'" + path + "': the model has no node '" + t.instance + "'");
+  const proto::ModelDef* block = nullptr;
+  for (const proto::ModelDef& b : project.model().blocks())
+    if (b.name() == node->op()) block = &b;
+  if (!block)
+    return makeError("'" + path + "': '" + t.instance + "' is a " + node->op() +
+                     ", not an instance of a block");
+  if (block->outputs_size() != 1 || node->inputs_size() < 1)
+    return makeError("'" + path + "': block " + block->name() +
+                     " must read an input and give one output to be chained");
+  return t;
+}
+
+// `name` repeated `count` times: copies name_2 … name_count, each reading the one
+// before through its first input; what read `name` reads the last copy.
+void chainInstances(proto::ModelDef& m, const std::string& name, int count) {
+  if (count <= 1) return;
+  const std::string last = name + "_" + std::to_string(count);
+  auto rewire = [&](std::string& ref) {
+    if (ref == name)
+      ref = last;
+    else if (ref.rfind(name + ":", 0) == 0)
+      ref = last + ref.substr(name.size());
+  };
+  for (proto::NodeDef& n : *m.mutable_nodes())
+    for (std::string& in : *n.mutable_inputs()) rewire(in);
+  for (std::string& out : *m.mutable_outputs()) rewire(out);
+  proto::NodeDef original;
+  for (const proto::NodeDef& n : m.nodes())
+    if (n.name() == name) original = n;
+  for (int k = 2; k <= count; ++k) {
+    proto::NodeDef copy = original;
+    copy.set_name(name + "_" + std::to_string(k));
+    copy.set_inputs(0, k == 2 ? name : name + "_" + std::to_string(k - 1));
+    *m.add_nodes() = copy;
+  }
+}
+
 // Whether `text` is a value the target takes; empty when it is, else why not.
 std::string badValue(const Target& t, const std::string& text) {
   char* end = nullptr;
@@ -192,10 +239,12 @@ Result<SweepPlan> planSweep(const proto::Project& project) {
     const std::string name = "sweep.params[" + std::to_string(k) + "] (" + p.target() + ")";
     const std::vector<std::string> parts = splitDots(p.target());
     Result<Target> t =
-        parts[0] == "train" ? trainTarget(p.target(), parts)
-        : parts[0] == "nodes"
-            ? nodeTarget(project, p.target())
-            : Result<Target>(makeError("'" + p.target() + "' must start with train. or nodes."));
+        parts[0] == "train"   ? trainTarget(p.target(), parts)
+        : parts[0] == "nodes" ? nodeTarget(project, p.target())
+        : parts[0] == "instances"
+            ? instancesTarget(project, p.target())
+            : Result<Target>(
+                  makeError("'" + p.target() + "' must start with train., nodes. or instances."));
     if (!t) return makeError("sweep.params[" + std::to_string(k) + "]: " + t.error().message);
     if (t->kind == Target::Kind::Enum)
       for (const std::string& c : p.choices()) {
@@ -211,6 +260,11 @@ Result<SweepPlan> planSweep(const proto::Project& project) {
       }
     auto q = paramOf(p, *t, name);
     if (!q) return q.error();
+    if (!t->instance.empty())
+      for (const std::string& c : p.choices())
+        if (std::strtod(c.c_str(), nullptr) < 1) return makeError(name + ": at least 1 instance");
+    if (!t->instance.empty() && p.choices_size() == 0 && q->lo < 1)
+      return makeError(name + ": at least 1 instance");
     plan.targets.push_back(*t);
     params.push_back(*q);
   }
@@ -258,6 +312,10 @@ Result<proto::Project> trialProject(const proto::Project& project, const SweepPl
     const std::string text = plan.space.text(at, k);
     const bool choice = plan.space.params()[k].kind == Param::Kind::Choice;
     const double value = choice ? std::strtod(text.c_str(), nullptr) : at[k];
+    if (!t.instance.empty()) {
+      chainInstances(*p.mutable_model(), t.instance, int(std::llround(value)));
+      continue;
+    }
     if (t.node.empty()) {
       setTrainField(*p.mutable_train(), t.fields, 0, text, value);
       continue;

@@ -20,6 +20,7 @@ struct Target {
   enum class Kind { Int, Float, Bool, Text, Enum } kind = Kind::Float;
   std::vector<std::string> fields;  // train.…: the field names below TrainDef
   std::string node, attr;           // nodes.…
+  std::string instance;             // instances.<node>: how many of it, chained
 };
 
 struct SweepPlan {

@@ -18,6 +18,7 @@
 #include "engine/io/project_file.h"
 #include "engine/sweep/runner.h"
 #include "engine/sweep/search.h"
+#include "engine/train/summary.h"
 
 using namespace netloom;
 using namespace netloom::sweep;
@@ -201,7 +202,8 @@ class TestSweep : public QObject {
         {"target: 'train.optimizer.kind' choices: ['ADAM', 'LION']", "'LION' is not one of"},
         {"target: 'train.batch_size' min: 8 max: 64", "whole numbers"},
         {"target: 'train.optimizer' min: 0 max: 1", "is a section"},
-        {"target: 'model.fc1' min: 0 max: 1", "must start with train. or nodes."},
+        {"target: 'model.fc1' min: 0 max: 1", "must start with train., nodes. or instances."},
+        {"target: 'instances.fc1' choices: ['2']", "not an instance of a block"},
     };
     for (const Bad& b : bads) {
       proto::Project p = spiralsSweep();
@@ -300,6 +302,37 @@ class TestSweep : public QObject {
       QCOMPARE(now.at, t.at);
     }
     for (const sweep::TrialRecord& t : second->trials) QVERIFY2(t.ended(), t.status.c_str());
+  }
+
+  // A block's instance repeated: instances.h3 of the fortunes GPT at 3 chains h3, h3_2
+  // and h3_3, what read h3 reads h3_3, and the model has two blocks' weights more.
+  void blockInstancesAreAParameter() {
+    auto p = loadProject(std::string(NETLOOM_SOURCE_DIR) + "/projects/fortunes-gpt.nlproj");
+    QVERIFY(p.ok());
+    proto::SweepParam* param = p->mutable_sweep()->add_params();
+    param->set_target("instances.h3");
+    param->add_choices("1");
+    param->add_choices("3");
+    p->mutable_sweep()->set_objective("train_loss");
+    auto plan = sweep::planSweep(*p);
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    auto one = sweep::trialProject(*p, *plan, {0}), three = sweep::trialProject(*p, *plan, {1});
+    QVERIFY(one.ok() && three.ok());
+    std::map<std::string, std::string> reads;  // node -> its first input
+    for (const auto& n : three->model().nodes())
+      reads[n.name()] = n.inputs_size() ? n.inputs(0) : "";
+    QCOMPARE(reads["h3_2"], std::string("h3"));
+    QCOMPARE(reads["h3_3"], std::string("h3_2"));
+    for (const auto& [node, input] : reads) QVERIFY2(input != "h3" || node == "h3_2", node.c_str());
+    auto small = summarizeModel(one->model(), 2), big = summarizeModel(three->model(), 2);
+    QVERIFY2(small.ok() && big.ok(), big.ok() ? "" : big.error().message.c_str());
+    QVERIFY(big->parameters > small->parameters);
+    param->clear_choices();
+    param->set_min(0);
+    param->set_max(3);
+    param->set_integer(true);
+    auto zero = sweep::planSweep(*p);
+    QVERIFY(!zero.ok() && zero.error().message.find("at least 1") != std::string::npos);
   }
 };
 
