@@ -3,6 +3,7 @@
 #include <google/protobuf/text_format.h>
 #include <qcustomplot.h>
 
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -28,6 +29,7 @@
 #include "engine/io/project_file.h"
 #include "gui/runs.h"
 #include "gui/trial_curves.h"
+#include "remote/hosts.h"
 
 namespace netloom::gui {
 namespace {
@@ -83,12 +85,16 @@ ExperimentsView::ExperimentsView(editor::GraphDocument* doc, QWidget* parent)
   m_text->setMaximumHeight(110);
   m_apply = new QPushButton(tr("Apply"), this);
   m_apply->setObjectName("applySweep");
+  m_where = new QComboBox(this);
+  m_where->setObjectName("sweepTarget");
+  m_where->setToolTip(tr("Where the trials run: this computer, or saved hosts (SSH or Slurm)"));
+  reloadHosts();
   m_filter = new QLineEdit(this);
   m_filter->setObjectName("trialFilter");
   m_filter->setPlaceholderText(tr("Filter trials: status or parameter text"));
   auto* bar = new QHBoxLayout;
-  for (QWidget* w : std::initializer_list<QWidget*>{m_run, m_stop, m_promote, m_stopTrial, m_more,
-                                                    m_extend, m_filter})
+  for (QWidget* w : std::initializer_list<QWidget*>{m_where, m_run, m_stop, m_promote, m_stopTrial,
+                                                    m_more, m_extend, m_filter})
     bar->addWidget(w);
   auto* definition = new QHBoxLayout;
   definition->addWidget(m_text, 1);
@@ -171,6 +177,22 @@ ExperimentsView::~ExperimentsView() {
     ::kill(pid_t(m_process->processId()), SIGTERM);  // the sweep's state stays on disk
     m_process->waitForFinished(10000);
   }
+}
+
+void ExperimentsView::reloadHosts() {
+  const QString kept = m_where->currentData().toString();
+  m_where->clear();
+  m_where->addItem(tr("This computer"), QString());
+  auto hosts = remote::loadHosts(remote::defaultHostsPath());
+  QStringList names;
+  if (hosts)
+    for (const remotepb::Host& h : hosts->hosts()) {
+      const QString name = QString::fromStdString(h.name());
+      names << name;
+      m_where->addItem(tr("%1 (a trial at a time)").arg(name), name);
+    }
+  if (names.size() > 1) m_where->addItem(tr("All saved hosts"), names.join(','));
+  m_where->setCurrentIndex(std::max(0, m_where->findData(kept)));
 }
 
 QString ExperimentsView::folder() const {
@@ -293,7 +315,10 @@ void ExperimentsView::runSweep() {
     if (!ok) say(err.isEmpty() ? tr("The sweep ended with status %1").arg(code) : err);
     emit sweepEnded(ok, err);
   });
-  m_process->start(exe, {copy, "--sweep", "--sweep-dir", dir, "--quiet"});
+  QStringList args{copy, "--sweep", "--sweep-dir", dir, "--quiet"};
+  if (const QString hosts = m_where->currentData().toString(); !hosts.isEmpty())
+    args << "--target" << hosts;
+  m_process->start(exe, args);
   if (!m_process->waitForStarted(10000)) {
     say(tr("cannot start %1: %2").arg(exe, m_process->errorString()));
     delete m_process;

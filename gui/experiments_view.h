@@ -22,6 +22,7 @@
 class QCustomPlot;
 class QFileSystemWatcher;
 class QLabel;
+class QComboBox;
 class QLineEdit;
 class QPlainTextEdit;
 class QSpinBox;
@@ -52,6 +53,9 @@ class ExperimentsView : public QWidget {
   // The selected trials' loss as they train (the running ones while none is selected).
   TrialCurves* curves() const { return m_curves; }
   QLineEdit* filter() const { return m_filter; }
+  // Where the trials run: "This computer", a saved host, or every saved host.
+  QComboBox* where() const { return m_where; }
+  void reloadHosts();  // the saved hosts offered
   bool running() const { return m_process != nullptr; }
   // runs/sweep-<project>/ beside the saved project; empty for an unsaved one.
   QString folder() const;
@@ -96,6 +100,7 @@ class ExperimentsView : public QWidget {
   QLabel* m_summary;
   QPushButton *m_run, *m_stop, *m_promote, *m_stopTrial, *m_extend, *m_apply;
   QSpinBox* m_more;
+  QComboBox* m_where;
   QPlainTextEdit* m_text;
   QLineEdit* m_filter;
   QTableWidget* m_table;

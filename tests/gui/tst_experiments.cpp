@@ -4,6 +4,7 @@
 // trial promoted into the project as one undoable edit; and a sweep whose window
 // closes mid-way shown again by the next window, which finishes it without losing a
 // trial.
+#include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
 #include <QLabel>
@@ -23,6 +24,7 @@
 #include "gui/main_window.h"
 #include "gui/trial_curves.h"
 #include "qcustomplot.h"
+#include "remote/hosts.h"
 
 using namespace netloom;
 using namespace netloom::gui;
@@ -241,6 +243,36 @@ class TestExperiments : public QObject {
     QVERIFY(waitForSignals(ended));
     QCOMPARE(x->trials()[0].status, std::string("stopped"));
     QVERIFY(QFileInfo(QString::fromStdString(x->trials()[0].folder + "/events.pb")).size() > 0);
+  }
+
+  // The trials go where the dock says: a saved host chosen, each trial is a job sent
+  // there (this one does not exist: every trial fails naming it, and the sweep ends).
+  void trialsGoWhereTheDockSays() {
+    const QString config = m_dir.filePath("config");
+    qputenv("XDG_CONFIG_HOME", config.toUtf8());
+    qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
+    remotepb::HostList hosts;
+    remotepb::Host* h = hosts.add_hosts();
+    h->set_name("nowhere");
+    h->set_address("nowhere.invalid");
+    QVERIFY(remote::saveHosts(remote::defaultHostsPath(), hosts).ok());
+    MainWindow w;
+    QVERIFY(w.openFile(sweepProject("where", 2)));
+    ExperimentsView* x = w.experiments();
+    x->reloadHosts();
+    QCOMPARE(x->where()->count(), 2);
+    x->where()->setCurrentIndex(1);
+    QSignalSpy ended(x, &ExperimentsView::sweepEnded);
+    x->runSweep();
+    QVERIFY(waitForSignals(ended));
+    QCOMPARE(x->trials().size(), size_t(2));
+    for (const auto& t : x->trials()) {
+      QCOMPARE(t.status, std::string("failed"));
+      QVERIFY2(t.where.find("nowhere") != std::string::npos, t.where.c_str());
+      QVERIFY2(t.error.find("nowhere.invalid") != std::string::npos, t.error.c_str());
+    }
+    qunsetenv("XDG_CONFIG_HOME");
+    qunsetenv("XDG_DATA_HOME");
   }
 };
 
