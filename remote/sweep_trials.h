@@ -1,7 +1,9 @@
 // A sweep's trials on remote hosts (engine/sweep/runner.h's TrialLauncher): each
 // host, an SSH host or a Slurm cluster's login node, takes `perHost` trials at once;
 // a trial is a job there (remote/jobs.h, remote/slurm.h), its events followed back
-// as they are written, and asked to stop after its step when the sweep prunes it.
+// as they are written, and asked to stop after its step when the sweep prunes it. A
+// sweep that goes away leaves its jobs running (their records saved in `jobsDir`, as
+// netloom-job keeps them), and follows them again when it goes on.
 #pragma once
 
 #include <functional>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "engine/sweep/runner.h"
+#include "remote/hosts.h"
 #include "remote/jobs.h"
 
 namespace netloom::remote {
@@ -20,18 +23,18 @@ class RemoteTrials : public sweep::TrialLauncher {
   using Connect = std::function<Result<std::unique_ptr<SshSession>>(const remotepb::Host&)>;
   // Slots go round the hosts: slot k on host k mod hosts.size().
   RemoteTrials(std::vector<remotepb::Host> hosts, int perHost, SubmitOptions options,
-               Connect connect);
+               Connect connect, std::string jobsDir = defaultJobsDir());
 
   int capacity() const override { return int(m_hosts.size()) * m_perHost; }
   std::string where(int slot) const override;
-  std::string run(int slot, const proto::Project& project, const std::atomic<bool>& stop,
-                  const std::function<void(const proto::TrainEvent&)>& onEvent) override;
+  std::string run(const proto::Project& project, const sweep::TrialRun& r) override;
 
  private:
   std::vector<remotepb::Host> m_hosts;
   int m_perHost;
   SubmitOptions m_options;
   Connect m_connect;
+  std::string m_jobsDir;
 };
 
 }  // namespace netloom::remote

@@ -54,6 +54,7 @@ Json trialJson(const SweepPlan& plan, const TrialRecord& t) {
   if (!t.error.empty()) j.set("error", Json::string(t.error));
   j.set("folder", Json::string(t.folder));
   if (!t.where.empty()) j.set("where", Json::string(t.where));
+  if (!t.job.empty()) j.set("job", Json::string(t.job));
   return j;
 }
 
@@ -92,8 +93,10 @@ class Scheduler {
       m_changed.wait_for(lock, std::chrono::milliseconds(m_o.stop ? 100 : 1000));
       takeStopRequests();
     }
-    if (m_o.stop && m_o.stop->load())
+    if (m_o.stop && m_o.stop->load()) {
+      m_leave = true;  // remote jobs run on; local runs stop
       for (auto& s : m_stops) s->store(true);
+    }
     m_changed.wait(lock, [&] { return m_running == 0; });
     lock.unlock();
     for (std::thread& t : m_threads) t.join();
@@ -233,11 +236,24 @@ class Scheduler {
     fs::create_directories(folder, ec);
     EventWriter events;
     if (Status s = events.open((fs::path(folder) / "events.pb").string()); !s) return s.message();
-    std::string error =
-        m_launcher->run(slot, project, *m_stops[size_t(k)], [&](const proto::TrainEvent& e) {
-          events.write(e);
-          if (e.has_epoch()) onEpoch(k, e.epoch(), pruned);
-        });
+    TrialRun run;
+    run.slot = slot;
+    run.stop = m_stops[size_t(k)].get();
+    run.leave = &m_leave;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      run.job = m_trials[size_t(k)].job;
+    }
+    run.started = [this, k](const std::string& job) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_trials[size_t(k)].job = job;
+      changed(m_trials[size_t(k)]);
+    };
+    run.onEvent = [&](const proto::TrainEvent& e) {
+      events.write(e);
+      if (e.has_epoch()) onEpoch(k, e.epoch(), pruned);
+    };
+    std::string error = m_launcher->run(project, run);
     events.close();
     return error;
   }
@@ -313,6 +329,7 @@ class Scheduler {
   std::vector<std::thread> m_threads;
   std::vector<int> m_again;
   std::set<int> m_byHand;  // trials stopped by hand
+  std::atomic<bool> m_leave{false};
   int m_running = 0;
   bool m_exhausted = false;
   Clock::time_point m_started;
@@ -330,13 +347,12 @@ class LocalTrials : public TrialLauncher {
   std::string where(int slot) const override {
     return m_devices.empty() ? "this computer" : "this computer, " + m_devices[size_t(slot)];
   }
-  std::string run(int slot, const proto::Project& project, const std::atomic<bool>& stop,
-                  const std::function<void(const proto::TrainEvent&)>& onEvent) override {
+  std::string run(const proto::Project& project, const TrialRun& r) override {
     TrainOptions opts = m_base;
-    opts.stop = &stop;
+    opts.stop = r.stop;
     proto::Project own = project;
-    if (!m_devices.empty()) own.mutable_train()->set_device(m_devices[size_t(slot)]);
-    auto done = runTraining(own, opts, onEvent);
+    if (!m_devices.empty()) own.mutable_train()->set_device(m_devices[size_t(r.slot)]);
+    auto done = runTraining(own, opts, r.onEvent);
     return done ? std::string() : done.error().message;
   }
 
@@ -387,6 +403,7 @@ Result<std::vector<TrialRecord>> readSweep(const SweepPlan& plan, const std::str
     if (const Json* e = j.find("error")) t.error = e->asString();
     if (const Json* d = j.find("folder")) t.folder = d->asString();
     if (const Json* w = j.find("where")) t.where = w->asString();
+    if (const Json* job = j.find("job")) t.job = job->asString();
     out.push_back(t);
   }
   return out;

@@ -31,21 +31,32 @@ struct TrialRecord {
   std::string error;   // a failed trial's
   std::string folder;  // its events and log
   std::string where;   // where it ran: "this computer", a host's name
+  std::string job;     // the remote job it is, followed again when the sweep goes on
   bool ended() const {
     return status == "done" || status == "pruned" || status == "stopped" || status == "failed";
   }
 };
 
-// Where trials run: `capacity()` at once, each slot one trial at a time. run() trains a
-// trial's project in `slot` to its end, handing each event to `onEvent` as it comes,
-// and ends the run after its current step once `stop` is set; the error, or empty.
+// What a launcher is given to run one trial.
+struct TrialRun {
+  int slot = 0;                              // 0 … capacity()−1, one trial at a time each
+  const std::atomic<bool>* stop = nullptr;   // set: end the run after its step
+  const std::atomic<bool>* leave = nullptr;  // set: the sweep goes away; a remote job runs
+                                             // on, to be followed again (a local run stops)
+  std::string job;  // a job this trial started before, to follow again instead of starting one
+  std::function<void(const std::string&)> started;        // the job just started, to be saved
+  std::function<void(const proto::TrainEvent&)> onEvent;  // each event, as it comes
+};
+
+// Where trials run: `capacity()` at once. run() trains a trial's project to its end
+// (or until it is stopped or left), handing each event to `r.onEvent`; the error, or
+// empty.
 class TrialLauncher {
  public:
   virtual ~TrialLauncher() = default;
   virtual int capacity() const = 0;
   virtual std::string where(int slot) const = 0;
-  virtual std::string run(int slot, const proto::Project& project, const std::atomic<bool>& stop,
-                          const std::function<void(const proto::TrainEvent&)>& onEvent) = 0;
+  virtual std::string run(const proto::Project& project, const TrialRun& r) = 0;
 };
 
 // This computer: `parallel` trials in threads, `cores` shared among them (0: every

@@ -2,10 +2,17 @@
 // two hosts at once, the loopback sshd and a real Slurm cluster reached through it
 // (sshd_fixture.h, slurm_fixture.h). Every trial ends, each with its events followed
 // back; trials ran on both; pruned ones were asked to stop and ended at their rung.
+#include <unistd.h>
+
 #include <QFileInfo>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 
+#include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "job_helpers.h"
 #include "remote/sweep_trials.h"
@@ -78,6 +85,97 @@ class TestSweepHosts : public QObject {
     QVERIFY(onSlurm >= 1);
     QVERIFY(onSsh >= 1);
     QVERIFY(r->best >= 0);
+  }
+
+  // A sweep that goes away while its trials run on the host leaves them running; the
+  // sweep started again follows the same jobs to their ends, not new ones. The trainer
+  // holds each job at step 3 until the test lets it go.
+  void aSweepGoesOnWithTheSameJobs() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    const QString held = m_dir.filePath("held-train");
+    QVERIFY(writeHeldTrainer(held, 3).ok());
+    remotepb::Host host = ssh();
+    host.set_trainer(held.toStdString());
+    auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals-sweep.nlproj");
+    QVERIFY(project.ok());
+    project->mutable_sweep()->set_trials(2);
+    project->mutable_sweep()->set_strategy(proto::RANDOM);
+    project->mutable_train()->set_epochs(2);
+    auto plan = sweep::planSweep(*project);
+    QVERIFY(plan.ok());
+    const std::string jobs = m_dir.filePath("jobs").toStdString();
+    auto connect = [](const remotepb::Host& h) {
+      auto s = testSession(h);
+      return s ? Result<std::unique_ptr<SshSession>>(std::move(s))
+               : Result<std::unique_ptr<SshSession>>(makeError("cannot reach " + h.name()));
+    };
+    RemoteTrials trials({host}, 2, options(), connect, jobs);
+    std::atomic<bool> stop{false};
+    sweep::SweepOptions o;
+    o.folder = m_dir.filePath("sweep-again").toStdString();
+    o.launcher = &trials;
+    o.stop = &stop;
+    std::vector<std::string> ids;
+    std::mutex seen;
+    o.onTrial = [&](const sweep::TrialRecord& t) {
+      std::lock_guard<std::mutex> lock(seen);
+      if (!t.job.empty() && std::find(ids.begin(), ids.end(), t.job) == ids.end())
+        ids.push_back(t.job);
+    };
+    std::vector<int> holds;
+    std::thread leave([&] {  // once both jobs hold at step 3, the sweep goes away
+      for (int k = 0; k < 2; ++k) {
+        while (true) {
+          std::string id;
+          {
+            std::lock_guard<std::mutex> lock(seen);
+            if (int(ids.size()) > k) id = ids[size_t(k)];
+          }
+          if (!id.empty()) {
+            auto job = loadJobRecord(jobs, id);
+            if (job) {
+              holds.push_back(waitForHold(QString::fromStdString(job->dir()) + "/hold", kHangMs));
+              break;
+            }
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+      stop = true;
+    });
+    auto first = sweep::runSweep(*project, *plan, o);
+    leave.join();
+    QVERIFY(first.ok());
+    QCOMPARE(ids.size(), size_t(2));
+    for (int h : holds) QVERIFY(h >= 0);
+    for (const auto& t : first->trials) {
+      QCOMPARE(t.status, std::string("queued"));
+      QVERIFY(!t.job.empty());
+    }
+    // The jobs still run, held: let them go, and go on with the sweep.
+    for (int h : holds) {
+      QVERIFY(::write(h, "go\n", 3) == 3);
+      ::close(h);
+    }
+    sweep::SweepOptions again = o;
+    again.stop = nullptr;
+    again.onTrial = nullptr;
+    auto second = sweep::runSweep(*project, *plan, again);
+    QVERIFY(second.ok());
+    std::vector<std::string> after;
+    for (const auto& t : second->trials) {
+      QVERIFY2(t.status == "done", (t.status + ": " + t.error).c_str());
+      after.push_back(t.job);
+      auto events = readEvents(t.folder + "/events.pb");
+      QVERIFY(events.ok());
+      int started = 0, steps = 0;
+      for (const auto& e : events->events) started += e.has_run_started(), steps += e.has_step();
+      QCOMPARE(started, 1);  // the same run, followed from its first event
+      QVERIFY(steps > 3);
+    }
+    std::sort(after.begin(), after.end());
+    std::sort(ids.begin(), ids.end());
+    QCOMPARE(after, ids);
   }
 };
 
