@@ -26,6 +26,7 @@
 #include <csignal>
 
 #include "editor/document.h"
+#include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
 #include "gui/runs.h"
 #include "gui/trial_curves.h"
@@ -352,10 +353,29 @@ void ExperimentsView::reload() {
   emit trialsChanged();
 }
 
+void ExperimentsView::overlaySelected(std::vector<int> selected) {
+  std::sort(selected.begin(), selected.end());
+  std::vector<std::pair<int, std::string>> now;
+  for (int k : selected)
+    for (const auto& t : m_trials)
+      if (t.index == k && t.ended()) now.push_back({k, t.status});
+  if (now == m_overlaid) return;
+  m_overlaid = now;
+  std::vector<TrainingCharts::Overlay> runs;
+  for (const auto& [k, status] : now) {
+    auto events = readEvents(m_trials[size_t(k)].folder + "/events.pb");
+    if (!events) continue;
+    runs.push_back({tr("trial %1").arg(k), std::move(events->events),
+                    TrainingCharts::runColor(QString("trial-%1").arg(k))});
+  }
+  emit overlaysChanged(runs);
+}
+
 void ExperimentsView::followCurves() {
   std::vector<int> want;
   for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
     want.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  overlaySelected(want);
   if (want.empty())
     for (const auto& t : m_trials)
       if (t.status == "running") want.push_back(t.index);

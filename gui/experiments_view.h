@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/sweep/runner.h"
+#include "gui/charts.h"
 
 class QCustomPlot;
 class QFileSystemWatcher;
@@ -82,6 +83,8 @@ class ExperimentsView : public QWidget {
  signals:
   void sweepEnded(bool ok, const QString& why);
   void trialsChanged();
+  // The selected trials that ended, to draw over the Training charts.
+  void overlaysChanged(const std::vector<netloom::gui::TrainingCharts::Overlay>& trials);
 
  private:
   void onProjectChanged();
@@ -95,6 +98,7 @@ class ExperimentsView : public QWidget {
   // Where trial `t` lies on `axis`, 0 … 1 (a log range by its logarithm).
   double onAxis(const sweep::TrialRecord& t, int axis) const;
   void followCurves();
+  void overlaySelected(std::vector<int> selected);
 
   editor::GraphDocument* m_doc;
   QLabel* m_summary;
@@ -108,6 +112,7 @@ class ExperimentsView : public QWidget {
   QLabel* m_importance;
   TrialCurves* m_curves;
   std::vector<int> m_followed;
+  std::vector<std::pair<int, std::string>> m_overlaid;  // trial, status
   QProcess* m_process = nullptr;
   QFileSystemWatcher* m_watcher;
   QTimer* m_poll;

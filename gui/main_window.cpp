@@ -195,6 +195,8 @@ void MainWindow::buildDocks() {
   QDockWidget* experiments =
       m_docks->add("Experiments", m_experiments, Qt::BottomDockWidgetArea, true);
   tabifyDockWidget(generate, experiments);
+  connect(m_experiments, &ExperimentsView::overlaysChanged, m_runs,
+          &RunController::setExtraOverlays);
   QDockWidget* runs = m_docks->add("Runs", m_runs->history(), Qt::RightDockWidgetArea);
   m_trainForm = new SettingsForm(&m_doc, SettingsForm::Part::Train);
   m_dataForm = new SettingsForm(&m_doc, SettingsForm::Part::Data);

@@ -361,7 +361,14 @@ void RunController::switchProject() {
 }
 
 void RunController::updateOverlays() {
-  m_charts->setOverlays(m_history->overlays(m_current ? m_current->dir : QString()));
+  auto runs = m_history->overlays(m_current ? m_current->dir : QString());
+  runs.insert(runs.end(), m_extraOverlays.begin(), m_extraOverlays.end());
+  m_charts->setOverlays(runs);
+}
+
+void RunController::setExtraOverlays(std::vector<TrainingCharts::Overlay> runs) {
+  m_extraOverlays = std::move(runs);
+  updateOverlays();
 }
 
 }  // namespace netloom::gui

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "gui/charts.h"
 #include "gui/run_history.h"
 #include "gui/run_progress.h"
 #include "gui/runs.h"
@@ -116,6 +117,8 @@ class RunController : public QObject {
   std::vector<const RunRecord*> checkedRuns() const { return m_history->checked(); }
 
   void poll();  // what the timer does: read new events, update charts and progress
+  // Runs drawn over the charts besides the checked ones (a sweep's selected trials).
+  void setExtraOverlays(std::vector<TrainingCharts::Overlay> runs);
 
  signals:
   void message(const QString& text);
@@ -141,6 +144,7 @@ class RunController : public QObject {
   void pollSoon();  // one poll queued, however many targets' signals ask for it
   void updateProgress();
   void updateOverlays();
+  std::vector<TrainingCharts::Overlay> m_extraOverlays;
 
   editor::GraphDocument* m_doc;
   TrainingCharts* m_charts;

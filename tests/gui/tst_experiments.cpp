@@ -20,8 +20,10 @@
 #include "editor/document.h"
 #include "engine/io/event_stream.h"
 #include "engine/io/project_file.h"
+#include "gui/charts.h"
 #include "gui/experiments_view.h"
 #include "gui/main_window.h"
+#include "gui/run_controller.h"
 #include "gui/trial_curves.h"
 #include "qcustomplot.h"
 #include "remote/hosts.h"
@@ -118,6 +120,16 @@ class TestExperiments : public QObject {
     x->reload();
     QCOMPARE(x->table()->selectionModel()->selectedRows().size(), 2);
     QCOMPARE(x->curves()->plot()->graphCount(), 2);
+    // The two, ended, are drawn over the Training charts too, named by trial.
+    QCustomPlot* loss = w.runs()->charts()->lossPlot();
+    QStringList names;
+    for (int g = 0; g < loss->graphCount(); ++g) names << loss->graph(g)->name();
+    for (int t : {a, b})
+      QVERIFY2(names.filter(QString("trial %1").arg(t)).size() > 0, qPrintable(names.join(", ")));
+    x->table()->clearSelection();
+    int left = 0;
+    for (int g = 0; g < loss->graphCount(); ++g) left += loss->graph(g)->name().startsWith("trial");
+    QCOMPARE(left, 0);
   }
 
   void promotingATrialIsOneUndoableEdit() {
