@@ -486,15 +486,15 @@ void ExperimentsView::showImportance() {
   std::vector<sweep::Observation> done;
   for (const sweep::TrialRecord& t : m_trials)
     if (t.hasObjective && t.status != "failed") done.push_back({t.at, t.objective});
-  const std::vector<double> share = sweep::mainEffects(m_plan->space, done);
+  const std::vector<double> share = sweep::forestImportance(m_plan->space, done);
   QStringList parts;
   for (size_t k = 0; k < share.size(); ++k)
     parts << QString("%1 %2%")
                  .arg(QString::fromStdString(m_plan->targets[k].path))
                  .arg(share[k] * 100, 0, 'f', 0);
-  m_importance->setText(done.size() < 3
-                            ? tr("Importance: after 3 trials")
-                            : tr("Share of the objective's variance: %1").arg(parts.join(", ")));
+  m_importance->setText(done.size() < 4
+                            ? tr("Importance: after 4 trials")
+                            : tr("Importance (random forest): %1").arg(parts.join(", ")));
 }
 
 void ExperimentsView::brush(int axis, double lo, double hi) {

@@ -6,7 +6,7 @@
 // - a parallel-coordinates plot, an axis per parameter and one for the objective;
 //   dragging along an axis brushes a range of it, a click clears it;
 // - the best objective so far, trial after trial;
-// - each parameter's share of the objective's variance (its main effect).
+// - each parameter's importance, as a random forest fitted to the trials sees it.
 // Promote copies a trial's parameters into the project as one undoable edit. A sweep
 // outlives the IDE: its state is on disk, shown again when the project opens, and
 // Run Sweep goes on from it.

@@ -88,6 +88,16 @@ std::unique_ptr<Strategy> tpeSearch(const Space& space, uint64_t seed, TpeOption
 std::vector<double> mainEffects(const Space& space, const std::vector<Observation>& done,
                                 int bins = 4);
 
+// Each parameter's importance to the objective, as a random forest of regression trees
+// fitted to the observations sees it (mean decrease in impurity, Breiman 2001): the
+// share of the squared error its splits remove, summed over `trees` trees grown on
+// bootstrap samples, each split among a random third of the parameters; the shares sum
+// to 1. Unlike mainEffects it sees parameters that matter only together. A range is
+// split along its axis (a log range by its logarithm), a choice by its index. All 0
+// below 4 observations or for an objective that never varies; `seed` fixes the forest.
+std::vector<double> forestImportance(const Space& space, const std::vector<Observation>& done,
+                                     uint64_t seed = 1, int trees = 64);
+
 // ASHA: rung k needs minResource·eta^k of the budget (epochs); a trial at rung k is
 // promoted to k+1 when it is among the best ⌊n_k/eta⌋ of the n_k trials that reached
 // rung k, and was not promoted before. Asynchronous: whenever a worker frees up,

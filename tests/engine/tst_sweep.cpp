@@ -334,6 +334,36 @@ class TestSweep : public QObject {
     auto zero = sweep::planSweep(*p);
     QVERIFY(!zero.ok() && zero.error().message.find("at least 1") != std::string::npos);
   }
+
+  // Importance: where the objective is the XOR of two parameters, neither matters
+  // alone (mainEffects sees next to nothing) but the forest ranks both well above the
+  // third, which does nothing; where it is mostly the first, the forest ranks them in
+  // order.
+  void theForestSeesWhatMattersTogether() {
+    auto s = Space::make(
+        {Param::uniform("a", 0, 1), Param::uniform("b", 0, 1), Param::uniform("c", 0, 1)});
+    QVERIFY(s.ok());
+    Rng rng(3);
+    std::vector<Observation> xor_, first;
+    for (int i = 0; i < 80; ++i) {
+      Point p = s->draw(rng);
+      xor_.push_back({p, (p[0] > 0.5) != (p[1] > 0.5) ? 1.0 : 0.0});
+      first.push_back({p, 10 * (p[0] - 0.3) * (p[0] - 0.3) + 3 * p[1]});
+    }
+    const auto alone = mainEffects(*s, xor_), forest = forestImportance(*s, xor_);
+    qInfo("XOR: main effects %.2f %.2f %.2f; forest %.2f %.2f %.2f", alone[0], alone[1], alone[2],
+          forest[0], forest[1], forest[2]);
+    QVERIFY(alone[0] < 0.15 && alone[1] < 0.15);
+    QVERIFY(forest[0] > 0.3 && forest[1] > 0.3);
+    QVERIFY(forest[0] > 1.5 * forest[2] && forest[1] > 1.5 * forest[2]);
+    const auto ranked = forestImportance(*s, first);
+    qInfo("mostly the first: forest %.2f %.2f %.2f", ranked[0], ranked[1], ranked[2]);
+    QVERIFY(ranked[0] > ranked[1] && ranked[1] > ranked[2]);
+    QCOMPARE(std::round((ranked[0] + ranked[1] + ranked[2]) * 1e9), 1e9);
+    QCOMPARE(forestImportance(*s, first), ranked);  // the same seed, the same forest
+    QCOMPARE(forestImportance(*s, {first.begin(), first.begin() + 3}),
+             (std::vector<double>{0, 0, 0}));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestSweep)
