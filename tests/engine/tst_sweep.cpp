@@ -364,6 +364,31 @@ class TestSweep : public QObject {
     QCOMPARE(forestImportance(*s, {first.begin(), first.begin() + 3}),
              (std::vector<double>{0, 0, 0}));
   }
+
+  // The budget: a grid with no trial count runs each combination once; a wall-time
+  // budget starts no trial after it, and every trial started ends.
+  void theBudgetHolds() {
+    proto::Project p = spiralsSweep();
+    p.mutable_sweep()->set_strategy(proto::GRID);
+    p.mutable_sweep()->set_trials(0);
+    p.mutable_sweep()->set_grid_steps(3);
+    auto grid = sweep::planSweep(p);
+    QVERIFY(grid.ok());
+    QCOMPARE(grid->trials, 3 * 4 * 4);  // lr at 3 points, two widths of 4 choices
+    proto::Project timed = spiralsSweep();
+    timed.mutable_sweep()->set_trials(1000);
+    timed.mutable_sweep()->set_max_minutes(0.5 / 60);  // half a second
+    timed.mutable_sweep()->set_parallel(1);
+    timed.mutable_train()->set_epochs(3);
+    auto plan = sweep::planSweep(timed);
+    QVERIFY(plan.ok());
+    QTemporaryDir dir;
+    auto r = sweep::runSweep(timed, *plan, quietly(dir.path().toStdString()));
+    QVERIFY(r.ok());
+    QVERIFY(!r->trials.empty());
+    QVERIFY(r->trials.size() < 1000);
+    for (const auto& t : r->trials) QVERIFY2(t.ended(), t.status.c_str());
+  }
 };
 
 QTEST_GUILESS_MAIN(TestSweep)
