@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -142,7 +143,7 @@ struct JobArgs {
   SubmitOptions submit;
   bool wait = false;
   std::string error;  // a value the option cannot take (exit status 1)
-  int perHost = 1;    // sweep: trials at once on each host
+  int perHost = 0;    // sweep: trials at once on each host (0: a GPU each, else one)
   std::string sweepJson, sweepDir;
 };
 
@@ -167,7 +168,9 @@ void addOptions(CLI::App& verb, JobArgs& a) {
                   "submit --hosts: ranks on each host, a GPU or a share of the cores each")
       ->check(CLI::Range(1, 4096));
   verb.add_option("--hosts-file", a.hostsPath, "the saved hosts");
-  verb.add_option("--per-host", a.perHost, "sweep: trials at once on each host")
+  verb.add_option("--per-host", a.perHost,
+                  "sweep: trials at once on each host (default: one on each of its GPUs, "
+                  "else one)")
       ->check(CLI::Range(1, 4096));
   verb.add_option("--sweep-json", a.sweepJson, "sweep: write {\"trials\": [...]} to FILE");
   verb.add_option("--sweep-dir", a.sweepDir,
@@ -320,11 +323,23 @@ int sweepOnHosts(JobArgs& a, const remotepb::HostList& saved) {
   if (!plan) return fail(a.target + ": " + plan.error().message), 2;
   namespace fs = std::filesystem;
   a.submit.projectDir = fs::absolute(a.target).parent_path().string();
+  // Without --per-host: as many trials on each host as the fewest GPUs any has, each on
+  // its own; hosts without GPUs take one trial each.
+  int gpus = a.perHost > 0 ? 0 : INT32_MAX;
+  for (const remotepb::Host& h : hosts) {
+    if (gpus == 0) break;
+    auto session =
+        h.has_slurm() ? Result<std::unique_ptr<SshSession>>(makeError("Slurm")) : connectTo(h);
+    auto info = session ? probeHost(**session, h) : Result<HostInfo>(session.error());
+    gpus = info ? std::min(gpus, int(info->gpus.size())) : 0;
+  }
   std::mutex asking;  // trials connect from threads of their own; one question at a time
-  remote::RemoteTrials trials(hosts, a.perHost, a.submit, [&](const remotepb::Host& h) {
-    std::lock_guard<std::mutex> lock(asking);
-    return connectTo(h);
-  });
+  remote::RemoteTrials trials(hosts, a.perHost > 0 ? a.perHost : std::max(gpus, 1), a.submit,
+                              [&](const remotepb::Host& h) {
+                                std::lock_guard<std::mutex> lock(asking);
+                                return connectTo(h);
+                              });
+  trials.setGpuEach(gpus > 0);
   sweep::SweepOptions o;
   o.folder = !a.sweepDir.empty() ? a.sweepDir
                                  : (fs::path(a.submit.projectDir) / "runs" /

@@ -18,7 +18,8 @@ RemoteTrials::RemoteTrials(std::vector<remotepb::Host> hosts, int perHost, Submi
 
 std::string RemoteTrials::where(int slot) const {
   const remotepb::Host& h = m_hosts[size_t(slot) % m_hosts.size()];
-  return hostTitle(h) + (h.has_slurm() ? " (Slurm)" : "");
+  return hostTitle(h) + (h.has_slurm() ? " (Slurm)" : "") +
+         (m_gpuEach ? ", cuda:" + std::to_string(slot / int(m_hosts.size())) : "");
 }
 
 std::string RemoteTrials::run(const proto::Project& project, const sweep::TrialRun& r) {
@@ -34,6 +35,9 @@ std::string RemoteTrials::run(const proto::Project& project, const sweep::TrialR
   const bool slurm = host.has_slurm();
   if (!job) {
     SubmitOptions o = m_options;
+    if (m_gpuEach)
+      o.args.insert(o.args.end(),
+                    {"--devices", "cuda:" + std::to_string(r.slot / int(m_hosts.size()))});
     o.launch = slurm;  // an SSH job starts once its stream is followed: no event waits
     auto made =
         slurm ? submitSlurm(**session, host, project, o) : submitJob(**session, host, project, o);

@@ -24,6 +24,8 @@ class RemoteTrials : public sweep::TrialLauncher {
   // Slots go round the hosts: slot k on host k mod hosts.size().
   RemoteTrials(std::vector<remotepb::Host> hosts, int perHost, SubmitOptions options,
                Connect connect, std::string jobsDir = defaultJobsDir());
+  // Each of a host's perHost slots trains on its own GPU (--devices cuda:0, cuda:1, …).
+  void setGpuEach(bool on) { m_gpuEach = on; }
 
   int capacity() const override { return int(m_hosts.size()) * m_perHost; }
   std::string where(int slot) const override;
@@ -35,6 +37,7 @@ class RemoteTrials : public sweep::TrialLauncher {
   SubmitOptions m_options;
   Connect m_connect;
   std::string m_jobsDir;
+  bool m_gpuEach = false;
 };
 
 }  // namespace netloom::remote

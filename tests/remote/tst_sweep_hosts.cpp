@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "engine/io/event_stream.h"
@@ -176,6 +177,39 @@ class TestSweepHosts : public QObject {
     std::sort(after.begin(), after.end());
     std::sort(ids.begin(), ids.end());
     QCOMPARE(after, ids);
+  }
+
+  // A GPU each: the trials go to the host with --devices cuda:0 and cuda:1; this host
+  // has none, and each trial fails naming the device it was given.
+  void aTrialEachOnAHostsGpus() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    auto project = loadProject(NETLOOM_SOURCE_DIR "/projects/spirals-sweep.nlproj");
+    QVERIFY(project.ok());
+    project->mutable_sweep()->set_trials(2);
+    auto plan = sweep::planSweep(*project);
+    QVERIFY(plan.ok());
+    RemoteTrials trials(
+        {ssh()}, 2, options(),
+        [](const remotepb::Host& h) {
+          auto s = testSession(h);
+          return s ? Result<std::unique_ptr<SshSession>>(std::move(s))
+                   : Result<std::unique_ptr<SshSession>>(makeError("cannot reach " + h.name()));
+        },
+        m_dir.filePath("jobs-gpus").toStdString());
+    trials.setGpuEach(true);
+    QVERIFY(QString::fromStdString(trials.where(1)).endsWith(", cuda:1"));
+    sweep::SweepOptions o;
+    o.folder = m_dir.filePath("sweep-gpus").toStdString();
+    o.launcher = &trials;
+    auto r = sweep::runSweep(*project, *plan, o);
+    QVERIFY(r.ok());
+    std::set<std::string> devices;
+    for (const auto& t : r->trials) {
+      QCOMPARE(t.status, std::string("failed"));
+      for (const char* d : {"cuda:0", "cuda:1"})
+        if (t.error.find(d) != std::string::npos) devices.insert(d);
+    }
+    QCOMPARE(devices.size(), size_t(2));
   }
 };
 
