@@ -337,7 +337,7 @@ void ExperimentsView::stopSweep() {
 }
 
 void ExperimentsView::reload() {
-  if (!m_plan) {
+  if (!m_plan || folder().isEmpty()) {  // no sweep, or an untitled project: nothing on disk
     m_trials.clear();
   } else {
     auto read = sweep::readSweep(*m_plan, (folder() + "/sweep.json").toStdString());
