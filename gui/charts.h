@@ -100,8 +100,8 @@ class TrainingCharts : public QWidget {
   };
   Key stepKey(const proto::Step& s) const;
   Key epochKey(const proto::Epoch& e) const;
-  void resmooth();    // the smoothed loss drawn again from the first step
-  void smoothMore();  // and extended by the steps since
+  void resmooth();     // the smoothed loss drawn again from the first step
+  void smoothMore();   // and extended by the steps since
   void clearPoints();  // every curve's points and the run's keys; the curves stay
   // One curve per parameter, made as its first value arrives.
   void addFamily(Chart& chart, const google::protobuf::Map<std::string, double>& values, double x);

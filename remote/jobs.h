@@ -72,13 +72,12 @@ Result<remotepb::JobRecord> submitJob(SshSession& s, const remotepb::Host& host,
 // of a job on several hosts reads the job's `secret` from its standard input.
 Status launchJob(SshSession& s, remotepb::JobRecord& job, const std::string& secret = {});
 
-// A job on several hosts (remote/rank_jobs.cpp), o.ranksPerHost ranks on each (a process per rank, ranks
-// k·N .. k·N+N−1 on host k, which train as the project's strategy says: data, tensor
-// or pipeline parallel): the bundle goes to every rank's folder, rank 0 starts
-// first and serves the rendezvous on a free port, then the others join it with the
-// job's secret (random, given to each rank on its standard input, never written
-// down). The record is rank 0's, with the others in `ranks`. `sessions` and `hosts`
-// pair up, in host order.
+// A job on several hosts (remote/rank_jobs.cpp), o.ranksPerHost ranks on each (a process per rank,
+// ranks k·N .. k·N+N−1 on host k, which train as the project's strategy says: data, tensor or
+// pipeline parallel): the bundle goes to every rank's folder, rank 0 starts first and serves the
+// rendezvous on a free port, then the others join it with the job's secret (random, given to each
+// rank on its standard input, never written down). The record is rank 0's, with the others in
+// `ranks`. `sessions` and `hosts` pair up, in host order.
 Result<remotepb::JobRecord> submitRanks(const std::vector<SshSession*>& sessions,
                                         const std::vector<remotepb::Host>& hosts,
                                         const proto::Project& project, const SubmitOptions& o,
