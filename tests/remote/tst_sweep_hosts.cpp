@@ -9,6 +9,7 @@
 #include <QtTest>
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -118,29 +119,28 @@ class TestSweepHosts : public QObject {
     o.stop = &stop;
     std::vector<std::string> ids;
     std::mutex seen;
+    std::condition_variable started;  // a job's record saved and its id said
     o.onTrial = [&](const sweep::TrialRecord& t) {
       std::lock_guard<std::mutex> lock(seen);
-      if (!t.job.empty() && std::find(ids.begin(), ids.end(), t.job) == ids.end())
+      if (!t.job.empty() && std::find(ids.begin(), ids.end(), t.job) == ids.end()) {
         ids.push_back(t.job);
+        started.notify_all();
+      }
     };
     std::vector<int> holds;
     std::thread leave([&] {  // once both jobs hold at step 3, the sweep goes away
-      for (int k = 0; k < 2; ++k) {
-        while (true) {
-          std::string id;
-          {
-            std::lock_guard<std::mutex> lock(seen);
-            if (int(ids.size()) > k) id = ids[size_t(k)];
-          }
-          if (!id.empty()) {
-            auto job = loadJobRecord(jobs, id);
-            if (job) {
-              holds.push_back(waitForHold(QString::fromStdString(job->dir()) + "/hold", kHangMs));
-              break;
-            }
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (size_t k = 0; k < 2; ++k) {
+        std::string id;
+        {
+          std::unique_lock<std::mutex> lock(seen);
+          if (!started.wait_for(lock, std::chrono::milliseconds(kHangMs),
+                                [&] { return ids.size() > k; }))
+            break;  // the check below fails, saying how many started
+          id = ids[k];
         }
+        auto job = loadJobRecord(jobs, id);
+        holds.push_back(job ? waitForHold(QString::fromStdString(job->dir()) + "/hold", kHangMs)
+                            : -1);
       }
       stop = true;
     });
