@@ -20,21 +20,12 @@
 #include "gui/charts.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
+#include "percentile.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
 using namespace netloom::gui;
-
-namespace {
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5));
-  return v[i];
-}
-
-}  // namespace
+using netloom::bench::percentile;
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);

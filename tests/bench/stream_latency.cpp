@@ -24,21 +24,17 @@
 
 #include "engine/io/event_stream.h"
 #include "gui/trial_curves.h"
+#include "percentile.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
 using namespace netloom::gui;
+using netloom::bench::percentile;
 
 namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
 }
 
 // One stream: `rate` Step events a second, in bursts every millisecond, until `stop`.
