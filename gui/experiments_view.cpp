@@ -206,10 +206,16 @@ void ExperimentsView::say(const QString& text) {
   m_summary->setText(text);
 }
 
+std::vector<int> ExperimentsView::selectedTrials() const {
+  std::vector<int> trials;
+  for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
+    trials.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  return trials;
+}
+
 int ExperimentsView::selectedTrial() const {
-  const auto rows = m_table->selectionModel()->selectedRows();
-  return rows.isEmpty() ? -1
-                        : m_table->item(rows.front().row(), kTrial)->data(Qt::UserRole).toInt();
+  const std::vector<int> trials = selectedTrials();
+  return trials.empty() ? -1 : trials.front();
 }
 
 bool ExperimentsView::stopTrial(int trial) {
@@ -372,9 +378,7 @@ void ExperimentsView::overlaySelected(std::vector<int> selected) {
 }
 
 void ExperimentsView::followCurves() {
-  std::vector<int> want;
-  for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
-    want.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  std::vector<int> want = selectedTrials();
   overlaySelected(want);
   if (want.empty())
     for (const auto& t : m_trials)
@@ -391,9 +395,7 @@ void ExperimentsView::followCurves() {
 }
 
 void ExperimentsView::fillTable() {
-  std::vector<int> selected;  // kept across the refill
-  for (const QModelIndex& row : m_table->selectionModel()->selectedRows())
-    selected.push_back(m_table->item(row.row(), kTrial)->data(Qt::UserRole).toInt());
+  const std::vector<int> selected = selectedTrials();  // kept across the refill
   const QSignalBlocker quiet(m_table);
   m_table->setSortingEnabled(false);
   QStringList headers{tr("Trial"),  tr("Status"), tr("Objective"),

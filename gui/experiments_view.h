@@ -94,7 +94,8 @@ class ExperimentsView : public QWidget {
   void showImportance();
   void applyFilters();
   void say(const QString& text);
-  int selectedTrial() const;  // -1: none
+  std::vector<int> selectedTrials() const;  // the table's selected rows' trials
+  int selectedTrial() const;                // the first of them; -1: none
   // Where trial `t` lies on `axis`, 0 … 1 (a log range by its logarithm).
   double onAxis(const sweep::TrialRecord& t, int axis) const;
   void followCurves();
