@@ -90,20 +90,10 @@ void addReadout(QCustomPlot* p) {
 }  // namespace
 
 std::vector<double> smoothed(const std::vector<double>& values, double weight) {
+  Smoother s{weight};
   std::vector<double> out;
   out.reserve(values.size());
-  double last = 0;
-  int64_t n = 0;
-  for (double v : values) {
-    if (!std::isfinite(v)) {
-      out.push_back(v);
-      continue;
-    }
-    last = last * weight + (1 - weight) * v;
-    ++n;
-    double debias = weight > 0 ? 1 - std::pow(weight, double(n)) : 1;
-    out.push_back(last / debias);
-  }
+  for (double v : values) out.push_back(s.next(v));
   return out;
 }
 
@@ -369,8 +359,7 @@ void TrainingCharts::clearPoints() {
     for (QCPGraph* g : c->bands) g->data()->clear();
   }
   m_smooth->data()->clear();
-  m_smoothLast = 0;
-  m_smoothCount = 0;
+  m_smoother = Smoother{m_weight};
   m_smoothed = 0;
   m_ranks = 1;
   m_totalSteps = 0;
@@ -448,29 +437,20 @@ void TrainingCharts::append(const std::vector<proto::TrainEvent>& events) {
 
 void TrainingCharts::resmooth() {
   m_smooth->data()->clear();
-  m_smoothLast = 0;
-  m_smoothCount = 0;
+  m_smoother = Smoother{m_weight};
   m_smoothed = 0;
   smoothMore();
 }
 
-// As smoothed() computes it, from where it stopped: a live run's append costs its
-// own steps, not the whole run's again.
+// From where it stopped: a live run's append costs its own steps, not the whole run's
+// again.
 void TrainingCharts::smoothMore() {
   QVector<double> keys, values;
   keys.reserve(int(m_losses.size() - m_smoothed));
   values.reserve(keys.capacity());
   for (size_t i = m_smoothed; i < m_losses.size(); ++i) {
-    const double v = m_losses[i];
-    double y = v;
-    if (std::isfinite(v)) {
-      m_smoothLast = m_smoothLast * m_weight + (1 - m_weight) * v;
-      ++m_smoothCount;
-      const double debias = m_weight > 0 ? 1 - std::pow(m_weight, double(m_smoothCount)) : 1;
-      y = m_smoothLast / debias;
-    }
     keys << m_stepKeys[i].on(m_xAxis);
-    values << y;
+    values << m_smoother.next(m_losses[i]);
   }
   m_smoothed = m_losses.size();
   m_smooth->addData(keys, values, true);

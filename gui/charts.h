@@ -13,6 +13,7 @@
 #include <QTimer>
 #include <QWidget>
 #include <array>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,20 @@ namespace netloom::gui {
 
 // TensorBoard's smoothing: an exponential moving average with its start debiased.
 std::vector<double> smoothed(const std::vector<double>& values, double weight);
+
+// The same, one value at a time: a live run's smoothed loss extended as steps arrive.
+struct Smoother {
+  double weight = 0.6;
+  double last = 0;
+  int64_t count = 0;  // finite values taken
+  double next(double v) {
+    if (!std::isfinite(v)) return v;
+    last = last * weight + (1 - weight) * v;
+    ++count;
+    const double debias = weight > 0 ? 1 - std::pow(weight, double(count)) : 1;
+    return last / debias;
+  }
+};
 
 // The percentiles a distribution chart draws (TensorBoard's: the minimum, ±1.5, ±1
 // and ±0.5 standard deviations of a normal, the median, the maximum), read off a
@@ -129,10 +144,8 @@ class TrainingCharts : public QWidget {
   QComboBox* m_axisChoice;
   XAxis m_xAxis = XAxis::Step;
   double m_weight = 0.6;
-  // The smoothed loss so far: its running value, the finite losses in it, the steps.
-  double m_smoothLast = 0;
-  int64_t m_smoothCount = 0;
-  size_t m_smoothed = 0;
+  Smoother m_smoother;    // the smoothed loss so far
+  size_t m_smoothed = 0;  // steps in it
   std::vector<Overlay> m_overlays;
   std::vector<QCPGraph*> m_overlayGraphs;
 
