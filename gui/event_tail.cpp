@@ -28,10 +28,42 @@ EventTail::~EventTail() {
   m_reader.join();
 }
 
-void EventTail::follow(int stream, const QString& path) {
+void EventTail::follow(int stream, const QString& path, int64_t offset) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_streams[stream] = Stream{path.toStdString(), 0};
+  m_streams[stream] = Stream{path.toStdString(), offset};
   m_wake.notify_all();
+}
+
+void EventTail::wake() {
+  m_wake.notify_all();
+}
+
+void EventTail::readNow(int stream, Batch& into) {
+  auto it = m_streams.find(stream);
+  if (it == m_streams.end()) return;
+  auto r = readEvents(it->second.path, it->second.offset);
+  if (!r || r->events.empty()) return;
+  it->second.offset = r->nextOffset;
+  into.nextOffset = r->nextOffset;
+  for (auto& e : r->events) into.events.push_back(std::move(e));
+}
+
+EventTail::Batch EventTail::drain(int stream) {
+  Batch out{stream, {}, 0};
+  std::lock_guard<std::mutex> lock(m_mutex);
+  for (auto it = m_ready.begin(); it != m_ready.end();) {
+    if (it->stream != stream) {
+      ++it;
+      continue;
+    }
+    for (auto& e : it->events) out.events.push_back(std::move(e));
+    out.nextOffset = it->nextOffset;
+    it = m_ready.erase(it);
+  }
+  // The reader, reading meanwhile without the lock, finds the offset moved and drops
+  // what it read.
+  readNow(stream, out);
+  return out;
 }
 
 void EventTail::unfollow(int stream) {
@@ -61,12 +93,10 @@ void EventTail::readLoop() {
     std::map<int, Stream> streams = m_streams;
     lock.unlock();
     std::vector<Batch> read;
-    std::map<int, int64_t> offsets;
     for (auto& [id, s] : streams) {
       auto r = readEvents(s.path, s.offset);
       if (!r || r->events.empty()) continue;
-      offsets[id] = r->nextOffset;
-      read.push_back(Batch{id, std::move(r->events)});
+      read.push_back(Batch{id, std::move(r->events), r->nextOffset});
     }
     lock.lock();
     for (Batch& b : read) {
@@ -75,7 +105,7 @@ void EventTail::readLoop() {
       if (it == m_streams.end() || it->second.path != streams[b.stream].path ||
           it->second.offset != streams[b.stream].offset)
         continue;
-      it->second.offset = offsets[b.stream];
+      it->second.offset = b.nextOffset;
       m_ready.push_back(std::move(b));
     }
     m_wake.wait_for(lock, kReadEvery);

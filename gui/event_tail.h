@@ -26,16 +26,23 @@ class EventTail : public QObject {
   struct Batch {
     int stream = 0;
     std::vector<proto::TrainEvent> events;
+    int64_t nextOffset = 0;  // the byte after the last of them
   };
 
   explicit EventTail(int frameMs = 16, QObject* parent = nullptr);
   ~EventTail() override;
 
-  // Follows the stream in `path` from its first byte (it may not exist yet).
-  void follow(int stream, const QString& path);
+  // Follows the stream in `path` from byte `offset` (it may not exist yet).
+  void follow(int stream, const QString& path, int64_t offset = 0);
   void unfollow(int stream);
   void clear();
   std::vector<int> streams() const;
+  // Everything of `stream` the file holds now and no frame has delivered, read on
+  // the caller's thread: for a caller that must be up to date at once (a run that
+  // ended). Those events are not delivered again.
+  Batch drain(int stream);
+  // New bytes are there (a mirror was appended to): read now, not at the next look.
+  void wake();
 
  signals:
   void frame(const std::vector<netloom::gui::EventTail::Batch>& batches);
@@ -47,6 +54,8 @@ class EventTail : public QObject {
   };
   void readLoop();
   void deliver();
+  // Takes what `stream`'s file holds past its offset: with m_mutex held.
+  void readNow(int stream, Batch& into);
 
   QTimer m_frame;
   mutable std::mutex m_mutex;

@@ -14,14 +14,18 @@
 namespace netloom::gui {
 
 namespace {
-// A run's new events are read once a frame.
+// The progress figures are updated once a frame.
 constexpr int kPollMs = 16;
 }  // namespace
 
 RunController::RunController(editor::GraphDocument* doc, QObject* parent)
     : QObject(parent), m_doc(doc), m_charts(new TrainingCharts), m_history(new RunHistory(this)) {
   m_poll.setInterval(kPollMs);
-  connect(&m_poll, &QTimer::timeout, this, &RunController::poll);
+  connect(&m_poll, &QTimer::timeout, this, &RunController::updateProgress);
+  connect(&m_tail, &EventTail::frame, this, [this](const std::vector<EventTail::Batch>& batches) {
+    for (const EventTail::Batch& b : batches)
+      if (b.stream == m_stream && m_stream != 0) take(b.events, b.nextOffset);
+  });
   connect(m_history, &RunHistory::checksChanged, this, [this] { updateOverlays(); });
 }
 
@@ -47,8 +51,8 @@ std::unique_ptr<RemoteTarget> RunController::hostTarget(const remotepb::Host& ho
 RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
   m_remote = hostTarget(host);
   connect(m_remote.get(), &RunTarget::ended, this, &RunController::onEnded);
-  // A remote record is shown as soon as it is mirrored, not at the next tick.
-  connect(m_remote.get(), &RunTarget::progressed, this, &RunController::pollSoon);
+  // A remote record is read as soon as it is mirrored, not at the reader's next look.
+  connect(m_remote.get(), &RunTarget::progressed, &m_tail, &EventTail::wake);
   connect(m_remote.get(), &RunTarget::stateChanged, this, &RunController::reloadHistory);
   // News goes to the window's message line, once; uploads to the run's status and
   // its bar.
@@ -58,18 +62,6 @@ RemoteTarget* RunController::makeRemote(const remotepb::Host& host) {
             m_progress.showTransfer(m_current ? m_current->name : QString(), what, done, total);
           });
   return m_remote.get();
-}
-
-void RunController::pollSoon() {
-  if (m_pollQueued) return;  // bursts coalesce into one poll
-  m_pollQueued = true;
-  QMetaObject::invokeMethod(
-      this,
-      [this] {
-        m_pollQueued = false;
-        poll();
-      },
-      Qt::QueuedConnection);
 }
 
 RunTarget* RunController::localTarget() {
@@ -91,6 +83,7 @@ void RunController::begin(const QString& what) {
   m_warnings.clear();
   emit problemsChanged({});
   m_progress.busy(what);
+  followCurrent();
   m_poll.start();
   reloadHistory();
 }
@@ -123,6 +116,8 @@ void RunController::detach() {
   m_active->detach();
   m_active = nullptr;
   m_remote.reset();
+  poll();  // what was mirrored before the follower let go
+  stopFollowing();
   m_progress.hideBar();
 }
 
@@ -274,25 +269,43 @@ bool RunController::stopAndWait(int ms) {
   return !running();
 }
 
+void RunController::stopFollowing() {
+  if (m_stream != 0) m_tail.unfollow(m_stream);
+  m_stream = 0;
+}
+
+void RunController::followCurrent() {
+  stopFollowing();
+  m_stream = ++m_streams;
+  m_tail.follow(m_stream, m_current->eventsPath(), m_current->offset);
+}
+
 void RunController::poll() {
   if (!m_current) return;
-  size_t before = m_current->events.size();
-  if (m_current->poll()) {
-    std::vector<proto::TrainEvent> fresh(m_current->events.begin() + long(before),
-                                         m_current->events.end());
-    m_charts->append(fresh);
-    // Settings the engine accepted but questions (lr 0) stay in Problems for the run.
-    bool warned = false;
-    for (const proto::TrainEvent& e : fresh)
-      if (e.has_log() && e.log().level() == proto::Log::WARNING) {
-        m_warnings << tr("run %1: warning: %2")
-                          .arg(m_current->name, QString::fromStdString(e.log().text()));
-        warned = true;
-      }
-    if (warned) emit problemsChanged(m_warnings);
-    emit eventsAppended(int(fresh.size()));
+  if (m_stream != 0) {
+    EventTail::Batch held = m_tail.drain(m_stream);
+    if (!held.events.empty()) take(std::move(held.events), held.nextOffset);
   }
   updateProgress();
+}
+
+void RunController::take(std::vector<proto::TrainEvent> fresh, int64_t nextOffset) {
+  if (!m_current || fresh.empty()) return;
+  m_current->offset = nextOffset;
+  m_charts->append(fresh);
+  // Settings the engine accepted but questions (lr 0) stay in Problems for the run.
+  bool warned = false;
+  for (const proto::TrainEvent& e : fresh)
+    if (e.has_log() && e.log().level() == proto::Log::WARNING) {
+      m_warnings
+          << tr("run %1: warning: %2").arg(m_current->name, QString::fromStdString(e.log().text()));
+      warned = true;
+    }
+  const int count = int(fresh.size());
+  m_current->events.insert(m_current->events.end(), std::make_move_iterator(fresh.begin()),
+                           std::make_move_iterator(fresh.end()));
+  if (warned) emit problemsChanged(m_warnings);
+  emit eventsAppended(count);
 }
 
 void RunController::updateProgress() {
@@ -344,6 +357,7 @@ void RunController::switchProject() {
   detach();
   m_poll.stop();
   m_active = nullptr;
+  stopFollowing();
   m_current.reset();
   m_warnings.clear();
   emit problemsChanged({});

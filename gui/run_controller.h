@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gui/charts.h"
+#include "gui/event_tail.h"
 #include "gui/run_history.h"
 #include "gui/run_progress.h"
 #include "gui/runs.h"
@@ -116,7 +117,9 @@ class RunController : public QObject {
   // Checked runs in the history, overlaid on the charts.
   std::vector<const RunRecord*> checkedRuns() const { return m_history->checked(); }
 
-  void poll();  // what the timer does: read new events, update charts and progress
+  // Brings the current run up to date now: what its stream holds and no frame has
+  // delivered yet, to the charts, then the progress. Frames do this as events come.
+  void poll();
   // Runs drawn over the charts besides the checked ones (a sweep's selected trials).
   void setExtraOverlays(std::vector<TrainingCharts::Overlay> runs);
 
@@ -141,7 +144,11 @@ class RunController : public QObject {
   // The project a new run freezes: the document's, with the window's target settings.
   proto::Project projectToRun();
   void begin(const QString& what);
-  void pollSoon();  // one poll queued, however many targets' signals ask for it
+  // The current run's stream, followed from what it holds (a new one for each run).
+  void followCurrent();
+  void stopFollowing();
+  // Events of the current run, read off the GUI thread, to the run and its charts.
+  void take(std::vector<proto::TrainEvent> fresh, int64_t nextOffset);
   void updateProgress();
   void updateOverlays();
   std::vector<TrainingCharts::Overlay> m_extraOverlays;
@@ -163,8 +170,12 @@ class RunController : public QObject {
   RunTarget* m_active = nullptr;
   bool m_child = false;
   std::optional<RunRecord> m_current;
+  // The current run's events are read and decoded on the tail's thread, and reach
+  // the charts once a frame; the progress figures are updated as often.
+  EventTail m_tail;
+  int m_stream = 0;  // the current run's stream in m_tail; 0 when none is followed
+  int m_streams = 0;  // streams followed so far: each run's has a number of its own
   QTimer m_poll;
-  bool m_pollQueued = false;  // a poll for a target's progressed() is on its way
 };
 
 }  // namespace netloom::gui

@@ -16,7 +16,10 @@ namespace netloom::remote {
 namespace {
 
 // Follows the file by name, waiting for it to appear, and ends once the job's
-// process is gone and everything it wrote was sent.
+// process is gone and everything it wrote was sent. GNU tail given a file that is
+// not there yet polls it once a second for good, and so does it on file systems
+// without inotify (NFS): the command waits for the file first, so that tail
+// watches it with inotify, and tail's polling, where it polls, is every 50 ms.
 // $1 events.pb, $2 first byte, $3 pid, $4 the job's folder. A pid of 0 is the job's
 // pid file's, or else the first line of the command's input: the follower writes it
 // there once it has launched the job (its end of input, when it has none to give,
@@ -24,12 +27,15 @@ namespace {
 const char* kFollow =
     "p=\"$3\"; [ \"$p\" = 0 ] && [ -s \"$4/pid\" ] && p=$(cat \"$4/pid\"); "
     "[ \"$p\" = 0 ] && { read -r p || exit 3; }; "
-    "exec tail -c +\"$2\" --pid=\"$p\" -F \"$1\" 2>/dev/null </dev/null";
+    "while [ ! -e \"$1\" ] && kill -0 \"$p\" 2>/dev/null; do sleep 0.05; done; "
+    "exec tail -s 0.05 -c +\"$2\" --pid=\"$p\" -F \"$1\" 2>/dev/null </dev/null";
 
 // Without a wake descriptor, how long a wait lasts before the follower asks whether
 // it was cancelled.
 constexpr int kUnwokenWaitMs = 1000;
 constexpr auto kSlurmStatusEvery = std::chrono::seconds(2);
+// While the scheduler's answer is awaited: how often the follower looks for it.
+constexpr int kStatusAnswerWaitMs = 20;
 
 bool isEnd(const proto::TrainEvent& e) {
   return e.has_finished() || e.has_failed();
@@ -90,6 +96,9 @@ class Follower {
   FollowEnd m_end;
   std::chrono::steady_clock::time_point m_lastStatus{};
   std::string m_shownStatus;
+  // The scheduler asked for the job's state, its answer not all read yet.
+  std::unique_ptr<CommandStream> m_statusQuery;
+  std::string m_statusAnswer;
 };
 
 Result<bool> Follower::connect() {
@@ -149,16 +158,31 @@ void Follower::sendSignals(CommandStream& control) {
 
 void Follower::reportSlurmStatus() {
   if (!m_slurm || !m_hooks.onStatus) return;
+  if (m_statusQuery) {
+    // The question asked last: read on without waiting, so the stream never waits on it.
+    auto more = m_statusQuery->read(m_statusAnswer, 0);
+    if (more && *more) return;
+    m_statusQuery.reset();
+    auto st = more ? parseSlurmStatus(m_spec.label(), m_job, m_statusAnswer)
+                   : Result<JobStatus>(more.error());
+    m_statusAnswer.clear();
+    if (st && st->describe() != m_shownStatus) {
+      m_shownStatus = st->describe();
+      m_hooks.onStatus(*st);
+    }
+    return;
+  }
   if (std::chrono::steady_clock::now() - m_lastStatus < kSlurmStatusEvery) return;
   m_lastStatus = std::chrono::steady_clock::now();
-  if (auto st = jobStatus(*m_session, m_job); st && st->describe() != m_shownStatus) {
-    m_shownStatus = st->describe();
-    m_hooks.onStatus(*st);
-  }
+  auto command = slurmStatusCommand(m_job);
+  if (!command) return;
+  if (auto query = m_session->stream(*command)) m_statusQuery = std::move(*query);
 }
 
 int Follower::waitMs() const {
   int ms = m_hooks.wake ? -1 : kUnwokenWaitMs;
+  // Its answer may already be held by the session, where the socket will not say so.
+  if (m_statusQuery) return kStatusAnswerWaitMs;
   if (m_slurm && m_hooks.onStatus) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         m_lastStatus + kSlurmStatusEvery - std::chrono::steady_clock::now());
@@ -214,7 +238,11 @@ Result<Follower::Pass> Follower::follow() {
     if (m_job.pid() > 0) (*stream)->write(std::to_string(m_job.pid()) + "\n");
     (*stream)->closeInput();
   }
-  return readUntilEnd(**stream, **control);
+  auto pass = readUntilEnd(**stream, **control);
+  // Channels go before their session; an unanswered question is asked again.
+  m_statusQuery.reset();
+  m_statusAnswer.clear();
+  return pass;
 }
 
 std::string Follower::whyEnded(const Result<JobStatus>& status) {

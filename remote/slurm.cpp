@@ -44,7 +44,10 @@ const char* const kSlurmFollow =
     "PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUED|REQUEUE_FED|REQUEUE_HOLD|RESIZING|"
     "SUSPENDED|STOPPED|SIGNALING|STAGE_OUT|RESV_DEL_HOLD) return 0;; esac; return 1; }; "
     "if ! active \"$3\"; then exec tail -c +\"$2\" \"$1\" 2>/dev/null; fi; "
-    "tail -c +\"$2\" -F \"$1\" 2>/dev/null & t=$!; "
+    "n=0; until [ -e \"$1\" ]; do n=$((n + 1)); "
+    "if [ $((n % 20)) = 0 ] && ! active \"$3\"; then exec tail -c +\"$2\" \"$1\" 2>/dev/null; fi; "
+    "sleep 0.05; done; "
+    "tail -s 0.05 -c +\"$2\" -F \"$1\" 2>/dev/null & t=$!; "
     "trap 'kill $t 2>/dev/null' EXIT HUP INT TERM; "
     "while active \"$3\"; do sleep 1; done; sleep 1; exit 0";
 
@@ -234,7 +237,7 @@ JobStatus slurmJobStatus(const std::string& stateText, const std::string& reason
   return st;
 }
 
-Result<JobStatus> slurmStatus(SshSession& s, const remotepb::JobRecord& job) {
+Result<std::vector<std::string>> slurmStatusCommand(const remotepb::JobRecord& job) {
   if (!matches(job.slurm_job_id(), "[0-9]+"))
     return makeError(job.id() + ": '" + job.slurm_job_id() + "' is not a Slurm job id");
   // $1 the Slurm job id, $2 the job's folder. Line 1: scontrol's record, or once the
@@ -244,9 +247,20 @@ Result<JobStatus> slurmStatus(SshSession& s, const remotepb::JobRecord& job) {
       "else echo \"sacct $(sacct -c -n -P -j \"$1\" -o State,ExitCode 2>/dev/null | tail -n 1)\"; "
       "fi; grep -q '\"stopped\":true' \"$2/summary.json\" 2>/dev/null && echo stopped || echo -; "
       "cat \"$2/started\" 2>/dev/null || :";
-  auto r = s.run({"sh", "-c", script, "sh", job.slurm_job_id(), job.dir()});
+  return std::vector<std::string>{"sh", "-c", script, "sh", job.slurm_job_id(), job.dir()};
+}
+
+Result<JobStatus> slurmStatus(SshSession& s, const remotepb::JobRecord& job) {
+  auto command = slurmStatusCommand(job);
+  if (!command) return command.error();
+  auto r = s.run(*command);
   if (!r) return r.error();
-  std::istringstream in(r->out);
+  return parseSlurmStatus(s.host().label(), job, r->out);
+}
+
+Result<JobStatus> parseSlurmStatus(const std::string& hostLabel, const remotepb::JobRecord& job,
+                                   const std::string& out) {
+  std::istringstream in(out);
   std::string first, stopped, started;
   std::getline(in, first);
   std::getline(in, stopped);
@@ -269,8 +283,7 @@ Result<JobStatus> slurmStatus(SshSession& s, const remotepb::JobRecord& job) {
     state = rest.substr(0, rest.find('|'));
     if (rest.find('|') != std::string::npos) exitCode = rest.substr(rest.find('|') + 1);
   }
-  if (state.empty())
-    return makeError(s.host().label() + ": Slurm knows no job " + job.slurm_job_id());
+  if (state.empty()) return makeError(hostLabel + ": Slurm knows no job " + job.slurm_job_id());
   JobStatus st = slurmJobStatus(state, reason, exitCode, stopped == "stopped");
   // Back in the queue after a requeue, waiting to run again.
   if (st.state == "pending" && restarts > 0) st.state = "requeued";

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "remote/jobs.h"
 
@@ -42,6 +43,11 @@ JobStatus slurmJobStatus(const std::string& state, const std::string& reason,
 
 // Asks the cluster (scontrol, then sacct once the job has left the controller).
 Result<JobStatus> slurmStatus(SshSession& s, const remotepb::JobRecord& job);
+// The same in two halves, for a caller that must not wait on the answer: the
+// command that asks, and the reading of what it wrote.
+Result<std::vector<std::string>> slurmStatusCommand(const remotepb::JobRecord& job);
+Result<JobStatus> parseSlurmStatus(const std::string& hostLabel, const remotepb::JobRecord& job,
+                                   const std::string& out);
 
 // The command that signals a Slurm job: TERM stops it (scancel --signal=TERM to
 // its ranks, which stop after the step with a checkpoint), KILL cancels it
@@ -55,7 +61,9 @@ std::string slurmEnd(SshSession& s, const remotepb::JobRecord& job, const JobSta
 
 // Follows the stream of a Slurm job: $1 events.pb, $2 first byte, $3 the Slurm job
 // id. While the job is pending, running or requeued, `tail -F`; once it has left
-// those states, what is left of the file, then the end.
+// those states, what is left of the file, then the end. tail starts once the file is
+// there, so that it watches it with inotify where it can (GNU tail polls a missing
+// file once a second for good); on a shared file system it polls, every 50 ms.
 extern const char* const kSlurmFollow;
 
 }  // namespace netloom::remote

@@ -2,13 +2,18 @@
 // switches between step, epoch and time (and back, exactly) with the points of the
 // current run, its evaluations and an overlaid run, and a resumed run's repeated
 // steps replace the old ones whatever the axis, and one evaluation is drawn on sensible
-// axes; distributions show the parameter chosen.
+// axes; distributions show the parameter chosen. The tail that feeds them reads a
+// stream off the GUI thread and hands each event on once, by frame or at once.
+#include <google/protobuf/util/message_differencer.h>
 #include <qcustomplot.h>
 
 #include <QComboBox>
+#include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/io/event_stream.h"
 #include "gui/charts.h"
+#include "gui/event_tail.h"
 
 using namespace netloom;
 using namespace netloom::gui;
@@ -270,6 +275,53 @@ class TestCharts : public QObject {
     charts.setXAxis(TrainingCharts::XAxis::Epoch);
     QCOMPARE(charts.lossPlot()->graphCount(), own + 1);
     QCOMPARE(keys(charts.lossPlot()->graph(own)).back(), 2.0);
+  }
+
+  void aTailHandsOnEachEventOnceByFrameOrAtOnce() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("events.pb").toStdString();
+    const std::vector<proto::TrainEvent> events = run(40, 2);
+    QVERIFY(events.size() > 31);
+    EventWriter writer;
+    QVERIFY(writer.open(path).ok());
+    auto write = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) QVERIFY(writer.write(events[i]).ok());
+    };
+    // Ten events are held already: the tail starts past them.
+    write(0, 10);
+    const int64_t held = int64_t(QFileInfo(QString::fromStdString(path)).size());
+    write(10, 20);
+    EventTail tail(16);
+    std::vector<proto::TrainEvent> got;
+    int64_t next = 0;
+    connect(&tail, &EventTail::frame, this, [&](const std::vector<EventTail::Batch>& batches) {
+      for (const EventTail::Batch& b : batches) {
+        QCOMPARE(b.stream, 7);
+        got.insert(got.end(), b.events.begin(), b.events.end());
+        next = b.nextOffset;
+      }
+    });
+    tail.follow(7, QString::fromStdString(path), held);
+    QVERIFY(QTest::qWaitFor([&] { return got.size() >= 10; }));
+    QCOMPARE(got.size(), size_t(10));
+    // Written, and taken at once, before any frame: whatever the reader had read of
+    // them comes too, in order.
+    write(20, 30);
+    EventTail::Batch now = tail.drain(7);
+    QCOMPARE(now.events.size(), size_t(10));
+    got.insert(got.end(), now.events.begin(), now.events.end());
+    QCOMPARE(now.nextOffset, int64_t(QFileInfo(QString::fromStdString(path)).size()));
+    // The next frame brings the next event, not those again.
+    write(30, 31);
+    QVERIFY(QTest::qWaitFor([&] { return got.size() >= 21; }));
+    QCOMPARE(got.size(), size_t(21));
+    QCOMPARE(next, int64_t(QFileInfo(QString::fromStdString(path)).size()));
+    for (size_t i = 0; i < got.size(); ++i)
+      QVERIFY2(google::protobuf::util::MessageDifferencer::Equals(got[i], events[10 + i]),
+               qPrintable(QString("event %1").arg(10 + i)));
+    QCOMPARE(tail.drain(7).events.size(), size_t(0));
+    tail.unfollow(7);
+    QVERIFY(tail.streams().empty());
   }
 };
 
