@@ -2,8 +2,9 @@
 // function, the same seed drawing the same trials, a grid's combinations, ASHA's
 // promotions by the paper's rule, and bad parameters refused by name. Then sweeps of
 // projects/spirals-sweep.nlproj run for real (engine/sweep/runner.h): bad definitions
-// refused naming the field, 12 trials 3 at a time reaching 0.97, and a sweep stopped
-// half-way that loses no trial when started again.
+// refused naming the field, 12 trials 3 at a time reaching 0.97, a sweep stopped
+// half-way that loses no trial when started again, and failed trials recorded with
+// their reasons while the sweep goes on.
 #include <google/protobuf/text_format.h>
 
 #include <QTemporaryDir>
@@ -388,6 +389,35 @@ class TestSweep : public QObject {
     QVERIFY(!r->trials.empty());
     QVERIFY(r->trials.size() < 1000);
     for (const auto& t : r->trials) QVERIFY2(t.ended(), t.status.c_str());
+  }
+
+  // A width the layer refuses fails its trials alone: each is recorded with the
+  // reason, and the trials after it run.
+  void aFailedTrialIsRecordedAndTheSweepGoesOn() {
+    proto::Project p = spiralsSweep();
+    p.mutable_sweep()->clear_params();
+    proto::SweepParam* width = p.mutable_sweep()->add_params();
+    width->set_target("nodes.fc1.out_features");
+    for (const char* w : {"0", "16", "0", "32"}) width->add_choices(w);
+    p.mutable_sweep()->set_strategy(proto::GRID);
+    p.mutable_sweep()->set_parallel(2);
+    p.mutable_train()->set_epochs(2);
+    auto plan = sweep::planSweep(p);
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    QTemporaryDir dir;
+    auto r = sweep::runSweep(p, *plan, quietly(dir.path().toStdString()));
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    QCOMPARE(r->trials.size(), size_t(4));
+    for (const sweep::TrialRecord& t : r->trials) {
+      const bool zero = t.values.at(0) == "0";
+      QCOMPARE(t.status, std::string(zero ? "failed" : "done"));
+      QCOMPARE(t.hasObjective, !zero);
+      if (zero)
+        QVERIFY2(t.error.find("'fc1'") != std::string::npos &&
+                     t.error.find("out_features") != std::string::npos,
+                 t.error.c_str());
+    }
+    QVERIFY(r->best >= 0 && r->trials[size_t(r->best)].status == "done");
   }
 };
 
