@@ -32,7 +32,7 @@ fi
 
 # OpenBLAS, so that PyTorch's matrix products do not fall back to the reference BLAS:
 # the benchmarks compare NetLoom with PyTorch at its best.
-[ "$mode" = bench ] && packages+=(python3-torch python3-numpy libopenblas0-pthread)
+[ "$mode" = bench ] && packages+=(python3-torch python3-numpy libopenblas0-pthread libopenblas0-openmp)
 # The Slurm tests run a cluster of their own (munged, slurmctld, slurmd on 127.0.0.1).
 [ "$mode" = test ] && packages+=(slurm-wlm munge)
 # The function-length check (scripts/long_functions.sh) reads the code with ctags.

@@ -49,6 +49,7 @@ netloom::Json summaryJson(const netloom::TrainSummary& s) {
   o.set("test_loss", Json::number(s.testLoss));
   o.set("test_accuracy", s.testAccuracy >= 0 ? Json::number(s.testAccuracy) : Json());
   o.set("samples_per_sec", Json::number(s.samplesPerSec));
+  o.set("steady_samples_per_sec", Json::number(s.steadySamplesPerSec));
   o.set("wall_seconds", Json::number(s.wallSeconds));
   o.set("compile_ms", Json::number(s.compileMs));
   o.set("device", Json::string(s.device));

@@ -86,6 +86,8 @@ void addTraining(Reader& r) {
       ->type_name("PROJECT");
   r.number("--epochs", a.opts.epochs, 1, kInt32, "train for N epochs (default: the project's)");
   r.number("--max-steps", a.opts.maxSteps, 0, kInt64, "stop after N optimizer steps");
+  r.number("--warmup-steps", a.opts.warmupSteps, 0, kInt64,
+           "leave the first N steps out of steady_samples_per_sec (--summary-json)");
   r.number("--batch-size", a.opts.batchSize, 1, kInt32,
            "samples per step (default: the project's)");
   r.number("--threads", a.opts.threads, 1, kMaxThreads, "CPU threads (default: all cores)");

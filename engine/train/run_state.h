@@ -22,6 +22,9 @@ struct RunState {
   int64_t perEpoch = 0, total = 0;  // steps in an epoch, in the run
   TrainSummary sum;
   Totals totals;  // of the epoch in progress
+  // The steps after the warm-up (TrainOptions::warmupSteps): their time and samples.
+  double steadySeconds = 0;
+  int64_t steadySamples = 0;
   // Data parallelism: the other ranks (null alone), and whether any rank was asked
   // to stop, as the last drain agreed (all ranks stop at the same step).
   Communicator* comm = nullptr;

@@ -157,6 +157,10 @@ std::string StepPipeline::drain() {
     }
     pos.trainSeconds += dt;
     pos.trainSamples += it.size;
+    if (it.step > m_run.opts.warmupSteps) {
+      m_run.steadySeconds += dt;
+      m_run.steadySamples += it.size;
+    }
     float loss = v[0];
     if (!std::isfinite(loss))
       return "the loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +

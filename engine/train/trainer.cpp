@@ -399,6 +399,8 @@ Result<TrainSummary> Fit::finish() {
   sum.steps = m_run.ctx.step;
   sum.samplesPerSec = pos.trainSeconds > 0 ? double(pos.trainSamples) / pos.trainSeconds : 0;
   sum.trainSeconds = pos.trainSeconds;
+  sum.steadySamplesPerSec =
+      m_run.steadySeconds > 0 ? double(m_run.steadySamples) / m_run.steadySeconds : 0;
   sum.device = m_run.s.device->id().toString();
   sum.wallSeconds = m_reporter.runSeconds();
   sum.precision = precisionName(m_main->precision);

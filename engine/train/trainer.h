@@ -23,6 +23,8 @@ struct TrainOptions {
   std::string projectDir = ".";  // relative data paths resolve against it
   int epochs = 0;                // 0: the project's
   int64_t maxSteps = 0;          // 0: no limit
+  // Steps left out of TrainSummary::steadySamplesPerSec: a benchmark's warm-up.
+  int64_t warmupSteps = 0;
   int batchSize = 0;             // 0: the project's
   int threads = 0;               // 0: the project's, else every core
   std::optional<uint64_t> seed;  // unset: the project's
@@ -82,6 +84,8 @@ struct TrainSummary {
   int64_t steps = 0;
   double trainLoss = 0, testLoss = 0, testAccuracy = -1;  // -1: the model has no Accuracy node
   double samplesPerSec = 0, wallSeconds = 0, compileMs = 0;
+  // Over the steps after TrainOptions::warmupSteps (samplesPerSec: over every step).
+  double steadySamplesPerSec = 0;
   std::string device;       // where it trained: "cpu", "cuda:0"
   double trainSeconds = 0;  // in training steps
   // Of which the host spent issuing them (feeding the batch and launching the step):

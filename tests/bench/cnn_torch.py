@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_idx  # noqa: E402
 # The timed training loop, its evaluation (model.eval(), no_grad) and the BLAS probe are
 # the MLP bench's.
-from mlp_torch import loaded_blas, train_epochs  # noqa: E402
+from mlp_torch import evaluate, loaded_blas, rates, train_epochs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ("lenet", "convbn", "resnet")
@@ -314,15 +314,18 @@ def load_data(project, train_limit, test_limit):
     return (x_train, y_train), (x_test, y_test), (scale, mean, std)
 
 
-def make_optimizer(train, params):
+def make_optimizer(train, params, fused=False):
+    """The project's optimizer; with `fused` (on a GPU), Adam's fused kernel, PyTorch's
+    fastest (one launch for every parameter)."""
     o = field(train, "optimizer", {})
     kind = field(o, "kind", "KIND_UNSPECIFIED")
     if kind in ("ADAM", "ADAMW"):
         cls = torch.optim.Adam if kind == "ADAM" else torch.optim.AdamW
         wd = field(o, "weight_decay", 0.0 if kind == "ADAM" else 0.01)
+        extra = {"fused": True} if fused else {}
         return cls(params, lr=field(o, "lr", 1e-3),
                    betas=(field(o, "beta1", 0.9), field(o, "beta2", 0.999)),
-                   eps=field(o, "eps", 1e-8), weight_decay=wd)
+                   eps=field(o, "eps", 1e-8), weight_decay=wd, **extra)
     if kind == "SGD":
         return torch.optim.SGD(params, lr=field(o, "lr", 0.01),
                                momentum=field(o, "momentum", 0.0),
@@ -362,6 +365,65 @@ def make_schedule(train, opt, steps_per_epoch, total_steps):
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+# --- the GPU's timing ----------------------------------------------------------------------
+
+def train_gpu(model, opt, sched, loss_fn, train, batch, epochs, seed, warmup, device):
+    """Trains on the GPU as a PyTorch expert would time it: the data and each epoch's
+    permutation live on the device (no copy or sync per batch); the first `warmup`
+    steps are not timed, and before the timed steps every batch shape they will see
+    (the last, short batch) has run once, so cuDNN's autotuning (cudnn.benchmark) is
+    done; the timed steps are bracketed by CUDA events, with one synchronisation at
+    the end; the loss is summed on the device and read once an epoch. Returns the dict
+    of mlp_torch.train_epochs, without the evaluation."""
+    x_train, y_train = train
+    n = len(x_train)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    shapes = sorted({min(batch, n - i) for i in range(0, n, batch)})
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss.detach()
+
+    # Each shape once, forward and backward only, on a copy of the state put back after:
+    # the timed run trains from the same weights and statistics as NetLoom's.
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    for size in shapes:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x_train[:size]), y_train[:size]).backward()
+    opt.zero_grad(set_to_none=True)
+    model.load_state_dict(saved)
+    torch.cuda.synchronize(device)
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    steps, timed_samples, total_samples = 0, 0, 0
+    started = False
+    train_loss = float("nan")
+    for _ in range(epochs):
+        perm = torch.randperm(n, device=device, generator=gen)
+        loss_sum = torch.zeros((), device=device)
+        for i in range(0, n, batch):
+            if steps == warmup:
+                start.record()
+                started = True
+            idx = perm[i:i + batch]
+            loss_sum += step(x_train[idx], y_train[idx]) * len(idx)
+            steps += 1
+            total_samples += len(idx)
+            if started:
+                timed_samples += len(idx)
+        train_loss = float(loss_sum) / n  # one read an epoch
+    end.record()
+    torch.cuda.synchronize(device)
+    seconds = start.elapsed_time(end) / 1000.0 if started else 0.0
+    return {"steps": steps, "train_seconds": seconds, "train_samples": timed_samples,
+            "steady_seconds": seconds, "steady_samples": timed_samples,
+            "train_loss": train_loss, "total_samples": total_samples}
+
+
 # --- the run ------------------------------------------------------------------------------
 
 def parse_args():
@@ -377,6 +439,12 @@ def parse_args():
     p.add_argument("--test-limit", type=int, default=0, help="use only the first N samples")
     p.add_argument("--seed", type=int, default=None, help="default: the project's")
     p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (TF32 off, as NetLoom)")
+    p.add_argument("--warmup-steps", type=int, default=20,
+                   help="steps left out of steady_samples_per_sec")
+    p.add_argument("--tf32", action="store_true",
+                   help="on a GPU, TF32 for matrix products and convolutions (default: off)")
+    p.add_argument("--channels-last", action="store_true",
+                   help="images and convolutions in NHWC (torch.channels_last)")
     args = p.parse_args()
     if (args.model is None) == (args.project is None):
         p.error("give one of --model and --project")
@@ -406,19 +474,25 @@ def main():
         shape = (-1,) + model_input_shape(project)
         x_train, x_test = x_train.reshape(shape), x_test.reshape(shape)
         device = torch.device(args.device)
-        sync = None
-        if device.type == "cuda":
-            # Full float32, as NetLoom computes by default; cuDNN picks its fastest kernels.
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
+        gpu = device.type == "cuda"
+        if gpu:
+            # TF32 as asked (NetLoom computes full float32 unless autocast is on); cuDNN
+            # picks its fastest kernels.
+            torch.backends.cuda.matmul.allow_tf32 = args.tf32
+            torch.backends.cudnn.allow_tf32 = args.tf32
             torch.backends.cudnn.benchmark = True
-            sync = torch.cuda.synchronize
         model = model.to(device)
+        if args.channels_last:
+            # Weights in NHWC make the convolutions' outputs NHWC too.
+            model = model.to(memory_format=torch.channels_last)
+            if x_train.dim() == 4:
+                x_train = x_train.contiguous(memory_format=torch.channels_last)
+                x_test = x_test.contiguous(memory_format=torch.channels_last)
         x_train, y_train = x_train.to(device), y_train.to(device)
         x_test, y_test = x_test.to(device), y_test.to(device)
         model.train()
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
-        opt = make_optimizer(train, model.parameters())
+        opt = make_optimizer(train, model.parameters(), fused=gpu)
         n = len(x_train)
         steps_per_epoch = (n + batch - 1) // batch
         total_steps = epochs * steps_per_epoch
@@ -429,17 +503,24 @@ def main():
 
     # A last batch of one sample makes BatchNorm1d raise in training mode: avoid such
     # --train-limit values.
-    steps, train_seconds, train_samples, train_loss, test_loss, test_acc = train_epochs(
-        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, epochs, gen,
-        sync)
+    if gpu:
+        t = train_gpu(model, opt, sched, loss_fn, (x_train, y_train), batch, epochs, seed,
+                      max(args.warmup_steps, 20), device)
+        t["test_loss"], t["test_accuracy"] = evaluate(model, loss_fn, x_test, y_test, batch)
+    else:
+        t = train_epochs(model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test),
+                         batch, epochs, gen, warmup=args.warmup_steps)
 
     print(json.dumps({
         "epochs": epochs,
-        "steps": steps,
-        "train_loss": train_loss,
-        "test_loss": test_loss,
-        "test_accuracy": test_acc,
-        "samples_per_sec": train_samples / train_seconds if train_seconds > 0 else 0.0,
+        "steps": t["steps"],
+        "train_loss": t["train_loss"],
+        "test_loss": t["test_loss"],
+        "test_accuracy": t["test_accuracy"],
+        **rates(t),
+        "channels_last": args.channels_last,
+        "tf32": bool(gpu and args.tf32),
+        "fused_adam": bool(gpu and opt.defaults.get("fused")),
         "wall_seconds": time.perf_counter() - wall_start,
         # Weights and biases, BatchNorm's weight and bias included, as NetLoom counts them;
         # the running statistics are buffers in both.

@@ -29,6 +29,8 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--train-limit", type=int, default=0, help="use only the first N samples")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--warmup-steps", type=int, default=20,
+                   help="steps left out of steady_samples_per_sec")
     p.add_argument("--data-dir", default=fashion_idx.DEFAULT_DIR)
     p.add_argument("--activation", choices=["relu", "gelu"], default="relu")
     p.add_argument("--dropout", type=float, default=0.0,
@@ -64,16 +66,22 @@ def evaluate(model, loss_fn, x, y, batch):
     return total_loss / len(x), correct / len(x)
 
 
-def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen, sync=None):
+def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen, sync=None,
+                 warmup=0, step_hook=None):
     """Trains as netloom-train does and times it the same way: the per-step time covers
     batch indexing, forward, backward and the optimizer step, not the evaluation. The
     last short batch of an epoch is kept. On a GPU `sync` waits for the device before
-    each step's time is read, as netloom-train's time waits for its steps. Returns
-    steps, timing and the last epoch's train loss, test loss and test accuracy."""
+    each step's time is read, as netloom-train's time waits for its steps. The first
+    `warmup` steps are left out of the steady figures, as netloom-train's
+    --warmup-steps leaves them out of steady_samples_per_sec. `step_hook(xb, yb)`, where
+    given, returns the batch the step trains on (a data-parallel rank's share). Returns
+    a dict: steps, train_seconds, train_samples, steady_seconds, steady_samples, and the
+    last epoch's train_loss, test_loss and test_accuracy."""
     x_train, y_train = train
     x_test, y_test = test
     n = len(x_train)
     steps, train_seconds, train_samples = 0, 0.0, 0
+    steady_seconds, steady_samples = 0.0, 0
     train_loss = test_loss = test_acc = float("nan")
     for _ in range(epochs):
         perm = torch.randperm(n, generator=gen)
@@ -82,6 +90,8 @@ def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen, sy
             t0 = time.perf_counter()
             idx = perm[i:i + batch]
             xb, yb = x_train[idx], y_train[idx]
+            if step_hook is not None:
+                xb, yb = step_hook(xb, yb)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(xb), yb)
             loss.backward()
@@ -89,16 +99,30 @@ def train_epochs(model, opt, sched, loss_fn, train, test, batch, epochs, gen, sy
             sched.step()
             if sync is not None:
                 sync()
-            train_seconds += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            train_seconds += dt
             train_samples += len(idx)
             steps += 1
+            if steps > warmup:
+                steady_seconds += dt
+                steady_samples += len(idx)
             # Reading the loss after the timer mirrors netloom-train, which reads its
             # loss scalar after timing the step.
             loss_sum += loss.item() * len(idx)
         train_loss = loss_sum / n
         # evaluate() runs model.eval() under no_grad, then returns to model.train().
         test_loss, test_acc = evaluate(model, loss_fn, x_test, y_test, batch)
-    return steps, train_seconds, train_samples, train_loss, test_loss, test_acc
+    return {"steps": steps, "train_seconds": train_seconds, "train_samples": train_samples,
+            "steady_seconds": steady_seconds, "steady_samples": steady_samples,
+            "train_loss": train_loss, "test_loss": test_loss, "test_accuracy": test_acc}
+
+
+def rates(t):
+    """The summary's throughput keys from train_epochs' dict."""
+    return {"samples_per_sec": t["train_samples"] / t["train_seconds"]
+            if t["train_seconds"] > 0 else 0.0,
+            "steady_samples_per_sec": t["steady_samples"] / t["steady_seconds"]
+            if t["steady_seconds"] > 0 else 0.0}
 
 
 def loaded_blas():
@@ -135,16 +159,16 @@ def main():
     # The project's cosine schedule, stepped once per optimizer step as NetLoom does.
     total_steps = args.epochs * ((n + batch - 1) // batch)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_steps)
-    steps, train_seconds, train_samples, train_loss, test_loss, test_acc = train_epochs(
-        model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch, args.epochs, gen)
+    t = train_epochs(model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test), batch,
+                     args.epochs, gen, warmup=args.warmup_steps)
 
     print(json.dumps({
         "epochs": args.epochs,
-        "steps": steps,
-        "train_loss": train_loss,
-        "test_loss": test_loss,
-        "test_accuracy": test_acc,
-        "samples_per_sec": train_samples / train_seconds if train_seconds > 0 else 0.0,
+        "steps": t["steps"],
+        "train_loss": t["train_loss"],
+        "test_loss": t["test_loss"],
+        "test_accuracy": t["test_accuracy"],
+        **rates(t),
         "wall_seconds": time.perf_counter() - wall_start,
         "parameters": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),

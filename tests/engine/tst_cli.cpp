@@ -146,7 +146,7 @@ class TestCli : public QObject {
     QTemporaryDir dir;
     QString summary = dir.filePath("summary.json"), events = dir.filePath("events.pb");
     Outcome o = runTrain({project("spirals.nlproj"), "--epochs", "3", "--threads", "1",
-                          "--summary-json", summary, "--events", events});
+                          "--summary-json", summary, "--events", events, "--warmup-steps", "20"});
     QVERIFY2(o.code == 0, qPrintable(o.err));
     QFile f(summary);
     QVERIFY(f.open(QIODevice::ReadOnly));
@@ -154,10 +154,12 @@ class TestCli : public QObject {
     QVERIFY(json.ok());
     for (const char* key :
          {"epochs", "steps", "train_loss", "test_loss", "test_accuracy", "samples_per_sec",
-          "wall_seconds", "compile_ms", "arena_bytes", "naive_bytes"}) {
+          "steady_samples_per_sec", "wall_seconds", "compile_ms", "arena_bytes", "naive_bytes"}) {
       const netloom::Json* v = json->find(key);
       QVERIFY2(v && v->isNumber(), key);
     }
+    // The steps after the warm-up are timed too (3 epochs have more than 20 steps).
+    QVERIFY(json->find("steady_samples_per_sec")->asNumber() > 0);
     QCOMPARE(json->find("epochs")->asNumber(), 3.0);
     QVERIFY(json->find("arena_bytes")->asNumber() <= json->find("naive_bytes")->asNumber());
 
