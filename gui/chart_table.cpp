@@ -1,5 +1,7 @@
 #include "gui/chart_table.h"
 
+#include <cmath>
+
 namespace netloom::gui {
 
 bool accuracyOf(const google::protobuf::Map<std::string, double>& m, double& v) {
@@ -11,15 +13,25 @@ bool accuracyOf(const google::protobuf::Map<std::string, double>& m, double& v) 
 
 const std::vector<ChartDesc>& chartTable() {
   static const std::vector<ChartDesc> table = {
+      // Under fp16's loss scaling, the steps skipped so far on the right.
       {.title = QT_TR_NOOP("Training loss"),
        .y = QT_TR_NOOP("loss"),
+       .y2 = QT_TR_NOOP("steps skipped (fp16)"),
        .curves = {{.name = QT_TR_NOOP("loss"),
                    .color = kRaw,
                    .step =
                        [](const proto::Step& s, int, double& y) {
                          y = s.loss();
                          return true;
-                       }}},
+                       }},
+                  {.name = QT_TR_NOOP("steps skipped (fp16)"),
+                   .color = kTest,
+                   .step =
+                       [](const proto::Step& s, int, double& y) {
+                         y = double(s.skipped_steps());
+                         return s.loss_scale() > 0;
+                       },
+                   .right = true}},
        .smooth = true},
       {.title = QT_TR_NOOP("Evaluation"),
        .y = QT_TR_NOOP("loss"),
@@ -41,15 +53,25 @@ const std::vector<ChartDesc>& chartTable() {
                        },
                    .right = true}},
        .legend = true},
+      // Under fp16's loss scaling, the scale on the right, in powers of two.
       {.title = QT_TR_NOOP("Learning rate"),
        .y = QT_TR_NOOP("lr"),
+       .y2 = QT_TR_NOOP("log₂ loss scale (fp16)"),
        .curves = {{.name = QT_TR_NOOP("lr"),
                    .color = kSmooth,
                    .step =
                        [](const proto::Step& s, int, double& y) {
                          y = s.lr();
                          return true;
-                       }}}},
+                       }},
+                  {.name = QT_TR_NOOP("log₂ loss scale"),
+                   .color = kTest,
+                   .step =
+                       [](const proto::Step& s, int, double& y) {
+                         y = std::log2(s.loss_scale());
+                         return s.loss_scale() > 0;
+                       },
+                   .right = true}}},
       // A data-parallel run's own curves: each rank's samples/s, and the share of
       // time spent waiting for gradient sums.
       {.title = QT_TR_NOOP("Throughput"),

@@ -121,18 +121,18 @@ ScalarRing::ScalarRing(Device& device, int width, int steps, bool hostKeeps)
   }
 }
 
-void ScalarRing::record(const Program& prog, const std::vector<ValueId>& values, bool withGuard) {
+void ScalarRing::record(const Program& prog, const std::vector<RingScalar>& values,
+                        bool withGuard) {
   const int n = int(values.size());
+  auto at = [&](int k) { return prog.refs[values[k].value].f32() + values[k].element; };
   if (m_device.hostAddressable()) {
     if (m_count == 0) m_host.clear();
-    size_t at = m_host.size();
-    m_host.resize(at + size_t(m_width), 1.f);
-    for (int k = 0; k < n && k < m_width; ++k)
-      m_host[at + size_t(k)] = prog.refs[values[k]].f32()[0];
+    size_t first = m_host.size();
+    m_host.resize(first + size_t(m_width), 1.f);
+    for (int k = 0; k < n && k < m_width; ++k) m_host[first + size_t(k)] = *at(k);
   } else {
     float* slot = m_ring.f32() + m_count * m_width;
-    for (int k = 0; k < n && k < m_width; ++k)
-      m_device.copyWithin(slot + k, prog.refs[values[k]].data, sizeof(float));
+    for (int k = 0; k < n && k < m_width; ++k) m_device.copyWithin(slot + k, at(k), sizeof(float));
     if (n < m_width) {
       const float up = 1.f;
       if (withGuard && prog.guard.ok())

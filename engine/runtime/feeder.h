@@ -47,6 +47,13 @@ class BatchFeeder {
   int m_next = 0;  // the slot the next stage() fills
 };
 
+// One float of a program's value: a scalar, or one element of a small state tensor.
+struct RingScalar {
+  RingScalar(ValueId v, int e = 0) : value(v), element(e) {}  // NOLINT: a ValueId reads as one
+  ValueId value;
+  int element;
+};
+
 // The per-step scalars (the loss, then each metric) of the steps since the last
 // read, in step order.
 class ScalarRing {
@@ -59,7 +66,7 @@ class ScalarRing {
   // Records the step `prog` has just been issued for: `values` (the loss first, then
   // the metrics), then, where `withGuard`, its guard (1 while every checked step was
   // finite) in the last of the `width` slots.
-  void record(const Program& prog, const std::vector<ValueId>& values, bool withGuard = false);
+  void record(const Program& prog, const std::vector<RingScalar>& values, bool withGuard = false);
   bool full() const { return m_count >= m_steps; }
   int64_t pending() const { return m_count; }
   // The recorded steps' scalars (pending() × width, in order), waiting for the device;

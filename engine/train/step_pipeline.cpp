@@ -5,6 +5,7 @@
 
 #include "engine/runtime/nonfinite.h"
 #include "engine/train/norms.h"
+#include "kernels/core/functors.h"
 
 namespace netloom {
 namespace {
@@ -32,6 +33,11 @@ std::string nonFiniteStep(const Program& p, const StepContext& ctx, const Batch&
          "; first non-finite tensor: " + (first ? first->describe() : "none found on replay");
 }
 
+// The floats a step of `main` records in the ring (StepPipeline::m_ring).
+size_t widthOf(const Program& main) {
+  return 2 + main.metrics.size() + (main.lossScale != kNoValue ? 2 : 0);
+}
+
 }  // namespace
 
 StepPipeline::StepPipeline(RunState& run, RunReporter& reporter, const ParamStore& store,
@@ -39,9 +45,10 @@ StepPipeline::StepPipeline(RunState& run, RunReporter& reporter, const ParamStor
     : m_run(run),
       m_reporter(reporter),
       m_store(store),
-      m_ring(std::make_unique<ScalarRing>(*run.s.device, 2 + int(main.metrics.size()), kReadEvery,
+      m_scaled(main.lossScale != kNoValue),
+      m_ring(std::make_unique<ScalarRing>(*run.s.device, int(widthOf(main)), kReadEvery,
                                           run.comm != nullptr)),
-      m_width(2 + main.metrics.size()),
+      m_width(widthOf(main)),
       m_apart(!run.s.device->hostAddressable()) {}
 
 void StepPipeline::beginEpoch(const BatchLoader::Options& loader) {
@@ -78,8 +85,12 @@ Status StepPipeline::issue(Program& prog, const Batch& b) {
   } else {
     prog.run(ctx);
   }
-  std::vector<ValueId> scalars{prog.loss};
+  std::vector<RingScalar> scalars{prog.loss};
   for (const auto& [name, v] : prog.metrics) scalars.push_back(v);
+  if (m_scaled) {
+    scalars.push_back({prog.lossScale, fn::LossScale::kUsed});
+    scalars.push_back({prog.lossScale, fn::LossScale::kSkipped});
+  }
   m_ring->record(prog, scalars, guarded);
   for (const std::string& why : prog.takeRecordingProblems())
     if (m_recordingProblems.insert(why).second)  // each reason once, whichever plan
@@ -176,9 +187,14 @@ std::string StepPipeline::drain() {
     st.set_lr(it.lr);
     st.set_samples_per_sec(dt > 0 ? double(it.size) / dt : 0);
     if (m_run.comm) st.set_comm_share(commShare);
-    for (size_t m = 0; m < it.prog->metrics.size(); ++m)
+    const size_t metrics = it.prog->metrics.size();
+    for (size_t m = 0; m < metrics; ++m)
       if (it.prog->metrics[m].second != it.prog->loss)
         (*st.mutable_metrics())[it.prog->metrics[m].first] = v[1 + m];
+    if (m_scaled) {
+      st.set_loss_scale(v[1 + metrics]);
+      st.set_skipped_steps(int64_t(v[2 + metrics]));
+    }
     // Norms are asked for only of a step drained before the next one is issued.
     if (it.norms) reportNorms(*it.prog, m_store, st);
     m_reporter.step(std::move(st), *m_run.s.device, k + 1 == m_issued.size());

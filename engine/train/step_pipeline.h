@@ -62,11 +62,13 @@ class StepPipeline {
   RunState& m_run;
   RunReporter& m_reporter;
   const ParamStore& m_store;
-  // The loss, each metric and the step's guard (checked on the device) of a step,
-  // read back every few steps on a device the host cannot address (each read waits
-  // for the device), every step on the CPU.
+  bool m_scaled;  // fp16's loss scaling: each step also records its scale and skips
+  // The loss, each metric, under loss scaling the scale used and the steps skipped so
+  // far, and the step's guard (checked on the device) of a step, read back every few
+  // steps on a device the host cannot address (each read waits for the device), every
+  // step on the CPU.
   std::unique_ptr<ScalarRing> m_ring;
-  size_t m_width;  // scalars a step records: the loss, the metrics, the guard
+  size_t m_width;  // scalars a step records, as above
   std::vector<Issued> m_issued;
   std::map<const Program*, ProfiledProgram> m_profiles;
   BatchLoader::Options m_epochLoader;

@@ -65,8 +65,8 @@ limit_args=()
 [[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
 batch=128
 
-printf '%-8s %12s %14s %14s %14s %8s %10s\n' model "graph s/s" "launches s/s" \
-  "checked s/s" "PyTorch s/s" "NL/PT" "host/step"
+printf '%-8s %11s %12s %11s %11s %13s %7s %7s %9s\n' model "graph s/s" "launches s/s" \
+  "checked s/s" "PT eager" "PT compiled" "NL/PT" "NL/PTc" "host/step"
 for m in $models; do
   checked="$tmp/fashion-$m-checked.nlproj"
   # NETLOOM_FASHION_DIR points the runs at a copy of Fashion-MNIST elsewhere than
@@ -86,16 +86,22 @@ for m in $models; do
   run_nl "$project" "$tmp/$m.graph.json"
   run_nl "$project" "$tmp/$m.launch.json" --no-cuda-graphs
   run_nl "$checked" "$tmp/$m.checked.json"
-  pt=""
+  pt="" ptc=""
   if [[ "$torch_gpu" -eq 1 ]]; then
-    "$bench_py" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
-      --batch-size "$batch" --device cuda "${limit_args[@]}" > "$tmp/$m.torch.json" \
-      2> "$tmp/$m.torch.err" || { echo "$m: PyTorch failed:" >&2; cat "$tmp/$m.torch.err" >&2; }
-    pt="$tmp/$m.torch.json"
+    for variant in eager compiled; do
+      flags=()
+      [[ "$variant" == compiled ]] && flags=(--compile)
+      "$bench_py" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
+        --batch-size "$batch" --device cuda --warmup-steps 20 "${limit_args[@]}" \
+        "${flags[@]}" > "$tmp/$m.$variant.json" 2> "$tmp/$m.$variant.err" \
+        || { echo "$m: PyTorch $variant failed:" >&2; tail -n 5 "$tmp/$m.$variant.err" >&2; }
+    done
+    pt="$tmp/$m.eager.json" ptc="$tmp/$m.compiled.json"
   fi
-  "$bench_py" - "$m" "$tmp/$m.graph.json" "$tmp/$m.launch.json" "$tmp/$m.checked.json" "$pt" <<'PY'
+  "$bench_py" - "$m" "$tmp/$m.graph.json" "$tmp/$m.launch.json" "$tmp/$m.checked.json" "$pt" \
+    "$ptc" <<'PY'
 import json, os, sys
-model, graph, launch, checked, torch_out = sys.argv[1:6]
+model, graph, launch, checked, torch_out, compiled_out = sys.argv[1:7]
 def load(path):
     try:
         if path.endswith(".json") and os.path.getsize(path) > 0:
@@ -106,15 +112,18 @@ def load(path):
     return None
 g, l, c = load(graph), load(launch), load(checked)
 t = load(torch_out) if torch_out else None
+tc = load(compiled_out) if compiled_out else None
 def steady(s):
     return s.get("steady_samples_per_sec") or s["samples_per_sec"]
 def rate(s):
     return "%.0f" % steady(s) if s else "failed"
-ratio = "%.2f" % (steady(g) / steady(t)) if g and t and steady(t) else "-"
+def ratio(a, b):
+    return "%.2f" % (steady(a) / steady(b)) if a and b and steady(b) else "-"
 host = "-"
 if g and g.get("train_seconds"):
     host = "%.1f%%" % (100.0 * g["issue_seconds"] / g["train_seconds"])
-print("%-8s %12s %14s %14s %14s %8s %10s" % (model, rate(g), rate(l), rate(c),
-                                             rate(t) if torch_out else "no torch", ratio, host))
+print("%-8s %11s %12s %11s %11s %13s %7s %7s %9s" % (
+    model, rate(g), rate(l), rate(c), rate(t) if torch_out else "no torch",
+    rate(tc) if compiled_out else "no torch", ratio(g, t), ratio(g, tc), host))
 PY
 done

@@ -9,6 +9,9 @@
 # with the same kernel, stride, padding and bias; MaxPool2d; BatchNorm2d, or BatchNorm1d
 # after a Linear; Dropout; Flatten; Linear; ReLU; Add; global average pooling), and an op
 # or setting it does not know stops it with an error rather than training something else.
+# The project's augmentation (random crop after padding, horizontal flip) is done on the
+# batch's device inside the step (augmenter()). On a GPU the steps are timed as a PyTorch
+# expert would time them (train_gpu()).
 #
 # Run it with Debian's /usr/bin/python3 (python3-torch, python3-numpy): the python3 on PATH
 # may be another interpreter without them.
@@ -281,7 +284,7 @@ def load_data(project, train_limit, test_limit):
     idx = field(data, "idx")
     if idx is None:
         raise ProjectError("only IDX data sources are supported")
-    for unsupported in ("augmentation", "validation_fraction", "no_shuffle"):
+    for unsupported in ("validation_fraction", "no_shuffle"):
         v = field(data, unsupported)
         if v and v != {}:
             raise ProjectError("data.%s is not supported by this bench" % unsupported)
@@ -365,15 +368,54 @@ def make_schedule(train, opt, steps_per_epoch, total_steps):
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+# --- augmentation ------------------------------------------------------------------------
+
+def augmenter(project, device):
+    """The project's data.augmentation as a batch transform on the batch's own device, or
+    None: the same ops as NetLoom's (engine/data/augment.cpp), random crop after zero
+    padding by crop_padding each side (torchvision's RandomCrop(size, padding)) and a
+    left-right flip with probability 0.5, drawn per sample, for the whole batch in one
+    gather. NetLoom draws from its own streams, so the samples differ, not the ops."""
+    a = field(field(project, "data", {}), "augmentation", {}) or {}
+    pad, flip = field(a, "crop_padding", 0), bool(field(a, "horizontal_flip", False))
+    if field(a, "max_translation", 0):
+        raise ProjectError("data.augmentation.max_translation is not supported by this bench")
+    if pad <= 0 and not flip:
+        return None
+    gen = torch.Generator(device=device).manual_seed(0xA06)
+
+    def apply(xb, yb):
+        b, c, h, w = xb.shape
+        padded = nn.functional.pad(xb, (pad, pad, pad, pad)) if pad else xb
+        dy = torch.randint(0, 2 * pad + 1, (b, 1), device=xb.device, generator=gen)
+        dx = torch.randint(0, 2 * pad + 1, (b, 1), device=xb.device, generator=gen)
+        rows = dy + torch.arange(h, device=xb.device)
+        cols = torch.arange(w, device=xb.device).expand(b, w)
+        if flip:
+            mirrored = torch.rand((b, 1), device=xb.device, generator=gen) < 0.5
+            cols = torch.where(mirrored, w - 1 - cols, cols)
+        cols = cols + dx
+        out = padded[torch.arange(b, device=xb.device)[:, None, None, None],
+                     torch.arange(c, device=xb.device)[None, :, None, None],
+                     rows[:, None, :, None], cols[:, None, None, :]]
+        return out.contiguous(memory_format=torch.channels_last
+                              if xb.is_contiguous(memory_format=torch.channels_last)
+                              and c > 1 else torch.contiguous_format), yb
+
+    return apply
+
+
 # --- the GPU's timing ----------------------------------------------------------------------
 
-def train_gpu(model, opt, sched, loss_fn, train, batch, epochs, seed, warmup, device):
+def train_gpu(model, opt, sched, loss_fn, train, batch, epochs, seed, warmup, device,
+              augment=None):
     """Trains on the GPU as a PyTorch expert would time it: the data and each epoch's
     permutation live on the device (no copy or sync per batch); the first `warmup`
     steps are not timed, and before the timed steps every batch shape they will see
     (the last, short batch) has run once, so cuDNN's autotuning (cudnn.benchmark) is
     done; the timed steps are bracketed by CUDA events, with one synchronisation at
-    the end; the loss is summed on the device and read once an epoch. Returns the dict
+    the end; the loss is summed on the device and read once an epoch. `augment`, where
+    given, transforms each batch on the device inside the timed step. Returns the dict
     of mlp_torch.train_epochs, without the evaluation."""
     x_train, y_train = train
     n = len(x_train)
@@ -388,12 +430,14 @@ def train_gpu(model, opt, sched, loss_fn, train, batch, epochs, seed, warmup, de
         sched.step()
         return loss.detach()
 
-    # Each shape once, forward and backward only, on a copy of the state put back after:
-    # the timed run trains from the same weights and statistics as NetLoom's.
+    # Each shape three times (a compiled model records its CUDA graph on the second or
+    # third run of a shape), forward and backward only, on a copy of the state put back
+    # after: the timed run trains from the same weights and statistics as NetLoom's.
     saved = {k: v.clone() for k, v in model.state_dict().items()}
     for size in shapes:
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x_train[:size]), y_train[:size]).backward()
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(x_train[:size]), y_train[:size]).backward()
     opt.zero_grad(set_to_none=True)
     model.load_state_dict(saved)
     torch.cuda.synchronize(device)
@@ -410,7 +454,10 @@ def train_gpu(model, opt, sched, loss_fn, train, batch, epochs, seed, warmup, de
                 start.record()
                 started = True
             idx = perm[i:i + batch]
-            loss_sum += step(x_train[idx], y_train[idx]) * len(idx)
+            xb, yb = x_train[idx], y_train[idx]
+            if augment is not None:
+                xb, yb = augment(xb, yb)
+            loss_sum += step(xb, yb) * len(idx)
             steps += 1
             total_samples += len(idx)
             if started:
@@ -441,6 +488,9 @@ def parse_args():
     p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (TF32 off, as NetLoom)")
     p.add_argument("--warmup-steps", type=int, default=20,
                    help="steps left out of steady_samples_per_sec")
+    p.add_argument("--compile", action="store_true",
+                   help="on a GPU, train torch.compile(model, mode='reduce-overhead'): "
+                        "compiled kernels replayed as CUDA graphs (PyTorch 2 and later)")
     p.add_argument("--tf32", action="store_true",
                    help="on a GPU, TF32 for matrix products and convolutions (default: off)")
     p.add_argument("--channels-last", action="store_true",
@@ -503,13 +553,23 @@ def main():
 
     # A last batch of one sample makes BatchNorm1d raise in training mode: avoid such
     # --train-limit values.
+    try:
+        augment = augmenter(project, device)
+    except ProjectError as e:
+        sys.exit("cnn_torch.py: %s: %s" % (args.project, e))
     if gpu:
-        t = train_gpu(model, opt, sched, loss_fn, (x_train, y_train), batch, epochs, seed,
-                      max(args.warmup_steps, 20), device)
+        trained = model
+        if args.compile:
+            if not hasattr(torch, "compile"):
+                sys.exit("cnn_torch.py: --compile needs PyTorch 2 or later; this is %s"
+                         % torch.__version__)
+            trained = torch.compile(model, mode="reduce-overhead")
+        t = train_gpu(trained, opt, sched, loss_fn, (x_train, y_train), batch, epochs, seed,
+                      max(args.warmup_steps, 20), device, augment)
         t["test_loss"], t["test_accuracy"] = evaluate(model, loss_fn, x_test, y_test, batch)
     else:
         t = train_epochs(model, opt, sched, loss_fn, (x_train, y_train), (x_test, y_test),
-                         batch, epochs, gen, warmup=args.warmup_steps)
+                         batch, epochs, gen, warmup=args.warmup_steps, step_hook=augment)
 
     print(json.dumps({
         "epochs": epochs,
@@ -519,6 +579,8 @@ def main():
         "test_accuracy": t["test_accuracy"],
         **rates(t),
         "channels_last": args.channels_last,
+        "augmentation": augment is not None,
+        "compiled": bool(args.compile),
         "tf32": bool(gpu and args.tf32),
         "fused_adam": bool(gpu and opt.defaults.get("fused")),
         "wall_seconds": time.perf_counter() - wall_start,

@@ -121,6 +121,27 @@ Outcome train(proto::Project p, const std::string& precision) {
   return o;
 }
 
+// An MLP on the spirals, in float: the whole runs' project.
+Result<proto::Project> spiralsMlp() {
+  return parseProject(R"(
+      model {
+        nodes { name: "point" op: "Input" attrs { key: "shape" value { ints { values: [2] } } } }
+        nodes { name: "label" op: "Input" attrs { key: "field" value { s: "label" } }
+                attrs { key: "dtype" value { s: "int32" } } }
+        nodes { name: "fc1" op: "Linear" inputs: "point"
+                attrs { key: "out_features" value { i: 64 } } }
+        nodes { name: "act1" op: "ReLU" inputs: "fc1" }
+        nodes { name: "fc2" op: "Linear" inputs: "act1"
+                attrs { key: "out_features" value { i: 3 } } }
+        nodes { name: "loss" op: "SoftmaxCrossEntropy" inputs: ["fc2", "label"] }
+        nodes { name: "accuracy" op: "Accuracy" inputs: ["fc2", "label"] }
+      }
+      data { synthetic { kind: SPIRALS classes: 3 train_samples: 768 test_samples: 192 } }
+      train { loss: "loss" optimizer { kind: ADAM lr: 0.01 } batch_size: 32 epochs: 4 seed: 3 }
+    )",
+                      "spirals");
+}
+
 }  // namespace
 
 class TestPrecision : public QObject {
@@ -343,26 +364,58 @@ class TestPrecision : public QObject {
     QVERIFY2(finiteSteps >= 10, qPrintable(QString::number(finiteSteps)));
   }
 
+  // A whole fp16 run whose scaled gradients overflow at first (its inputs scaled up):
+  // each step reports the scale it used and the steps skipped so far, the two follow
+  // the scaler's rule, and the last count is the summary's. Other precisions report 0.
+  void stepsReportTheLossScaleAndSkips() {
+    auto p = spiralsMlp();
+    QVERIFY(p.ok());
+    proto::Normalization* scaled = p->mutable_data()->mutable_normalization();
+    scaled->set_kind(proto::Normalization::FIXED);
+    scaled->set_scale(4000);
+    p->mutable_train()->mutable_optimizer()->set_kind(proto::Optimizer::SGD);
+    p->mutable_train()->mutable_optimizer()->set_lr(0.0001);
+    p->mutable_train()->set_epochs(2);
+    for (const char* precision : {"fp16", "bf16"}) {
+      std::vector<proto::Step> steps;
+      TrainOptions opts;
+      opts.precision = precision;
+      auto r = runTraining(*p, opts, [&](const proto::TrainEvent& e) {
+        if (e.has_step()) steps.push_back(e.step());
+      });
+      QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+      QCOMPARE(int64_t(steps.size()), r->steps);
+      if (QString(precision) == "bf16") {
+        for (const proto::Step& s : steps) QVERIFY(s.loss_scale() == 0 && s.skipped_steps() == 0);
+        continue;
+      }
+      QVERIFY2(r->skippedSteps > 0, "the inputs were to overflow the first scaled steps");
+      QCOMPARE(steps.front().loss_scale(), 65536.0);
+      int64_t before = 0;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const bool skipped = steps[k].skipped_steps() == before + 1;
+        QVERIFY2(skipped || steps[k].skipped_steps() == before,
+                 qPrintable(QString("step %1").arg(k + 1)));
+        before = steps[k].skipped_steps();
+        if (k + 1 == steps.size()) break;
+        const double next = steps[k + 1].loss_scale(), now = steps[k].loss_scale();
+        if (skipped)
+          QCOMPARE(next, now / 2);
+        else
+          QVERIFY2(next == now || next == 2 * now, qPrintable(QString("step %1").arg(k + 2)));
+      }
+      QCOMPARE(steps.back().skipped_steps(), r->skippedSteps);
+      // The summary's scale is the one the next step would use.
+      const double last = steps.back().loss_scale();
+      QVERIFY2(r->lossScale == last || r->lossScale == 2 * last || r->lossScale == last / 2,
+               qPrintable(QString("%1 after %2").arg(r->lossScale).arg(last)));
+    }
+  }
+
   // Whole runs: each precision trains, fp16 reports its loss scale, and the losses
   // stay near fp32's.
   void runsTrainInEachPrecision() {
-    auto p = parseProject(R"(
-      model {
-        nodes { name: "point" op: "Input" attrs { key: "shape" value { ints { values: [2] } } } }
-        nodes { name: "label" op: "Input" attrs { key: "field" value { s: "label" } }
-                attrs { key: "dtype" value { s: "int32" } } }
-        nodes { name: "fc1" op: "Linear" inputs: "point"
-                attrs { key: "out_features" value { i: 64 } } }
-        nodes { name: "act1" op: "ReLU" inputs: "fc1" }
-        nodes { name: "fc2" op: "Linear" inputs: "act1"
-                attrs { key: "out_features" value { i: 3 } } }
-        nodes { name: "loss" op: "SoftmaxCrossEntropy" inputs: ["fc2", "label"] }
-        nodes { name: "accuracy" op: "Accuracy" inputs: ["fc2", "label"] }
-      }
-      data { synthetic { kind: SPIRALS classes: 3 train_samples: 768 test_samples: 192 } }
-      train { loss: "loss" optimizer { kind: ADAM lr: 0.01 } batch_size: 32 epochs: 4 seed: 3 }
-    )",
-                          "spirals");
+    auto p = spiralsMlp();
     QVERIFY(p.ok());
     Outcome f32 = train(*p, "fp32");
     QVERIFY2(f32.result.ok(), f32.result.ok() ? "" : f32.result.error().message.c_str());

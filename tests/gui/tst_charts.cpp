@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include "engine/io/event_stream.h"
+#include "gui/chart_table.h"
 #include "gui/charts.h"
 #include "gui/event_tail.h"
 
@@ -54,6 +55,12 @@ std::vector<proto::TrainEvent> run(int steps, int epochs, int from = 1) {
   return out;
 }
 
+QCPGraph* graphNamed(QCustomPlot* p, const QString& name) {
+  for (int i = 0; i < p->graphCount(); ++i)
+    if (p->graph(i)->name() == name) return p->graph(i);
+  return nullptr;
+}
+
 std::vector<double> keys(QCPGraph* g) {
   std::vector<double> out;
   for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) out.push_back(it->key);
@@ -82,7 +89,8 @@ class TestCharts : public QObject {
     TrainingCharts charts;
     charts.append(run(100, 4));
     QCPGraph* loss = charts.lossPlot()->graph(0);
-    QCPGraph* smooth = charts.lossPlot()->graph(1);
+    QCPGraph* smooth = graphNamed(charts.lossPlot(), "smoothed");
+    QVERIFY(smooth);
     QCPGraph* accuracy = charts.epochPlot()->graph(2);
     QCPGraph* norms = charts.gradNormPlot()->graph(0);
     std::vector<double> steps = keys(loss);
@@ -275,6 +283,39 @@ class TestCharts : public QObject {
     charts.setXAxis(TrainingCharts::XAxis::Epoch);
     QCOMPARE(charts.lossPlot()->graphCount(), own + 1);
     QCOMPARE(keys(charts.lossPlot()->graph(own)).back(), 2.0);
+  }
+
+  // fp16's loss scaling: the steps skipped so far on the loss chart's right axis, the
+  // scale (log₂) on the learning rate's; neither where a run has no loss scaling.
+  void fp16sScaleAndSkipsAreOnTheRightAxes() {
+    TrainingCharts charts;
+    QCustomPlot* loss = charts.plots()[kLossChart];
+    QCustomPlot* rate = charts.plots()[kRateChart];
+    QCPGraph* skipped = graphNamed(loss, "steps skipped (fp16)");
+    QCPGraph* scale = graphNamed(rate, "log₂ loss scale");
+    QVERIFY(skipped && scale);
+    QCOMPARE(skipped->valueAxis(), loss->yAxis2);
+    QCOMPARE(scale->valueAxis(), rate->yAxis2);
+    charts.append(run(20, 2));
+    QCOMPARE(skipped->dataCount(), 0);
+    QCOMPARE(scale->dataCount(), 0);
+    charts.clear();
+    std::vector<proto::TrainEvent> scaled = run(20, 2);
+    double used = 65536;
+    int64_t skips = 0;
+    for (proto::TrainEvent& e : scaled) {
+      if (!e.has_step()) continue;
+      e.mutable_step()->set_loss_scale(used);
+      skips += e.step().step() <= 3 ? 1 : 0;  // the first three overflow
+      e.mutable_step()->set_skipped_steps(skips);
+      if (e.step().step() <= 3) used /= 2;
+    }
+    charts.append(scaled);
+    QCOMPARE(skipped->dataCount(), 20);
+    QCOMPARE(scale->dataCount(), 20);
+    QCOMPARE(skipped->data()->at(19)->value, 3.0);
+    QCOMPARE(scale->data()->at(0)->value, 16.0);
+    QCOMPARE(scale->data()->at(19)->value, 13.0);
   }
 
   void aTailHandsOnEachEventOnceByFrameOrAtOnce() {
