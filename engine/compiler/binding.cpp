@@ -12,7 +12,8 @@ namespace netloom {
 
 namespace {
 
-// The persistent tensor a node reads as `v`: v itself, or what autocast rounded or a
+// The persistent tensor a node reads as `v`: v itself, or what autocast rounded (or
+// cast to bf16) or a
 // boxing laid out into v (the node's own weights, which its initialiser fills); else
 // kNoValue.
 ValueId persistentBehind(const Graph& g, ValueId v) {
@@ -25,7 +26,9 @@ ValueId persistentBehind(const Graph& g, ValueId v) {
     NodeId from = g.values[v].producer;
     if (from < 0) return kNoValue;
     const OpDef* op = g.nodes[size_t(from)].op;
-    if (op != &internal_ops::roundHalf() && op != &internal_ops::boxing()) return kNoValue;
+    if (op != &internal_ops::roundHalf() && op != &internal_ops::castBf16() &&
+        op != &internal_ops::boxing())
+      return kNoValue;
     v = g.nodes[size_t(from)].inputs[0];
   }
   return kNoValue;

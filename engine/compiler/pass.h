@@ -172,6 +172,7 @@ std::unique_ptr<Pass> pipelineSchedulePass();
 std::unique_ptr<Pass> foldingPass();
 std::unique_ptr<Pass> fusionPass();
 std::unique_ptr<Pass> autocastPass();
+std::unique_ptr<Pass> bf16StoragePass();
 std::unique_ptr<Pass> autodiffPass();
 std::unique_ptr<Pass> gradientBucketsPass();
 std::unique_ptr<Pass> optimizerPass();

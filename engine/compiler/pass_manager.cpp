@@ -90,7 +90,7 @@ PassManager PassManager::standard() {
   PassManager m;
   for (auto* make :
        {kvCachePass, outputsPass, pipelinePass, sbpPass, foldingPass, fusionPass, autocastPass,
-        autodiffPass, pipelineGradientsPass, gradientBucketsPass, optimizerPass,
+        autodiffPass, pipelineGradientsPass, gradientBucketsPass, optimizerPass, bf16StoragePass,
         pipelineSchedulePass, deadCodePass, chainsPass, layoutsPass, hoistBoxingsPass})
     m.add(Pipeline::Rewrite, make());
   for (auto* make : {valuesPass, inPlacePass, buffersPass, kernelsPass, memoryPass, allocatePass,

@@ -59,6 +59,16 @@ Result<std::vector<std::string>> foldBatchNorms(Graph& g, const std::set<ValueId
 // it rounded around.
 std::vector<std::string> insertAutocast(Graph& g, const std::string& format);
 
+// After autodiff, under bf16: each matrix op (Linear, MatMul) whose two operands both
+// hold bf16 values (a RoundHalf to bf16, or a ReLU gradient of one), where the device
+// has a kernel for bf16 operands (oneDNN's bf16 product on a CPU with AVX512_BF16 or
+// AMX), reads them from 16-bit storage: a rounding read only as such operands becomes a
+// CastBf16; any other operand keeps its float and gets a CastBf16 beside it for them. The values
+// are those the rounding gave; the products accumulate in float and are float. Returns the matrix
+// ops that read bf16 operands.
+std::vector<std::string> storeBf16Operands(Graph& g, const KernelRegistry& kernels,
+                                           const KernelSig& context);
+
 // Data parallelism: the parameters' gradients in buckets, in the order the backward
 // pass writes them (about `firstBytes` for the first, so its sum starts early, then
 // about `bytes` each). Each bucket's BucketStart follows the node that writes its

@@ -1,7 +1,8 @@
 // Mixed precision (train.precision): RoundHalf keeps a float tensor's values to those
 // of bfloat16 or IEEE half, which autocast puts on the inputs and outputs of the
-// matrix ops; fp16's loss scaling reads and keeps its state with LossScaleSeed and
-// LossScaleCheck (kernels/core/functors.h, fn::LossScale).
+// matrix ops; CastBf16 rounds as RoundHalf to bf16 does, into 16-bit storage; fp16's loss scaling
+// reads and keeps its state with LossScaleSeed and LossScaleCheck (kernels/core/functors.h,
+// fn::LossScale).
 #include "engine/ops/op_helpers.h"
 #include "kernels/core/functors.h"
 
@@ -35,6 +36,23 @@ void registerAutocast(OpRegistry& r) {
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.emit("RoundHalf", {b.outGrad(0)}, b.attrs())); };
   d.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
   r.add(std::move(d));
+
+  // Placed after autodiff, where a RoundHalf to bf16 feeds only matrix ops that have
+  // kernels for bf16 operands ("bf16 storage", engine/compiler/passes/bf16_storage.cpp).
+  OpDef cast;
+  cast.name = "CastBf16";
+  cast.category = "Internal";
+  cast.role = OpRole::Internal;
+  cast.doc = "Rounds each value to the nearest bfloat16, stored in 16 bits";
+  cast.inputs = {{"x", "float tensor"}};
+  cast.outputs = {{"y", "same shape, bf16"}};
+  cast.infer = [](InferCtx& c) {
+    if (!ops::requireFloat(c, 0)) return false;
+    c.out[0] = TensorDesc{c.in[0].shape, DType::BF16, {}};
+    return true;
+  };
+  cast.flops = [](const InferCtx& c) { return numel(c.out[0].shape); };
+  r.add(std::move(cast));
 
   OpDef seed;
   seed.name = "LossScaleSeed";

@@ -26,6 +26,10 @@ const OpDef& roundHalf() {
   static const OpDef& d = lookup(kRoundHalf);
   return d;
 }
+const OpDef& castBf16() {
+  static const OpDef& d = lookup(kCastBf16);
+  return d;
+}
 const OpDef& lossSeed() {
   static const OpDef& d = lookup(kLossSeed);
   return d;

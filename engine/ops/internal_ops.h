@@ -9,6 +9,7 @@ namespace netloom::internal_ops {
 
 inline constexpr const char* kConstant = "Constant";
 inline constexpr const char* kRoundHalf = "RoundHalf";
+inline constexpr const char* kCastBf16 = "CastBf16";
 inline constexpr const char* kLossSeed = "LossSeed";
 inline constexpr const char* kLossScaleSeed = "LossScaleSeed";
 inline constexpr const char* kLossScaleCheck = "LossScaleCheck";
@@ -33,6 +34,7 @@ inline constexpr const char* kPipeTie = "PipeTie";
 
 const OpDef& constant();        // a filled tensor (autodiff's loss-gradient seed)
 const OpDef& roundHalf();       // autocast's rounding to bf16 or fp16
+const OpDef& castBf16();        // the same rounding to bf16, into bf16 storage
 const OpDef& lossSeed();        // the loss gradient weighted by the rank's share of the batch
 const OpDef& lossScaleSeed();   // fp16's loss gradient: the loss scale
 const OpDef& lossScaleCheck();  // fp16's check of the scaled gradients

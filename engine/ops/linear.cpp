@@ -136,7 +136,8 @@ void registerLinear(OpRegistry& r) {
   d.sbp = linearSbp;
   d.localAttrs = linearLocalAttrs;
   d.infer = [](InferCtx& c) {
-    if (!ops::requireFloat(c, 0)) return false;
+    // bf16 where mixed precision stores the operands in 16 bits (CastBf16).
+    if (c.in[0].dtype != DType::BF16 && !ops::requireFloat(c, 0)) return false;
     const Shape& x = c.in[0].shape;
     if (x.size() < 2)
       return c.fail("expects at least batch × features, got " + shapeToString(x), 0);

@@ -260,6 +260,19 @@ struct RoundFp16 {
     return bitsFloat(floatBits(r) | sign);
   }
 };
+// bfloat16 storage: a float rounded as RoundBf16 rounds it, kept as its top 16 bits,
+// and those bits read back as the float they are.
+struct ToBf16 {
+  NL_HD uint16_t operator()(float x) const {
+    const uint32_t u = floatBits(x);
+    // A NaN whose payload is all in the low half would read as infinity: quiet NaN.
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);
+    return uint16_t(floatBits(RoundBf16{}(x)) >> 16);
+  }
+};
+struct FromBf16 {
+  NL_HD float operator()(uint16_t b) const { return bitsFloat(uint32_t(b) << 16); }
+};
 struct RoundHalf {  // one of the two, chosen at plan time
   bool fp16;
   NL_HD float operator()(float x) const { return fp16 ? RoundFp16{}(x) : RoundBf16{}(x); }

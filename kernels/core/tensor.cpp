@@ -11,6 +11,7 @@ size_t dtypeSize(DType t) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::U8: return 1;
+    case DType::BF16: return 2;
   }
   return 0;
 }
@@ -21,6 +22,7 @@ const char* dtypeName(DType t) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
+    case DType::BF16: return "BF16";
   }
   return "?";
 }

@@ -9,10 +9,12 @@
 
 namespace netloom {
 
-enum class DType : uint8_t { F32, I32, I64, U8 };
+// BF16 is the top half of an F32 (bfloat16), held only inside a compiled step: where
+// mixed precision gives a matrix op 16-bit inputs in 16-bit storage (Cast).
+enum class DType : uint8_t { F32, I32, I64, U8, BF16 };
 
 size_t dtypeSize(DType t);
-const char* dtypeName(DType t);  // safetensors spelling: F32, I32, I64, U8
+const char* dtypeName(DType t);  // safetensors spelling: F32, I32, I64, U8, BF16
 
 enum class DeviceKind : uint8_t { Cpu, Cuda };
 

@@ -243,6 +243,22 @@ void registerElementwise(KernelRegistry& r) {
       false);
 
   add("Dropout", makeDropout);
+
+  // Float to bfloat16 storage, each value rounded as RoundHalf rounds it.
+  add(
+      "CastBf16",
+      [](const KernelSig& s) -> KernelFn {
+        const int64_t n = numel(s.out[0].shape);
+        return [n](const KernelIO& io) {
+          const float* x = io.in[0].f32();
+          auto* y = static_cast<uint16_t*>(io.out[0].data);
+          parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+            for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
+          });
+        };
+      },
+      false);
 }
 
 }  // namespace netloom::cpu

@@ -114,7 +114,11 @@ void gemmReference(const GemmDims& d, const float* a, const float* b, float* c) 
 // one thread, and each band runs on its own.
 class PreparedGemm {
  public:
-  explicit PreparedGemm(const GemmDims& d) : m_d(d) {
+  // `operands`: the type of A and B (f32, or bf16 from mixed precision's CastBf16); C
+  // is f32 either way.
+  explicit PreparedGemm(const GemmDims& d,
+                        dnnl::memory::data_type operands = dnnl::memory::data_type::f32)
+      : m_d(d), m_type(operands), m_bytes(dnnl::memory::data_type_size(operands)) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     struct Restore {
@@ -134,7 +138,7 @@ class PreparedGemm {
 
   // The bands on the threads there are (each thread takes every n-th band, so all
   // are done however many the runtime gives), or the whole product on one.
-  void run(const float* a, const float* b, float* c) {
+  void run(const void* a, const void* b, float* c) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (m_bands.size() > 1 && threads > 1) {
       const int team = int(std::min<size_t>(size_t(threads), m_bands.size()));
@@ -151,17 +155,18 @@ class PreparedGemm {
   struct Band {
     DnnlCall call;
     std::string impl;
-    int64_t a = 0, b = 0, c = 0;  // where the band's operands start, in floats
+    int64_t a = 0, b = 0, c = 0;  // where the band's operands start, in elements
     int64_t m = 0, n = 0, ldc = 0;
+    size_t bytes = 4;  // of an element of A and B
     bool empty = false;
-    void run(const float* pa, const float* pb, float* pc) {
+    void run(const void* pa, const void* pb, float* pc) {
       if (empty) return;
       if (call.empty()) {  // no inner dimension: C is zero
         for (int64_t i = 0; i < m; ++i) std::fill_n(pc + c + i * ldc, n, 0.f);
         return;
       }
-      call.set(DNNL_ARG_SRC, pa + a);
-      call.set(DNNL_ARG_WEIGHTS, pb + b);
+      call.set(DNNL_ARG_SRC, static_cast<const char*>(pa) + size_t(a) * bytes);
+      call.set(DNNL_ARG_WEIGHTS, static_cast<const char*>(pb) + size_t(b) * bytes);
       call.set(DNNL_ARG_DST, pc + c);
       call.run();
     }
@@ -182,11 +187,10 @@ class PreparedGemm {
     out.m = m;
     out.n = n;
     out.ldc = d.n;
+    out.bytes = m_bytes;
     if (d.k == 0) return out;
-    const memory::desc a({m, d.k}, memory::data_type::f32,
-                         d.ta ? memory::dims{1, d.lda} : memory::dims{d.lda, 1});
-    const memory::desc b({d.k, n}, memory::data_type::f32,
-                         d.tb ? memory::dims{1, d.ldb} : memory::dims{d.ldb, 1});
+    const memory::desc a({m, d.k}, m_type, d.ta ? memory::dims{1, d.lda} : memory::dims{d.lda, 1});
+    const memory::desc b({d.k, n}, m_type, d.tb ? memory::dims{1, d.ldb} : memory::dims{d.ldb, 1});
     const memory::desc c({m, n}, memory::data_type::f32, memory::dims{d.n, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), userScratchpad(), dnnlEngine());
     out.impl = pd.impl_info_str();
@@ -198,12 +202,14 @@ class PreparedGemm {
   }
 
   GemmDims m_d;
+  dnnl::memory::data_type m_type;
+  size_t m_bytes;
   Band m_whole;
   std::vector<Band> m_bands;
 };
 
-// A product's launch: given A, B and C.
-using Gemm = std::function<void(const float*, const float*, float*)>;
+// A product's launch: given A, B (float, or bf16 for the bf16 kernels) and C.
+using Gemm = std::function<void(const void*, const void*, float*)>;
 using GemmMaker = Gemm (*)(const GemmDims&);
 
 // oneDNN's f32 product: the prepared primitive, or its sgemm call where the primitive
@@ -215,11 +221,21 @@ Gemm onednnGemm(const GemmDims& d) {
   } catch (const dnnl::error&) {
   }
   if (!plan || plan->impl().rfind("ref", 0) == 0)
-    return [d](const float* a, const float* b, float* c) { gemmOneDnn(d, a, b, c); };
-  return [plan](const float* a, const float* b, float* c) { plan->run(a, b, c); };
+    return [d](const void* a, const void* b, float* c) {
+      gemmOneDnn(d, static_cast<const float*>(a), static_cast<const float*>(b), c);
+    };
+  return [plan](const void* a, const void* b, float* c) { plan->run(a, b, c); };
 }
 Gemm referenceGemm(const GemmDims& d) {
-  return [d](const float* a, const float* b, float* c) { gemmReference(d, a, b, c); };
+  return [d](const void* a, const void* b, float* c) {
+    gemmReference(d, static_cast<const float*>(a), static_cast<const float*>(b), c);
+  };
+}
+// oneDNN's product of bf16 operands into float (its bf16 kernels decline where the CPU
+// has no fast one).
+Gemm bf16Gemm(const GemmDims& d) {
+  auto plan = std::make_shared<PreparedGemm>(d, dnnl::memory::data_type::bf16);
+  return [plan](const void* a, const void* b, float* c) { plan->run(a, b, c); };
 }
 
 // What --explain says of the oneDNN kernel prepared for `d`.
@@ -232,6 +248,28 @@ std::string onednnDetail(const GemmDims& d) {
   } catch (const dnnl::error&) {
   }
   return "dnnl_sgemm at each launch";
+}
+
+// Mixed precision's bf16 operands (CastBf16) into a float product: both operands bf16,
+// a bias float, and a CPU where oneDNN has a fast bf16 kernel (AVX512_BF16, AMX).
+std::string declineUnlessBf16(const KernelSig& s, const GemmDims& d) {
+  if (s.in.size() < 2 || s.in[0].dtype != DType::BF16 || s.in[1].dtype != DType::BF16)
+    return "takes bf16 operands only";
+  for (size_t i = 2; i < s.in.size(); ++i)
+    if (s.in[i].dtype != DType::F32) return "takes a float bias only";
+  try {
+    const std::string impl = PreparedGemm(d, dnnl::memory::data_type::bf16).impl();
+    if (impl.rfind("ref", 0) == 0)
+      return "oneDNN has no fast bf16 product on this CPU (it would run " + impl + ")";
+  } catch (const dnnl::error& e) {
+    return std::string("oneDNN has no bf16 product here: ") + e.what();
+  }
+  return {};
+}
+
+std::string bf16Detail(const GemmDims& d) {
+  return "oneDNN matmul primitive (" + PreparedGemm(d, dnnl::memory::data_type::bf16).impl() +
+         ") on bf16 operands, into float, prepared once";
 }
 
 GemmDims linearDims(const KernelSig& s) {
@@ -248,7 +286,7 @@ KernelFn makeLinear(const KernelSig& s, GemmMaker make) {
   bool bias = s.in.size() > 2;
   return [d, relu, bias, gemm = make(d)](const KernelIO& io) {
     float* y = io.out[0].f32();
-    gemm(io.in[0].f32(), io.in[1].f32(), y);
+    gemm(io.in[0].data, io.in[1].data, y);
     if (!bias && !relu) return;
     const float* b = bias ? io.in[2].f32() : nullptr;
     parallelFor(d.m, std::max<int64_t>(1, kParallelGrain / d.n), [&](int64_t lo, int64_t hi) {
@@ -269,7 +307,7 @@ KernelFn makeLinear(const KernelSig& s, GemmMaker make) {
 
 KernelFn makeMatMul(const KernelSig& s, GemmMaker make) {
   return [gemm = make(matmulDims(s))](const KernelIO& io) {
-    gemm(io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
+    gemm(io.in[0].data, io.in[1].data, io.out[0].f32());
   };
 }
 
@@ -338,16 +376,28 @@ void registerGemm(KernelRegistry& r) {
                     [](const KernelSig& s) { return makeLinear(s, onednnGemm); }};
   linear.detail = [](const KernelSig& s) { return onednnDetail(linearDims(s)); };
   r.add("Linear", DeviceKind::Cpu, std::move(linear));
-  r.add("Linear", DeviceKind::Cpu, kernel("reference.linear", [](const KernelSig& s) {
-          return makeLinear(s, referenceGemm);
-        }));
+  KernelImpl linear16{"onednn.bf16_gemm+bias",
+                      [](const KernelSig& s) { return declineUnlessBf16(s, linearDims(s)); },
+                      [](const KernelSig& s) { return makeLinear(s, bf16Gemm); }};
+  linear16.detail = [](const KernelSig& s) { return bf16Detail(linearDims(s)); };
+  r.add("Linear", DeviceKind::Cpu, std::move(linear16));
+  KernelImpl linearRef =
+      kernel("reference.linear", [](const KernelSig& s) { return makeLinear(s, referenceGemm); });
+  linearRef.decline = declineUnlessFloat;
+  r.add("Linear", DeviceKind::Cpu, std::move(linearRef));
   KernelImpl matmul{"onednn.sgemm", declineUnlessFloat,
                     [](const KernelSig& s) { return makeMatMul(s, onednnGemm); }};
   matmul.detail = [](const KernelSig& s) { return onednnDetail(matmulDims(s)); };
   r.add("MatMul", DeviceKind::Cpu, std::move(matmul));
-  r.add("MatMul", DeviceKind::Cpu, kernel("reference.matmul", [](const KernelSig& s) {
-          return makeMatMul(s, referenceGemm);
-        }));
+  KernelImpl matmul16{"onednn.bf16_gemm",
+                      [](const KernelSig& s) { return declineUnlessBf16(s, matmulDims(s)); },
+                      [](const KernelSig& s) { return makeMatMul(s, bf16Gemm); }};
+  matmul16.detail = [](const KernelSig& s) { return bf16Detail(matmulDims(s)); };
+  r.add("MatMul", DeviceKind::Cpu, std::move(matmul16));
+  KernelImpl matmulRef =
+      kernel("reference.matmul", [](const KernelSig& s) { return makeMatMul(s, referenceGemm); });
+  matmulRef.decline = declineUnlessFloat;
+  r.add("MatMul", DeviceKind::Cpu, std::move(matmulRef));
 
   // Column sums: each thread owns a band of columns and walks all rows, so no
   // reduction across threads is needed and the result is thread-count independent.

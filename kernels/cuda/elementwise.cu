@@ -27,6 +27,13 @@ __global__ void fillKernel(float v, float* y, int64_t n) {
     y[i] = v;
 }
 
+// Float to bfloat16 storage, rounded as on the CPU (fn::ToBf16).
+__global__ void castBf16Kernel(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fn::ToBf16{}(x[i]);
+}
+
 // Keyed by each element's logical NCHW index, as on the CPU: the same mask. The
 // step's seed and number come from device memory, so a recorded step replays with
 // each step's own mask.
@@ -164,6 +171,18 @@ void registerElementwise(KernelRegistry& r) {
       int64_t n = io.out[0].numel();
       if (n == 0) return;
       fillKernel<<<gridFor(n), kBlock, 0, st>>>(v, io.out[0].f32(), n);
+      NL_CUDA(cudaGetLastError());
+    };
+  });
+  // Mixed precision's bf16 storage places it only where the device has bf16 matrix
+  // kernels; it is here so that every op has a kernel on every device.
+  add("CastBf16", [](const KernelSig& s) -> KernelFn {
+    cudaStream_t st = streamOf(s);
+    return [st](const KernelIO& io) {
+      int64_t n = io.out[0].numel();
+      if (n == 0) return;
+      castBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(io.in[0].f32(),
+                                                    static_cast<uint16_t*>(io.out[0].data), n);
       NL_CUDA(cudaGetLastError());
     };
   });

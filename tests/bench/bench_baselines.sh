@@ -10,6 +10,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=common.sh
 source "$root/tests/bench/common.sh"
-bench_need_train
-bench_need_torch
-exec "$bench_py" "$bench_dir/baselines.py" --train "$bench_train" --python "$bench_py" "$@"
+bench_exec_driver baselines.py "$@"

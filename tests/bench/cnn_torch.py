@@ -368,6 +368,22 @@ def make_schedule(train, opt, steps_per_epoch, total_steps):
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+# --- mixed precision ---------------------------------------------------------------------
+
+class Autocast(nn.Module):
+    """The model's forward pass under torch.autocast to bf16, on the device it runs on;
+    the logits come back as float for the loss, as PyTorch's recipes do."""
+
+    def __init__(self, inner, device_type):
+        super().__init__()
+        self.inner = inner
+        self.device_type = device_type
+
+    def forward(self, x):
+        with torch.autocast(self.device_type, dtype=torch.bfloat16):
+            return self.inner(x).float()
+
+
 # --- augmentation ------------------------------------------------------------------------
 
 def augmenter(project, device):
@@ -491,6 +507,9 @@ def parse_args():
     p.add_argument("--compile", action="store_true",
                    help="on a GPU, train torch.compile(model, mode='reduce-overhead'): "
                         "compiled kernels replayed as CUDA graphs (PyTorch 2 and later)")
+    p.add_argument("--bf16", action="store_true",
+                   help="train under torch.autocast(dtype=torch.bfloat16), the counterpart of "
+                        "netloom-train --precision bf16")
     p.add_argument("--tf32", action="store_true",
                    help="on a GPU, TF32 for matrix products and convolutions (default: off)")
     p.add_argument("--channels-last", action="store_true",
@@ -540,6 +559,8 @@ def main():
                 x_test = x_test.contiguous(memory_format=torch.channels_last)
         x_train, y_train = x_train.to(device), y_train.to(device)
         x_test, y_test = x_test.to(device), y_test.to(device)
+        if args.bf16:
+            model = Autocast(model, device.type)
         model.train()
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
         opt = make_optimizer(train, model.parameters(), fused=gpu)
@@ -580,6 +601,7 @@ def main():
         **rates(t),
         "channels_last": args.channels_last,
         "augmentation": augment is not None,
+        "precision": "bf16" if args.bf16 else "fp32",
         "compiled": bool(args.compile),
         "tf32": bool(gpu and args.tf32),
         "fused_adam": bool(gpu and opt.defaults.get("fused")),

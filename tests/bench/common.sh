@@ -9,6 +9,8 @@
 #   bench_thread_counts MAX           prints 1, the powers of two below MAX, and MAX
 #   bench_peaks DIR COUNTS...         the GEMM peak at each thread count, into DIR/peak.jsonl
 #   bench_torch THREADS ARGS...       runs $bench_py ARGS on THREADS threads, at its best
+#   bench_exec_driver SCRIPT ARGS...  execs the Python driver SCRIPT (baselines.py,
+#                                     precision.py) with netloom-train and $bench_py
 #   bench_sweep DIR PROJECT SCRIPT PASS_PROJECT ARGS...
 #                                     NetLoom and PyTorch on each of $counts threads, and
 #                                     NetLoom's thread ranks on each count above 1; PyTorch
@@ -130,4 +132,14 @@ bench_torch_extra=()
 
 bench_sweep_table() {
   "$bench_py" "$bench_dir/sweep_table.py" "$1" "$2"
+}
+
+# Runs a Python driver of the benchmarks (SCRIPT ARGS), given netloom-train and the
+# interpreter with PyTorch: baselines.py, precision.py.
+bench_exec_driver() {
+  local script="$1"
+  shift
+  bench_need_train
+  bench_need_torch
+  exec "$bench_py" "$bench_dir/$script" --train "$bench_train" --python "$bench_py" "$@"
 }

@@ -122,6 +122,7 @@ class TestPasses : public QObject {
                                            "pipeline gradients",
                                            "gradient buckets",
                                            "optimizer",
+                                           "bf16 storage",
                                            "pipeline schedule",
                                            "dead code",
                                            "chains",
@@ -146,6 +147,7 @@ class TestPasses : public QObject {
     QCOMPARE(status("kv-cache"), std::string("not needed"));  // not generation
     QCOMPARE(status("folding"), std::string("not needed"));   // a training plan
     QCOMPARE(status("autocast"), std::string("not needed"));  // float32
+    QCOMPARE(status("bf16 storage"), std::string("not needed"));
     QCOMPARE(status("fusion"), std::string("ran"));
     QCOMPARE((*p)->pipeline.front().pipeline, std::string("rewrite"));
     QCOMPARE((*p)->pipeline.back().pipeline, std::string("lower"));

@@ -167,12 +167,23 @@ class TestPrecision : public QObject {
     QCOMPARE(toFp16(3 * 0x1p-25f), 2 * 0x1p-24f);  // 1.5 quanta: to the even 2
     QVERIFY(std::signbit(toFp16(-1e-9f)));
     QVERIFY(std::isnan(toBf16(NAN)) && std::isnan(toFp16(NAN)));
+    // A NaN whose payload is all in the low half stays a NaN in bf16 storage.
+    const uint32_t lowNaN = 0x7f800001u;
+    float nanLow;
+    std::memcpy(&nanLow, &lowNaN, sizeof nanLow);
+    QVERIFY(std::isnan(fn::FromBf16{}(fn::ToBf16{}(nanLow))));
     // Against the double-precision reference over floats of every magnitude.
     Rng rng(11);
     for (int k = 0; k < 200000; ++k) {
       uint32_t bits = uint32_t(rng.next());
       float x;
       std::memcpy(&x, &bits, sizeof x);
+      // bf16 storage holds exactly what the rounding gives; a NaN stays a NaN.
+      const float stored = fn::FromBf16{}(fn::ToBf16{}(x));
+      if (std::isnan(x) != std::isnan(stored) || (!std::isnan(x) && stored != toBf16(x)))
+        QFAIL(qPrintable(QString("bf16 storage of %1 reads %2")
+                             .arg(double(x), 0, 'g', 9)
+                             .arg(double(stored), 0, 'g', 9)));
       if (std::isnan(x)) continue;
       if (float(bf16(x)) != toBf16(x) || float(fp16(x)) != toFp16(x))
         QFAIL(qPrintable(QString("%1: bf16 %2 (expected %3), fp16 %4 (expected %5)")
@@ -217,12 +228,19 @@ class TestPrecision : public QObject {
           QCOMPARE(QString::fromStdString(n.attrs.s("format")),
                    QString(p == Precision::F16 ? "fp16" : "bf16"));
         }
-        // Every float a matrix op reads comes rounded.
+        // A rounding to bf16 made a cast into bf16 storage (a cast beside a value,
+        // "…/bf16", adds none).
+        const std::string& name = n.name;
+        rounds += n.op->name == "CastBf16" && name.substr(name.size() - 5) != "/bf16";
+        // Every float a matrix op reads comes rounded (as a float, or cast to bf16).
         bool matrix = n.op->name == "Linear" || n.op->name == "Conv2d";
         for (ValueId v : n.inputs) {
-          if (!matrix || p == Precision::F32 || g.values[v].desc.dtype != DType::F32) continue;
+          const DType t = g.values[v].desc.dtype;
+          if (!matrix || p == Precision::F32 || (t != DType::F32 && t != DType::BF16)) continue;
           NodeId from = g.values[v].producer;
-          QVERIFY2(from >= 0 && g.nodes[from].op->name == "RoundHalf", g.values[v].name.c_str());
+          QVERIFY2(
+              from >= 0 && g.nodes[from].op->name == (t == DType::BF16 ? "CastBf16" : "RoundHalf"),
+              g.values[v].name.c_str());
         }
       }
       if (p == Precision::F32) {
@@ -242,6 +260,54 @@ class TestPrecision : public QObject {
                text.c_str());
       QCOMPARE(text.find("loss scaling") != std::string::npos, p == Precision::F16);
     }
+  }
+
+  // Under bf16, on a CPU with bf16 products (AVX512_BF16, AMX), the matrix ops whose
+  // operands are both rounded read them from 16-bit storage (CastBf16), half the bytes;
+  // elsewhere they stay rounded floats, and --explain says which.
+  void bf16OperandsAreStoredInSixteenBits() {
+    // Whether this CPU has the kernel: asked of the registry, as the pass asks.
+    KernelSig probe;
+    Attrs none;
+    probe.attrs = &none;
+    probe.in = {TensorDesc{{8, 8}, DType::BF16, {}}, TensorDesc{{8, 8}, DType::BF16, {}}};
+    probe.out = {TensorDesc{{8, 8}, DType::F32, {}}};
+    bool cpuHasBf16 = false;
+    for (const KernelImpl& k : *KernelRegistry::instance().list("MatMul", DeviceKind::Cpu))
+      cpuHasBf16 = cpuHasBf16 || k.decline(probe).empty();
+    qInfo("this CPU %s bf16 matrix products", cpuHasBf16 ? "has" : "has no");
+    auto body =
+        input("x", "24") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 32)) +
+        node("act", "ReLU", "fc1") + node("fc2", "Linear", "act", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc2,label");
+    ParamStore store;
+    CompileOptions o;
+    o.precision = Precision::BF16;
+    auto prog = compile(model(body), o, store);
+    QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+    const Graph& g = (*prog)->graph;
+    const auto readers = consumers(g);
+    int casts = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op->name != "CastBf16") continue;
+      casts += 1;
+      const Value& v = g.values[n.outputs[0]];
+      QCOMPARE(v.desc.dtype, DType::BF16);
+      QCOMPARE(bytesOf(v.desc), numel(v.desc.shape) * 2);
+      for (NodeId r : readers[n.outputs[0]]) {
+        const Node& m = g.nodes[size_t(r)];
+        QVERIFY2(m.op->name == "Linear" || m.op->name == "MatMul", m.name.c_str());
+        for (size_t k = 0; k < 2; ++k) QCOMPARE(g.values[m.inputs[k]].desc.dtype, DType::BF16);
+      }
+    }
+    // Forward: both layers' input and weight; backward: fc2's input gradient (fc1 has
+    // none to give) and both weight gradients read the output gradients and inputs.
+    QCOMPARE(casts > 0, cpuHasBf16);
+    const std::string text = (*prog)->explain();
+    QVERIFY2(text.find(cpuHasBf16 ? "read bf16 operands from 16-bit storage"
+                                  : "no matrix op has a bf16 kernel") != std::string::npos,
+             text.c_str());
+    if (cpuHasBf16) QVERIFY2(text.find("onednn.bf16_gemm") != std::string::npos, text.c_str());
   }
 
   // The loss and the weight's gradient are those of the same computation with every
