@@ -31,6 +31,9 @@ void registerAutocast(OpRegistry& r) {
   d.outputs = {{"y", "same shape as x"}};
   d.attrs = {formatAttr()};
   d.inplaceable = true;
+  // Element by element: blocked layouts pass through it (the convolutions it rounds
+  // around keep theirs), and it joins element-wise chains.
+  d.elementwise = true;
   d.infer = [](InferCtx& c) { return ops::requireFloat(c, 0) && ops::sameAsInput(c); };
   // A 16-bit tensor's gradient is a 16-bit tensor too.
   d.grad = [](GradBuilder& b) { b.addGrad(0, b.emit("RoundHalf", {b.outGrad(0)}, b.attrs())); };
