@@ -65,8 +65,9 @@ limit_args=()
 [[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
 batch=128
 
-printf '%-8s %11s %12s %11s %11s %13s %7s %7s %9s\n' model "graph s/s" "launches s/s" \
-  "checked s/s" "PT eager" "PT compiled" "NL/PT" "NL/PTc" "host/step"
+printf '%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s\n' model "graph s/s" \
+  "launches s/s" "checked s/s" "NL bf16" "PT eager" "PT compiled" "PT bf16" "NL/PT" "NL/PTc" \
+  "bf16 NL/PT" "host/step"
 for m in $models; do
   checked="$tmp/fashion-$m-checked.nlproj"
   # NETLOOM_FASHION_DIR points the runs at a copy of Fashion-MNIST elsewhere than
@@ -80,50 +81,51 @@ for m in $models; do
     local file="$1" out="$2"
     shift 2
     "$bench_train" "$file" --devices cuda:0 --epochs "$epochs" --batch-size "$batch" \
-      "${limit_args[@]}" --warmup-steps 20 --quiet --checkpoint-dir "$tmp/ck" --summary-json "$out" "$@" \
-      > "$tmp/$m.log" 2>&1 || { echo "$m: netloom-train failed:" >&2; cat "$tmp/$m.log" >&2; }
+      "${limit_args[@]}" --warmup-steps 20 --quiet --checkpoint-dir "$tmp/ck" \
+      --summary-json "$out" "$@" > "$tmp/$m.log" 2>&1 \
+      || { echo "$m: netloom-train failed:" >&2; cat "$tmp/$m.log" >&2; }
   }
   run_nl "$project" "$tmp/$m.graph.json"
   run_nl "$project" "$tmp/$m.launch.json" --no-cuda-graphs
   run_nl "$checked" "$tmp/$m.checked.json"
-  pt="" ptc=""
+  run_nl "$project" "$tmp/$m.bf16.json" --precision bf16
   if [[ "$torch_gpu" -eq 1 ]]; then
-    for variant in eager compiled; do
+    for variant in eager compiled bf16; do
       flags=()
       [[ "$variant" == compiled ]] && flags=(--compile)
+      [[ "$variant" == bf16 ]] && flags=(--bf16)
       "$bench_py" "$bench_dir/cnn_torch.py" --project "$project" --epochs "$epochs" \
         --batch-size "$batch" --device cuda --warmup-steps 20 "${limit_args[@]}" \
-        "${flags[@]}" > "$tmp/$m.$variant.json" 2> "$tmp/$m.$variant.err" \
-        || { echo "$m: PyTorch $variant failed:" >&2; tail -n 5 "$tmp/$m.$variant.err" >&2; }
+        "${flags[@]}" > "$tmp/$m.torch-$variant.json" 2> "$tmp/$m.torch-$variant.err" \
+        || { echo "$m: PyTorch $variant failed:" >&2; tail -n 5 "$tmp/$m.torch-$variant.err" >&2; }
     done
-    pt="$tmp/$m.eager.json" ptc="$tmp/$m.compiled.json"
   fi
-  "$bench_py" - "$m" "$tmp/$m.graph.json" "$tmp/$m.launch.json" "$tmp/$m.checked.json" "$pt" \
-    "$ptc" <<'PY'
+  "$bench_py" - "$m" "$tmp/$m" "$torch_gpu" <<'PY'
 import json, os, sys
-model, graph, launch, checked, torch_out, compiled_out = sys.argv[1:7]
-def load(path):
+model, stem, torch_gpu = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+def load(name):
     try:
-        if path.endswith(".json") and os.path.getsize(path) > 0:
-            text = open(path).read().strip().splitlines()[-1]
-            return json.loads(text)
+        path = stem + "." + name + ".json"
+        if os.path.getsize(path) > 0:
+            return json.loads(open(path).read().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
         pass
     return None
-g, l, c = load(graph), load(launch), load(checked)
-t = load(torch_out) if torch_out else None
-tc = load(compiled_out) if compiled_out else None
+g, l, c, b = load("graph"), load("launch"), load("checked"), load("bf16")
+t, tc, tb = (load("torch-" + v) if torch_gpu else None for v in ("eager", "compiled", "bf16"))
 def steady(s):
     return s.get("steady_samples_per_sec") or s["samples_per_sec"]
-def rate(s):
+def rate(s, ours=True):
+    if not ours and not torch_gpu:
+        return "no torch"
     return "%.0f" % steady(s) if s else "failed"
 def ratio(a, b):
     return "%.2f" % (steady(a) / steady(b)) if a and b and steady(b) else "-"
 host = "-"
 if g and g.get("train_seconds"):
     host = "%.1f%%" % (100.0 * g["issue_seconds"] / g["train_seconds"])
-print("%-8s %11s %12s %11s %11s %13s %7s %7s %9s" % (
-    model, rate(g), rate(l), rate(c), rate(t) if torch_out else "no torch",
-    rate(tc) if compiled_out else "no torch", ratio(g, t), ratio(g, tc), host))
+print("%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s" % (
+    model, rate(g), rate(l), rate(c), rate(b), rate(t, False), rate(tc, False), rate(tb, False),
+    ratio(g, t), ratio(g, tc), ratio(b, tb), host))
 PY
 done

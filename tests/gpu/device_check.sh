@@ -3,7 +3,7 @@
 # engine, the CUDA backend and the GPU tests (no IDE, no remote, no Qt Widgets) for this
 # GPU's architecture, runs the `gpu`-labelled tests and, with two GPUs or more, the
 # parallel strategies with a rank on each (tests/gpu/rank_strategies.sh), then
-# benchmarks LeNet, Conv+BN and ResNet at batch 128, and the fortunes GPT's training,
+# benchmarks the MLP, LeNet, Conv+BN and ResNet at batch 128, and the fortunes GPT's training,
 # against PyTorch on the same GPU (where PyTorch has CUDA).
 # Writes its report and logs to $OUT when that is set.
 #   tests/gpu/device_check.sh [BUILD_DIR]
@@ -95,5 +95,16 @@ say "-- benchmarks (batch 128, one epoch of Fashion-MNIST)"
 "$root/tests/bench/bench_gpu.sh" --build "$build" 2>&1 | tee -a "$report"
 say "-- fortunes GPT, 100 steps on cuda:0 against PyTorch (F.scaled_dot_product_attention)"
 "$root/tests/bench/bench_gpt.sh" --build "$build" --device cuda --steps 100 2>&1 | tee -a "$report"
+
+# One table to read at the end: the tests' verdicts, then every benchmark row.
+say "== summary"
+{
+  grep -hE "tests passed|Totals" "$out/tests.log" "$out/tst_gpu_parallel.txt" \
+    "$out/tst_devices.txt" 2>/dev/null | sed 's/^/tests: /'
+  sed -n '/^-- benchmarks/,$p' "$report" | grep -E "^(model|mlp|lenet|convbn|resnet) " \
+    | sed 's/^/gpu:   /'
+  sed -n '/^-- fortunes GPT/,$p' "$report" | grep -E "tokens/s|NetLoom|PyTorch" | head -n 8 \
+    | sed 's/^/gpt:   /'
+} | tee -a "$report"
 say "== done in $(elapsed)"
 exit $status
