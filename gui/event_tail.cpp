@@ -15,7 +15,6 @@ EventTail::EventTail(int frameMs, QObject* parent) : QObject(parent) {
   m_frame.setInterval(frameMs);
   m_frame.setTimerType(Qt::PreciseTimer);
   connect(&m_frame, &QTimer::timeout, this, &EventTail::deliver);
-  m_frame.start();
   m_reader = std::thread([this] { readLoop(); });
 }
 
@@ -29,9 +28,12 @@ EventTail::~EventTail() {
 }
 
 void EventTail::follow(int stream, const QString& path, int64_t offset) {
-  std::lock_guard<std::mutex> lock(m_mutex);
-  m_streams[stream] = Stream{path.toStdString(), offset};
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_streams[stream] = Stream{path.toStdString(), offset};
+  }
   m_wake.notify_all();
+  if (!m_frame.isActive()) m_frame.start();
 }
 
 void EventTail::wake() {
@@ -71,12 +73,14 @@ void EventTail::unfollow(int stream) {
   m_streams.erase(stream);
   for (auto it = m_ready.begin(); it != m_ready.end();)
     it = it->stream == stream ? m_ready.erase(it) : it + 1;
+  if (m_streams.empty()) m_frame.stop();  // nothing to deliver: no tick
 }
 
 void EventTail::clear() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_streams.clear();
   m_ready.clear();
+  m_frame.stop();
 }
 
 std::vector<int> EventTail::streams() const {
@@ -108,7 +112,11 @@ void EventTail::readLoop() {
       it->second.offset = b.nextOffset;
       m_ready.push_back(std::move(b));
     }
-    m_wake.wait_for(lock, kReadEvery);
+    // Following nothing, the reader sleeps until a stream is followed.
+    if (m_streams.empty())
+      m_wake.wait(lock, [this] { return m_quit || !m_streams.empty(); });
+    else
+      m_wake.wait_for(lock, kReadEvery);
   }
 }
 

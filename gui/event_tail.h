@@ -32,6 +32,8 @@ class EventTail : public QObject {
   explicit EventTail(int frameMs = 16, QObject* parent = nullptr);
   ~EventTail() override;
 
+  // follow, unfollow and clear are called on the thread the tail lives in; the frame
+  // timer ticks only while a stream is followed, and the reader sleeps while none is.
   // Follows the stream in `path` from byte `offset` (it may not exist yet).
   void follow(int stream, const QString& path, int64_t offset = 0);
   void unfollow(int stream);
