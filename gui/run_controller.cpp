@@ -316,7 +316,8 @@ void RunController::updateProgress() {
 
 void RunController::onEnded(bool ok, const QString& why) {
   m_poll.stop();
-  poll();
+  poll();           // everything the run wrote, at once
+  stopFollowing();  // and no more looks at a stream that has ended
   m_progress.hideBar();
   QString text;
   if (const proto::Failed* f = m_current ? m_current->failed() : nullptr) {
