@@ -49,6 +49,7 @@ if ! "$bench_train" --list-devices | grep -q '^cuda:0: '; then
   "$bench_train" --list-devices >&2
   exit 2
 fi
+echo "command: tests/bench/bench_gpu.sh $*"
 "$bench_train" --list-devices
 
 torch_gpu=0
@@ -65,9 +66,9 @@ limit_args=()
 [[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
 batch=128
 
-printf '%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s\n' model "graph s/s" \
-  "launches s/s" "checked s/s" "NL bf16" "PT eager" "PT compiled" "PT bf16" "NL/PT" "NL/PTc" \
-  "bf16 NL/PT" "host/step"
+printf '%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s\n' model \
+  "graph s/s" "launches s/s" "checked s/s" "NL bf16" "PT eager" "PT compiled" "PT bf16" "NL/PT" \
+  "NL/PTc" "bf16 NL/PT" "host/step" "NL ms" "PT ms"
 for m in $models; do
   checked="$tmp/fashion-$m-checked.nlproj"
   # NETLOOM_FASHION_DIR points the runs at a copy of Fashion-MNIST elsewhere than
@@ -100,9 +101,9 @@ for m in $models; do
         || { echo "$m: PyTorch $variant failed:" >&2; tail -n 5 "$tmp/$m.torch-$variant.err" >&2; }
     done
   fi
-  "$bench_py" - "$m" "$tmp/$m" "$torch_gpu" <<'PY'
+  "$bench_py" - "$m" "$tmp/$m" "$torch_gpu" "$batch" <<'PY'
 import json, os, sys
-model, stem, torch_gpu = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+model, stem, torch_gpu, batch = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
 def load(name):
     try:
         path = stem + "." + name + ".json"
@@ -124,8 +125,10 @@ def ratio(a, b):
 host = "-"
 if g and g.get("train_seconds"):
     host = "%.1f%%" % (100.0 * g["issue_seconds"] / g["train_seconds"])
-print("%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s" % (
+def step_ms(s):  # a step of the full batch, after the warm-up
+    return "%.2f" % (1000.0 * batch / steady(s)) if s and steady(s) else "-"
+print("%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s" % (
     model, rate(g), rate(l), rate(c), rate(b), rate(t, False), rate(tc, False), rate(tb, False),
-    ratio(g, t), ratio(g, tc), ratio(b, tb), host))
+    ratio(g, t), ratio(g, tc), ratio(b, tb), host, step_ms(g), step_ms(t)))
 PY
 done
