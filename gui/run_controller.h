@@ -173,7 +173,7 @@ class RunController : public QObject {
   // The current run's events are read and decoded on the tail's thread, and reach
   // the charts once a frame; the progress figures are updated as often.
   EventTail m_tail;
-  int m_stream = 0;  // the current run's stream in m_tail; 0 when none is followed
+  int m_stream = 0;   // the current run's stream in m_tail; 0 when none is followed
   int m_streams = 0;  // streams followed so far: each run's has a number of its own
   QTimer m_poll;
 };

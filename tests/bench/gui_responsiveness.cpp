@@ -20,11 +20,13 @@
 #include "gui/charts.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
+#include "lateness.h"
 #include "percentile.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
 using namespace netloom::gui;
+using netloom::bench::Lateness;
 using netloom::bench::percentile;
 
 int main(int argc, char** argv) {
@@ -67,13 +69,6 @@ int main(int argc, char** argv) {
   }
 
   // The GUI thread's lateness: a 10 ms timer that notes how late each tick is.
-  std::vector<double> late;
-  QElapsedTimer clock;
-  clock.start();
-  double expected = 10;
-  QTimer tick;
-  tick.setTimerType(Qt::PreciseTimer);
-  tick.setInterval(10);
   std::vector<double> busy;  // the GUI thread's own CPU time in each late gap
   auto threadCpuMs = [] {
     timespec ts;
@@ -81,12 +76,10 @@ int main(int argc, char** argv) {
     return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
   };
   double lastCpu = threadCpuMs();
-  QObject::connect(&tick, &QTimer::timeout, [&] {
-    double now = double(clock.nsecsElapsed()) / 1e6, cpu = threadCpuMs();
-    late.push_back(std::max(0.0, now - expected));
-    if (late.back() > 20) busy.push_back(cpu - lastCpu);
+  Lateness tick(10, [&](double lateMs) {
+    const double cpu = threadCpuMs();
+    if (lateMs > 20) busy.push_back(cpu - lastCpu);
     lastCpu = cpu;
-    expected = now + 10;
   });
   // Begin measuring once the run is past its compile and first steps.
   // The event loop sleeps when idle, as the IDE's does: no busy waiting here.
@@ -101,10 +94,10 @@ int main(int argc, char** argv) {
     loop.exec();
   };
   runUntil([&] { return !w.runs()->running() || w.runs()->charts()->lossPoints() >= 5; }, 120000);
-  clock.restart();
   tick.start();
   runUntil([&] { return !w.runs()->running(); }, int(seconds * 1000));
   tick.stop();
+  const std::vector<double>& late = tick.late();
   int64_t steps = w.runs()->current() ? w.runs()->current()->steps() : 0;
   w.runs()->stopAndWait();
 

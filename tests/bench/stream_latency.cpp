@@ -16,19 +16,22 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "engine/io/event_stream.h"
 #include "gui/trial_curves.h"
+#include "lateness.h"
 #include "percentile.h"
 #include "qcustomplot.h"
 
 using namespace netloom;
 using namespace netloom::gui;
+using netloom::bench::Lateness;
 using netloom::bench::percentile;
 
 namespace {
@@ -37,13 +40,36 @@ double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// One stream: `rate` Step events a second, in bursts every millisecond, until `stop`.
-void writeStream(const std::string& path, double rate, const std::atomic<bool>& stop) {
+// The writers' end: set once, and every writer waiting for its next burst wakes at once.
+class Stop {
+ public:
+  void set() {
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_set = true;
+    }
+    m_changed.notify_all();
+  }
+  // Waits until the next burst is due (`ms` from now) or the end is set; true at the end.
+  bool waitNext(int ms) {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    return m_changed.wait_for(lock, std::chrono::milliseconds(ms), [this] { return m_set; });
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_changed;
+  bool m_set = false;
+};
+
+// One stream: `rate` Step events a second, in a burst every millisecond (the rate asked
+// is the point of the benchmark, so the writer keeps time), until `stop`.
+void writeStream(const std::string& path, double rate, Stop& stop) {
   EventWriter w;
   if (!w.open(path)) return;
   const double began = now();
   int64_t step = 0;
-  while (!stop.load()) {
+  do {
     const int64_t due = int64_t((now() - began) * rate);
     for (; step < due; ++step) {
       proto::TrainEvent e;
@@ -52,8 +78,7 @@ void writeStream(const std::string& path, double rate, const std::atomic<bool>& 
       e.mutable_step()->set_loss(2.0 / double(1 + step % 1000) + 0.01 * double(step % 7));
       w.write(e);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  } while (!stop.waitNext(1));
 }
 
 }  // namespace
@@ -67,7 +92,7 @@ int main(int argc, char** argv) {
   TrialCurves curves;
   curves.resize(900, 400);
   curves.show();
-  std::vector<double> latency, loop;
+  std::vector<double> latency;
   int64_t drawn = 0;
   QObject::connect(&curves, &TrialCurves::shown, [&](const std::vector<EventTail::Batch>& batches) {
     const double t = now();
@@ -75,32 +100,23 @@ int main(int argc, char** argv) {
       for (const auto& e : b.events) latency.push_back(t - e.time());
     for (const auto& b : batches) drawn += int64_t(b.events.size());
   });
-  std::atomic<bool> stop{false};
+  Stop stop;
   std::vector<std::thread> writers;
   for (int k = 0; k < streams; ++k) {
     const QString path = dir.filePath(QString("trial-%1.pb").arg(k));
     curves.follow(k, path);
-    writers.emplace_back(writeStream, path.toStdString(), rate / streams, std::cref(stop));
+    writers.emplace_back(writeStream, path.toStdString(), rate / streams, std::ref(stop));
   }
   // The GUI loop: a 5 ms timer, and how late each tick comes.
-  QElapsedTimer clock;
-  clock.start();
-  qint64 last = 0;
-  QTimer tick;
-  tick.setTimerType(Qt::PreciseTimer);
-  tick.setInterval(5);
-  QObject::connect(&tick, &QTimer::timeout, [&] {
-    const qint64 t = clock.nsecsElapsed();
-    if (last) loop.push_back(std::max(0.0, double(t - last) / 1e6 - 5.0));
-    last = t;
-  });
+  Lateness tick(5);
   tick.start();
   QTimer::singleShot(int(seconds * 1000), &app, [&] {
-    stop = true;
+    stop.set();
     app.quit();
   });
   app.exec();
   for (auto& w : writers) w.join();
+  const std::vector<double>& loop = tick.late();
   std::printf("%d streams, %.0f events/s asked, %.1f s: %.0f events/s drawn\n", streams, rate,
               seconds, double(drawn) / seconds);
   std::printf("event-to-chart latency (ms): p50 %.1f  p99 %.1f  worst %.1f   (goal: p99 < 100)\n",

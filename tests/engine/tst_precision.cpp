@@ -268,18 +268,16 @@ class TestPrecision : public QObject {
   // float (in plain NCHW the convolutions ran at half the speed, and BatchNorm fell
   // back to its reference loops).
   void autocastKeepsTheConvolutionsBlocked() {
-    auto body = input("x", "1,12,12") + labels() +
-                node("conv1", "Conv2d", "x",
-                     intAttr("out_channels", 16) + intAttr("kernel_size", 3) +
-                         intAttr("padding", 1)) +
-                node("bn", "BatchNorm", "conv1", intAttr("num_features", 16)) +
-                node("act", "ReLU", "bn") +
-                node("conv2", "Conv2d", "act",
-                     intAttr("out_channels", 16) + intAttr("kernel_size", 3) +
-                         intAttr("padding", 1)) +
-                node("flat", "Flatten", "conv2") +
-                node("fc", "Linear", "flat", intAttr("out_features", 3)) +
-                node("loss", "SoftmaxCrossEntropy", "fc,label");
+    auto body =
+        input("x", "1,12,12") + labels() +
+        node("conv1", "Conv2d", "x",
+             intAttr("out_channels", 16) + intAttr("kernel_size", 3) + intAttr("padding", 1)) +
+        node("bn", "BatchNorm", "conv1", intAttr("num_features", 16)) + node("act", "ReLU", "bn") +
+        node("conv2", "Conv2d", "act",
+             intAttr("out_channels", 16) + intAttr("kernel_size", 3) + intAttr("padding", 1)) +
+        node("flat", "Flatten", "conv2") +
+        node("fc", "Linear", "flat", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc,label");
     int inFloat = -1;
     for (Precision p : {Precision::F32, Precision::BF16, Precision::F16}) {
       ParamStore store;
