@@ -78,6 +78,8 @@ class Bench:
         lines = out.stdout.strip().splitlines()
         return json.loads(lines[-1]) if lines else None
 
+    # `how`: the run's setting. NetLoom: threads, ranks ("--ranks" or "--thread-ranks"),
+    # precision. PyTorch: threads, blas, blas_threads, wait, channels_last, ddp, bf16.
     def netloom(self, project, batch, limit, how):
         summary = os.path.join(self.folder, "summary%d.json" % (self.count + 1))
         a = self.args
@@ -90,6 +92,8 @@ class Bench:
             argv += [how["ranks"], "2", "--threads", "1", "--batch-size", str(batch // 2)]
         else:
             argv += ["--threads", str(threads), "--batch-size", str(batch)]
+        if how.get("precision"):
+            argv += ["--precision", how["precision"]]
         self.run(argv, {"OMP_NUM_THREADS": str(threads)})
         with open(summary) as f:
             return json.load(f)
@@ -101,6 +105,8 @@ class Bench:
                   "--warmup-steps", str(a.warmup)]
         if how.get("channels_last"):
             common.append("--channels-last")
+        if how.get("bf16"):
+            common.append("--bf16")
         threads = how["threads"]
         env = {"OMP_NUM_THREADS": str(threads),
                "OPENBLAS_NUM_THREADS": str(how.get("blas_threads", threads))}

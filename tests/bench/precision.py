@@ -9,14 +9,13 @@ arena at 0.55x or less. A benchmark, not a test: exits 0 whatever the numbers.
 Usage: precision.py --train BIN [--models mlp,convbn] [--runs 3] [--threads N] ...
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from baselines import HERE, ROOT, Bench, project_batch  # noqa: E402
+from baselines import ROOT, Bench, project_batch  # noqa: E402
 
 
 def parse_args():
@@ -38,32 +37,6 @@ def parse_args():
     return args
 
 
-def netloom(bench, project, batch, precision):
-    a = bench.args
-    summary = os.path.join(bench.folder, "summary%d.json" % (bench.count + 1))
-    bench.run([a.train, project, "--epochs", str(a.epochs), "--train-limit", str(a.train_limit),
-               "--test-limit", str(a.test_limit), "--warmup-steps", str(a.warmup),
-               "--batch-size", str(batch), "--threads", str(a.threads), "--precision", precision,
-               "--summary-json", summary, "--quiet",
-               "--checkpoint-dir", os.path.join(bench.folder, "ck")],
-              {"OMP_NUM_THREADS": str(a.threads)})
-    with open(summary) as f:
-        return json.load(f)
-
-
-def torch(bench, project, batch, precision):
-    a = bench.args
-    argv = [a.python, os.path.join(HERE, "cnn_torch.py"), "--project", project,
-            "--epochs", str(a.epochs), "--batch-size", str(batch), "--threads", str(a.threads),
-            "--train-limit", str(a.train_limit), "--test-limit", str(a.test_limit),
-            "--warmup-steps", str(a.warmup)]
-    if precision == "bf16":
-        argv.append("--bf16")
-    return bench.run(argv, {"OMP_NUM_THREADS": str(a.threads),
-                            "OPENBLAS_NUM_THREADS": str(a.threads)},
-                     drop=("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
-
-
 def median_of(runner, runs):
     results = [runner() for _ in range(runs)]
     rates = sorted(r["steady_samples_per_sec"] for r in results)
@@ -83,8 +56,13 @@ def main():
             batch = project_batch(project)
             got = {}
             for precision in ("fp32", "bf16"):
-                nl = median_of(lambda: netloom(bench, project, batch, precision), args.runs)
-                pt = median_of(lambda: torch(bench, project, batch, precision), args.runs)
+                limit, threads = args.train_limit, args.threads
+                nl = median_of(lambda: bench.netloom(
+                    project, batch, limit, {"threads": threads, "precision": precision}),
+                    args.runs)
+                pt = median_of(lambda: bench.torch(
+                    project, batch, limit, {"threads": threads, "bf16": precision == "bf16"}),
+                    args.runs)
                 got[precision] = (nl, pt)
                 print("%-7s %-5s %18s %18s %7.2f %12.0f %9.4f" % (
                     model, precision, "%.0f (%.0f-%.0f)" % (nl[0], nl[1][0], nl[1][-1]),
