@@ -372,32 +372,29 @@ void registerGemm(KernelRegistry& r) {
   r.add("BatchMatMul", DeviceKind::Cpu, kernel("reference.batch_matmul", [](const KernelSig& s) {
           return makeBatchMatMul(s, true);
         }));
-  KernelImpl linear{"onednn.sgemm+bias", declineUnlessFloat,
-                    [](const KernelSig& s) { return makeLinear(s, onednnGemm); }};
-  linear.detail = [](const KernelSig& s) { return onednnDetail(linearDims(s)); };
-  r.add("Linear", DeviceKind::Cpu, std::move(linear));
-  KernelImpl linear16{"onednn.bf16_gemm+bias",
-                      [](const KernelSig& s) { return declineUnlessBf16(s, linearDims(s)); },
-                      [](const KernelSig& s) { return makeLinear(s, bf16Gemm); }};
-  linear16.detail = [](const KernelSig& s) { return bf16Detail(linearDims(s)); };
-  r.add("Linear", DeviceKind::Cpu, std::move(linear16));
-  KernelImpl linearRef =
-      kernel("reference.linear", [](const KernelSig& s) { return makeLinear(s, referenceGemm); });
-  linearRef.decline = declineUnlessFloat;
-  r.add("Linear", DeviceKind::Cpu, std::move(linearRef));
-  KernelImpl matmul{"onednn.sgemm", declineUnlessFloat,
-                    [](const KernelSig& s) { return makeMatMul(s, onednnGemm); }};
-  matmul.detail = [](const KernelSig& s) { return onednnDetail(matmulDims(s)); };
-  r.add("MatMul", DeviceKind::Cpu, std::move(matmul));
-  KernelImpl matmul16{"onednn.bf16_gemm",
-                      [](const KernelSig& s) { return declineUnlessBf16(s, matmulDims(s)); },
-                      [](const KernelSig& s) { return makeMatMul(s, bf16Gemm); }};
-  matmul16.detail = [](const KernelSig& s) { return bf16Detail(matmulDims(s)); };
-  r.add("MatMul", DeviceKind::Cpu, std::move(matmul16));
-  KernelImpl matmulRef =
-      kernel("reference.matmul", [](const KernelSig& s) { return makeMatMul(s, referenceGemm); });
-  matmulRef.decline = declineUnlessFloat;
-  r.add("MatMul", DeviceKind::Cpu, std::move(matmulRef));
+  // Each product: oneDNN in float, oneDNN on bf16 operands (mixed precision's), then
+  // the reference loops (float only).
+  struct Product {
+    const char *op, *suffix, *reference;
+    GemmDims (*dims)(const KernelSig&);
+    KernelFn (*make)(const KernelSig&, GemmMaker);
+  };
+  for (const Product& p : {Product{"Linear", "+bias", "reference.linear", linearDims, makeLinear},
+                           Product{"MatMul", "", "reference.matmul", matmulDims, makeMatMul}}) {
+    KernelImpl f32{std::string("onednn.sgemm") + p.suffix, declineUnlessFloat,
+                   [p](const KernelSig& s) { return p.make(s, onednnGemm); }};
+    f32.detail = [p](const KernelSig& s) { return onednnDetail(p.dims(s)); };
+    r.add(p.op, DeviceKind::Cpu, std::move(f32));
+    KernelImpl b16{std::string("onednn.bf16_gemm") + p.suffix,
+                   [p](const KernelSig& s) { return declineUnlessBf16(s, p.dims(s)); },
+                   [p](const KernelSig& s) { return p.make(s, bf16Gemm); }};
+    b16.detail = [p](const KernelSig& s) { return bf16Detail(p.dims(s)); };
+    r.add(p.op, DeviceKind::Cpu, std::move(b16));
+    KernelImpl ref =
+        kernel(p.reference, [p](const KernelSig& s) { return p.make(s, referenceGemm); });
+    ref.decline = declineUnlessFloat;
+    r.add(p.op, DeviceKind::Cpu, std::move(ref));
+  }
 
   // Column sums: each thread owns a band of columns and walks all rows, so no
   // reduction across threads is needed and the result is thread-count independent.
