@@ -429,6 +429,7 @@ int main(int argc, char** argv) {
   if (p.ranks > 1 && a.threadRanks > 0) {
     p.threadJob = std::make_unique<netloom::ThreadRankJob>(p.ranks, p.timeout);
     a.opts.comm = p.threadJob->rank0();
+    a.opts.ranksInProcess = p.ranks;
   }
   if (a.rank >= 0)
     if (auto rc = joinJob(p)) return *rc;

@@ -196,7 +196,8 @@ Result<std::vector<int32_t>> encodeText(const std::string& text,
 std::string decodeTokens(const std::vector<int32_t>& ids, const std::vector<std::string>& vocab);
 
 // Produces one epoch of batches in a seeded order, assembled by a prefetch thread
-// that keeps up to `prefetch` batches ready ahead of the consumer.
+// that keeps up to `prefetch` batches ready ahead of the consumer (or by the
+// consumer, Options::onCaller).
 class BatchLoader {
  public:
   struct Options {
@@ -218,6 +219,11 @@ class BatchLoader {
     // together): a last batch keeps a multiple of the ranks, the rest left out.
     bool evenShares = false;
     Augmenter augment{};  // off by default; on for training batches only
+    // Batches assembled by next() on the caller's thread, with no prefetch thread: for
+    // data held in memory when the run's kernels take every core, where a prefetch
+    // thread would take a core from them at each batch. Data read from image files
+    // keeps its decoding threads.
+    bool onCaller = false;
   };
 
   BatchLoader(const Dataset& data, const Normalizer& norm, Options opts);
@@ -250,6 +256,7 @@ class BatchLoader {
   };
   class Assembler;
   void work();
+  bool assembleHere(Batch& out);
   void noteSkipped(const std::string& what);
 
   const Dataset& m_data;
@@ -259,6 +266,7 @@ class BatchLoader {
   std::vector<int64_t> m_order;
   std::vector<Range> m_batches;  // those left to load
   std::vector<std::thread> m_threads;
+  std::vector<std::unique_ptr<Assembler>> m_callers;  // Options::onCaller's, one per thread
   mutable std::mutex m_mutex;
   std::condition_variable m_cv;
   // Workers claim batches in order and hand them back by index; next() takes them in

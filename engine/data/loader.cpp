@@ -1,7 +1,8 @@
 // BatchLoader: one epoch of batches in a seeded order, assembled on a prefetch
 // thread so the trainer never waits on copying, augmenting and normalising.
+#include <omp.h>
+
 #include <algorithm>
-#include <array>
 
 #include "engine/data/dataset.h"
 #include "kernels/core/rng.h"
@@ -29,36 +30,48 @@ class BatchLoader::Assembler {
     m_byteScratch.resize(augmenting && m_bytes ? m_f : 0);
     m_floatScratch.resize(augmenting && m_floats ? m_f : 0);
     m_decoded.resize(m_files ? m_f : 0);
-    // One 256-entry table per channel (or one for all) makes normalising a byte one load.
+    // Each channel's mean and 1/std (or one pair for all), applied plane by plane.
     const Normalizer& n = l.m_norm;
     const int64_t channels = n.channelMean.empty() ? 1 : int64_t(n.channelMean.size());
     m_plane = n.channelMean.empty() || d.sampleShape.size() != 3 ? m_f : m_f / channels;
-    m_tables.resize(m_bytes ? channels : 0);
-    for (int64_t c = 0; c < int64_t(m_tables.size()); ++c) {
-      const float mean = n.channelMean.empty() ? n.mean : n.channelMean[c];
-      const float invStd = 1.0f / (n.channelMean.empty() ? n.std : n.channelStd[c]);
-      for (int v = 0; v < 256; ++v) m_tables[c][v] = (float(v) * n.scale - mean) * invStd;
-    }
+    m_scale = n.scale;
+    for (int64_t c = 0; c < channels; ++c)
+      m_channels.push_back({n.channelMean.empty() ? n.mean : n.channelMean[c],
+                            1.0f / (n.channelMean.empty() ? n.std : n.channelStd[c])});
   }
 
   // Fills `out` with the samples of `range`; false with `error` set when an image
   // cannot be read (and may not be skipped).
   bool assemble(const Range& range, Batch& out, std::string& error) {
-    const Dataset& d = m_l.m_data;
-    if (d.isText()) {
+    if (!shape(range, out)) return true;
+    return fill(range, out, 0, range.count, error);
+  }
+
+  // Sizes `out` for the samples of `range`; false when they are text windows, which
+  // it then holds already.
+  bool shape(const Range& range, Batch& out) {
+    if (m_l.m_data.isText()) {
       assembleText(range, out);
-      return true;
+      return false;
     }
-    const int64_t count = range.count;
-    const int64_t* idx = m_l.m_order.data() + range.start;
-    out.size = count;
+    out.size = range.count;
     out.globalSize = range.global;
-    out.x.resize(count * m_f);
-    out.labels.resize(count);
-    out.labelFloats.resize(count);
+    out.x.resize(range.count * m_f);
+    out.labels.resize(range.count);
+    out.labelFloats.resize(range.count);
+    return true;
+  }
+
+  // Samples [lo, hi) of `range` into `out`, sized by shape().
+  bool fill(const Range& range, Batch& out, int64_t lo, int64_t hi, std::string& error) {
+    const Dataset& d = m_l.m_data;
+    const int64_t* idx = m_l.m_order.data() + range.start;
     const Augmenter& augment = m_l.m_opts.augment;
-    for (int64_t i = 0; i < count; ++i) {
+    for (int64_t i = lo; i < hi; ++i) {
       int64_t sample = idx[i];
+      if (i + 1 < hi && !m_files && m_bytes)  // the next row's lines on their way
+        for (int64_t at = 0; at < m_f; at += 64)
+          __builtin_prefetch(d.bytes.data() + idx[i + 1] * m_f + at);
       float* dst = out.x.data() + i * m_f;
       const uint64_t key =
           augment.enabled() ? Augmenter::sampleKey(m_l.m_opts.seed, m_l.m_opts.epoch, sample) : 0;
@@ -74,10 +87,14 @@ class BatchLoader::Assembler {
           augment.apply(row, m_byteScratch.data(), d.sampleShape, key);
           row = m_byteScratch.data();
         }
-        // Plane by plane, each with its channel's table: one load per element.
+        // Plane by plane, each with its channel's pair: 16 bytes to one vector of
+        // floats at a time (a 256-entry table took a gather, or a load, per byte).
         for (int64_t at = 0, c = 0; at < m_f; at += m_plane, ++c) {
-          const std::array<float, 256>& table = m_tables[size_t(c)];
-          for (int64_t j = at; j < at + m_plane; ++j) dst[j] = table[row[j]];
+          const float scale = m_scale, mean = m_channels[size_t(c)].mean,
+                      invStd = m_channels[size_t(c)].invStd;
+#pragma omp simd
+          for (int64_t j = at; j < at + m_plane; ++j)
+            dst[j] = (float(row[j]) * scale - mean) * invStd;
         }
       } else if (m_floats) {
         const float* row = d.floats.data() + sample * m_f;
@@ -153,7 +170,11 @@ class BatchLoader::Assembler {
   bool m_files = false, m_bytes = false, m_floats = false;
   std::vector<uint8_t> m_byteScratch, m_decoded;
   std::vector<float> m_floatScratch;
-  std::vector<std::array<float, 256>> m_tables;
+  struct Channel {
+    float mean, invStd;
+  };
+  std::vector<Channel> m_channels;
+  float m_scale = 1.f;
 };
 
 std::vector<int64_t> BatchLoader::epochOrder(int64_t n, bool shuffle, uint64_t seed,
@@ -191,6 +212,11 @@ BatchLoader::BatchLoader(const Dataset& data, const Normalizer& norm, Options op
       int64_t count = share + (r < extra ? 1 : 0);
       if (count > 0) m_batches.push_back({at + r * share + std::min(r, extra), count, size});
     }
+  }
+  if (m_opts.onCaller && m_data.files.empty()) {
+    for (int t = omp_get_max_threads(); t > 0; --t)
+      m_callers.push_back(std::make_unique<Assembler>(*this));
+    return;
   }
   const int workers = m_data.files.empty() ? 1 : std::max(1, m_data.decodeThreads);
   m_opts.prefetch = std::max(m_opts.prefetch, workers);
@@ -238,6 +264,7 @@ int64_t BatchLoader::steps(int64_t n, int64_t batch, int ranks, bool dropShort) 
 }
 
 bool BatchLoader::next(Batch& out) {
+  if (!m_callers.empty()) return assembleHere(out);
   std::unique_lock lock(m_mutex);
   m_cv.wait(lock, [this] {
     return m_ready.count(m_nextOut) || m_nextOut >= m_failedAt || m_running == 0;
@@ -249,6 +276,23 @@ bool BatchLoader::next(Batch& out) {
   ++m_nextOut;
   lock.unlock();
   m_cv.notify_all();
+  return true;
+}
+
+// Into the caller's batch, whose buffers are reused from one batch to the next, its
+// samples shared out between the threads of the kernels, which would otherwise wait.
+// Samples held in memory cannot fail to load.
+bool BatchLoader::assembleHere(Batch& out) {
+  if (m_nextOut >= int64_t(m_batches.size())) return false;
+  const Range& range = m_batches[size_t(m_nextOut++)];
+  if (!m_callers[0]->shape(range, out)) return true;
+  const int threads = int(std::min<int64_t>(int64_t(m_callers.size()), range.count / 8 + 1));
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    std::string unused;
+    m_callers[size_t(t)]->fill(range, out, range.count * t / n, range.count * (t + 1) / n, unused);
+  }
   return true;
 }
 

@@ -21,8 +21,8 @@ constexpr int kReadEvery = 16;
 // tensor that is (found by replaying the step on the same batch); empty otherwise.
 std::string nonFiniteStep(const Program& p, const StepContext& ctx, const Batch& b, int epoch) {
   float loss = p.scalar(p.loss);
+  if (std::isfinite(loss) && p.device->allFinite(p.updateGradients())) return {};
   double squares = std::isfinite(loss) ? updateGradientSquares(p) : 0.0;
-  if (std::isfinite(loss) && std::isfinite(squares)) return {};
   std::string what =
       !std::isfinite(loss)
           ? std::string("the loss is ") + (std::isnan(loss) ? "NaN" : "infinite")

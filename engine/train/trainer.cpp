@@ -1,5 +1,7 @@
 #include "engine/train/trainer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -198,6 +200,10 @@ BatchLoader::Options Fit::epochLoader() const {
   lo.prefetch = s.project.data().prefetch_batches() > 0 ? s.project.data().prefetch_batches() : 2;
   lo.skipSamples = m_run.pos.samples;  // this epoch's samples done, on any number of ranks
   lo.augment = s.data.augment;
+  // Where the step's kernels take every core, a prefetch thread would take one from
+  // them at each batch, and their threads would wait for it.
+  lo.onCaller = s.device->id().kind == DeviceKind::Cpu &&
+                s.threads * std::max(1, m_run.opts.ranksInProcess) >= omp_get_num_procs();
   if (m_run.comm) {
     lo.rank = m_run.readers()->rank();
     lo.ranks = m_run.readers()->size();

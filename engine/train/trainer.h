@@ -27,6 +27,7 @@ struct TrainOptions {
   int64_t warmupSteps = 0;
   int batchSize = 0;             // 0: the project's
   int threads = 0;               // 0: the project's, else every core
+  int ranksInProcess = 1;        // ranks that are threads of this process, each `threads`
   std::optional<uint64_t> seed;  // unset: the project's
   int64_t trainLimit = -1;       // -1: the project's data.train_limit
   int64_t testLimit = -1;

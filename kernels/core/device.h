@@ -5,6 +5,7 @@
 // list of backends is kernels/backends.cpp, and nothing in the core names one.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,6 +87,11 @@ class Device {
   // so far (a NaN or infinity anywhere makes it non-finite): the check between a
   // step's gradients and its updates, without copying the gradients to the host.
   virtual double sumOfSquares(const std::vector<TensorRef>& tensors) = 0;
+  // Whether every element of float tensors in this device's memory is finite, after
+  // the work issued so far: sumOfSquares's check without its sum.
+  virtual bool allFinite(const std::vector<TensorRef>& tensors) {
+    return std::isfinite(sumOfSquares(tensors));
+  }
   // Issues, with no wait: `*guard` = 0 when the scalar `loss` or Σ g² over `grads` is
   // not finite (it is never set back to 1 here). The same check, on the device.
   virtual void checkFinite(const TensorRef& loss, const std::vector<TensorRef>& grads,

@@ -18,7 +18,7 @@ KernelFn unary(const KernelSig& s, F f) {
   return [f, n](const KernelIO& io) {
     const float* x = io.in[0].f32();
     float* y = io.out[0].f32();
-    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelForElements(n, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
       for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
     });
@@ -32,7 +32,7 @@ KernelFn binary(const KernelSig& s, F f) {
     const float* a = io.in[0].f32();
     const float* b = io.in[1].f32();
     float* y = io.out[0].f32();
-    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelForElements(n, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
       for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
     });
@@ -88,7 +88,7 @@ KernelFn pointwise(const KernelSig& s) {
           fn::Dropout{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), st.salt)),
                       io.ctx->training ? st.param : 0.f, 1.f / (1.f - st.param)};
     }
-    parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelForElements(n, [&](int64_t lo, int64_t hi) {
       alignas(64) float buf[kMaxPointSteps][kTile];
       const float* value[kMaxPointSteps];
       for (int64_t t = lo; t < hi;) {
@@ -175,7 +175,7 @@ KernelFn makeDropout(const KernelSig& s) {
     const float* x = io.in[0].f32();
     float* y = io.out[0].f32();
     if (!blocked) {
-      parallelFor(io.out[0].numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+      parallelForElements(io.out[0].numel(), [&](int64_t lo, int64_t hi) {
 #pragma omp simd
         for (int64_t i = lo; i < hi; ++i) y[i] = drop(x[i], uint64_t(i));
       });
@@ -252,7 +252,7 @@ void registerElementwise(KernelRegistry& r) {
         return [n](const KernelIO& io) {
           const float* x = io.in[0].f32();
           auto* y = static_cast<uint16_t*>(io.out[0].data);
-          parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+          parallelForElements(n, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
             for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
           });

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "kernels/core/functors.h"
@@ -20,6 +21,10 @@ struct GemmDims {
   bool ta, tb;
 };
 
+// Work on a block of C, rows [r0, r1) × columns [c0, c1), run by the thread that just
+// computed it, while it is in that thread's cache: Linear's bias and ReLU.
+using Epilogue = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+
 // Every dimension but the last (a zero-wide last dimension still has its rows).
 int64_t rowsOf(const Shape& s) {
   return numel(Shape(s.begin(), s.end() - 1));
@@ -33,10 +38,10 @@ GemmDims matmulDims(const Shape& a, const Shape& b, bool ta, bool tb) {
 }
 
 // Below this many FLOPs a product runs on one thread: waking the others and
-// splitting costs more than it saves. A 64 × 10 × 128 product takes 2 µs alone and
-// 6 µs on two threads; a 64 × 128 × 256 one gains 1.3× alone on two threads, yet the
-// MLP trains faster with it on one (the woken thread then competes with the loader's).
-constexpr double kSerialGemmFlops = 8e6;
+// splitting costs more than it saves (a 64 × 10 × 128 product, 0.16 MFLOP, takes
+// about 3 µs either way; a 64 × 128 × 256 one, 4 MFLOP, 39 µs on one thread and 32 µs
+// on two).
+constexpr double kSerialGemmFlops = 1e6;
 
 // Rows [lo, hi) of C, or its columns, on the calling thread alone.
 void sgemmPart(const GemmDims& d, const float* a, const float* b, float* c, bool rows, int64_t lo,
@@ -51,16 +56,20 @@ void sgemmPart(const GemmDims& d, const float* a, const float* b, float* c, bool
                c + lo, d.n);
 }
 
-// How a product is cut between `threads` threads: along its longer output side, in
-// bands of whole 16-float vectors, never along the inner dimension; one part (not cut)
-// for a product under kSerialGemmFlops or a side of one vector.
+// How a product is cut into bands for `threads` threads: along its longer output
+// side, one band per core of this machine (not per thread: a run on fewer threads
+// takes several bands each, so its sums are the same on any number of threads above
+// one), in whole 16-float vectors, never along the inner dimension. One part (not
+// cut) on one thread, where a band of another width can sum in another order (oneDNN
+// blocks the inner dimension by the band's width) but two bands run 6% slower than
+// the whole; and for a product under kSerialGemmFlops or a side of one vector.
 struct BandSplit {
   bool rows;
   int64_t side, units;
   int parts;
   BandSplit(const GemmDims& d, int threads)
       : rows(d.m >= d.n), side(rows ? d.m : d.n), units((side + 15) / 16) {
-    parts = int(std::min<int64_t>(threads, units));
+    parts = threads <= 1 ? 1 : int(std::min<int64_t>(omp_get_num_procs(), units));
     if (2.0 * double(d.m) * double(d.n) * double(d.k) < kSerialGemmFlops) parts = 1;
   }
   // Where band t of `of` starts (band `of` - 1 ends at bound(of, of)).
@@ -68,26 +77,31 @@ struct BandSplit {
 };
 
 // oneDNN's sgemm, parallelised here rather than by oneDNN: a small product runs on
-// one thread; a larger one is cut along its longer output side into one band per
-// thread, each band a one-thread sgemm. For the short, wide products of a training
-// step (64 rows) oneDNN's own split scales poorly (a 64 × 256 × 784 product: 1.4×
-// on two threads; cut here: 1.7×). No band splits the inner dimension, so every
-// element of C is summed in the same order whatever the thread count.
-void gemmOneDnn(const GemmDims& d, const float* a, const float* b, float* c) {
+// one thread; a larger one is cut into BandSplit's bands, each a one-thread sgemm,
+// shared out between the threads. For the short, wide products of a training step
+// (64 rows) oneDNN's own split scales poorly (a 64 × 256 × 784 product: 1.4× on two
+// threads; cut here: 1.7×).
+void gemmOneDnn(const GemmDims& d, const float* a, const float* b, float* c,
+                const Epilogue& then = {}) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const BandSplit split(d, threads);
   if (split.parts <= 1) {
     omp_set_num_threads(1);
     sgemmPart(d, a, b, c, true, 0, d.m);
     omp_set_num_threads(threads);
+    if (then) then(0, d.m, 0, d.n);
     return;
   }
-#pragma omp parallel num_threads(split.parts)
+#pragma omp parallel num_threads(std::min(threads, split.parts))
   {
     omp_set_num_threads(1);  // each band is one thread's
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    sgemmPart(d, a, b, c, split.rows, split.bound(t, nt), split.bound(t + 1, nt));
+    for (int t = omp_get_thread_num(); t < split.parts; t += omp_get_num_threads()) {
+      const int64_t lo = split.bound(t, split.parts), hi = split.bound(t + 1, split.parts);
+      sgemmPart(d, a, b, c, split.rows, lo, hi);
+      if (then && lo < hi) split.rows ? then(lo, hi, 0, d.n) : then(0, d.m, lo, hi);
+    }
   }
+  omp_set_num_threads(threads);
 }
 
 void gemmReference(const GemmDims& d, const float* a, const float* b, float* c) {
@@ -137,18 +151,21 @@ class PreparedGemm {
   std::string impl() const { return m_whole.impl; }
 
   // The bands on the threads there are (each thread takes every n-th band, so all
-  // are done however many the runtime gives), or the whole product on one.
-  void run(const void* a, const void* b, float* c) {
+  // are done, the same way, however many the runtime gives), or the whole product
+  // where it is not cut. Each band's `then` runs on the thread that computed it,
+  // right after.
+  void run(const void* a, const void* b, float* c, const Epilogue& then) {
+    if (m_bands.size() <= 1) return m_whole.run(a, b, c, then);
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (m_bands.size() > 1 && threads > 1) {
-      const int team = int(std::min<size_t>(size_t(threads), m_bands.size()));
-#pragma omp parallel num_threads(team)
-      for (size_t k = size_t(omp_get_thread_num()); k < m_bands.size();
-           k += size_t(omp_get_num_threads()))
-        m_bands[k].run(a, b, c);
+    const int team = int(std::min<size_t>(size_t(threads), m_bands.size()));
+    if (team == 1) {
+      for (Band& band : m_bands) band.run(a, b, c, then);
       return;
     }
-    m_whole.run(a, b, c);
+#pragma omp parallel num_threads(team)
+    for (size_t k = size_t(omp_get_thread_num()); k < m_bands.size();
+         k += size_t(omp_get_num_threads()))
+      m_bands[k].run(a, b, c, then);
   }
 
  private:
@@ -157,18 +174,20 @@ class PreparedGemm {
     std::string impl;
     int64_t a = 0, b = 0, c = 0;  // where the band's operands start, in elements
     int64_t m = 0, n = 0, ldc = 0;
-    size_t bytes = 4;  // of an element of A and B
+    int64_t row = 0, col = 0;  // its first element of C
+    size_t bytes = 4;          // of an element of A and B
     bool empty = false;
-    void run(const void* pa, const void* pb, float* pc) {
+    void run(const void* pa, const void* pb, float* pc, const Epilogue& then) {
       if (empty) return;
       if (call.empty()) {  // no inner dimension: C is zero
         for (int64_t i = 0; i < m; ++i) std::fill_n(pc + c + i * ldc, n, 0.f);
-        return;
+      } else {
+        call.set(DNNL_ARG_SRC, static_cast<const char*>(pa) + size_t(a) * bytes);
+        call.set(DNNL_ARG_WEIGHTS, static_cast<const char*>(pb) + size_t(b) * bytes);
+        call.set(DNNL_ARG_DST, pc + c);
+        call.run();
       }
-      call.set(DNNL_ARG_SRC, static_cast<const char*>(pa) + size_t(a) * bytes);
-      call.set(DNNL_ARG_WEIGHTS, static_cast<const char*>(pb) + size_t(b) * bytes);
-      call.set(DNNL_ARG_DST, pc + c);
-      call.run();
+      if (then) then(row, row + m, col, col + n);
     }
   };
 
@@ -184,6 +203,8 @@ class PreparedGemm {
     out.a = rows ? (d.ta ? lo : lo * d.lda) : 0;
     out.b = rows ? 0 : (d.tb ? lo * d.ldb : lo);
     out.c = rows ? lo * d.n : lo;
+    out.row = rows ? lo : 0;
+    out.col = rows ? 0 : lo;
     out.m = m;
     out.n = n;
     out.ldc = d.n;
@@ -208,8 +229,9 @@ class PreparedGemm {
   std::vector<Band> m_bands;
 };
 
-// A product's launch: given A, B (float, or bf16 for the bf16 kernels) and C.
-using Gemm = std::function<void(const void*, const void*, float*)>;
+// A product's launch: given A, B (float, or bf16 for the bf16 kernels), C and what
+// to do to each block of C once computed (may be empty).
+using Gemm = std::function<void(const void*, const void*, float*, const Epilogue&)>;
 using GemmMaker = Gemm (*)(const GemmDims&);
 
 // oneDNN's f32 product: the prepared primitive, or its sgemm call where the primitive
@@ -221,21 +243,26 @@ Gemm onednnGemm(const GemmDims& d) {
   } catch (const dnnl::error&) {
   }
   if (!plan || plan->impl().rfind("ref", 0) == 0)
-    return [d](const void* a, const void* b, float* c) {
-      gemmOneDnn(d, static_cast<const float*>(a), static_cast<const float*>(b), c);
+    return [d](const void* a, const void* b, float* c, const Epilogue& then) {
+      gemmOneDnn(d, static_cast<const float*>(a), static_cast<const float*>(b), c, then);
     };
-  return [plan](const void* a, const void* b, float* c) { plan->run(a, b, c); };
+  return [plan](const void* a, const void* b, float* c, const Epilogue& then) {
+    plan->run(a, b, c, then);
+  };
 }
 Gemm referenceGemm(const GemmDims& d) {
-  return [d](const void* a, const void* b, float* c) {
+  return [d](const void* a, const void* b, float* c, const Epilogue& then) {
     gemmReference(d, static_cast<const float*>(a), static_cast<const float*>(b), c);
+    if (then) then(0, d.m, 0, d.n);
   };
 }
 // oneDNN's product of bf16 operands into float (its bf16 kernels decline where the CPU
 // has no fast one).
 Gemm bf16Gemm(const GemmDims& d) {
   auto plan = std::make_shared<PreparedGemm>(d, dnnl::memory::data_type::bf16);
-  return [plan](const void* a, const void* b, float* c) { plan->run(a, b, c); };
+  return [plan](const void* a, const void* b, float* c, const Epilogue& then) {
+    plan->run(a, b, c, then);
+  };
 }
 
 // What --explain says of the oneDNN kernel prepared for `d`.
@@ -279,26 +306,26 @@ GemmDims matmulDims(const KernelSig& s) {
   return matmulDims(s.in[0].shape, s.in[1].shape, s.attrs->b("trans_a"), s.attrs->b("trans_b"));
 }
 
-// y = x·Wᵀ (+ b) (then ReLU), x viewed as rows × in.
+// y = x·Wᵀ (+ b) (then ReLU), x viewed as rows × in: the bias and ReLU on each band
+// of y as soon as it is computed, by the thread that computed it.
 KernelFn makeLinear(const KernelSig& s, GemmMaker make) {
   GemmDims d = linearDims(s);
   bool relu = s.attrs->s("activation") == "relu";
   bool bias = s.in.size() > 2;
   return [d, relu, bias, gemm = make(d)](const KernelIO& io) {
     float* y = io.out[0].f32();
-    gemm(io.in[0].data, io.in[1].data, y);
-    if (!bias && !relu) return;
+    if (!bias && !relu) return gemm(io.in[0].data, io.in[1].data, y, {});
     const float* b = bias ? io.in[2].f32() : nullptr;
-    parallelFor(d.m, std::max<int64_t>(1, kParallelGrain / d.n), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
+    gemm(io.in[0].data, io.in[1].data, y, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      for (int64_t i = r0; i < r1; ++i) {
         float* row = y + i * d.n;
         if (b) {
 #pragma omp simd
-          for (int64_t j = 0; j < d.n; ++j) row[j] += b[j];
+          for (int64_t j = c0; j < c1; ++j) row[j] += b[j];
         }
         if (relu) {
 #pragma omp simd
-          for (int64_t j = 0; j < d.n; ++j) row[j] = fn::Relu{}(row[j]);
+          for (int64_t j = c0; j < c1; ++j) row[j] = fn::Relu{}(row[j]);
         }
       }
     });
@@ -307,7 +334,7 @@ KernelFn makeLinear(const KernelSig& s, GemmMaker make) {
 
 KernelFn makeMatMul(const KernelSig& s, GemmMaker make) {
   return [gemm = make(matmulDims(s))](const KernelIO& io) {
-    gemm(io.in[0].data, io.in[1].data, io.out[0].f32());
+    gemm(io.in[0].data, io.in[1].data, io.out[0].f32(), {});
   };
 }
 

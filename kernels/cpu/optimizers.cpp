@@ -39,26 +39,27 @@ using Group = std::vector<std::vector<TensorRef>>;
 
 // The updates a launch does: its own, or each of its group's, as one element range
 // over all the group's tensors end to end, shared out by one parallel loop as a
-// single tensor of that size would be. body(in, nin, lo, hi) updates elements
-// [lo, hi) of the tensors `in`.
+// single tensor of that size would be. Each tensor starts that range on a 16-float
+// line (the gap is skipped), so every thread's part starts on a line in memory too.
+// body(in, nin, lo, hi) updates elements [lo, hi) of the tensors `in`.
 class Updates {
  public:
   explicit Updates(Group group) : m_group(std::move(group)) {
     int64_t at = 0;
     for (const std::vector<TensorRef>& t : m_group) {
       m_starts.push_back(at);
-      at += t[0].numel();
+      at += (t[0].numel() + kLineFloats - 1) / kLineFloats * kLineFloats;
     }
     m_total = at;
   }
   template <class Body>
   void run(const KernelIO& io, const Body& body) const {
     if (m_group.empty()) {
-      parallelFor(io.in[0].numel(), kParallelGrain,
-                  [&](int64_t lo, int64_t hi) { body(io.in, io.nin, lo, hi); });
+      parallelForElements(io.in[0].numel(),
+                          [&](int64_t lo, int64_t hi) { body(io.in, io.nin, lo, hi); });
       return;
     }
-    parallelFor(m_total, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    parallelForElements(m_total, [&](int64_t lo, int64_t hi) {
       size_t t =
           size_t(std::upper_bound(m_starts.begin(), m_starts.end(), lo) - m_starts.begin()) - 1;
       for (; t < m_group.size() && m_starts[t] < hi; ++t) {

@@ -1,5 +1,6 @@
 // The data pipeline: IDX and CSV readers and their error messages, synthetic
 // sets, seeded splits, normalisation and the prefetching BatchLoader.
+#include <omp.h>
 #include <zlib.h>
 
 #include <QElapsedTimer>
@@ -7,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,6 +38,8 @@ class TestData : public QObject {
   void epochOrderIsDeterministicPermutation();
   void loaderCoversEpochOnce();
   void loaderNormalisesBytes();
+  void loaderOnTheCallerGivesTheSameBatches_data();
+  void loaderOnTheCallerGivesTheSameBatches();
   void loaderSkipBatches();
   void loaderStopsMidEpoch();
   void validationSplitAndLimits();
@@ -477,6 +481,57 @@ void TestData::loaderNormalisesBytes() {
     for (int64_t i = 0; i < b.size; ++i) QCOMPARE(b.labelFloats[i], float(b.labels[i]));
   }
   QCOMPARE(pos, int64_t(256));
+}
+
+void TestData::loaderOnTheCallerGivesTheSameBatches_data() {
+  QTest::addColumn<int>("threads");
+  QTest::addColumn<bool>("augment");
+  QTest::addColumn<int64_t>("skipSamples");
+  QTest::newRow("1 thread") << 1 << false << int64_t(-1);
+  QTest::newRow("2 threads, augmented") << 2 << true << int64_t(-1);
+  QTest::newRow("3 threads, resumed mid-epoch") << 3 << true << int64_t(50);
+}
+
+// Batches assembled by the step's threads (Options::onCaller) are the prefetch
+// thread's, bit for bit: the same samples in the same order, each channel normalised
+// with its own mean and deviation, the same crops and flips, the short last batch.
+void TestData::loaderOnTheCallerGivesTheSameBatches() {
+  QFETCH(int, threads);
+  QFETCH(bool, augment);
+  QFETCH(int64_t, skipSamples);
+  Dataset ds;
+  ds.sampleShape = {3, 6, 5};
+  ds.classes = 7;
+  const int64_t n = 101, f = 3 * 6 * 5;
+  for (int64_t i = 0; i < n * f; ++i) ds.bytes.push_back(uint8_t((i * 37 + i / f) % 256));
+  for (int64_t i = 0; i < n; ++i) ds.labels.push_back(int32_t(i % 7));
+  Normalizer norm{1.0f / 255, 0.f, 1.f, {0.2f, 0.5f, 0.7f}, {0.3f, 0.25f, 0.1f}};
+  BatchLoader::Options opts{.batchSize = 24, .seed = 9, .epoch = 3, .skipSamples = skipSamples};
+  if (augment) opts.augment = Augmenter{.cropPadding = 2, .horizontalFlip = true};
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  BatchLoader prefetched(ds, norm, opts);
+  opts.onCaller = true;
+  BatchLoader here(ds, norm, opts);
+  omp_set_num_threads(before);
+  QCOMPARE(here.batchesPerEpoch(), prefetched.batchesPerEpoch());
+  Batch a, b;
+  int64_t batches = 0, samples = 0;
+  while (prefetched.next(a)) {
+    QVERIFY(here.next(b));
+    QCOMPARE(b.size, a.size);
+    QCOMPARE(b.globalSize, a.globalSize);
+    QCOMPARE(b.labels, a.labels);
+    QCOMPARE(b.labelFloats, a.labelFloats);
+    QCOMPARE(b.x.size(), a.x.size());
+    QVERIFY(std::memcmp(b.x.data(), a.x.data(), a.x.size() * sizeof(float)) == 0);
+    ++batches;
+    samples += a.size;
+  }
+  QVERIFY(!here.next(b));
+  QVERIFY(here.status().ok());
+  QCOMPARE(samples, n - std::max<int64_t>(skipSamples, 0));
+  QCOMPARE(batches, (samples + 23) / 24);
 }
 
 void TestData::loaderSkipBatches() {

@@ -1,8 +1,13 @@
 // The device seam on the CPU: device names and lists, what a missing GPU says, the
 // CPU device's copies, batches and scalars crossing through the feeder, plans made
 // without allocating, and the fit check that --explain prints.
+#include <omp.h>
+
 #include <QtTest>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <mutex>
 #include <set>
 
 #include "../common/cli.h"
@@ -15,6 +20,7 @@
 #include "engine/train/trainer.h"
 #include "kernels/core/device.h"
 #include "kernels/core/kernel.h"
+#include "kernels/cpu/cpu_util.h"
 
 using namespace netloom;
 
@@ -165,6 +171,78 @@ class TestDevices : public QObject {
     std::string why;
     QVERIFY(!cpu.capture([] {}, why));
     QVERIFY(!why.empty());
+  }
+
+  // Copies large enough to be shared between threads, of sizes that are no whole
+  // number of floats, land byte for byte on 1 to 3 threads.
+  void cpuCopiesSharedBetweenThreadsLandWhole() {
+    Device& cpu = cpuDevice();
+    const int before = omp_get_max_threads();
+    for (int threads : {1, 2, 3})
+      for (int64_t bytes : {int64_t(3), int64_t(1) << 19, (int64_t(1) << 19) + 7}) {
+        omp_set_num_threads(threads);
+        std::vector<uint8_t> src(static_cast<size_t>(bytes));
+        std::vector<uint8_t> dst(static_cast<size_t>(bytes) + 1, 0xee);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 131 + 7);
+        cpu.copyToDevice(dst.data(), src.data(), bytes);
+        QVERIFY2(std::memcmp(dst.data(), src.data(), size_t(bytes)) == 0,
+                 qPrintable(QString("%1 bytes on %2 threads").arg(bytes).arg(threads)));
+        QCOMPARE(dst.back(), uint8_t(0xee));  // nothing past the end
+      }
+    omp_set_num_threads(before);
+  }
+
+  // The per-step finite check: a NaN or infinity anywhere in any tensor is found,
+  // at the first or last element of a tensor shared between threads, in a small one;
+  // the largest floats, subnormals and -0 are finite.
+  void cpuFindsEveryNonFiniteElement() {
+    Device& cpu = cpuDevice();
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(2);
+    const int64_t big = 100003;
+    std::vector<float> a(size_t(big), 1.f), b(7, -0.f);
+    a[5] = std::numeric_limits<float>::max();
+    a[6] = -std::numeric_limits<float>::denorm_min();
+    b[3] = std::numeric_limits<float>::lowest();
+    std::vector<TensorRef> tensors{{a.data(), Shape{big}, DType::F32, {}},
+                                   {b.data(), Shape{7}, DType::F32, {}}};
+    QVERIFY(cpu.allFinite(tensors));
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()})
+      for (auto [v, at] : {std::pair{&a, size_t(0)},
+                           {&a, size_t(big - 1)},
+                           {&a, size_t(big / 2)},
+                           {&b, size_t(6)}}) {
+        const float kept = (*v)[at];
+        (*v)[at] = bad;
+        QVERIFY2(!cpu.allFinite(tensors), qPrintable(QString("%1 at %2").arg(bad).arg(at)));
+        QVERIFY(!std::isfinite(cpu.sumOfSquares(tensors)));
+        (*v)[at] = kept;
+      }
+    QVERIFY(cpu.allFinite(tensors));
+    omp_set_num_threads(before);
+  }
+
+  // Each thread's part of an element-wise loop starts on a 64-byte line, and the
+  // parts cover every element once, whatever the count of elements and threads.
+  void elementRangesStartOnLines() {
+    const int before = omp_get_max_threads();
+    for (int threads : {2, 3, 4})
+      for (int64_t n : {int64_t(32768), int64_t(100003), int64_t(235146)}) {
+        omp_set_num_threads(threads);
+        std::vector<int> hits(size_t(n), 0);
+        std::vector<int64_t> starts;
+        std::mutex m;
+        cpu::parallelForElements(n, [&](int64_t lo, int64_t hi) {
+          std::lock_guard lock(m);
+          starts.push_back(lo);
+          for (int64_t i = lo; i < hi; ++i) ++hits[size_t(i)];
+        });
+        QVERIFY(starts.size() > 1);
+        for (int64_t lo : starts) QCOMPARE(lo % 16, int64_t(0));
+        QVERIFY(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+      }
+    omp_set_num_threads(before);
   }
 
   // The feeder and the scalar ring on the CPU: batches land in the inputs, and each

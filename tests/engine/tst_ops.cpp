@@ -165,9 +165,9 @@ class TestOps : public QObject {
   }
 
   // The CPU's matrix product (oneDNN's, prepared per shape, cut into one band per
-  // thread when large) against a double-precision sum, and the same bits on 1 to 4
-  // threads, also where the plan was made for another count: bands split the output,
-  // never the inner dimension. Products
+  // core when large and run on more than one thread) against a double-precision sum,
+  // and the same bits on 2 to 4 threads, also where the plan was made for another
+  // count: bands split the output, never the inner dimension. Products
   // with each operand transposed or not, one too small to split, an empty inner
   // dimension (zeros), and shapes whose bands are uneven.
   void productsMatchTheReferenceOnEveryThreadCount_data() {
@@ -181,6 +181,7 @@ class TestOps : public QObject {
     QTest::newRow("dY·W, uneven") << 250 << 130 << 170 << false << false;
     QTest::newRow("both transposed") << 70 << 300 << 200 << true << true;
     QTest::newRow("small") << 64 << 10 << 128 << false << true;
+    QTest::newRow("an MLP's first layer") << 64 << 256 << 784 << false << true;
     QTest::newRow("no inner dimension") << 5 << 7 << 0 << false << false;
   }
   void productsMatchTheReferenceOnEveryThreadCount() {
@@ -229,9 +230,72 @@ class TestOps : public QObject {
         QVERIFY2(std::fabs(got - want) <= 1e-5 * (scale + 1),
                  qPrintable(QString("C[%1][%2] = %3, want %4").arg(i).arg(j).arg(got).arg(want)));
       }
-    for (size_t r = 1; r < results.size(); ++r)
-      QVERIFY2(std::memcmp(results[0].data(), results[r].data(), results[0].size() * 4) == 0,
-               qPrintable(QString("thread case %1 gave other bits than one thread").arg(r)));
+    // Planned on 2 threads, run on 1 or 4: the bands of the plan, as on 2.
+    for (size_t r = 2; r < results.size(); ++r)
+      QVERIFY2(std::memcmp(results[1].data(), results[r].data(), results[1].size() * 4) == 0,
+               qPrintable(QString("thread case %1 gave other bits than two threads").arg(r)));
+  }
+
+  // Linear's bias and ReLU run on each band of the output right after the thread that
+  // computed it: every element gets them once, whichever way the product is cut
+  // (columns where the batch is short, rows where it is long, one band when small),
+  // the same bits on 2 and 3 threads.
+  void linearBiasAndReluReachEveryBand_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("relu");
+    QTest::newRow("column bands, ReLU") << 64 << 256 << 784 << true;
+    QTest::newRow("row bands, ReLU") << 300 << 40 << 200 << true;
+    QTest::newRow("column bands, bias only") << 33 << 130 << 300 << false;
+    QTest::newRow("one band") << 64 << 10 << 128 << true;
+  }
+  void linearBiasAndReluReachEveryBand() {
+    using namespace netloom;
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(bool, relu);
+    Rng rng(23);
+    std::vector<float> x(size_t(m) * size_t(k)), w(size_t(n) * size_t(k));
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (auto* v : {&x, &w, &bias})
+      for (float& e : *v) e = float(rng.uniform(-1, 1));
+    Attrs attrs;
+    attrs.set("activation", std::string(relu ? "relu" : "none"));
+    KernelSig sig{&attrs, {desc({m, k}), desc({n, k}), desc({n})}, {desc({m, n})}, &cpuDevice()};
+    const KernelImpl& kernel = KernelRegistry::instance().list("Linear", DeviceKind::Cpu)->front();
+    QCOMPARE(QString::fromStdString(kernel.name), QString("onednn.sgemm+bias"));
+    const int threads = omp_get_max_threads();
+    std::vector<std::vector<float>> results;
+    for (int t : {1, 2, 3}) {
+      omp_set_num_threads(t);
+      KernelFn launch = kernel.prepare(sig);
+      std::vector<float> y(size_t(m) * size_t(n), std::nanf(""));
+      TensorRef in[3] = {{x.data(), Shape{m, k}, DType::F32, {}},
+                         {w.data(), Shape{n, k}, DType::F32, {}},
+                         {bias.data(), Shape{n}, DType::F32, {}}};
+      TensorRef out{y.data(), Shape{m, n}, DType::F32, {}};
+      StepContext ctx;
+      launch(KernelIO{in, &out, 3, 1, &ctx});
+      results.push_back(y);
+    }
+    omp_set_num_threads(threads);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double want = bias[size_t(j)], scale = std::fabs(want);
+        for (int p = 0; p < k; ++p) {
+          const double term = double(x[size_t(i * k + p)]) * double(w[size_t(j * k + p)]);
+          want += term;
+          scale += std::fabs(term);
+        }
+        if (relu) want = std::max(want, 0.0);
+        const float got = results[0][size_t(i * n + j)];
+        QVERIFY2(std::fabs(got - want) <= 1e-5 * (scale + 1),
+                 qPrintable(QString("y[%1][%2] = %3, want %4").arg(i).arg(j).arg(got).arg(want)));
+      }
+    QVERIFY2(std::memcmp(results[1].data(), results[2].data(), results[1].size() * 4) == 0,
+             "3 threads gave other bits than 2");
   }
 
   // Dropout keeps about 1-p of the elements, scaled by 1/(1-p); its gradient uses
