@@ -285,6 +285,9 @@ std::optional<int> joinJob(Plan& p) {
     if (auto rc = openTcpRendezvous(p)) return rc;
   } else {
     p.store = netloom::fileRendezvous(a.rendezvous);
+    // A folder and no address: `--ranks` started every rank on this computer (a
+    // Slurm job's ranks on several nodes share a folder, and name their node).
+    if (a.rankAddress.empty()) a.opts.ranksHere = a.worldSize;
   }
   auto joined = netloom::connectRanks(ro, p.store);
   if (!joined) return fail(1, joined.error().message);
@@ -429,7 +432,7 @@ int main(int argc, char** argv) {
   if (p.ranks > 1 && a.threadRanks > 0) {
     p.threadJob = std::make_unique<netloom::ThreadRankJob>(p.ranks, p.timeout);
     a.opts.comm = p.threadJob->rank0();
-    a.opts.ranksInProcess = p.ranks;
+    a.opts.ranksHere = p.ranks;
   }
   if (a.rank >= 0)
     if (auto rc = joinJob(p)) return *rc;

@@ -412,7 +412,7 @@ ThreadRankJob::~ThreadRankJob() {
 void ThreadRankJob::start(const proto::Project& project, const TrainOptions& opts) {
   for (size_t r = 1; r < m_comms.size(); ++r) {
     TrainOptions own = opts;
-    own.ranksInProcess = int(m_comms.size());
+    own.ranksHere = int(m_comms.size());
     own.comm = m_comms[r].get();
     makeTensorGroups(project, own, m_groups[r]);
     m_threads.emplace_back([this, &project, own, r] {

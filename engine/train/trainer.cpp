@@ -203,7 +203,7 @@ BatchLoader::Options Fit::epochLoader() const {
   // Where the step's kernels take every core, a prefetch thread would take one from
   // them at each batch, and their threads would wait for it.
   lo.onCaller = s.device->id().kind == DeviceKind::Cpu &&
-                s.threads * std::max(1, m_run.opts.ranksInProcess) >= omp_get_num_procs();
+                s.threads * std::max(1, m_run.opts.ranksHere) >= omp_get_num_procs();
   if (m_run.comm) {
     lo.rank = m_run.readers()->rank();
     lo.ranks = m_run.readers()->size();

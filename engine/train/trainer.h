@@ -25,9 +25,11 @@ struct TrainOptions {
   int64_t maxSteps = 0;          // 0: no limit
   // Steps left out of TrainSummary::steadySamplesPerSec: a benchmark's warm-up.
   int64_t warmupSteps = 0;
-  int batchSize = 0;             // 0: the project's
-  int threads = 0;               // 0: the project's, else every core
-  int ranksInProcess = 1;        // ranks that are threads of this process, each `threads`
+  int batchSize = 0;  // 0: the project's
+  int threads = 0;    // 0: the project's, else every core
+  // Ranks of this run on this computer, each with `threads` threads: its threads
+  // (--thread-ranks), or its processes (--ranks, which start them all here).
+  int ranksHere = 1;
   std::optional<uint64_t> seed;  // unset: the project's
   int64_t trainLimit = -1;       // -1: the project's data.train_limit
   int64_t testLimit = -1;
