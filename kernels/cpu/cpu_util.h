@@ -4,8 +4,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kernels/core/kernel.h"
 
@@ -14,8 +16,10 @@ namespace netloom::cpu {
 // Below this many elements an element-wise loop runs on one thread.
 constexpr int64_t kParallelGrain = 1 << 15;
 
+// body(lo, hi) on each thread's part of [0, n), or on all of it alone below `grain`;
+// each part but the last a multiple of `align`.
 template <class F>
-inline void parallelFor(int64_t n, int64_t grain, F&& body) {
+inline void parallelFor(int64_t n, int64_t grain, F&& body, int64_t align = 1) {
   if (n < grain || omp_get_max_threads() == 1) {
     body(int64_t{0}, n);
     return;
@@ -23,7 +27,7 @@ inline void parallelFor(int64_t n, int64_t grain, F&& body) {
 #pragma omp parallel
   {
     int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t chunk = (n + nt - 1) / nt;
+    int64_t chunk = ((n + nt - 1) / nt + align - 1) / align * align;
     int64_t lo = std::min<int64_t>(n, t * chunk), hi = std::min<int64_t>(n, lo + chunk);
     if (lo < hi) body(lo, hi);
   }
@@ -37,18 +41,7 @@ constexpr int64_t kLineFloats = 16;
 
 template <class F>
 inline void parallelForElements(int64_t n, F&& body) {
-  if (n < kParallelGrain || omp_get_max_threads() == 1) {
-    body(int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t chunk = (n + nt - 1) / nt;
-    chunk = (chunk + kLineFloats - 1) / kLineFloats * kLineFloats;
-    int64_t lo = std::min<int64_t>(n, t * chunk), hi = std::min<int64_t>(n, lo + chunk);
-    if (lo < hi) body(lo, hi);
-  }
+  parallelFor(n, kParallelGrain, std::forward<F>(body), kLineFloats);
 }
 
 // A kernel that accepts every configuration and needs no plan-time state beyond

@@ -124,6 +124,23 @@ netloom::TensorDesc desc(const Shape& shape, netloom::Layout layout = netloom::L
   return d;
 }
 
+// A kernel prepared on `planned` threads and run once on `ran` (the thread count is
+// put back after), its float output of sig.out[0]'s shape, NaN where it wrote nothing.
+std::vector<float> launchOn(const netloom::KernelImpl& kernel, const netloom::KernelSig& sig,
+                            int planned, int ran, std::vector<netloom::TensorRef> in) {
+  using namespace netloom;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(planned);
+  KernelFn launch = kernel.prepare(sig);
+  omp_set_num_threads(ran);
+  std::vector<float> y(size_t(numel(sig.out[0].shape)), std::nanf(""));
+  TensorRef out{y.data(), sig.out[0].shape, DType::F32, {}};
+  StepContext ctx;
+  launch(KernelIO{in.data(), &out, in.size(), 1, &ctx});
+  omp_set_num_threads(threads);
+  return y;
+}
+
 // Float `a` is `b`, NaN included.
 bool same(float a, float b) {
   return std::isnan(a) ? std::isnan(b) : a == b;
@@ -203,20 +220,10 @@ class TestOps : public QObject {
     const KernelImpl& kernel = KernelRegistry::instance().list("MatMul", DeviceKind::Cpu)->front();
     QCOMPARE(QString::fromStdString(kernel.name), QString("onednn.sgemm"));
     std::vector<std::vector<float>> results;
-    const int threads = omp_get_max_threads();
     // Prepared and run on 1, 2 and 3 threads, then prepared on 2 and run on 1 and 4.
-    for (auto [planned, ran] : {std::pair{1, 1}, {2, 2}, {3, 3}, {2, 1}, {2, 4}}) {
-      omp_set_num_threads(planned);
-      KernelFn launch = kernel.prepare(sig);
-      omp_set_num_threads(ran);
-      std::vector<float> c(size_t(m) * size_t(n), std::nanf(""));
-      TensorRef in[2] = {{a.data(), as, DType::F32, {}}, {b.data(), bs, DType::F32, {}}};
-      TensorRef out{c.data(), Shape{m, n}, DType::F32, {}};
-      StepContext ctx;
-      launch(KernelIO{in, &out, 2, 1, &ctx});
-      results.push_back(c);
-    }
-    omp_set_num_threads(threads);
+    for (auto [planned, ran] : {std::pair{1, 1}, {2, 2}, {3, 3}, {2, 1}, {2, 4}})
+      results.push_back(launchOn(kernel, sig, planned, ran,
+                                 {{a.data(), as, DType::F32, {}}, {b.data(), bs, DType::F32, {}}}));
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double want = 0, scale = 0;
@@ -266,21 +273,12 @@ class TestOps : public QObject {
     KernelSig sig{&attrs, {desc({m, k}), desc({n, k}), desc({n})}, {desc({m, n})}, &cpuDevice()};
     const KernelImpl& kernel = KernelRegistry::instance().list("Linear", DeviceKind::Cpu)->front();
     QCOMPARE(QString::fromStdString(kernel.name), QString("onednn.sgemm+bias"));
-    const int threads = omp_get_max_threads();
     std::vector<std::vector<float>> results;
-    for (int t : {1, 2, 3}) {
-      omp_set_num_threads(t);
-      KernelFn launch = kernel.prepare(sig);
-      std::vector<float> y(size_t(m) * size_t(n), std::nanf(""));
-      TensorRef in[3] = {{x.data(), Shape{m, k}, DType::F32, {}},
-                         {w.data(), Shape{n, k}, DType::F32, {}},
-                         {bias.data(), Shape{n}, DType::F32, {}}};
-      TensorRef out{y.data(), Shape{m, n}, DType::F32, {}};
-      StepContext ctx;
-      launch(KernelIO{in, &out, 3, 1, &ctx});
-      results.push_back(y);
-    }
-    omp_set_num_threads(threads);
+    for (int t : {1, 2, 3})
+      results.push_back(launchOn(kernel, sig, t, t,
+                                 {{x.data(), Shape{m, k}, DType::F32, {}},
+                                  {w.data(), Shape{n, k}, DType::F32, {}},
+                                  {bias.data(), Shape{n}, DType::F32, {}}}));
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double want = bias[size_t(j)], scale = std::fabs(want);
