@@ -31,6 +31,9 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
     for (ValueId& v : n.inputs)
       if (auto it = replaced.find(v); it != replaced.end()) v = it->second;
     bool matrix = n.op->autocast;
+    // Its operands hold bf16 values: a kernel may read them as bf16 (the CPU's
+    // convolutions do; the attribute goes to the op's gradients with the others).
+    if (matrix && format == "bf16") n.attrs.set("bf16_operands", true);
     if (matrix)
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         ValueId v = n.inputs[k];

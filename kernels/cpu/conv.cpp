@@ -254,6 +254,10 @@ struct DnnlConv {
   dnnl::memory scratchpad;  // user-owned, so a launch allocates nothing
   WeightGeometry geometry;
   dnnl::memory::desc weights;  // the layout the primitive reads or writes them in
+  // Activations the primitive reads in bf16, converted from float by `before` into the
+  // launch's workspace (planned in the arena): each one's memory and offset there.
+  std::vector<std::pair<dnnl::memory, int64_t>> staged;
+  int64_t workspaceBytes = 0;
 };
 
 // A backward pass on the weights as stored where oneDNN has fast code for that
@@ -281,6 +285,19 @@ struct Binder {
     st.slots.push_back({slot, m});
     st.args[arg] = m;
   }
+  // An activation at `slot`, stored as `user`, that the primitive reads as `chosen`:
+  // bound as it is where they agree, else converted into the workspace each launch.
+  void bindRead(int arg, int slot, const dnnl::memory::desc& user,
+                const dnnl::memory::desc& chosen) {
+    if (chosen == user) return bind(arg, slot, user);
+    dnnl::memory from(user, dnnlEngine(), DNNL_MEMORY_NONE);
+    dnnl::memory to(chosen, dnnlEngine(), DNNL_MEMORY_NONE);
+    st.slots.push_back({slot, from});
+    st.args[arg] = to;
+    st.before.push_back({dnnl::reorder(from, to), from, to});
+    st.staged.push_back({to, st.workspaceBytes});
+    st.workspaceBytes += int64_t((chosen.get_size() + 63) / 64 * 64);
+  }
   // The weights (or their gradient, `out`) at slot `slot`, in PyTorch's layout there
   // and in `chosen` for the primitive.
   void bindWeights(int arg, int slot, const dnnl::memory::desc& chosen, bool out) {
@@ -299,33 +316,42 @@ struct Binder {
 
 // `run`: the primitive will run, so its scratchpad is allocated; a primitive built
 // only to ask oneDNN something (whether it takes a configuration, which weight
-// layout it reads) needs none, which at large batches is gigabytes.
+// layout it reads) needs none, which at large batches is gigabytes. `bf16`: the
+// primitive reads its operands (x, the weights, dy) in bf16, into float results; the
+// float tensors it is given hold bf16 values already (autocast rounded them), so the
+// conversion each launch loses nothing.
 template <class P>
-std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
+std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run, bool bf16) {
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
+  using type = dnnl::memory::data_type;
   const Window2d& w = k.w;
   const dnnl::engine& eng = dnnlEngine();
-  auto md = [](dims d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
-  auto src = activationDesc({w.n, k.c, w.ih, w.iw}, k.xLayout);
-  auto dst = activationDesc({w.n, k.o, w.oh, w.ow}, k.yLayout);
+  const type half = bf16 ? type::bf16 : type::f32;
+  auto md = [](dims d, tag t, type ty) { return dnnl::memory::desc(d, ty, t); };
+  const dims xDims{w.n, k.c, w.ih, w.iw}, yDims{w.n, k.o, w.oh, w.ow};
+  auto src = activationDesc(xDims, k.xLayout), dst = activationDesc(yDims, k.yLayout);
+  // As the primitive reads them: x (forward, weights) and dy (data, weights).
+  auto srcIn = activationDesc(xDims, k.xLayout, half);
+  auto dstIn = activationDesc(yDims, k.yLayout, half);
   WeightGeometry geo = weightGeometry(k.weight.shape, k.groups, k.transposed);
   dnnl::memory::desc wei = geo.plain;  // the weights as stored
   if (k.weight.layout == Layout::Packed && !packedDesc(k.weight, geo, wei))
     throw dnnl::error(dnnl_invalid_arguments, "unknown packed weight format");
   // With plain activations oneDNN keeps its plain-layout code, which reads PyTorch's
-  // layout; with blocked ones each pass picks its own.
+  // layout; with blocked ones each pass picks its own (in bf16, always its own).
   bool blocked = k.xLayout != Layout::Plain || k.yLayout != Layout::Plain;
-  auto weiAny = blocked ? md(geo.dims, tag::any) : geo.plain;
-  auto bias = k.bias ? md({k.o}, tag::x) : dnnl::memory::desc();
+  auto weiAny = blocked ? md(geo.dims, tag::any, type::f32) : geo.plain;
+  auto weiIn = bf16 ? md(geo.dims, tag::any, half) : weiAny;  // weights read
+  auto bias = k.bias ? md({k.o}, tag::x, type::f32) : dnnl::memory::desc();
   dims strides{w.sh, w.sw}, dil{w.dh - 1, w.dw - 1};
   dims padL{w.padTop, w.padLeft}, padR{w.padBottom, w.padRight};
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
   typename P::Fwd::primitive_desc fwd(
-      typename P::Fwd::desc(dnnl::prop_kind::forward_training, P::alg, src, weiAny, bias, dst,
-                            strides, dil, padL, padR),
+      typename P::Fwd::desc(dnnl::prop_kind::forward_training, P::alg, srcIn, weiIn, bias,
+                            pass == Pass::Forward ? dst : dstIn, strides, dil, padL, padR),
       attr, eng);
   auto st = std::make_shared<DnnlConv>();
   Binder b{*st, geo, wei};
@@ -334,32 +360,33 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
     st->prim = typename P::Fwd(fwd);
     st->impl = fwd.impl_info_str();
     scratch = fwd.scratchpad_desc();
-    b.bind(DNNL_ARG_SRC, 0, src);
+    b.bindRead(DNNL_ARG_SRC, 0, src, fwd.src_desc());
     b.bindWeights(DNNL_ARG_WEIGHTS, 1, fwd.weights_desc(), false);
     if (k.bias) b.bind(DNNL_ARG_BIAS, 2, bias);
     b.bind(DNNL_ARG_DST, -1, dst);
   } else if (pass == Pass::Data) {
-    auto pd = preferStored<typename P::Data::primitive_desc>(wei, weiAny, [&](const auto& wd) {
+    const auto& stored = bf16 ? weiIn : wei;  // a float store is no bf16 choice
+    auto pd = preferStored<typename P::Data::primitive_desc>(stored, weiIn, [&](const auto& wd) {
       return typename P::Data::primitive_desc(
-          typename P::Data::desc(P::alg, src, wd, dst, strides, dil, padL, padR), attr, eng, fwd);
+          typename P::Data::desc(P::alg, src, wd, dstIn, strides, dil, padL, padR), attr, eng, fwd);
     });
     st->prim = typename P::Data(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
-    b.bind(DNNL_ARG_DIFF_DST, 0, dst);
+    b.bindRead(DNNL_ARG_DIFF_DST, 0, dst, pd.diff_dst_desc());
     b.bindWeights(DNNL_ARG_WEIGHTS, 2, pd.weights_desc(), false);
     b.bind(DNNL_ARG_DIFF_SRC, -1, src);
   } else {
     auto pd = preferStored<typename P::Weights::primitive_desc>(wei, weiAny, [&](const auto& wd) {
       return typename P::Weights::primitive_desc(
-          typename P::Weights::desc(P::alg, src, wd, dst, strides, dil, padL, padR), attr, eng,
+          typename P::Weights::desc(P::alg, srcIn, wd, dstIn, strides, dil, padL, padR), attr, eng,
           fwd);
     });
     st->prim = typename P::Weights(pd);
     st->impl = pd.impl_info_str();
     scratch = pd.scratchpad_desc();
-    b.bind(DNNL_ARG_DIFF_DST, 0, dst);
-    b.bind(DNNL_ARG_SRC, 1, src);
+    b.bindRead(DNNL_ARG_DIFF_DST, 0, dst, pd.diff_dst_desc());
+    b.bindRead(DNNL_ARG_SRC, 1, src, pd.src_desc());
     b.bindWeights(DNNL_ARG_DIFF_WEIGHTS, -1, pd.diff_weights_desc(), true);
   }
   if (run && scratch.get_size() > 0) {
@@ -370,29 +397,36 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run) {
 }
 
 std::shared_ptr<DnnlConv> buildDnnl(const KernelSig& s, bool transposed, Pass pass,
-                                    bool run = false) {
+                                    bool run = false, bool bf16 = false) {
   ConvConfig k = configOf(s, transposed, pass);
-  return transposed ? buildPrims<DeconvPrims>(k, pass, run) : buildPrims<ConvPrims>(k, pass, run);
+  return transposed ? buildPrims<DeconvPrims>(k, pass, run, bf16)
+                    : buildPrims<ConvPrims>(k, pass, run, bf16);
 }
 
-std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass) {
+std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass, bool bf16 = false) {
   for (const TensorDesc& t : s.in)
     if (t.dtype != DType::F32) return "oneDNN convolutions here take float32 only";
+  if (bf16 && !s.attrs->b("bf16_operands"))
+    return "computes in bf16 only where autocast to bf16 rounded its operands";
   try {
-    auto st = buildDnnl(s, transposed, pass);
+    auto st = buildDnnl(s, transposed, pass, false, bf16);
     // Its own reference loops are no faster than ours, and ours are deterministic.
-    if (st->impl.rfind("ref", 0) == 0) return "oneDNN has only its reference implementation";
+    if (st->impl.rfind("ref", 0) == 0)
+      return bf16 ? "oneDNN has no fast bf16 convolution on this CPU (it would run " + st->impl +
+                        "); the float kernel computes on the rounded values"
+                  : "oneDNN has only its reference implementation";
   } catch (const dnnl::error& e) {
     return std::string("oneDNN: ") + e.what();
   }
   return {};
 }
 
-KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass) {
-  std::shared_ptr<DnnlConv> st = buildDnnl(s, transposed, pass, true);
+KernelFn makeDnnl(const KernelSig& s, bool transposed, Pass pass, bool bf16 = false) {
+  std::shared_ptr<DnnlConv> st = buildDnnl(s, transposed, pass, true, bf16);
   return [st](const KernelIO& io) {
     for (auto& [slot, m] : st->slots)
       m.set_data_handle(slot < 0 ? io.out[0].data : io.in[slot].data);
+    for (auto& [m, at] : st->staged) m.set_data_handle(static_cast<char*>(io.workspace) + at);
     dnnl::stream& stream = dnnlStream();
     for (WeightReorder& r : st->before) r.prim.execute(stream, r.from, r.to);
     st->prim.execute(stream, st->args);
@@ -413,11 +447,15 @@ std::string preferredWeights(const KernelSig& s, bool transposed, Pass pass) {
   }
 }
 
-// The implementation oneDNN picked, and the weight conversions a launch makes.
-std::string describeDnnl(const KernelSig& s, bool transposed, Pass pass) {
-  auto st = buildDnnl(s, transposed, pass);
+// The implementation oneDNN picked, and the conversions a launch makes.
+std::string describeDnnl(const KernelSig& s, bool transposed, Pass pass, bool bf16 = false) {
+  auto st = buildDnnl(s, transposed, pass, false, bf16);
   std::string d = st->impl;
-  if (!st->before.empty() || !st->after.empty()) {
+  if (bf16)
+    d += "; bf16 operands" + std::string(st->staged.empty() ? ""
+                                                            : ", activations converted "
+                                                              "into its workspace");
+  if (st->before.size() > st->staged.size() || !st->after.empty()) {
     std::string chosen = packedFormat(st->geometry, st->weights);
     d += std::string(st->after.empty() ? "; converts the weights"
                                        : "; converts the weight gradient") +
@@ -534,14 +572,24 @@ void registerConv(KernelRegistry& r) {
   for (const Entry& e : entries) {
     bool t = e.transposed;
     Pass p = e.pass;
-    KernelImpl dnnl{e.onednn, [t, p](const KernelSig& s) { return declineDnnl(s, t, p); },
-                    [t, p](const KernelSig& s) { return makeDnnl(s, t, p); }, true};
-    dnnl.packs = [t, p](const KernelSig& s, int input) {
-      int weight = p == Pass::Forward ? 1 : 2;
-      return input == weight && anyBlocked(s) ? preferredWeights(s, t, p) : std::string();
-    };
-    dnnl.detail = [t, p](const KernelSig& s) { return describeDnnl(s, t, p); };
-    r.add(e.op, DeviceKind::Cpu, std::move(dnnl));
+    // Where autocast rounded the operands to bf16 (and the CPU has bf16 units), the
+    // same pass on bf16 operands, into float; else in float.
+    for (bool bf16 : {true, false}) {
+      KernelImpl dnnl{std::string(e.onednn) + (bf16 ? "_bf16" : ""),
+                      [t, p, bf16](const KernelSig& s) { return declineDnnl(s, t, p, bf16); },
+                      [t, p, bf16](const KernelSig& s) { return makeDnnl(s, t, p, bf16); }, true};
+      // Weights are stored in float, packed as the float pass prefers.
+      dnnl.packs = [t, p](const KernelSig& s, int input) {
+        int weight = p == Pass::Forward ? 1 : 2;
+        return input == weight && anyBlocked(s) ? preferredWeights(s, t, p) : std::string();
+      };
+      dnnl.detail = [t, p, bf16](const KernelSig& s) { return describeDnnl(s, t, p, bf16); };
+      if (bf16)
+        dnnl.workspace = [t, p](const KernelSig& s) {
+          return buildDnnl(s, t, p, false, true)->workspaceBytes;
+        };
+      r.add(e.op, DeviceKind::Cpu, std::move(dnnl));
+    }
     r.add(e.op, DeviceKind::Cpu,
           kernel(e.reference, [t, p](const KernelSig& s) { return makeReference(s, t, p); }));
   }

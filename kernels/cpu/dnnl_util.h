@@ -93,10 +93,11 @@ inline std::string declineUnlessFloat(const KernelSig& s) {
   return {};
 }
 
-// An N×C×H×W float tensor in the given layout.
-inline dnnl::memory::desc activationDesc(const Shape& s, Layout layout) {
+// An N×C×H×W tensor in the given layout, float unless said otherwise.
+inline dnnl::memory::desc activationDesc(
+    const Shape& s, Layout layout, dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
   using tag = dnnl::memory::format_tag;
-  return dnnl::memory::desc({s[0], s[1], s[2], s[3]}, dnnl::memory::data_type::f32,
+  return dnnl::memory::desc({s[0], s[1], s[2], s[3]}, type,
                             layout == Layout::Blocked16 ? tag::nChw16c : tag::nchw);
 }
 

@@ -351,6 +351,108 @@ class TestPrecision : public QObject {
     if (cpuHasBf16) QVERIFY2(text.find("onednn.bf16_gemm") != std::string::npos, text.c_str());
   }
 
+  // Under bf16 the CPU's convolutions, each pass of them, read their operands (which
+  // autocast rounded) as bf16 where the CPU has bf16 units: the same results as the
+  // float kernels on the same values, up to the order of the sums, with the blocked
+  // and the plain layouts. Under fp16 they stay float.
+  void convolutionsComputeOnBf16Operands_data() {
+    QTest::addColumn<int>("layout");
+    QTest::newRow("nChw16c") << int(Layout::Blocked16);
+    QTest::newRow("plain") << int(Layout::Plain);
+  }
+  void convolutionsComputeOnBf16Operands() {
+    QFETCH(int, layout);
+    Attrs a;
+    a.set("out_channels", int64_t(16));
+    a.set("kernel_size", Shape{3, 3});
+    a.set("stride", Shape{1, 1});
+    a.set("padding", Shape{1, 1});
+    a.set("dilation", Shape{1, 1});
+    a.set("groups", int64_t(1));
+    a.set("bias", true);
+    a.set("same_padding", false);
+    a.set("bf16_operands", true);
+    const Shape xs{4, 16, 9, 9}, ws{16, 16, 3, 3};
+    auto act = [&](const Shape& s) { return TensorDesc{s, DType::F32, {}, Layout(layout)}; };
+    const TensorDesc x = act(xs), dy = act(xs);
+    const TensorDesc w{ws, DType::F32, {}, Layout::Plain}, b{{16}, DType::F32, {}, Layout::Plain};
+    Rng rng(31);
+    auto values = [&](const Shape& s) {  // bf16 values, as autocast leaves them
+      std::vector<float> v(size_t(numel(s)));
+      for (float& e : v) e = float(bf16(rng.uniform(-1, 1)));
+      return v;
+    };
+    std::vector<float> xv = values(xs), dyv = values(xs), wv = values(ws), bv = values({16});
+    struct PassCase {
+      const char* op;
+      std::vector<TensorDesc> in;
+      TensorDesc out;
+      std::vector<float*> data;
+    };
+    const PassCase cases[] = {
+        {"Conv2d", {x, w, b}, act(xs), {xv.data(), wv.data(), bv.data()}},
+        {"Conv2dGradInput", {dy, x, w}, act(xs), {dyv.data(), xv.data(), wv.data()}},
+        {"Conv2dGradWeight", {dy, x, w}, w, {dyv.data(), xv.data(), wv.data()}}};
+    for (const PassCase& c : cases) {
+      KernelSig sig{&a, c.in, {c.out}, &cpuDevice()};
+      const KernelImpl *half = nullptr, *single = nullptr;
+      for (const KernelImpl& k : *KernelRegistry::instance().list(c.op, DeviceKind::Cpu)) {
+        if (k.name.size() > 5 && k.name.substr(k.name.size() - 5) == "_bf16") half = &k;
+        if (k.name.rfind("onednn.", 0) == 0 && k.name.find("_bf16") == std::string::npos)
+          single = &k;
+      }
+      QVERIFY2(half && single, c.op);
+      if (std::string why = half->decline(sig); !why.empty()) QSKIP(why.c_str());
+      QVERIFY(single->decline(sig).empty());
+      std::vector<std::vector<float>> outs;
+      for (const KernelImpl* k : {half, single}) {
+        std::vector<char> workspace(size_t(k->workspace ? k->workspace(sig) : 0) + 64);
+        KernelFn launch = k->prepare(sig);
+        std::vector<TensorRef> in;
+        for (size_t i = 0; i < c.in.size(); ++i)
+          in.push_back({c.data[i], c.in[i].shape, DType::F32, {}});
+        std::vector<float> y(size_t(numel(c.out.shape)), std::nanf(""));
+        TensorRef out{y.data(), c.out.shape, DType::F32, {}};
+        StepContext ctx;
+        KernelIO io{in.data(), &out, in.size(), 1, &ctx};
+        io.workspace = workspace.data();
+        io.workspaceBytes = int64_t(workspace.size());
+        launch(io);
+        outs.push_back(y);
+      }
+      for (size_t i = 0; i < outs[0].size(); ++i)
+        QVERIFY2(std::fabs(outs[0][i] - outs[1][i]) <= 1e-4 * (std::fabs(outs[1][i]) + 1),
+                 qPrintable(QString("%1[%2]: %3 in bf16, %4 in float")
+                                .arg(c.op)
+                                .arg(i)
+                                .arg(outs[0][i])
+                                .arg(outs[1][i])));
+    }
+    // Chosen under bf16 for every pass; never under fp16, whose values bf16 cannot hold.
+    auto body =
+        input("x", "1,12,12") + labels() +
+        node("conv1", "Conv2d", "x",
+             intAttr("out_channels", 16) + intAttr("kernel_size", 3) + intAttr("padding", 1)) +
+        node("act", "ReLU", "conv1") +
+        node("conv2", "Conv2d", "act",
+             intAttr("out_channels", 16) + intAttr("kernel_size", 3) + intAttr("padding", 1)) +
+        node("flat", "Flatten", "conv2") +
+        node("fc", "Linear", "flat", intAttr("out_features", 3)) +
+        node("loss", "SoftmaxCrossEntropy", "fc,label");
+    for (Precision p : {Precision::BF16, Precision::F16}) {
+      ParamStore store;
+      CompileOptions o;
+      o.precision = p;
+      auto prog = compile(model(body), o, store);
+      QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+      const std::string text = (*prog)->explain();
+      for (const char* k :
+           {"onednn.conv_fwd_bf16", "onednn.conv_bwd_data_bf16", "onednn.conv_bwd_weights_bf16"})
+        QVERIFY2((text.find(std::string(k) + " [") != std::string::npos) == (p == Precision::BF16),
+                 qPrintable(QString("%1 under %2").arg(k).arg(precisionName(p))));
+    }
+  }
+
   // The loss and the weight's gradient are those of the same computation with every
   // value autocast reads rounded, accumulating in float.
   void autocastComputesOnRoundedValues_data() {
