@@ -1,5 +1,6 @@
 // BatchLoader: one epoch of batches in a seeded order, assembled on a prefetch
-// thread so the trainer never waits on copying, augmenting and normalising.
+// thread so the trainer never waits on copying, augmenting and normalising, or, where
+// the trainer's kernels take every core, by the trainer's own threads (onCaller).
 #include <omp.h>
 
 #include <algorithm>
