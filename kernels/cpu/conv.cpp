@@ -408,6 +408,9 @@ std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass, bool bf1
     if (t.dtype != DType::F32) return "oneDNN convolutions here take float32 only";
   if (bf16 && !s.attrs->b("bf16_operands"))
     return "computes in bf16 only where autocast to bf16 rounded its operands";
+  if (bf16 && !cpuHasBf16Units())
+    return "this CPU has no bf16 units (AVX512_BF16 or AMX); the float kernel computes on "
+           "the rounded values";
   try {
     auto st = buildDnnl(s, transposed, pass, false, bf16);
     // Its own reference loops are no faster than ours, and ours are deterministic.

@@ -93,6 +93,15 @@ inline std::string declineUnlessFloat(const KernelSig& s) {
   return {};
 }
 
+// Whether this CPU has the bf16 units oneDNN's bf16 kernels are fast on (AVX512_BF16 or
+// AMX, as oneDNN reports the ISA it uses). On an AVX-512 CPU without them oneDNN emulates
+// bf16, slower than float.
+inline bool cpuHasBf16Units() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 // An N×C×H×W tensor in the given layout, float unless said otherwise.
 inline dnnl::memory::desc activationDesc(
     const Shape& s, Layout layout, dnnl::memory::data_type type = dnnl::memory::data_type::f32) {

@@ -288,6 +288,7 @@ std::string declineUnlessBf16(const KernelSig& s, const GemmDims& d) {
     return "takes bf16 operands only";
   for (size_t i = 2; i < s.in.size(); ++i)
     if (s.in[i].dtype != DType::F32) return "takes a float bias only";
+  if (!cpuHasBf16Units()) return "this CPU has no bf16 units (AVX512_BF16 or AMX)";
   try {
     const std::string impl = PreparedGemm(d, dnnl::memory::data_type::bf16).impl();
     if (impl.rfind("ref", 0) == 0)
