@@ -97,7 +97,9 @@ class CpuDevice final : public Device {
   void* allocateHost(int64_t bytes) override { return allocate(bytes); }
   void releaseHost(void* p) override { std::free(p); }
 
-  void copyToDevice(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
+  void copyToDevice(void* dst, const void* src, int64_t bytes) override {
+    copyShared(dst, src, bytes);
+  }
   void copyToHost(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
   void copyWithin(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
   void fill(void* dst, uint8_t byte, int64_t bytes) override {
@@ -139,9 +141,14 @@ class CpuDevice final : public Device {
   }
 
  private:
-  // A batch's copy into its program (a few hundred KB) on every thread: alone, it
-  // kept the others waiting for the step's first kernel.
   static void copy(void* dst, const void* src, int64_t bytes) {
+    if (bytes > 0 && dst != src) std::memcpy(dst, src, size_t(bytes));
+  }
+  // Into a program's memory from the host's (a batch, a few hundred KB, from the
+  // trainer's thread) on every thread: alone, it kept the others waiting for the
+  // step's first kernel. Copies within, which boxings make on threads of their own,
+  // stay on the calling thread.
+  static void copyShared(void* dst, const void* src, int64_t bytes) {
     if (bytes <= 0 || dst == src) return;
     cpu::parallelForElements(bytes / 4, [&](int64_t lo, int64_t hi) {
       if (hi == bytes / 4) hi = (bytes + 3) / 4;  // the last thread takes the odd bytes
