@@ -56,21 +56,25 @@ void sgemmPart(const GemmDims& d, const float* a, const float* b, float* c, bool
                c + lo, d.n);
 }
 
-// How a product is cut into bands for `threads` threads: into bands of whole rows of
-// C where C is larger than A and B together (a weight's gradient, whose update then
-// reads each thread's rows from that thread's cache), else along C's longer side (the
-// bands then read less of A and B together), one band per core of this machine (not per thread: a
-// run on fewer threads takes several bands each, so its sums are the same on any number of threads
-// above one), in whole 16-float vectors, never along the inner dimension. One part (not cut) on one
-// thread, where a band of another width can sum in another order (oneDNN blocks the inner dimension
-// by the band's width) but two bands run 6% slower than the whole; and for a product under
+// How a product is cut into bands for `threads` threads, one band per core of this
+// machine (not per thread: a run on fewer threads takes several bands each, so its sums
+// are the same on any number of threads above one), in whole 16-float vectors, never
+// along the inner dimension. Into bands of whole rows of C where C is larger than A and
+// B together (a weight's gradient, whose update then reads each thread's rows from that
+// thread's cache), or where column bands would be under 128 wide and there are rows
+// enough (oneDNN's code for a narrow band is slow: a 64 × 64 × 256 band took 31.5 µs on
+// one thread, a 32 × 128 × 256 one 23.9 µs); else along C's longer side (the bands then
+// read less of A and B together). One part (not cut) on one thread, where a band of
+// another width can sum in another order (oneDNN blocks the inner dimension by the
+// band's width) but two bands run 6% slower than the whole; and for a product under
 // kSerialGemmFlops or a side of one vector.
 struct BandSplit {
   bool rows;
   int64_t side, units;
   int parts;
   BandSplit(const GemmDims& d, int threads)
-      : rows(d.m >= d.n || d.m * d.n > d.k * (d.m + d.n)),
+      : rows(d.m >= d.n || d.m * d.n > d.k * (d.m + d.n) ||
+             (d.n < 128 * omp_get_num_procs() && d.m >= 16 * omp_get_num_procs())),
         side(rows ? d.m : d.n),
         units((side + 15) / 16) {
     parts = threads <= 1 ? 1 : int(std::min<int64_t>(omp_get_num_procs(), units));
