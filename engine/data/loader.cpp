@@ -44,23 +44,21 @@ class BatchLoader::Assembler {
   // Fills `out` with the samples of `range`; false with `error` set when an image
   // cannot be read (and may not be skipped).
   bool assemble(const Range& range, Batch& out, std::string& error) {
-    if (!shape(range, out)) return true;
+    if (m_l.m_data.isText()) {
+      assembleText(range, out);
+      return true;
+    }
+    shape(range, out);
     return fill(range, out, 0, range.count, error);
   }
 
-  // Sizes `out` for the samples of `range`; false when they are text windows, which
-  // it then holds already.
-  bool shape(const Range& range, Batch& out) {
-    if (m_l.m_data.isText()) {
-      assembleText(range, out);
-      return false;
-    }
+  // Sizes `out` for the samples (not text windows) of `range`.
+  void shape(const Range& range, Batch& out) {
     out.size = range.count;
     out.globalSize = range.global;
     out.x.resize(range.count * m_f);
     out.labels.resize(range.count);
     out.labelFloats.resize(range.count);
-    return true;
   }
 
   // Samples [lo, hi) of `range` into `out`, sized by shape().
@@ -282,17 +280,18 @@ bool BatchLoader::next(Batch& out) {
 
 // Into the caller's batch, whose buffers are reused from one batch to the next, its
 // samples shared out between the threads of the kernels, which would otherwise wait.
-// Samples held in memory cannot fail to load.
 bool BatchLoader::assembleHere(Batch& out) {
   if (m_nextOut >= int64_t(m_batches.size())) return false;
   const Range& range = m_batches[size_t(m_nextOut++)];
-  if (!m_callers[0]->shape(range, out)) return true;
+  std::string ignored;  // samples held in memory cannot fail to load
+  if (m_data.isText()) return m_callers[0]->assemble(range, out, ignored);
+  m_callers[0]->shape(range, out);
   const int threads = int(std::min<int64_t>(int64_t(m_callers.size()), range.count / 8 + 1));
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
-    std::string unused;
-    m_callers[size_t(t)]->fill(range, out, range.count * t / n, range.count * (t + 1) / n, unused);
+    std::string ignored;
+    m_callers[size_t(t)]->fill(range, out, range.count * t / n, range.count * (t + 1) / n, ignored);
   }
   return true;
 }
