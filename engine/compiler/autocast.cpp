@@ -31,6 +31,18 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
     for (ValueId& v : n.inputs)
       if (auto it = replaced.find(v); it != replaced.end()) v = it->second;
     bool matrix = n.op->autocast;
+    // An op in its input's precision: its output 0 rounded where its float data
+    // inputs all are.
+    bool follows = n.op->halfFollows && n.op->role == OpRole::Layer;
+    int floats = 0;
+    for (int k = 0; follows && k < n.numDataInputs(); ++k) {
+      const ValueId v = n.inputs[size_t(k)];
+      if (g.values[v].desc.dtype != DType::F32) continue;
+      ++floats;
+      follows = isRounded.count(v) > 0;
+    }
+    follows = follows && floats > 0 && !n.outputs.empty() &&
+              g.values[n.outputs[0]].desc.dtype == DType::F32;
     // Its operands hold bf16 values: a kernel may read them as bf16 (the CPU's
     // convolutions do; the attribute goes to the op's gradients with the others).
     if (matrix && format == "bf16") n.attrs.set("bf16_operands", true);
@@ -45,6 +57,10 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
     std::string name = n.name;
     std::vector<ValueId> outputs = n.outputs;
     g.nodes.push_back(std::move(n));
+    if (follows) {
+      replaced[outputs[0]] = roundOf(outputs[0], name + "/autocast/out0", name);
+      continue;
+    }
     if (!matrix) continue;
     for (size_t k = 0; k < outputs.size(); ++k)
       if (g.values[outputs[k]].desc.dtype == DType::F32)
@@ -91,7 +107,8 @@ std::vector<std::string> storeBf16Operands(Graph& g, const KernelRegistry& kerne
     if (!isMatrixOp(m) || m.inputs.size() < 2 || !isExact(m.inputs[0]) || !isExact(m.inputs[1]))
       continue;
     for (size_t k = 0; k < 2; ++k) g.values[m.inputs[k]].desc.dtype = DType::BF16;
-    if (hasKernel(g, m, kernels, context)) matrices.insert(NodeId(i));
+    const KernelImpl* k = firstKernel(g, m, kernels, context);
+    if (k && !k->widened) matrices.insert(NodeId(i));  // a kernel of its own, not widened
     for (size_t k = 0; k < 2; ++k) g.values[m.inputs[k]].desc.dtype = DType::F32;
   }
   if (matrices.empty()) return {};
@@ -144,6 +161,165 @@ std::vector<std::string> storeBf16Operands(Graph& g, const KernelRegistry& kerne
     }
   }
   return ops;
+}
+
+namespace {
+
+// Whether a node computes on its tensors within its launch alone: no optimizer state
+// it writes, nothing sent, summed or kept past the launch (those take float tensors).
+bool computesAlone(const Node& n) {
+  using namespace internal_ops;
+  static const std::set<const OpDef*> moving = {
+      &boxing(),     &pipeSend(),    &pipeRecv(),   &pipeTie(),    &bucketStart(),
+      &bucketWait(), &zeroScatter(), &zeroUpdate(), &microBatch(), &lossScaleCheck()};
+  return n.op->role != OpRole::Optimizer && n.op->mutates.empty() && !moving.count(n.op);
+}
+
+}  // namespace
+
+namespace {
+
+// The steps of storeBf16Activations over one graph, marking the nodes they remove.
+class Bf16Storer {
+ public:
+  Bf16Storer(Graph& g, const KernelRegistry& kernels, const KernelSig& context,
+             const std::set<ValueId>& keep)
+      : m_g(g),
+        m_kernels(kernels),
+        m_context(context),
+        m_keep(keep),
+        m_readers(consumers(g)),
+        m_dead(g.nodes.size(), false) {}
+
+  // A rounding of a rounding changes nothing: it goes.
+  void dropDoubleRoundings() {
+    for (size_t i = 0; i < m_g.nodes.size(); ++i) {
+      const Node& n = m_g.nodes[i];
+      if (!roundsToBf16(n) || m_keep.count(n.outputs[0])) continue;
+      const NodeId p = m_g.values[size_t(n.inputs[0])].producer;
+      if (p >= 0 && roundsToBf16(m_g.nodes[size_t(p)]))
+        redirect(NodeId(i), n.outputs[0], n.inputs[0]);
+    }
+  }
+
+  // A rounding to bf16 whose readers all run on bf16 tensors becomes a cast; not of a
+  // weight (its few bytes are read by the matrix op's own kernels, in float).
+  void castRoundings() {
+    for (size_t i = 0; i < m_g.nodes.size(); ++i) {
+      Node& n = m_g.nodes[i];
+      if (m_dead[i] || !roundsToBf16(n)) continue;
+      const ValueId v = n.outputs[0];
+      const Value& in = m_g.values[size_t(n.inputs[0])];
+      if (m_keep.count(v) || m_readers[size_t(v)].empty() || in.desc.dtype != DType::F32 ||
+          in.kind != ValueKind::Activation)
+        continue;
+      if (!tryBf16(v, [&] { return runs(v, -1, false); })) continue;
+      n.op = &internal_ops::castBf16();
+      n.attrs = Attrs();
+    }
+  }
+
+  // A cast whose input nothing else reads but the backward pass moves into the input's
+  // producer, which then writes bf16; the backward pass reads the stored values (as
+  // PyTorch's autograd reads the bf16 tensors autocast saved).
+  void moveCastsIntoProducers() {
+    for (size_t i = 0; i < m_g.nodes.size(); ++i) {
+      const Node& cast = m_g.nodes[i];
+      if (m_dead[i] || cast.op != &internal_ops::castBf16()) continue;
+      const ValueId u = cast.inputs[0], w = cast.outputs[0];
+      const Value& from = m_g.values[size_t(u)];
+      if (from.desc.dtype == DType::BF16) {  // another cast of it moved into its producer
+        redirect(NodeId(i), w, u);
+        continue;
+      }
+      if (from.kind != ValueKind::Activation || from.desc.dtype != DType::F32 || m_keep.count(u) ||
+          from.producer < 0 || m_dead[size_t(from.producer)])
+        continue;
+      const Node& producer = m_g.nodes[size_t(from.producer)];
+      if (computesAlone(producer) &&
+          tryBf16(u, [&] { return runsAsIs(producer) && runs(u, NodeId(i), true); }))
+        redirect(NodeId(i), w, u);
+    }
+  }
+
+  // A ReLU gradient of a bf16 gradient holds bf16 values (it only zeroes some): it
+  // writes bf16 where its readers read it.
+  void storeReluGradients() {
+    for (size_t i = 0; i < m_g.nodes.size(); ++i) {
+      const Node& n = m_g.nodes[i];
+      if (m_dead[i] || n.op->name != "ReLUGrad" ||
+          m_g.values[size_t(n.inputs[0])].desc.dtype != DType::BF16)
+        continue;
+      const ValueId v = n.outputs[0];
+      if (m_keep.count(v) || m_g.values[size_t(v)].desc.dtype != DType::F32) continue;
+      tryBf16(v, [&] { return runsAsIs(n) && runs(v, -1, false); });
+    }
+  }
+
+  Bf16Activations finish() {
+    removeNodes(m_g, m_dead);
+    Bf16Activations out;
+    for (const Value& v : m_g.values)
+      if (v.kind == ValueKind::Activation && v.desc.dtype == DType::BF16 && v.producer >= 0) {
+        ++out.values;
+        out.bytes += bytesOf(v.desc);
+      }
+    return out;
+  }
+
+ private:
+  // Whether node n runs as its tensors now stand: with a kernel of the device's, and a
+  // matrix op with one of its own (widening its operands would cost more than it saves).
+  bool runsAsIs(const Node& n) const {
+    const KernelImpl* k = firstKernel(m_g, n, m_kernels, m_context);
+    return k && !(n.op->autocast && k->widened);
+  }
+  // Whether every reader of v but `except` (with `backwardOnly`, each a backward node)
+  // runs as it stands.
+  bool runs(ValueId v, NodeId except, bool backwardOnly) const {
+    for (NodeId r : m_readers[size_t(v)]) {
+      if (r == except || m_dead[size_t(r)]) continue;
+      const Node& n = m_g.nodes[size_t(r)];
+      if ((backwardOnly && !n.backward) || !computesAlone(n) || !runsAsIs(n)) return false;
+    }
+    return true;
+  }
+  template <class Accepted>
+  bool tryBf16(ValueId v, Accepted accepted) {
+    m_g.values[size_t(v)].desc.dtype = DType::BF16;
+    if (accepted()) return true;
+    m_g.values[size_t(v)].desc.dtype = DType::F32;
+    return false;
+  }
+  // Node i goes; its output's readers read `to` instead.
+  void redirect(NodeId i, ValueId from, ValueId to) {
+    for (NodeId r : m_readers[size_t(from)])
+      for (ValueId& in : m_g.nodes[size_t(r)].inputs)
+        if (in == from) in = to;
+    auto& into = m_readers[size_t(to)];
+    into.insert(into.end(), m_readers[size_t(from)].begin(), m_readers[size_t(from)].end());
+    m_readers[size_t(from)].clear();
+    m_dead[size_t(i)] = true;
+  }
+
+  Graph& m_g;
+  const KernelRegistry& m_kernels;
+  const KernelSig& m_context;
+  const std::set<ValueId>& m_keep;
+  std::vector<std::vector<NodeId>> m_readers;
+  std::vector<bool> m_dead;
+};
+
+}  // namespace
+
+Bf16Activations storeBf16Activations(Graph& g, const KernelRegistry& kernels,
+                                     const KernelSig& context, const std::set<ValueId>& keep) {
+  Bf16Storer storer(g, kernels, context, keep);
+  storer.dropDoubleRoundings();
+  storer.castRoundings();
+  storer.moveCastsIntoProducers();
+  storer.storeReluGradients();
+  return storer.finish();
 }
 
 }  // namespace netloom

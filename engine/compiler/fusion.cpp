@@ -8,16 +8,22 @@
 
 namespace netloom {
 
-bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
-               const KernelSig& context) {
+const KernelImpl* firstKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
+                              const KernelSig& context) {
   const auto* list = kernels.list(n.op->name, context.device->id().kind);
-  if (!list) return false;
+  if (!list) return nullptr;
   KernelSig sig = context;
   sig.attrs = &n.attrs;
   for (ValueId v : n.inputs) sig.in.push_back(g.values[v].desc);
   for (ValueId v : n.outputs) sig.out.push_back(g.values[v].desc);
-  return std::any_of(list->begin(), list->end(),
-                     [&](const KernelImpl& k) { return k.decline(sig).empty(); });
+  for (const KernelImpl& k : *list)
+    if (k.decline(sig).empty()) return &k;
+  return nullptr;
+}
+
+bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
+               const KernelSig& context) {
+  return firstKernel(g, n, kernels, context) != nullptr;
 }
 
 std::vector<std::string> fuseActivations(Graph& g, const std::set<ValueId>& pinned,

@@ -25,8 +25,16 @@ Result<std::vector<ChosenKernel>> chooseKernels(const Graph& g, const KernelRegi
     NodeCost cost;
     measureNode(g, n, cost);
     c.step.flops = cost.flops;
-    size_t firstTried = list && reference ? list->size() - 1 : 0;
-    for (size_t k = firstTried; list && k < list->size() && !c.impl; ++k) {
+    std::vector<size_t> tried;  // with `reference`, the reference and its widened twin
+    for (size_t k = 0; list && k < list->size(); ++k) tried.push_back(k);
+    if (reference && !tried.empty()) {
+      size_t ref = tried.size() - 1;
+      while (ref > 0 && (*list)[ref].widened) --ref;
+      tried = {ref};
+      if ((*list).back().widened) tried.push_back(list->size() - 1);
+    }
+    for (size_t k : tried) {
+      if (c.impl) break;
       std::string why =
           blocked && !(*list)[k].anyLayout ? "takes plain layouts only" : (*list)[k].decline(c.sig);
       if (!why.empty()) {

@@ -19,9 +19,10 @@ struct ChosenKernel {
 };
 
 // `context` carries the device, autocast and communicator every kernel is asked
-// with. With `reference`, each list's last kernel (the plain reference) is tried
-// first and alone. Nodes filled from outside the step (the loader's) get none. Fails
-// naming the node that no kernel takes, and why each declined.
+// with. With `reference`, each list's plain reference (its last kernel but the
+// widened twins) is tried first and alone, then its twin for bf16 tensors. Nodes filled from
+// outside the step (the loader's) get none. Fails naming the node that no kernel takes, and why
+// each declined.
 Result<std::vector<ChosenKernel>> chooseKernels(const Graph& g, const KernelRegistry& kernels,
                                                 const KernelSig& context, bool reference);
 

@@ -97,7 +97,7 @@ class LayoutPass {
       const Shape& s = val.desc.shape;
       m_candidate[v] = val.kind == ValueKind::Activation && !pinned.count(ValueId(v)) &&
                        s.size() == 4 && s[1] > 0 && paddedChannels(s[1]) <= kMaxPadding * s[1] &&
-                       val.desc.dtype == DType::F32;
+                       (val.desc.dtype == DType::F32 || val.desc.dtype == DType::BF16);
     }
   }
 

@@ -37,9 +37,11 @@ Status AnalysisCache::shapes() {
     for (ValueId v : written) recorded.push_back(g.values[size_t(v)].desc);
     Status s = inferNode(g, NodeId(id));
     std::string stale;
+    // A float stored in bf16 ("bf16 storage") is a float as inference sees it.
+    auto kind = [](DType t) { return t == DType::BF16 ? DType::F32 : t; };
     for (size_t k = 0; k < n.outputs.size() && s && stale.empty(); ++k) {
       const TensorDesc& now = g.values[size_t(n.outputs[k])].desc;
-      if (now.shape != recorded[k].shape || now.dtype != recorded[k].dtype)
+      if (now.shape != recorded[k].shape || kind(now.dtype) != kind(recorded[k].dtype))
         stale = "internal: node '" + n.name + "' (" + n.op->name + ") records output " +
                 std::to_string(k) + " as " + shapeToString(recorded[k].shape) +
                 ", its inference gives " + shapeToString(now.shape);

@@ -20,6 +20,9 @@ namespace netloom {
 // ends with): a rewriting pass makes only nodes the device can run.
 bool hasKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
                const KernelSig& context);
+// The first of those kernels (the one the plan would choose in plain layouts), or null.
+const KernelImpl* firstKernel(const Graph& g, const Node& n, const KernelRegistry& kernels,
+                              const KernelSig& context);
 
 // A node whose op has an "activation" attribute takes in the activation that alone
 // reads its (first) output: that op's OpDef::epilogue, one of the attribute's
@@ -68,6 +71,19 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format);
 // ops that read bf16 operands.
 std::vector<std::string> storeBf16Operands(Graph& g, const KernelRegistry& kernels,
                                            const KernelSig& context);
+
+// After storeBf16Operands: every other rounding to bf16 whose readers all run on bf16
+// tensors on the device (a kernel of their own, or on a CPU a float kernel widened,
+// KernelRegistry::widenHalf) becomes a CastBf16 into 16-bit storage; and a cast whose
+// input only it and the backward pass read moves into that input's producer, which
+// then writes bf16. Values in `keep` (what the host reads, the parameters' gradients)
+// stay float, as do the tensors of optimizer updates and collectives.
+struct Bf16Activations {
+  int values = 0;     // activations stored in bf16
+  int64_t bytes = 0;  // their bytes, half of what float would take
+};
+Bf16Activations storeBf16Activations(Graph& g, const KernelRegistry& kernels,
+                                     const KernelSig& context, const std::set<ValueId>& keep);
 
 // Data parallelism: the parameters' gradients in buckets, in the order the backward
 // pass writes them (about `firstBytes` for the first, so its sum starts early, then

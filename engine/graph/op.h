@@ -166,6 +166,10 @@ struct OpDef {
   // A matrix op (a product or convolution): under autocast (train.precision bf16 or
   // fp16) its float inputs and outputs are rounded to 16 bits (insertAutocast).
   bool autocast = false;
+  // Computes in its input's precision (PyTorch's autocast leaves such ops, activations,
+  // pooling, BatchNorm, the shape ops, to their input's type): under autocast, where
+  // every float data input holds 16-bit values, output 0 is rounded to them too.
+  bool halfFollows = false;
   // Interop written as data, where the op declares it so (the element-wise ops of
   // engine/ops/elementwise/ do): `onnxForm` is the op as ONNX nodes, an expression
   // over the input x and the attributes (engine/interop/onnx_form.h), which both the

@@ -66,6 +66,7 @@ bool importAdd(OnnxImportCtx& c) {
 void registerAdd(OpRegistry& r) {
   OpDef d;
   d.name = "Add";
+  d.halfFollows = true;
   d.category = "Merge";
   d.doc = "Element-wise sum of two tensors of the same shape";
   d.inputs = {{"a", "first tensor"}, {"b", "second tensor, same shape as a"}};

@@ -49,6 +49,7 @@ void registerAutocast(OpRegistry& r) {
   cast.doc = "Rounds each value to the nearest bfloat16, stored in 16 bits";
   cast.inputs = {{"x", "float tensor"}};
   cast.outputs = {{"y", "same shape, bf16"}};
+  cast.elementwise = true;  // in whatever layout its input comes
   cast.infer = [](InferCtx& c) {
     if (!ops::requireFloat(c, 0)) return false;
     c.out[0] = TensorDesc{c.in[0].shape, DType::BF16, {}};

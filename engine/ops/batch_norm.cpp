@@ -100,6 +100,7 @@ std::vector<SbpSignature> batchNormSbp(const SbpCtx& c) {
 OpDef batchNorm(const std::vector<AttrDef>& attrs) {
   OpDef d;
   d.name = "BatchNorm";
+  d.halfFollows = true;
   d.foldsInto = "FoldBatchNorm";
   d.layoutPorts = LayoutPorts{{0}, {0}, {}, false};
   d.category = "Normalization";

@@ -32,6 +32,7 @@ bool concatFromOnnx(OnnxImportCtx& c) {
 void registerConcat(OpRegistry& r) {
   OpDef d;
   d.name = "Concat";
+  d.halfFollows = true;
   d.category = "Merge";
   d.doc = "Joins tensors along an axis; other dimensions must match";
   d.inputs = {{"x", "two or more tensors", true}};
@@ -46,9 +47,11 @@ void registerConcat(OpRegistry& r) {
                     0);
     Shape y = first;
     y[axis] = 0;
+    // A float stored in bf16 (mixed precision) is a float.
+    auto kind = [](DType t) { return t == DType::BF16 ? DType::F32 : t; };
     for (size_t i = 0; i < c.in.size(); ++i) {
       const Shape& s = c.in[i].shape;
-      bool ok = s.size() == first.size() && c.in[i].dtype == c.in[0].dtype;
+      bool ok = s.size() == first.size() && kind(c.in[i].dtype) == kind(c.in[0].dtype);
       for (size_t k = 0; ok && k < s.size(); ++k) ok = int(k) == axis || s[k] == first[k];
       if (!ok)
         return c.fail("shape " + shapeToString(s) + " does not fit " + shapeToString(first) +

@@ -44,6 +44,7 @@ bool dropoutFromOnnx(OnnxImportCtx& c) {
 void registerDropout(OpRegistry& r) {
   OpDef d;
   d.name = "Dropout";
+  d.halfFollows = true;
   d.category = "Layers";
   d.doc = "Randomly zeroes elements while training (inverted dropout)";
   d.inputs = {{"x", "input tensor"}};

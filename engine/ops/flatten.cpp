@@ -8,6 +8,7 @@ namespace netloom {
 void registerFlatten(OpRegistry& r) {
   OpDef d;
   d.name = "Flatten";
+  d.halfFollows = true;
   d.category = "Shape";
   d.doc = "Merges the dimensions from start_dim to the end into one";
   d.inputs = {{"x", "input tensor"}};

@@ -44,6 +44,7 @@ bool globalPoolFromOnnx(OnnxImportCtx& c) {
 void registerGlobalAvgPool2d(OpRegistry& r) {
   OpDef d;
   d.name = "GlobalAvgPool2d";
+  d.halfFollows = true;
   d.layoutPorts = LayoutPorts{{0}, {}, {}, false};
   d.category = "Pooling";
   d.doc = "Mean of each channel over all positions";

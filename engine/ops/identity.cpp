@@ -7,6 +7,7 @@ namespace netloom {
 void registerIdentity(OpRegistry& r) {
   OpDef d;
   d.name = "Identity";
+  d.halfFollows = true;
   d.category = "Shape";
   d.doc = "Passes the input through unchanged";
   d.inputs = {{"x", "any tensor"}};

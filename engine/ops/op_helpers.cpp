@@ -8,7 +8,8 @@ bool sameAsInput(InferCtx& c) {
 }
 
 bool requireFloat(InferCtx& c, int port) {
-  if (c.in[port].dtype != DType::F32)
+  // bf16 only inside a compiled step, where mixed precision stores a float tensor so.
+  if (c.in[port].dtype != DType::F32 && c.in[port].dtype != DType::BF16)
     return c.fail(std::string("expects float32, got ") + dtypeName(c.in[port].dtype), port);
   return true;
 }
@@ -38,6 +39,7 @@ OpDef unaryActivation(std::string name, std::string doc, std::string gradOp, boo
   d.outputs = {{"y", "same shape as x"}};
   d.inplaceable = true;
   d.elementwise = true;
+  d.halfFollows = true;
   d.infer = [](InferCtx& c) { return requireFloat(c, 0) && sameAsInput(c); };
   d.grad = [gradOp, gradFromOutput](GradBuilder& b) {
     ValueId ref = gradFromOutput ? b.output(0) : b.input(0);

@@ -115,6 +115,7 @@ bool poolFromOnnx(OnnxImportCtx& c, bool average) {
 OpDef pool(const std::string& name, bool average) {
   OpDef d;
   d.name = name;
+  d.halfFollows = true;
   d.category = "Pooling";
   d.doc = average ? "Average over each window of N×C×H×W" : "Maximum over each window of N×C×H×W";
   d.inputs = {{"x", "N × C × H × W"}};

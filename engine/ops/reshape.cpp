@@ -75,6 +75,7 @@ bool reshapeFromOnnx(OnnxImportCtx& c) {
 void registerReshape(OpRegistry& r) {
   OpDef d;
   d.name = "Reshape";
+  d.halfFollows = true;
   d.category = "Shape";
   d.doc = "Gives each sample a new shape with the same number of elements";
   d.inputs = {{"x", "input tensor"}};

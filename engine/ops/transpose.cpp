@@ -61,6 +61,7 @@ bool transposeFromOnnx(OnnxImportCtx& c) {
 void registerTranspose(OpRegistry& r) {
   OpDef d;
   d.name = "Transpose";
+  d.halfFollows = true;
   d.category = "Shape";
   d.doc = "Reorders the axes (PyTorch's permute); the batch axis stays first";
   d.inputs = {{"x", "input tensor"}};

@@ -89,6 +89,7 @@ void registerUpsample(OpRegistry& r) {
   AttrDef mode = stringAttr("mode", "nearest", {"nearest"}, "interpolation");
   OpDef d;
   d.name = "Upsample";
+  d.halfFollows = true;
   d.category = "Layers";
   d.doc = "Enlarges N×C×H×W by whole factors (nearest neighbour)";
   d.inputs = {{"x", "N × C × H × W"}};

@@ -51,8 +51,38 @@ KernelRegistry& KernelRegistry::instance() {
   return *registry;
 }
 
+bool hasHalfTensors(const KernelSig& s) {
+  for (const auto* ds : {&s.in, &s.out})
+    for (const TensorDesc& d : *ds)
+      if (d.dtype == DType::BF16) return true;
+  return false;
+}
+
+KernelSig widenedSig(const KernelSig& s) {
+  KernelSig f = s;
+  for (auto* ds : {&f.in, &f.out})
+    for (TensorDesc& d : *ds)
+      if (d.dtype == DType::BF16) d.dtype = DType::F32;
+  return f;
+}
+
 void KernelRegistry::add(const std::string& op, DeviceKind device, KernelImpl impl) {
+  if (!impl.halfTensors) {
+    impl.decline = [inner = std::move(impl.decline)](const KernelSig& s) -> std::string {
+      if (hasHalfTensors(s)) return "takes float32 tensors only, no bf16";
+      return inner ? inner(s) : std::string();
+    };
+  }
   m_lists[{op, device}].push_back(std::move(impl));
+}
+
+void KernelRegistry::widenHalf(DeviceKind device,
+                               const std::function<KernelImpl(const KernelImpl&)>& widen) {
+  for (auto& [key, list] : m_lists) {
+    if (key.second != device) continue;
+    const size_t n = list.size();
+    for (size_t k = 0; k < n; ++k) list.push_back(widen(list[k]));
+  }
 }
 
 std::vector<std::string> KernelRegistry::ops(DeviceKind device) const {

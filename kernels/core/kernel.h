@@ -146,7 +146,21 @@ struct KernelImpl {
   // signature and its bound inputs, returns that launch; null: launched one by one.
   std::function<KernelFn(const std::vector<KernelSig>&, const std::vector<std::vector<TensorRef>>&)>
       group = nullptr;
+  // Whether the kernel reads and writes bf16 tensors where its signature has them. The
+  // registry has every other kernel decline a signature with one (it would read their
+  // bits as floats); a device may give each kernel a widened twin for the bf16 tensors
+  // it does not take itself (KernelRegistry::widenHalf).
+  bool halfTensors = false;
+  // A kernel's widened twin: it converts the bf16 tensors of its signature to float
+  // and back around the kernel run on floats, in its launch's workspace.
+  bool widened = false;
 };
+
+// Whether any tensor of `s` is bf16.
+bool hasHalfTensors(const KernelSig& s);
+
+// `s` with its bf16 tensors as float: what a widened kernel asks its float kernel.
+KernelSig widenedSig(const KernelSig& s);
 
 class KernelRegistry {
  public:
@@ -155,6 +169,10 @@ class KernelRegistry {
 
   void add(const std::string& op, DeviceKind device, KernelImpl impl);
   const std::vector<KernelImpl>* list(const std::string& op, DeviceKind device) const;
+  // Appends to each of `device`'s lists a widened twin of each kernel there, made by
+  // `widen`, for the bf16 tensors the kernel does not read itself: after every kernel
+  // of its own, the reference's twin last.
+  void widenHalf(DeviceKind device, const std::function<KernelImpl(const KernelImpl&)>& widen);
   // The ops with kernels on `device`.
   std::vector<std::string> ops(DeviceKind device) const;
 

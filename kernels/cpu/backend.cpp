@@ -170,6 +170,8 @@ void registerCpuKernels(KernelRegistry& r) {
   cpu::registerRmsNorm(r);
   cpu::registerAttention(r);
   registerCollectiveKernels(r, DeviceKind::Cpu);
+  // Last: every float kernel's twin for bf16 tensors, after the kernels that read them.
+  r.widenHalf(DeviceKind::Cpu, cpu::widenBf16);
 }
 
 }  // namespace

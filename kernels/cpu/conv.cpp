@@ -26,8 +26,9 @@ enum class Pass { Forward, Data, Weights };
 struct ConvConfig {
   bool transposed = false;
   Layout xLayout = Layout::Plain, yLayout = Layout::Plain;  // the op's input and output sides
-  bool bias = false;                                        // forward only
-  int64_t groups = 1, c = 0, o = 0;                         // input and output channels of the op
+  DType xType = DType::F32, yType = DType::F32;  // as stored: float, or bf16 (bf16 kernels)
+  bool bias = false;                             // forward only
+  int64_t groups = 1, c = 0, o = 0;              // input and output channels of the op
   Window2d w;
   TensorDesc weight;  // as stored: PyTorch's layout or packed
 };
@@ -49,8 +50,12 @@ ConvConfig configOf(const KernelSig& s, bool transposed, Pass pass) {
   k.o = transposed ? wt[1] * k.groups : wt[0];
   k.weight = s.in[wi];
   // Forward: x in, y out. Data: dy in, dx out. Weights: dy and x in.
-  k.xLayout = pass == Pass::Data ? s.out[0].layout : s.in[xi].layout;
-  k.yLayout = pass == Pass::Forward ? s.out[0].layout : s.in[0].layout;
+  const TensorDesc& xSide = pass == Pass::Data ? s.out[0] : s.in[xi];
+  const TensorDesc& ySide = pass == Pass::Forward ? s.out[0] : s.in[0];
+  k.xLayout = xSide.layout;
+  k.yLayout = ySide.layout;
+  k.xType = xSide.dtype;
+  k.yType = ySide.dtype;
   return k;
 }
 
@@ -330,7 +335,9 @@ std::shared_ptr<DnnlConv> buildPrims(const ConvConfig& k, Pass pass, bool run, b
   const type half = bf16 ? type::bf16 : type::f32;
   auto md = [](dims d, tag t, type ty) { return dnnl::memory::desc(d, ty, t); };
   const dims xDims{w.n, k.c, w.ih, w.iw}, yDims{w.n, k.o, w.oh, w.ow};
-  auto src = activationDesc(xDims, k.xLayout), dst = activationDesc(yDims, k.yLayout);
+  auto stored = [](DType t) { return t == DType::BF16 ? type::bf16 : type::f32; };
+  auto src = activationDesc(xDims, k.xLayout, stored(k.xType));
+  auto dst = activationDesc(yDims, k.yLayout, stored(k.yType));
   // As the primitive reads them: x (forward, weights) and dy (data, weights).
   auto srcIn = activationDesc(xDims, k.xLayout, half);
   auto dstIn = activationDesc(yDims, k.yLayout, half);
@@ -404,8 +411,16 @@ std::shared_ptr<DnnlConv> buildDnnl(const KernelSig& s, bool transposed, Pass pa
 }
 
 std::string declineDnnl(const KernelSig& s, bool transposed, Pass pass, bool bf16 = false) {
-  for (const TensorDesc& t : s.in)
-    if (t.dtype != DType::F32) return "oneDNN convolutions here take float32 only";
+  // The activations (x, y and their gradients) may be stored in bf16 for the bf16
+  // pass; the weights, the bias and the weight gradient are float.
+  const int weight = pass == Pass::Forward ? 1 : 2;
+  for (size_t i = 0; i < s.in.size(); ++i)
+    if (s.in[i].dtype == DType::BF16 && (!bf16 || int(i) >= weight))
+      return bf16 ? "reads its weights and bias in float32 only"
+                  : "reads float32 only (its bf16 form reads bf16 activations)";
+  if (s.out[0].dtype == DType::BF16 && (!bf16 || pass == Pass::Weights))
+    return bf16 ? "writes the weight gradient in float32 only"
+                : "writes float32 only (its bf16 form writes bf16 activations)";
   if (bf16 && !s.attrs->b("bf16_operands"))
     return "computes in bf16 only where autocast to bf16 rounded its operands";
   if (bf16 && !cpuHasBf16Units())
@@ -474,7 +489,9 @@ dnnl::memory::desc reorderDesc(const TensorDesc& d, const TensorDesc& other) {
   dnnl::memory::desc md;
   if (packedDesc(d, g, md)) return md;
   if (packedDesc(other, g, md)) return g.plain;
-  return activationDesc(d.shape, d.layout);
+  return activationDesc(
+      d.shape, d.layout,
+      d.dtype == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32);
 }
 
 // Per-channel sums (the bias gradient): each thread owns a band of channels and
@@ -527,6 +544,10 @@ KernelFn makeReduceChannels(const KernelSig& s) {
 // plain parts of a plan.
 std::string declineReorder(const KernelSig& s) {
   bool packed = s.in[0].layout == Layout::Packed || s.out[0].layout == Layout::Packed;
+  // An activation keeps its type, float or bf16; weights are float.
+  const DType t = s.in[0].dtype;
+  if (t != s.out[0].dtype || (t != DType::F32 && (packed || t != DType::BF16)))
+    return "converts layouts of float32 tensors, or of bf16 activations, keeping the type";
   if (packed && s.in[0].layout != Layout::Plain && s.out[0].layout != Layout::Plain)
     return "converts packed weights to and from PyTorch's layout only";
   WeightGeometry g;
@@ -584,13 +605,15 @@ void registerConv(KernelRegistry& r) {
       // Weights are stored in float, packed as the float pass prefers.
       dnnl.packs = [t, p](const KernelSig& s, int input) {
         int weight = p == Pass::Forward ? 1 : 2;
-        return input == weight && anyBlocked(s) ? preferredWeights(s, t, p) : std::string();
+        return input == weight && anyBlocked(s) ? preferredWeights(widenedSig(s), t, p)
+                                                : std::string();
       };
       dnnl.detail = [t, p, bf16](const KernelSig& s) { return describeDnnl(s, t, p, bf16); };
       if (bf16)
         dnnl.workspace = [t, p](const KernelSig& s) {
           return buildDnnl(s, t, p, false, true)->workspaceBytes;
         };
+      dnnl.halfTensors = bf16;
       r.add(e.op, DeviceKind::Cpu, std::move(dnnl));
     }
     r.add(e.op, DeviceKind::Cpu,
@@ -600,7 +623,9 @@ void registerConv(KernelRegistry& r) {
   r.add("ReduceChannels", DeviceKind::Cpu,
         {"cpu.reduce_channels", [](const KernelSig&) { return std::string(); }, makeReduceChannels,
          true});
-  r.add("Reorder", DeviceKind::Cpu, {"onednn.reorder", declineReorder, makeReorder, true});
+  KernelImpl reorder{"onednn.reorder", declineReorder, makeReorder, true};
+  reorder.halfTensors = true;
+  r.add("Reorder", DeviceKind::Cpu, std::move(reorder));
 }
 
 }  // namespace netloom::cpu

@@ -68,4 +68,7 @@ void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, posit
 void registerRmsNorm(KernelRegistry& r);
 void registerAttention(KernelRegistry& r);
 
+// The widened twin of a float kernel, for signatures with bf16 tensors (widen.cpp).
+KernelImpl widenBf16(const KernelImpl& inner);
+
 }  // namespace netloom::cpu

@@ -2,41 +2,77 @@
 // ops, Dropout and Constant. Loops are written so the compiler vectorises them.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/core/pointwise.h"
 #include "kernels/core/rng.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/half.h"
 
 namespace netloom::cpu {
 namespace {
 
+// The element-wise kernels read and write float32 or bf16 tensors.
+std::string declineFloats(const KernelSig& s) {
+  for (const auto* ds : {&s.in, &s.out})
+    for (const TensorDesc& d : *ds)
+      if (d.dtype != DType::F32 && d.dtype != DType::BF16) return "takes float32 or bf16 tensors";
+  return {};
+}
+
 // Over every element the output holds (a padded blocked tensor's padding too, which
-// stays zero where f maps zeros to zero: see keepsPaddingZero).
-template <class F>
-KernelFn unary(const KernelSig& s, F f) {
+// stays zero where f maps zeros to zero: see keepsPaddingZero); each tensor float or
+// bf16, computed in float.
+template <class F, class X, class Y>
+KernelFn unaryAs(const KernelSig& s, F f) {
   const int64_t n = storedElements(s.out[0]);
   return [f, n](const KernelIO& io) {
-    const float* x = io.in[0].f32();
-    float* y = io.out[0].f32();
+    const X* x = static_cast<const X*>(io.in[0].data);
+    Y* y = static_cast<Y*>(io.out[0].data);
     parallelForElements(n, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
+      for (int64_t i = lo; i < hi; ++i) store(y, i, f(load(x, i)));
+    });
+  };
+}
+
+template <class F, class A, class B, class Y>
+KernelFn binaryAs(const KernelSig& s, F f) {
+  const int64_t n = storedElements(s.out[0]);
+  return [f, n](const KernelIO& io) {
+    const A* a = static_cast<const A*>(io.in[0].data);
+    const B* b = static_cast<const B*>(io.in[1].data);
+    Y* y = static_cast<Y*>(io.out[0].data);
+    parallelForElements(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) store(y, i, f(load(a, i), load(b, i)));
     });
   };
 }
 
 template <class F>
-KernelFn binary(const KernelSig& s, F f) {
-  const int64_t n = storedElements(s.out[0]);
-  return [f, n](const KernelIO& io) {
-    const float* a = io.in[0].f32();
-    const float* b = io.in[1].f32();
-    float* y = io.out[0].f32();
-    parallelForElements(n, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
+KernelFn unary(const KernelSig& s, F f) {
+  KernelFn made;
+  withElement(s.in[0].dtype, [&](auto* x) {
+    withElement(s.out[0].dtype, [&](auto* y) {
+      made = unaryAs<F, ElementOf<decltype(x)>, ElementOf<decltype(y)>>(s, f);
     });
-  };
+  });
+  return made;
+}
+
+template <class F>
+KernelFn binary(const KernelSig& s, F f) {
+  KernelFn made;
+  withElement(s.in[0].dtype, [&](auto* a) {
+    withElement(s.in[1].dtype, [&](auto* b) {
+      withElement(s.out[0].dtype, [&](auto* y) {
+        made = binaryAs<F, ElementOf<decltype(a)>, ElementOf<decltype(b)>, ElementOf<decltype(y)>>(
+            s, f);
+      });
+    });
+  });
+  return made;
 }
 
 // Op `op` alone: its functor (kernels/core/pointwise.h) over every stored element.
@@ -130,6 +166,13 @@ KernelFn pointwise(const KernelSig& s) {
   };
 }
 
+// CastBf16 reads a float tensor into a bf16 one of the same layout.
+std::string declineCast(const KernelSig& s) {
+  if (s.in[0].dtype != DType::F32 || s.out[0].dtype != DType::BF16)
+    return "casts float32 to bf16 only";
+  return s.in[0].sameLayout(s.out[0]) ? "" : "keeps its input's layout";
+}
+
 KernelFn copy(const KernelSig& s) {
   const int64_t bytes = bytesOf(s.out[0]);
   return [bytes](const KernelIO& io) {
@@ -142,7 +185,7 @@ KernelFn copy(const KernelSig& s) {
 // itself, on one block of 16 zeros, so an activation's attributes count (ReLU and
 // Tanh keep it; Sigmoid, which gives 0.5, does not).
 bool keepsPaddingZero(const KernelSig& s, const std::function<KernelFn(const KernelSig&)>& make) {
-  KernelSig one = s;
+  KernelSig one = widenedSig(s);  // the same map on floats
   std::vector<float> zeros(16 * s.in.size(), 0.f), y(16 * s.out.size(), 1.f);
   std::vector<TensorRef> in, out;
   for (size_t k = 0; k < one.in.size(); ++k) {
@@ -158,9 +201,29 @@ bool keepsPaddingZero(const KernelSig& s, const std::function<KernelFn(const Ker
   return std::all_of(y.begin(), y.end(), [](float v) { return v == 0.f; });
 }
 
+// Dropout over elements [lo, hi) of a tensor of T, element e drawn at index at(e): a
+// tile at a time through floats, so the loops vectorise for bf16 as for float.
+template <class T, class At>
+inline void dropRange(const fn::Dropout drop, const T* x, T* y, int64_t lo, int64_t hi, At at) {
+  constexpr int64_t kTile = 256;
+  alignas(64) float t[kTile];
+  for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+    const int64_t m = std::min(kTile, hi - t0);
+    const T* xs = x + t0;
+    T* ys = y + t0;
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) t[i] = load(xs, i);
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) t[i] = drop(t[i], at(t0 + i));
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) store(ys, i, t[i]);
+  }
+}
+
 // Each element's draw is keyed by its logical NCHW index, so a blocked tensor gets
-// the very mask the plain one would.
-KernelFn makeDropout(const KernelSig& s) {
+// the very mask the plain one would. x and y are both float or both bf16 (T).
+template <class T>
+KernelFn makeDropoutAs(const KernelSig& s) {
   float p = float(s.attrs->f("p"));
   uint64_t salt = uint64_t(s.attrs->i("__salt"));
   KernelFn passThrough = copy(s);
@@ -172,35 +235,40 @@ KernelFn makeDropout(const KernelSig& s) {
     if (!io.ctx->training || p == 0.f) return passThrough(io);
     fn::Dropout drop{hashCombine(io.ctx->seed, hashCombine(uint64_t(io.ctx->step), salt)), p,
                      1.f / (1.f - p)};
-    const float* x = io.in[0].f32();
-    float* y = io.out[0].f32();
+    const T* x = static_cast<const T*>(io.in[0].data);
+    T* y = static_cast<T*>(io.out[0].data);
     if (!blocked) {
       parallelForElements(io.out[0].numel(), [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) y[i] = drop(x[i], uint64_t(i));
+        dropRange(drop, x, y, lo, hi, [](int64_t i) { return uint64_t(i); });
       });
       return;
     }
-    // Blocked, block by block of 16 channels at one position: element
-    // ((n · C/16 + cb) · area + hw) · 16 + lane is channel cb · 16 + lane of sample n,
-    // plain index (n · C + cb · 16 + lane) · area + hw. No division per element, so
-    // the lanes vectorise. A padded block's padding is zero, and so stays.
+    // Blocked, plane by plane (a block of 16 channels at every position): element
+    // hw · 16 + lane of plane (n, cb) is channel cb · 16 + lane of sample n, plain
+    // index (n · C + cb · 16 + lane) · area + hw. A padded block's padding is zero,
+    // and so stays.
     const int64_t blocks = paddedChannels(c) / 16, planes = stored / (16 * area);
     parallelFor(
         planes, std::max<int64_t>(1, kParallelGrain / (16 * area)), [&](int64_t lo, int64_t hi) {
           for (int64_t nb = lo; nb < hi; ++nb) {
             const int64_t n = nb / blocks, cb = nb % blocks;
             const uint64_t first = uint64_t((n * c + cb * 16) * area);
-            const float* xb = x + nb * area * 16;
-            float* yb = y + nb * area * 16;
-            for (int64_t hw = 0; hw < area; ++hw) {
-#pragma omp simd
-              for (int64_t lane = 0; lane < 16; ++lane)
-                yb[hw * 16 + lane] = drop(xb[hw * 16 + lane], first + uint64_t(lane * area + hw));
-            }
+            dropRange(
+                drop, x + nb * area * 16, y + nb * area * 16, 0, area * 16,
+                [first, area](int64_t e) { return first + uint64_t((e & 15) * area + (e >> 4)); });
           }
         });
   };
+}
+
+KernelFn makeDropout(const KernelSig& s) {
+  return s.out[0].dtype == DType::BF16 ? makeDropoutAs<uint16_t>(s) : makeDropoutAs<float>(s);
+}
+
+std::string declineDropout(const KernelSig& s) {
+  if (s.in[0].dtype != s.out[0].dtype || declineFloats(s) != "")
+    return "takes x and y both float32 or both bf16";
+  return {};
 }
 
 }  // namespace
@@ -209,10 +277,13 @@ void registerElementwise(KernelRegistry& r) {
   // Element by element over same-shaped tensors, so any layout they all share; the
   // shape ops (Flatten, Reshape) and Constant see plain tensors only.
   // `also`: what else the kernel declines, asked first (null: nothing).
+  // `half`: it copies bytes (or converts to bf16), so bf16 tensors too.
   auto add = [&](const std::string& op, std::function<KernelFn(const KernelSig&)> make,
-                 bool anyLayout = true, std::string(*also)(const KernelSig&) = nullptr) {
+                 bool anyLayout = true, std::string(*also)(const KernelSig&) = nullptr,
+                 bool half = false) {
     KernelImpl k = kernel(std::string("cpu.") + op, make);
     k.anyLayout = anyLayout;
+    k.halfTensors = half;
     k.decline = [make, also](const KernelSig& s) -> std::string {
       if (also)
         if (std::string why = also(s); !why.empty()) return why;
@@ -224,12 +295,15 @@ void registerElementwise(KernelRegistry& r) {
     r.add(op, DeviceKind::Cpu, std::move(k));
   };
   // Every op whose kernel is its functor alone (pointwise.h), the declared ones too.
+  // Float or bf16 tensors, each element computed in float.
   for (const std::string& op : pointOpNames())
-    add(op, [op](const KernelSig& s) { return single(s, op); });
+    add(
+        op, [op](const KernelSig& s) { return single(s, op); }, true, declineFloats, true);
   add("Pointwise", pointwise, true, declinePointwise);
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(
-        op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity");
+        op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity", nullptr,
+        true);
 
   add(
       "Constant",
@@ -242,13 +316,14 @@ void registerElementwise(KernelRegistry& r) {
       },
       false);
 
-  add("Dropout", makeDropout);
+  add("Dropout", makeDropout, true, declineDropout, true);
 
-  // Float to bfloat16 storage, each value rounded as RoundHalf rounds it.
+  // Float to bfloat16 storage, each value rounded as RoundHalf rounds it; element by
+  // element, so in any layout (a padded block's zeros stay zeros).
   add(
       "CastBf16",
       [](const KernelSig& s) -> KernelFn {
-        const int64_t n = numel(s.out[0].shape);
+        const int64_t n = storedElements(s.out[0]);
         return [n](const KernelIO& io) {
           const float* x = io.in[0].f32();
           auto* y = static_cast<uint16_t*>(io.out[0].data);
@@ -258,7 +333,7 @@ void registerElementwise(KernelRegistry& r) {
           });
         };
       },
-      false);
+      true, declineCast, true);
 }
 
 }  // namespace netloom::cpu

@@ -292,6 +292,7 @@ std::string declineUnlessBf16(const KernelSig& s, const GemmDims& d) {
     return "takes bf16 operands only";
   for (size_t i = 2; i < s.in.size(); ++i)
     if (s.in[i].dtype != DType::F32) return "takes a float bias only";
+  if (s.out[0].dtype != DType::F32) return "writes float32 only";
   if (!cpuHasBf16Units()) return "this CPU has no bf16 units (AVX512_BF16 or AMX)";
   try {
     const std::string impl = PreparedGemm(d, dnnl::memory::data_type::bf16).impl();
@@ -425,6 +426,7 @@ void registerGemm(KernelRegistry& r) {
                    [p](const KernelSig& s) { return declineUnlessBf16(s, p.dims(s)); },
                    [p](const KernelSig& s) { return p.make(s, bf16Gemm); }};
     b16.detail = [p](const KernelSig& s) { return bf16Detail(p.dims(s)); };
+    b16.halfTensors = true;
     r.add(p.op, DeviceKind::Cpu, std::move(b16));
     KernelImpl ref =
         kernel(p.reference, [p](const KernelSig& s) { return p.make(s, referenceGemm); });

@@ -5,13 +5,16 @@
 // normalisation sums in float (batch means off by ~1e-4 relative at 32 channels ×
 // batch 128, where PyTorch is at 1e-6) and is not used. The running statistics are
 // updated here: oneDNN has no notion of them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/core/communicator.h"
 #include "kernels/core/functors.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/pool_norm.h"
 
 namespace netloom::cpu {
@@ -361,17 +364,18 @@ void sumSamples(const BnDims& d, const double* pa, const double* pb, double* a, 
 }
 
 // Per channel, Σ(x - k) and Σ(x - k)² into a and b.
-void blockedShiftedSums(const BnDims& d, const float* x, const float* k, BnScratch& scratch,
-                        double* a, double* b) {
+template <class X>
+void blockedShiftedSums(const BnDims& d, const X* x, const float* k, BnScratch& scratch, double* a,
+                        double* b) {
   double *pa = scratch.partial.data(), *pb = pa + d.n * d.c;
   forEachRun(d, [&](int64_t n, int64_t c0, int64_t base) {
-    const float* p = x + base;
+    const X* p = x + base;
     double shift[16], sa[16] = {}, sb[16] = {};
     for (int l = 0; l < 16; ++l) shift[l] = k[c0 + l];
     for (int64_t s = 0; s < d.s; ++s) {
 #pragma omp simd
       for (int l = 0; l < 16; ++l) {
-        double v = double(p[s * 16 + l]) - shift[l];
+        double v = double(load(p, s * 16 + l)) - shift[l];
         sa[l] += v, sb[l] += v * v;
       }
     }
@@ -382,18 +386,20 @@ void blockedShiftedSums(const BnDims& d, const float* x, const float* k, BnScrat
 }
 
 // Per channel, Σ dy and Σ dy·(x - mean) into a and b.
-void blockedGradSums(const BnDims& d, const float* dy, const float* x, const float* mean,
+template <class G, class X>
+void blockedGradSums(const BnDims& d, const G* dy, const X* x, const float* mean,
                      BnScratch& scratch, double* a, double* b) {
   double *pa = scratch.partial.data(), *pb = pa + d.n * d.c;
   forEachRun(d, [&](int64_t n, int64_t c0, int64_t base) {
-    const float *g = dy + base, *p = x + base;
+    const G* g = dy + base;
+    const X* p = x + base;
     double m[16], sa[16] = {}, sb[16] = {};
     for (int l = 0; l < 16; ++l) m[l] = mean[c0 + l];
     for (int64_t s = 0; s < d.s; ++s) {
 #pragma omp simd
       for (int l = 0; l < 16; ++l) {
-        double gv = g[s * 16 + l];
-        sa[l] += gv, sb[l] += gv * (double(p[s * 16 + l]) - m[l]);
+        double gv = load(g, s * 16 + l);
+        sa[l] += gv, sb[l] += gv * (double(load(p, s * 16 + l)) - m[l]);
       }
     }
     std::copy(sa, sa + 16, pa + n * d.c + c0);
@@ -406,16 +412,24 @@ bool blocked(const TensorDesc& t) {
   return t.layout == Layout::Blocked16 && t.shape.size() == 4 && t.shape[1] % 16 == 0;
 }
 
-// Declines unless the data ports (`ports` of the inputs, output 0) are nChw16c.
+// Declines unless the data ports (`ports` of the inputs, output 0) are nChw16c, in
+// float or bf16; the statistics and parameters are float.
 std::string declineUnlessBlocked(const KernelSig& s, std::initializer_list<int> ports) {
-  if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  for (size_t i = 0; i < s.in.size(); ++i) {
+    const bool data = std::find(ports.begin(), ports.end(), int(i)) != ports.end();
+    if (s.in[i].dtype != DType::F32 && !(data && s.in[i].dtype == DType::BF16))
+      return "takes float32 statistics and parameters, and float32 or bf16 activations";
+  }
+  for (size_t i = 1; i < s.out.size(); ++i)
+    if (s.out[i].dtype != DType::F32) return "writes float32 statistics and sums";
   for (int p : ports)
     if (!blocked(s.in[p])) return "for nChw16c activations; the reference takes plain ones";
   if (!blocked(s.out[0])) return "for nChw16c activations; the reference takes plain ones";
   return {};
 }
 
-KernelFn batchNormBlocked(const KernelSig& s) {
+template <class X, class Y>
+KernelFn batchNormBlockedAs(const KernelSig& s) {
   BnDims d = bnDims(s.in[0].shape);
   BnPorts ports(s.in.size());
   double eps = s.attrs->f("eps", 1e-5), momentum = s.attrs->f("momentum", 0.1);
@@ -426,11 +440,13 @@ KernelFn batchNormBlocked(const KernelSig& s) {
     // Named pointers, not a structured binding: lambdas below capture them, which
     // clang before 16 refuses for bindings.
     const BnTensors t(io, ports);
-    const float *x = t.x, *w = t.w, *b = t.b;
-    float *rm = t.rm, *rv = t.rv, *y = t.y, *bm = t.bm, *bv = t.bv;
+    const X* x = static_cast<const X*>(io.in[0].data);
+    Y* y = static_cast<Y*>(io.out[0].data);
+    const float *w = t.w, *b = t.b;
+    float *rm = t.rm, *rv = t.rv, *bm = t.bm, *bv = t.bv;
     float *scale = scratch->p.data(), *shift = scratch->q.data(), *k = scratch->r.data();
     if (training) {
-      for (int64_t c = 0; c < d.c; ++c) k[c] = x[(c / 16) * d.s * 16 + c % 16];
+      for (int64_t c = 0; c < d.c; ++c) k[c] = load(x, (c / 16) * d.s * 16 + c % 16);
       double *s1 = scratch->a.data(), *s2 = scratch->b.data();
       blockedShiftedSums(d, x, k, *scratch, s1, s2);
       finishStatistics(0, d.c, s1, s2, k, double(d.count()), bm, bv);
@@ -443,26 +459,41 @@ KernelFn batchNormBlocked(const KernelSig& s) {
     forEachRun(d, [&](int64_t, int64_t c0, int64_t base) {
       float m[16], sc[16], sh[16];
       for (int l = 0; l < 16; ++l) m[l] = bm[c0 + l], sc[l] = scale[c0 + l], sh[l] = shift[c0 + l];
-      const float* xs = x + base;
-      float* ys = y + base;
+      const X* xs = x + base;
+      Y* ys = y + base;
       for (int64_t i = 0; i < d.s * 16; i += 16) {
 #pragma omp simd
-        for (int l = 0; l < 16; ++l) ys[i + l] = outputOf((xs[i + l] - m[l]) * sc[l] + sh[l], relu);
+        for (int l = 0; l < 16; ++l)
+          store(ys, i + l, outputOf((load(xs, i + l) - m[l]) * sc[l] + sh[l], relu));
       }
     });
   };
 }
 
-KernelFn batchNormGradBlocked(const KernelSig& s) {
+KernelFn batchNormBlocked(const KernelSig& s) {
+  KernelFn made;
+  withElement(s.in[0].dtype, [&](auto* x) {
+    withElement(s.out[0].dtype, [&](auto* y) {
+      made = batchNormBlockedAs<std::remove_pointer_t<decltype(x)>,
+                                std::remove_pointer_t<decltype(y)>>(s);
+    });
+  });
+  return made;
+}
+
+template <class G, class X, class D>
+KernelFn batchNormGradBlockedAs(const KernelSig& s) {
   BnDims d = bnDims(s.in[1].shape);
   bool hasWeight = s.in.size() == 5;
   double eps = s.attrs->f("eps", 1e-5);
   auto scratch = std::make_shared<BnScratch>(d.c, d.n);
   return [d, hasWeight, eps, scratch](const KernelIO& io) {
-    const float *dy = io.in[0].f32(), *x = io.in[1].f32();
+    const G* dy = static_cast<const G*>(io.in[0].data);
+    const X* x = static_cast<const X*>(io.in[1].data);
     const float *mean = io.in[2].f32(), *var = io.in[3].f32();
     const float* w = hasWeight ? io.in[4].f32() : nullptr;
-    float *dx = io.out[0].f32(), *dw = io.out[1].f32(), *db = io.out[2].f32();
+    D* dx = static_cast<D*>(io.out[0].data);
+    float *dw = io.out[1].f32(), *db = io.out[2].f32();
     double *sdy = scratch->a.data(), *sdyx = scratch->b.data();
     GradTerms t{scratch->p.data(), scratch->q.data(), scratch->r.data()};
     blockedGradSums(d, dy, x, mean, *scratch, sdy, sdyx);
@@ -471,15 +502,30 @@ KernelFn batchNormGradBlocked(const KernelSig& s) {
       float k[16], mdy[16], kx[16], m[16];
       for (int l = 0; l < 16; ++l)
         k[l] = t.k[c0 + l], mdy[l] = t.mdy[c0 + l], kx[l] = t.kx[c0 + l], m[l] = mean[c0 + l];
-      const float *g = dy + base, *xs = x + base;
-      float* out = dx + base;
+      const G* g = dy + base;
+      const X* xs = x + base;
+      D* out = dx + base;
       for (int64_t i = 0; i < d.s * 16; i += 16) {
 #pragma omp simd
         for (int l = 0; l < 16; ++l)
-          out[i + l] = k[l] * (g[i + l] - mdy[l] - (xs[i + l] - m[l]) * kx[l]);
+          store(out, i + l, k[l] * (load(g, i + l) - mdy[l] - (load(xs, i + l) - m[l]) * kx[l]));
       }
     });
   };
+}
+
+KernelFn batchNormGradBlocked(const KernelSig& s) {
+  KernelFn made;
+  withElement(s.in[0].dtype, [&](auto* g) {
+    withElement(s.in[1].dtype, [&](auto* x) {
+      withElement(s.out[0].dtype, [&](auto* dx) {
+        made = batchNormGradBlockedAs<std::remove_pointer_t<decltype(g)>,
+                                      std::remove_pointer_t<decltype(x)>,
+                                      std::remove_pointer_t<decltype(dx)>>(s);
+      });
+    });
+  });
+  return made;
 }
 
 // The weight of a FoldBatchNorm in PyTorch's layout.
@@ -524,25 +570,28 @@ KernelFn foldBatchNorm(const KernelSig& s) {
 }  // namespace
 
 void registerNormalization(KernelRegistry& r) {
+  static constexpr const char* kSyncPlain = "a synchronised BatchNorm takes plain layouts";
   auto cpu = DeviceKind::Cpu;
   r.add("BatchNorm", cpu, {"cpu.sync_batch_norm", declineUnlessSyncing, syncBatchNorm, true});
-  r.add("BatchNorm", cpu,
-        {"cpu.batch_norm_blocked",
-         [](const KernelSig& s) {
-           return s.attrs->b("sync") ? std::string("a synchronised BatchNorm takes plain layouts")
-                                     : declineUnlessBlocked(s, {0});
-         },
-         batchNormBlocked, true});
+  KernelImpl blockedForward{"cpu.batch_norm_blocked",
+                            [](const KernelSig& s) {
+                              return s.attrs->b("sync") ? std::string(kSyncPlain)
+                                                        : declineUnlessBlocked(s, {0});
+                            },
+                            batchNormBlocked, true};
+  blockedForward.halfTensors = true;
+  r.add("BatchNorm", cpu, std::move(blockedForward));
   r.add("BatchNorm", cpu, kernel("reference.batch_norm", batchNormReference));
   r.add("BatchNormGrad", cpu,
         {"cpu.sync_batch_norm_grad", declineUnlessSyncing, syncBatchNormGrad, true});
-  r.add("BatchNormGrad", cpu,
-        {"cpu.batch_norm_grad_blocked",
-         [](const KernelSig& s) {
-           return s.attrs->b("sync") ? std::string("a synchronised BatchNorm takes plain layouts")
-                                     : declineUnlessBlocked(s, {0, 1});
-         },
-         batchNormGradBlocked, true});
+  KernelImpl blockedBackward{
+      "cpu.batch_norm_grad_blocked",
+      [](const KernelSig& s) {
+        return s.attrs->b("sync") ? std::string(kSyncPlain) : declineUnlessBlocked(s, {0, 1});
+      },
+      batchNormGradBlocked, true};
+  blockedBackward.halfTensors = true;
+  r.add("BatchNormGrad", cpu, std::move(blockedBackward));
   r.add("BatchNormGrad", cpu, kernel("reference.batch_norm_grad", batchNormGradReference));
   KernelImpl fold = kernel("cpu.fold_batch_norm", foldBatchNorm);
   fold.anyLayout = true;  // the weight may be stored packed

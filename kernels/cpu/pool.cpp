@@ -7,7 +7,9 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <vector>
 
+#include "kernels/core/functors.h"
 #include "kernels/core/geometry.h"
 #include "kernels/core/pool_math.h"
 #include "kernels/cpu/pool_norm.h"
@@ -106,6 +108,47 @@ bool anyNan(const float* x, int64_t n) {
   return found;
 }
 
+bool anyNan(const uint16_t* x, int64_t n) {  // bf16
+  bool found = false;
+  parallelFor(n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    int nan = 0;
+    const uint16_t* p = x;
+#pragma omp simd reduction(| : nan)
+    for (int64_t i = lo; i < hi; ++i) nan |= (p[i] & 0x7fff) > 0x7f80;
+    if (nan) {
+#pragma omp atomic write
+      found = true;
+    }
+  });
+  return found;
+}
+
+bool anyNan(const TensorRef& t, int64_t n) {
+  return t.dtype == DType::BF16 ? anyNan(static_cast<const uint16_t*>(t.data), n)
+                                : anyNan(t.f32(), n);
+}
+
+// A tensor's stored elements as floats: itself, or a bf16 one's widened into `own`.
+const float* asFloats(const TensorRef& t, int64_t n, std::vector<float>& own) {
+  if (t.dtype != DType::BF16) return t.f32();
+  own.resize(size_t(n));
+  const auto* b = static_cast<const uint16_t*>(t.data);
+  for (int64_t i = 0; i < n; ++i) own[size_t(i)] = fn::FromBf16{}(b[i]);
+  return own.data();
+}
+
+// The reference loops of max pooling (NaN's path) on tensors of either type: `loop`
+// writes floats, stored into y as its type.
+template <class Loop>
+void inFloats(const TensorRef& y, int64_t n, Loop&& loop) {
+  if (y.dtype != DType::BF16) return loop(y.f32());
+  std::vector<float> own;
+  own.resize(size_t(n));
+  loop(own.data());
+  auto* b = static_cast<uint16_t*>(y.data);
+  for (int64_t i = 0; i < n; ++i) b[i] = fn::ToBf16{}(own[size_t(i)]);
+}
+
 KernelFn maxPoolReference(const KernelSig& s) {
   Window2d w = poolGeometry(s, 0);
   return [w](const KernelIO& io) { maxPoolForward(w, false, io.in[0].f32(), io.out[0].f32()); };
@@ -170,8 +213,10 @@ struct DnnlPool {
                                                   : dnnl::algorithm::pooling_avg_exclude_padding;
     // Forward: (x) -> y. Backward: (dy, x) -> dx, where x is read only by max pooling.
     bool fwd = xIndex == 0;
-    src = activationDesc({w.n, w.c, w.ih, w.iw}, fwd ? s.in[0].layout : s.out[0].layout);
-    dst = activationDesc({w.n, w.c, w.oh, w.ow}, fwd ? s.out[0].layout : s.in[0].layout);
+    const auto type =
+        s.out[0].dtype == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+    src = activationDesc({w.n, w.c, w.ih, w.iw}, fwd ? s.in[0].layout : s.out[0].layout, type);
+    dst = activationDesc({w.n, w.c, w.oh, w.ow}, fwd ? s.out[0].layout : s.in[0].layout, type);
   }
   dnnl::pooling_forward::primitive_desc forward(dnnl::prop_kind prop) const {
     dnnl::pooling_forward::desc d(prop, alg, src, dst, {w.sh, w.sw}, {w.kh, w.kw},
@@ -187,7 +232,11 @@ struct DnnlPool {
 };
 
 std::string declinePool(const KernelSig& s, int xIndex, bool average, bool backward) {
-  if (std::string e = declineUnlessFloat(s); !e.empty()) return e;
+  // All in float, or all in bf16 (the bf16 kernel's inputs: x, and dy backward).
+  for (const auto* ds : {&s.in, &s.out})
+    for (const TensorDesc& d : *ds)
+      if (d.dtype != s.out[0].dtype || (d.dtype != DType::F32 && d.dtype != DType::BF16))
+        return "takes tensors all float32 or all bf16";
   if (backward && !average && s.in[1].layout != s.out[0].layout)
     return "max pooling's backward needs x in the layout of dx";
   DnnlPool p(s, xIndex, average);
@@ -213,12 +262,17 @@ KernelFn poolForwardOneDnn(const KernelSig& s, bool average) {
   call->arg(DNNL_ARG_DST, p.dst);
   bool blocked = s.in[0].layout == Layout::Blocked16;
   Window2d w = p.w;
-  const int64_t xs = storedElements(s.in[0]),
+  const int64_t xs = storedElements(s.in[0]), ys = storedElements(s.out[0]),
                 padding = paddedBlocked(s.out[0]) ? bytesOf(s.out[0]) : 0;
-  return [call, average, blocked, w, xs, padding](const KernelIO& io) {
-    if (!average && anyNan(io.in[0].f32(), xs)) {
+  return [call, average, blocked, w, xs, ys, padding](const KernelIO& io) {
+    if (!average && anyNan(io.in[0], xs)) {
       if (padding) std::memset(io.out[0].data, 0, size_t(padding));  // the padding stays zero
-      maxPoolForward(w, blocked, io.in[0].f32(), io.out[0].f32());
+      std::vector<float> x;
+      const float* xf = asFloats(io.in[0], xs, x);
+      inFloats(io.out[0], ys, [&](float* y) {
+        if (padding) std::fill(y, y + ys, 0.f);
+        maxPoolForward(w, blocked, xf, y);
+      });
       return;
     }
     call->set(DNNL_ARG_SRC, io.in[0].data);
@@ -258,12 +312,17 @@ KernelFn maxPoolGradOneDnn(const KernelSig& s) {
   bwd->own(DNNL_ARG_WORKSPACE, workspace);
   bool blocked = s.in[1].layout == Layout::Blocked16;
   Window2d w = p.w;
-  const int64_t xs = storedElements(s.in[1]),
+  const int64_t xs = storedElements(s.in[1]), dys = storedElements(s.in[0]),
                 padding = paddedBlocked(s.out[0]) ? bytesOf(s.out[0]) : 0;
-  return [fwd, bwd, blocked, w, xs, padding](const KernelIO& io) {
-    if (anyNan(io.in[1].f32(), xs)) {  // the gradient goes to the NaN
+  return [fwd, bwd, blocked, w, xs, dys, padding](const KernelIO& io) {
+    if (anyNan(io.in[1], xs)) {  // the gradient goes to the NaN
       if (padding) std::memset(io.out[0].data, 0, size_t(padding));
-      maxPoolBackward(w, blocked, io.in[0].f32(), io.in[1].f32(), io.out[0].f32());
+      std::vector<float> dy, x;
+      const float *dyf = asFloats(io.in[0], dys, dy), *xf = asFloats(io.in[1], xs, x);
+      inFloats(io.out[0], xs, [&](float* dx) {
+        if (padding) std::fill(dx, dx + xs, 0.f);
+        maxPoolBackward(w, blocked, dyf, xf, dx);
+      });
       return;
     }
     fwd->set(DNNL_ARG_SRC, io.in[1].data);
@@ -394,14 +453,20 @@ KernelFn upsampleGrad(const KernelSig& s) {
 
 void registerPooling(KernelRegistry& r) {
   auto cpu = DeviceKind::Cpu;
+  // oneDNN's pooling in float, or in bf16 where all its tensors are.
+  auto half = [](KernelImpl k) {
+    k.halfTensors = true;
+    return k;
+  };
   r.add("MaxPool2d", cpu,
-        {"onednn.pooling_max", [](const KernelSig& s) { return declinePool(s, 0, false, false); },
-         [](const KernelSig& s) { return poolForwardOneDnn(s, false); }, true});
+        half({"onednn.pooling_max",
+              [](const KernelSig& s) { return declinePool(s, 0, false, false); },
+              [](const KernelSig& s) { return poolForwardOneDnn(s, false); }, true}));
   r.add("MaxPool2d", cpu, kernel("reference.max_pool2d", maxPoolReference));
-  r.add(
-      "MaxPool2dGrad", cpu,
-      {"onednn.pooling_max_backward",
-       [](const KernelSig& s) { return declinePool(s, 1, false, true); }, maxPoolGradOneDnn, true});
+  r.add("MaxPool2dGrad", cpu,
+        half({"onednn.pooling_max_backward",
+              [](const KernelSig& s) { return declinePool(s, 1, false, true); }, maxPoolGradOneDnn,
+              true}));
   r.add("MaxPool2dGrad", cpu, kernel("reference.max_pool2d_grad", maxPoolGradReference));
   r.add("AvgPool2d", cpu,
         {"onednn.pooling_avg", [](const KernelSig& s) { return declinePool(s, 0, true, false); },

@@ -12,6 +12,61 @@
 using namespace netloom;
 using namespace testutil;
 
+namespace {
+
+// One launch of `k` for `sig` on inputs given as floats (bf16 values where the
+// signature stores bf16); its outputs read back as floats.
+std::vector<std::vector<float>> launch(const KernelImpl& k, const KernelSig& sig,
+                                       const std::vector<std::vector<float>>& values) {
+  std::vector<std::vector<char>> store;
+  auto hold = [&](const TensorDesc& d, const std::vector<float>* v) {
+    store.emplace_back(size_t(bytesOf(d)), char(0));
+    if (v)
+      for (size_t i = 0; i < v->size(); ++i) {
+        if (d.dtype == DType::BF16)
+          reinterpret_cast<uint16_t*>(store.back().data())[i] = fn::ToBf16{}((*v)[i]);
+        else
+          reinterpret_cast<float*>(store.back().data())[i] = (*v)[i];
+      }
+    return TensorRef{store.back().data(), d.shape, d.dtype, {}};
+  };
+  store.reserve(sig.in.size() + sig.out.size());
+  std::vector<TensorRef> in, out;
+  for (size_t i = 0; i < sig.in.size(); ++i) in.push_back(hold(sig.in[i], &values[i]));
+  for (const TensorDesc& d : sig.out) out.push_back(hold(d, nullptr));
+  std::vector<char> workspace(size_t(k.workspace ? k.workspace(sig) : 0) + 64);
+  StepContext ctx;
+  KernelIO io{in.data(), out.data(), in.size(), out.size(), &ctx};
+  io.workspace = workspace.data();
+  io.workspaceBytes = int64_t(workspace.size());
+  k.prepare(sig)(io);
+  std::vector<std::vector<float>> got;
+  for (size_t o = 0; o < out.size(); ++o) {
+    const int64_t n = storedElements(sig.out[o]);
+    got.emplace_back(size_t(n));
+    for (int64_t i = 0; i < n; ++i)
+      got.back()[size_t(i)] = sig.out[o].dtype == DType::BF16
+                                  ? fn::FromBf16{}(static_cast<const uint16_t*>(out[o].data)[i])
+                                  : static_cast<const float*>(out[o].data)[i];
+  }
+  return got;
+}
+
+// Whether this CPU has oneDNN's bf16 matrix products: asked of the registry, as the
+// compiler asks.
+bool cpuHasBf16Products() {
+  KernelSig probe;
+  static const Attrs none;
+  probe.attrs = &none;
+  probe.in = {TensorDesc{{8, 8}, DType::BF16, {}}, TensorDesc{{8, 8}, DType::BF16, {}}};
+  probe.out = {TensorDesc{{8, 8}, DType::F32, {}}};
+  for (const KernelImpl& k : *KernelRegistry::instance().list("MatMul", DeviceKind::Cpu))
+    if (!k.widened && k.decline(probe).empty()) return true;
+  return false;
+}
+
+}  // namespace
+
 class TestBf16Kernels : public QObject {
   Q_OBJECT
 
@@ -57,18 +112,10 @@ class TestBf16Kernels : public QObject {
   }
 
   // Under bf16, on a CPU with bf16 products (AVX512_BF16, AMX), the matrix ops whose
-  // operands are both rounded read them from 16-bit storage (CastBf16), half the bytes;
-  // elsewhere they stay rounded floats, and --explain says which.
+  // operands are both rounded read them from 16-bit storage, half the bytes; elsewhere
+  // they read rounded floats, and --explain says which.
   void bf16OperandsAreStoredInSixteenBits() {
-    // Whether this CPU has the kernel: asked of the registry, as the pass asks.
-    KernelSig probe;
-    Attrs none;
-    probe.attrs = &none;
-    probe.in = {TensorDesc{{8, 8}, DType::BF16, {}}, TensorDesc{{8, 8}, DType::BF16, {}}};
-    probe.out = {TensorDesc{{8, 8}, DType::F32, {}}};
-    bool cpuHasBf16 = false;
-    for (const KernelImpl& k : *KernelRegistry::instance().list("MatMul", DeviceKind::Cpu))
-      cpuHasBf16 = cpuHasBf16 || k.decline(probe).empty();
+    const bool cpuHasBf16 = cpuHasBf16Products();
     qInfo("this CPU %s bf16 matrix products", cpuHasBf16 ? "has" : "has no");
     auto body =
         input("x", "24") + labels() + node("fc1", "Linear", "x", intAttr("out_features", 32)) +
@@ -80,28 +127,220 @@ class TestBf16Kernels : public QObject {
     auto prog = compile(model(body), o, store);
     QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
     const Graph& g = (*prog)->graph;
-    const auto readers = consumers(g);
-    int casts = 0;
+    int casts = 0, halfProducts = 0;
     for (const Node& n : g.nodes) {
-      if (n.op->name != "CastBf16") continue;
-      casts += 1;
-      const Value& v = g.values[n.outputs[0]];
-      QCOMPARE(v.desc.dtype, DType::BF16);
-      QCOMPARE(bytesOf(v.desc), numel(v.desc.shape) * 2);
-      for (NodeId r : readers[n.outputs[0]]) {
-        const Node& m = g.nodes[size_t(r)];
-        QVERIFY2(m.op->name == "Linear" || m.op->name == "MatMul", m.name.c_str());
-        for (size_t k = 0; k < 2; ++k) QCOMPARE(g.values[m.inputs[k]].desc.dtype, DType::BF16);
+      if (n.op->name == "CastBf16") {
+        casts += 1;
+        const Value& v = g.values[n.outputs[0]];
+        QCOMPARE(v.desc.dtype, DType::BF16);
+        QCOMPARE(bytesOf(v.desc), numel(v.desc.shape) * 2);
       }
+      if (n.op->name == "Linear" || n.op->name == "MatMul")
+        halfProducts += g.values[n.inputs[0]].desc.dtype == DType::BF16 &&
+                        g.values[n.inputs[1]].desc.dtype == DType::BF16;
     }
-    // Forward: both layers' input and weight; backward: fc2's input gradient (fc1 has
-    // none to give) and both weight gradients read the output gradients and inputs.
-    QCOMPARE(casts > 0, cpuHasBf16);
+    // Forward: both layers; backward: fc2's input gradient (fc1 has none to give) and
+    // both weight gradients, each reading its operands in bf16.
+    QCOMPARE(halfProducts, cpuHasBf16 ? 5 : 0);
+    QVERIFY(casts > 0);  // the activations are stored in bf16 on any CPU
     const std::string text = (*prog)->explain();
     QVERIFY2(text.find(cpuHasBf16 ? "read bf16 operands from 16-bit storage"
                                   : "no matrix op has a bf16 kernel") != std::string::npos,
              text.c_str());
     if (cpuHasBf16) QVERIFY2(text.find("onednn.bf16_gemm") != std::string::npos, text.c_str());
+  }
+
+  // Every kernel that reads and writes bf16 tensors itself (BatchNorm, pooling, the ReLU
+  // gradient, the convolutions' passes) gives what its float kernel gives on the same
+  // values, rounded to bf16 as it is stored: the convolutions within two bf16 steps
+  // (their sums run in another order), the others exactly. The float kernel runs
+  // through its widened twin, which every float kernel on the CPU has.
+  void bf16KernelsMatchTheFloatOnes_data() {
+    QTest::addColumn<QString>("op");
+    QTest::addColumn<QString>("types");  // each tensor's: in..., then out...; h: bf16
+    QTest::addColumn<bool>("exact");
+    QTest::newRow("BatchNorm") << "BatchNorm"
+                               << "hffff"
+                                  "hff"
+                               << true;
+    QTest::newRow("BatchNorm+ReLU") << "BatchNorm+ReLU"
+                                    << "hffff"
+                                       "hff"
+                                    << true;
+    QTest::newRow("BatchNorm to float") << "BatchNorm"
+                                        << "hffff"
+                                           "fff"
+                                        << true;
+    QTest::newRow("BatchNormGrad") << "BatchNormGrad"
+                                   << "hhfff"
+                                      "hff"
+                                   << true;
+    QTest::newRow("BatchNormGrad float dy") << "BatchNormGrad"
+                                            << "fhfff"
+                                               "hff"
+                                            << true;
+    QTest::newRow("MaxPool2d") << "MaxPool2d"
+                               << "h"
+                                  "h"
+                               << true;
+    QTest::newRow("MaxPool2dGrad") << "MaxPool2dGrad"
+                                   << "hh"
+                                      "h"
+                                   << true;
+    QTest::newRow("ReLUGrad") << "ReLUGrad"
+                              << "hh"
+                                 "h"
+                              << true;
+    QTest::newRow("ReLUGrad float dy") << "ReLUGrad"
+                                       << "fh"
+                                          "f"
+                                       << true;
+    QTest::newRow("Conv2d") << "Conv2d"
+                            << "hff"
+                               "h"
+                            << false;
+    QTest::newRow("Conv2dGradInput") << "Conv2dGradInput"
+                                     << "hhf"
+                                        "h"
+                                     << false;
+    QTest::newRow("Conv2dGradWeight") << "Conv2dGradWeight"
+                                      << "hhf"
+                                         "f"
+                                      << false;
+  }
+  void bf16KernelsMatchTheFloatOnes() {
+    QFETCH(QString, op);
+    QFETCH(QString, types);
+    QFETCH(bool, exact);
+    const int64_t n = 4, c = 16, h = 6;
+    const Shape x{n, c, h, h}, pooled{n, c, h / 2, h / 2}, per{c}, w{c, c, 3, 3};
+    Attrs given;
+    std::vector<Shape> shapes;
+    std::string name = op.toStdString();
+    if (name == "BatchNorm+ReLU") {
+      name = "BatchNorm";
+      given.set("activation", std::string("relu"));
+    }
+    if (name == "BatchNorm") shapes = {x, per, per, per, per, x, per, per};
+    if (name == "BatchNormGrad") shapes = {x, x, per, per, per, x, per, per};
+    if (name == "BatchNorm" || name == "BatchNormGrad") given.set("num_features", c);
+    if (name == "MaxPool2d") shapes = {x, pooled};
+    if (name == "MaxPool2dGrad") shapes = {pooled, x, x};
+    if (name.rfind("MaxPool", 0) == 0) given.set("kernel_size", Shape{2});
+    if (name == "ReLUGrad") shapes = {x, x, x};
+    if (name == "Conv2d") shapes = {x, w, per, x};
+    if (name == "Conv2dGradInput") shapes = {x, x, w, x};
+    if (name == "Conv2dGradWeight") shapes = {x, x, w, w};
+    if (name.rfind("Conv2d", 0) == 0) {
+      given.set("out_channels", c);
+      given.set("kernel_size", Shape{3});
+      given.set("padding", Shape{1});
+    }
+    QCOMPARE(size_t(types.size()), shapes.size());
+    const OpDef* def =
+        OpRegistry::instance().find(name.rfind("Conv2dGrad", 0) == 0 ? "Conv2d" : name);
+    auto attrs = resolveAttrs(*def, given);
+    QVERIFY2(attrs.ok(), attrs.ok() ? "" : attrs.error().message.c_str());
+    if (name.rfind("Conv2d", 0) == 0) attrs->set("bf16_operands", true);  // as autocast sets it
+    KernelSig sig{&*attrs, {}, {}, &cpuDevice()};
+    const size_t nin = shapes.size() - (name == "BatchNorm" || name == "BatchNormGrad" ? 3 : 1);
+    Rng rng(7);
+    std::vector<std::vector<float>> values;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const bool activation = shapes[i].size() == 4 && shapes[i] != w;
+      TensorDesc d{shapes[i],
+                   types[int(i)] == 'h' ? DType::BF16 : DType::F32,
+                   {},
+                   activation ? Layout::Blocked16 : Layout::Plain};
+      (i < nin ? sig.in : sig.out).push_back(d);
+      if (i >= nin) continue;
+      std::vector<float> v(size_t(numel(shapes[i])));
+      for (float& e : v)  // bf16 values; variances positive
+        e = fn::FromBf16{}(
+            fn::ToBf16{}(float(shapes[i] == per ? rng.uniform(0.5, 2) : rng.uniform(-2, 2))));
+      values.push_back(std::move(v));
+    }
+    const KernelImpl *own = nullptr, *widened = nullptr;
+    for (const KernelImpl& k : *KernelRegistry::instance().list(name, DeviceKind::Cpu)) {
+      if (!k.decline(sig).empty()) continue;
+      if (!own && k.halfTensors && !k.widened) own = &k;
+      if (!widened && k.widened) widened = &k;
+    }
+    QVERIFY2(widened, "every float kernel has a widened twin");
+    if (!own) {
+      QVERIFY2(name.rfind("Conv2d", 0) == 0, "only the convolutions need bf16 units");
+      QSKIP("this CPU has no bf16 convolution: the widened float kernel runs");
+    }
+    const auto mine = launch(*own, sig, values), theirs = launch(*widened, sig, values);
+    for (size_t o = 0; o < mine.size(); ++o)
+      for (size_t i = 0; i < mine[o].size(); ++i) {
+        const float a = mine[o][i], b = theirs[o][i];
+        const bool same = exact ? a == b : std::fabs(a - b) <= std::fabs(b) / 64 + 1e-6f;
+        QVERIFY2(same, qPrintable(QString("%1 output %2 [%3]: %4 from %5, %6 from %7")
+                                      .arg(op)
+                                      .arg(o)
+                                      .arg(i)
+                                      .arg(a)
+                                      .arg(own->name.c_str())
+                                      .arg(b)
+                                      .arg(widened->name.c_str())));
+      }
+  }
+
+  // Under bf16 the activations and their gradients that autocast rounds live in 16
+  // bits between launches, on any CPU (a float kernel reads them widened): a
+  // Conv+BatchNorm net's arena is little over half its float one. What the host reads
+  // (the loss, the model's output) and what the optimizer reads (the parameters'
+  // gradients) stay float; the evaluation plan stores its activations alike.
+  void activationsAreStoredInBf16() {
+    auto block = [](const std::string& at, const std::string& from) {
+      return node(at + "conv", "Conv2d", from,
+                  intAttr("out_channels", 32) + intAttr("kernel_size", 3) + intAttr("padding", 1) +
+                      "attrs { key: 'bias' value { b: false } }") +
+             node(at + "bn", "BatchNorm", at + "conv", intAttr("num_features", 32)) +
+             node(at + "relu", "ReLU", at + "bn") +
+             node(at + "pool", "MaxPool2d", at + "relu", intAttr("kernel_size", 2));
+    };
+    auto body = input("x", "1,16,16") + labels() + block("a", "x") + block("b", "apool") +
+                node("flat", "Flatten", "bpool") +
+                node("fc", "Linear", "flat", intAttr("out_features", 10)) +
+                node("loss", "SoftmaxCrossEntropy", "fc,label");
+    int64_t arena[2] = {};
+    for (bool training : {true, false})
+      for (Precision p : {Precision::F32, Precision::BF16}) {
+        ParamStore store;
+        CompileOptions o;
+        o.precision = p;
+        o.batch = 64;
+        o.training = training;
+        auto prog = compile(model(body), o, store);
+        QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
+        const Graph& g = (*prog)->graph;
+        int half = 0;
+        for (const Value& v : g.values) {
+          if (v.desc.dtype != DType::BF16) continue;
+          half += 1;
+          QVERIFY2(v.kind == ValueKind::Activation, v.name.c_str());
+          QVERIFY2(v.name.find(".weight") == std::string::npos, v.name.c_str());
+        }
+        for (const Node& n : g.nodes) {
+          for (ValueId v : n.inputs)  // updates and losses read float
+            if (n.op->role == OpRole::Optimizer)
+              QVERIFY2(g.values[v].desc.dtype == DType::F32, n.name.c_str());
+          if (n.name == "loss" || n.name == "fc")
+            QCOMPARE(g.values[n.outputs[0]].desc.dtype, DType::F32);
+        }
+        QCOMPARE(half > 0, p == Precision::BF16);
+        if (training) arena[p == Precision::BF16] = (*prog)->arenaBytes;
+        if (p == Precision::BF16)
+          QVERIFY2((*prog)->explain().find("stored in bf16") != std::string::npos,
+                   "--explain says so");
+      }
+    qInfo("arena: %lld bytes in fp32, %lld in bf16 (%.2fx)", (long long)arena[0],
+          (long long)arena[1], double(arena[1]) / double(arena[0]));
+    // Without bf16 units the convolutions read and write float, so less is stored in
+    // bf16 (here 0.70x).
+    QVERIFY(arena[1] <= arena[0] * (cpuHasBf16Products() ? 0.6 : 0.8));
   }
 
   // Under bf16 the CPU's convolutions, each pass of them, read their operands (which
@@ -151,6 +390,7 @@ class TestBf16Kernels : public QObject {
       KernelSig sig{&a, c.in, {c.out}, &cpuDevice()};
       const KernelImpl *half = nullptr, *single = nullptr;
       for (const KernelImpl& k : *KernelRegistry::instance().list(c.op, DeviceKind::Cpu)) {
+        if (k.widened) continue;
         if (k.name.size() > 5 && k.name.substr(k.name.size() - 5) == "_bf16") half = &k;
         if (k.name.rfind("onednn.", 0) == 0 && k.name.find("_bf16") == std::string::npos)
           single = &k;

@@ -1,9 +1,12 @@
 // "bf16 storage": under bf16, after autodiff, the matrix ops whose operands are both
 // rounded to bf16 read them from 16-bit storage, where the device has a kernel for
-// that (storeBf16Operands, engine/compiler/autocast.cpp). The values are the same;
-// the products run on the CPU's bf16 units at about twice the float rate.
+// that (storeBf16Operands, engine/compiler/autocast.cpp): the products run on the
+// CPU's bf16 units at about twice the float rate. Then the activations and gradients
+// autocast rounded to bf16 are stored in 16 bits wherever their readers run on bf16
+// tensors (storeBf16Activations): the memory plan holds half their bytes.
 #include "engine/compiler/pass.h"
 #include "engine/compiler/passes.h"
+#include "engine/util/memory_budget.h"
 
 namespace netloom {
 namespace {
@@ -15,13 +18,21 @@ class Bf16Storage : public Pass {
     return c.opts.precision == Precision::BF16 && c.context.device != nullptr;
   }
   Result<std::string> run(PassContext& c) override {
-    const std::vector<std::string> ops =
-        storeBf16Operands(c.g, KernelRegistry::instance(), c.context);
-    if (ops.empty())
-      return std::string(
-          "no matrix op has a bf16 kernel on this device: its operands stay float32, rounded "
-          "to bf16 values");
-    return counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
+    const KernelRegistry& kernels = KernelRegistry::instance();
+    const std::vector<std::string> ops = storeBf16Operands(c.g, kernels, c.context);
+    std::set<ValueId> keep(c.pinned.begin(), c.pinned.end());
+    keep.insert(c.roots.begin(), c.roots.end());
+    for (const auto& [param, grad] : c.grads) keep.insert(grad);
+    if (c.loss != kNoValue) keep.insert(c.loss);
+    const Bf16Activations stored = storeBf16Activations(c.g, kernels, c.context, keep);
+    std::string said =
+        ops.empty() ? "no matrix op has a bf16 kernel on this device: its operands stay "
+                      "float32, rounded to bf16 values"
+                    : counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
+    if (stored.values == 0)
+      return said + "; every activation stays float32 (no kernel here reads bf16 tensors)";
+    return said + "; " + counted(size_t(stored.values), "activation") + " stored in bf16 (" +
+           formatBytes(stored.bytes) + ", half their float size)";
   }
 };
 

@@ -1,0 +1,114 @@
+// bf16 tensors for the float kernels: the widened twin of a kernel converts each bf16
+// input to float in its launch's workspace, runs the float kernel there, and rounds
+// each bf16 output back (as CastBf16 rounds). The tensors live between launches in
+// 16 bits, so the memory plan holds half the bytes; the conversions cost a pass over
+// them each launch, which a kernel that reads bf16 itself saves.
+#include <cstring>
+
+#include "kernels/core/functors.h"
+#include "kernels/cpu/cpu_util.h"
+
+namespace netloom::cpu {
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+// Where each bf16 tensor's float copy lies in the workspace (-1: the tensor is float
+// and the kernel reads it where it is), after the float kernel's own scratch.
+struct WidePlan {
+  int64_t innerBytes = 0;
+  std::vector<int64_t> in, out;
+  int64_t bytes = 0;
+};
+
+WidePlan widePlan(const KernelImpl& inner, const KernelSig& s) {
+  WidePlan p;
+  if (inner.workspace) p.innerBytes = aligned(std::max<int64_t>(0, inner.workspace(widenedSig(s))));
+  p.bytes = p.innerBytes;
+  auto place = [&](const std::vector<TensorDesc>& ds, std::vector<int64_t>& at) {
+    for (const TensorDesc& d : ds) {
+      at.push_back(d.dtype == DType::BF16 ? p.bytes : -1);
+      if (d.dtype == DType::BF16) p.bytes += aligned(storedElements(d) * int64_t(sizeof(float)));
+    }
+  };
+  place(s.in, p.in);
+  place(s.out, p.out);
+  return p;
+}
+
+void widen(const uint16_t* x, float* y, int64_t n) {
+  parallelForElements(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] = fn::FromBf16{}(x[i]);
+  });
+}
+
+void narrow(const float* x, uint16_t* y, int64_t n) {
+  parallelForElements(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
+  });
+}
+
+KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
+  const WidePlan plan = widePlan(inner, s);
+  KernelFn run = inner.prepare(widenedSig(s));
+  std::vector<int64_t> inCount, outCount;
+  for (const TensorDesc& d : s.in) inCount.push_back(storedElements(d));
+  for (const TensorDesc& d : s.out) outCount.push_back(storedElements(d));
+  return [plan, run, inCount, outCount](const KernelIO& io) {
+    char* ws = static_cast<char*>(io.workspace);
+    std::vector<TensorRef> in(io.in, io.in + io.nin), out(io.out, io.out + io.nout);
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (plan.in[k] < 0) continue;
+      float* wide = reinterpret_cast<float*>(ws + plan.in[k]);
+      widen(static_cast<const uint16_t*>(in[k].data), wide, inCount[k]);
+      in[k].data = wide;
+      in[k].dtype = DType::F32;
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (plan.out[k] < 0) continue;
+      out[k].data = ws + plan.out[k];
+      out[k].dtype = DType::F32;
+    }
+    KernelIO inner = io;
+    inner.in = in.data();
+    inner.out = out.data();
+    inner.workspace = plan.innerBytes > 0 ? ws : nullptr;
+    inner.workspaceBytes = plan.innerBytes;
+    run(inner);
+    for (size_t k = 0; k < out.size(); ++k)
+      if (plan.out[k] >= 0)
+        narrow(out[k].f32(), static_cast<uint16_t*>(io.out[k].data), outCount[k]);
+  };
+}
+
+}  // namespace
+
+KernelImpl widenBf16(const KernelImpl& inner) {
+  KernelImpl w;
+  w.name = inner.name + "+bf16";
+  w.halfTensors = true;
+  w.widened = true;
+  w.anyLayout = inner.anyLayout;
+  w.decline = [inner](const KernelSig& s) -> std::string {
+    if (!hasHalfTensors(s)) return "is for bf16 tensors";
+    return inner.decline(widenedSig(s));
+  };
+  w.prepare = [inner](const KernelSig& s) { return prepareWidened(inner, s); };
+  w.workspace = [inner](const KernelSig& s) { return widePlan(inner, s).bytes; };
+  if (inner.packs)
+    w.packs = [inner](const KernelSig& s, int input) { return inner.packs(widenedSig(s), input); };
+  w.detail = [inner](const KernelSig& s) {
+    std::string d = inner.detail ? inner.detail(widenedSig(s)) : std::string();
+    return d + (d.empty() ? "" : "; ") + "bf16 tensors converted to float and back around it";
+  };
+  return w;
+}
+
+}  // namespace netloom::cpu
