@@ -4,6 +4,8 @@
 #include <map>
 #include <vector>
 
+#include "kernels/core/functors.h"
+
 namespace netloom {
 
 namespace {
@@ -19,9 +21,18 @@ const float* onHost(Device& device, const TensorRef& t, int64_t n, std::vector<f
 // The first NaN or infinity in a float tensor of `d` (its value in `value`), or -1:
 // the index where it is stored (a padded block's padding holds zeros).
 int64_t firstBad(Device& device, const TensorRef& t, const TensorDesc& d, float& value) {
+  const int64_t n = storedElements(d);
+  if (t.data && t.dtype == DType::BF16 && device.hostAddressable()) {  // mixed precision's
+    const auto* x = static_cast<const uint16_t*>(t.data);
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(fn::FromBf16{}(x[i]))) {
+        value = fn::FromBf16{}(x[i]);
+        return i;
+      }
+    return -1;
+  }
   if (!t.data || t.dtype != DType::F32) return -1;
   std::vector<float> copy;
-  const int64_t n = storedElements(d);
   const float* x = onHost(device, t, n, copy);
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) {

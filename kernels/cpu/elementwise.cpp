@@ -173,6 +173,11 @@ std::string declineCast(const KernelSig& s) {
   return s.in[0].sameLayout(s.out[0]) ? "" : "keeps its input's layout";
 }
 
+// A copy keeps its input's type: a float into bf16 is a cast's (the widened twin's).
+std::string declineRetype(const KernelSig& s) {
+  return s.in[0].dtype == s.out[0].dtype ? "" : "copies without changing the type";
+}
+
 KernelFn copy(const KernelSig& s) {
   const int64_t bytes = bytesOf(s.out[0]);
   return [bytes](const KernelIO& io) {
@@ -302,8 +307,8 @@ void registerElementwise(KernelRegistry& r) {
   add("Pointwise", pointwise, true, declinePointwise);
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(
-        op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity", nullptr,
-        true);
+        op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity",
+        declineRetype, true);
 
   add(
       "Constant",

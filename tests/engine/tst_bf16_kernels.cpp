@@ -150,11 +150,11 @@ class TestBf16Kernels : public QObject {
     if (cpuHasBf16) QVERIFY2(text.find("onednn.bf16_gemm") != std::string::npos, text.c_str());
   }
 
-  // Every kernel that reads and writes bf16 tensors itself (BatchNorm, pooling, the ReLU
-  // gradient, the convolutions' passes) gives what its float kernel gives on the same
-  // values, rounded to bf16 as it is stored: the convolutions within two bf16 steps
-  // (their sums run in another order), the others exactly. The float kernel runs
-  // through its widened twin, which every float kernel on the CPU has.
+  // The kernel the compiler would choose for a signature with bf16 tensors (one that
+  // reads and writes bf16 itself: BatchNorm, pooling, the element-wise ops, Dropout, the
+  // convolutions' passes; or a float kernel's widened twin) gives what the float kernel
+  // gives on the same values, rounded to bf16 where it stores bf16: the convolutions
+  // within two bf16 steps (their sums run in another order), the others exactly.
   void bf16KernelsMatchTheFloatOnes_data() {
     QTest::addColumn<QString>("op");
     QTest::addColumn<QString>("types");  // each tensor's: in..., then out...; h: bf16
@@ -183,6 +183,10 @@ class TestBf16Kernels : public QObject {
                                << "h"
                                   "h"
                                << true;
+    QTest::newRow("MaxPool2d to float") << "MaxPool2d"
+                                        << "h"
+                                           "f"
+                                        << true;
     QTest::newRow("MaxPool2dGrad") << "MaxPool2dGrad"
                                    << "hh"
                                       "h"
@@ -195,6 +199,34 @@ class TestBf16Kernels : public QObject {
                                        << "fh"
                                           "f"
                                        << true;
+    QTest::newRow("ReLU") << "ReLU"
+                          << "h"
+                             "h"
+                          << true;
+    QTest::newRow("Add") << "Add"
+                         << "hf"
+                            "h"
+                         << true;
+    QTest::newRow("Dropout") << "Dropout"
+                             << "h"
+                                "h"
+                             << true;
+    QTest::newRow("Dropout to bf16") << "Dropout"
+                                     << "f"
+                                        "h"
+                                     << true;
+    QTest::newRow("Flatten") << "Flatten"
+                             << "h"
+                                "h"
+                             << true;
+    QTest::newRow("Flatten to bf16") << "Flatten"
+                                     << "f"
+                                        "h"
+                                     << true;
+    QTest::newRow("Softmax") << "Softmax"
+                             << "h"
+                                "h"
+                             << true;
     QTest::newRow("Conv2d") << "Conv2d"
                             << "hff"
                                "h"
@@ -208,6 +240,7 @@ class TestBf16Kernels : public QObject {
                                          "f"
                                       << false;
   }
+
   void bf16KernelsMatchTheFloatOnes() {
     QFETCH(QString, op);
     QFETCH(QString, types);
@@ -227,7 +260,13 @@ class TestBf16Kernels : public QObject {
     if (name == "MaxPool2d") shapes = {x, pooled};
     if (name == "MaxPool2dGrad") shapes = {pooled, x, x};
     if (name.rfind("MaxPool", 0) == 0) given.set("kernel_size", Shape{2});
-    if (name == "ReLUGrad") shapes = {x, x, x};
+    if (name == "ReLUGrad" || name == "Add") shapes = {x, x, x};
+    if (name == "ReLU" || name == "Softmax") shapes = {x, x};
+    if (name == "Dropout") {
+      shapes = {x, x};
+      given.set("p", 0.5);
+    }
+    if (name == "Flatten") shapes = {x, Shape{n, c * h * h}};
     if (name == "Conv2d") shapes = {x, w, per, x};
     if (name == "Conv2dGradInput") shapes = {x, x, w, x};
     if (name == "Conv2dGradWeight") shapes = {x, x, w, w};
@@ -247,7 +286,8 @@ class TestBf16Kernels : public QObject {
     Rng rng(7);
     std::vector<std::vector<float>> values;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const bool activation = shapes[i].size() == 4 && shapes[i] != w;
+      const bool activation =
+          shapes[i].size() == 4 && shapes[i] != w && name != "Flatten" && name != "Softmax";
       TensorDesc d{shapes[i],
                    types[int(i)] == 'h' ? DType::BF16 : DType::F32,
                    {},
@@ -260,18 +300,19 @@ class TestBf16Kernels : public QObject {
             fn::ToBf16{}(float(shapes[i] == per ? rng.uniform(0.5, 2) : rng.uniform(-2, 2))));
       values.push_back(std::move(v));
     }
-    const KernelImpl *own = nullptr, *widened = nullptr;
+    const KernelSig wide = widenedSig(sig);
+    const KernelImpl *chosen = nullptr, *single = nullptr;
     for (const KernelImpl& k : *KernelRegistry::instance().list(name, DeviceKind::Cpu)) {
-      if (!k.decline(sig).empty()) continue;
-      if (!own && k.halfTensors && !k.widened) own = &k;
-      if (!widened && k.widened) widened = &k;
+      if (!chosen && k.decline(sig).empty()) chosen = &k;
+      if (!single && k.decline(wide).empty()) single = &k;
     }
-    QVERIFY2(widened, "every float kernel has a widened twin");
-    if (!own) {
-      QVERIFY2(name.rfind("Conv2d", 0) == 0, "only the convolutions need bf16 units");
-      QSKIP("this CPU has no bf16 convolution: the widened float kernel runs");
-    }
-    const auto mine = launch(*own, sig, values), theirs = launch(*widened, sig, values);
+    QVERIFY2(chosen && single, "a kernel for bf16 tensors, and one for floats");
+    qInfo("%s", chosen->name.c_str());
+    const auto mine = launch(*chosen, sig, values);
+    auto theirs = launch(*single, wide, values);
+    for (size_t o = 0; o < theirs.size(); ++o)  // stored in bf16
+      if (sig.out[o].dtype == DType::BF16)
+        for (float& v : theirs[o]) v = fn::FromBf16{}(fn::ToBf16{}(v));
     for (size_t o = 0; o < mine.size(); ++o)
       for (size_t i = 0; i < mine[o].size(); ++i) {
         const float a = mine[o][i], b = theirs[o][i];
@@ -281,9 +322,9 @@ class TestBf16Kernels : public QObject {
                                       .arg(o)
                                       .arg(i)
                                       .arg(a)
-                                      .arg(own->name.c_str())
+                                      .arg(chosen->name.c_str())
                                       .arg(b)
-                                      .arg(widened->name.c_str())));
+                                      .arg(single->name.c_str())));
       }
   }
 

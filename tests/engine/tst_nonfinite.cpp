@@ -198,6 +198,22 @@ class TestNonFinite : public QObject {
              m.c_str());
   }
 
+  // Under bf16 a convolution's output is stored in bf16 where the CPU computes it so:
+  // the search reads such a tensor too, and names it.
+  void overflowNamesTheActivationStoredInBf16() {
+    QTemporaryDir dir;
+    proto::Project p = cnn();
+    std::string weights = plantedWeights(dir, p, "conv2.weight", -1, 1e38f);  // finite in bf16
+    QVERIFY(!weights.empty());
+    TrainOptions o;
+    o.initWeights = weights;
+    o.precision = "bf16";
+    Run r = train(p, o);
+    QVERIFY(!r.result.ok());
+    const std::string& m = r.result.error().message;
+    QVERIFY2(m.find("first non-finite tensor: activation 'conv2'") != std::string::npos, m.c_str());
+  }
+
   // A bad interval is refused naming the field; -1 turns the search off.
   void checkFiniteEveryIsCheckedAndCanBeOff() {
     QTemporaryDir dir;
