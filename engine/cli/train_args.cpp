@@ -111,7 +111,7 @@ void addTraining(Reader& r) {
       ->type_name("SIZE");
   r.text("--precision", a.opts.precision, "P",
          "fp32, bf16 or fp16 (over train.precision): bf16 and fp16 autocast the matrix ops; "
-         "fp16 also scales the loss");
+         "bf16 also stores the activations in 16 bits on the CPU; fp16 also scales the loss");
   r.text("--init-weights", a.opts.initWeights, "F",
          "start from the weights in a safetensors file (with --export-onnx: the weights "
          "exported)");

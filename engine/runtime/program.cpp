@@ -249,6 +249,31 @@ void printPasses(std::ostream& o, const std::vector<Program::PipelineEntry>& pip
 }
 }  // namespace
 
+namespace {
+
+// --explain's line on mixed precision: what autocast rounds, the loss scaling, and the
+// tensors stored in bf16.
+std::string describePrecision(const Program& p) {
+  std::ostringstream o;
+  o << "  precision: " << precisionName(p.precision) << " autocast on " << p.autocast.size()
+    << " matrix op" << (p.autocast.size() == 1 ? "" : "s")
+    << " (16-bit inputs and outputs, float accumulation and master weights)";
+  if (p.lossScale != kNoValue)
+    o << "; dynamic loss scaling: a step whose scaled gradients are not finite is skipped "
+         "and halves the scale";
+  int64_t half = 0, halfBytes = 0;
+  for (const Value& v : p.graph.values)
+    if (v.kind == ValueKind::Activation && v.desc.dtype == DType::BF16 && v.producer >= 0)
+      ++half, halfBytes += bytesOf(v.desc);
+  if (half > 0)
+    o << "; " << half << " tensor" << (half == 1 ? "" : "s") << " between ops stored in bf16 ("
+      << formatBytes(halfBytes) << ")";
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace
+
 std::string Program::explain() const {
   std::ostringstream o;
   o << (training ? "training" : "evaluation") << " plan on " << device->id().toString()
@@ -269,15 +294,7 @@ std::string Program::explain() const {
   printPasses(o, pipeline, passes);
   for (const std::string& f : fusions) o << "  fused: " << f << "\n";
   for (const std::string& f : chains) o << "  chained: " << f << "\n";
-  if (precision != Precision::F32) {
-    o << "  precision: " << precisionName(precision) << " autocast on " << autocast.size()
-      << " matrix op" << (autocast.size() == 1 ? "" : "s")
-      << " (16-bit inputs and outputs, float accumulation and master weights)";
-    if (lossScale != kNoValue)
-      o << "; dynamic loss scaling: a step whose scaled gradients are not finite is skipped "
-           "and halves the scale";
-    o << "\n";
-  }
+  if (precision != Precision::F32) o << describePrecision(*this);
   for (const Bucket& b : buckets)
     o << "  gradients summed across the ranks: " << b.name << ", " << b.tensors << " tensor"
       << (b.tensors == 1 ? "" : "s") << ", " << formatBytes(b.bytes)
