@@ -190,7 +190,13 @@ void registerSequence(KernelRegistry& r) {
   auto add = [&](const char* op, const char* name, std::function<KernelFn(const KernelSig&)> make) {
     r.add(op, DeviceKind::Cpu, kernel(name, std::move(make)));
   };
-  add("Transpose", "cpu.transpose", transpose);
+  // It moves bytes, so bf16 tensors too, keeping the type.
+  KernelImpl moves = kernel("cpu.transpose", transpose);
+  moves.halfTensors = true;
+  moves.decline = [](const KernelSig& s) -> std::string {
+    return s.in[0].dtype == s.out[0].dtype ? "" : "moves elements without changing their type";
+  };
+  r.add("Transpose", DeviceKind::Cpu, std::move(moves));
   add("SumTo", "cpu.sum_to", sumTo);
   add("Embedding", "cpu.embedding", embedding);
   add("EmbeddingGrad", "cpu.embedding_grad", embeddingGrad);

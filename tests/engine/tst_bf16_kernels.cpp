@@ -157,90 +157,53 @@ class TestBf16Kernels : public QObject {
   // within two bf16 steps (their sums run in another order), the others exactly.
   void bf16KernelsMatchTheFloatOnes_data() {
     QTest::addColumn<QString>("op");
-    QTest::addColumn<QString>("types");  // each tensor's: in..., then out...; h: bf16
+    QTest::addColumn<QString>("types");  // each input's, '/', each output's; h: bf16, f: float
     QTest::addColumn<bool>("exact");
     QTest::newRow("BatchNorm") << "BatchNorm"
-                               << "hffff"
-                                  "hff"
-                               << true;
+                               << "hffff/hff" << true;
     QTest::newRow("BatchNorm+ReLU") << "BatchNorm+ReLU"
-                                    << "hffff"
-                                       "hff"
-                                    << true;
+                                    << "hffff/hff" << true;
     QTest::newRow("BatchNorm to float") << "BatchNorm"
-                                        << "hffff"
-                                           "fff"
-                                        << true;
+                                        << "hffff/fff" << true;
     QTest::newRow("BatchNormGrad") << "BatchNormGrad"
-                                   << "hhfff"
-                                      "hff"
-                                   << true;
+                                   << "hhfff/hff" << true;
     QTest::newRow("BatchNormGrad float dy") << "BatchNormGrad"
-                                            << "fhfff"
-                                               "hff"
-                                            << true;
+                                            << "fhfff/hff" << true;
     QTest::newRow("MaxPool2d") << "MaxPool2d"
-                               << "h"
-                                  "h"
-                               << true;
+                               << "h/h" << true;
     QTest::newRow("MaxPool2d to float") << "MaxPool2d"
-                                        << "h"
-                                           "f"
-                                        << true;
+                                        << "h/f" << true;
     QTest::newRow("MaxPool2dGrad") << "MaxPool2dGrad"
-                                   << "hh"
-                                      "h"
-                                   << true;
+                                   << "hh/h" << true;
     QTest::newRow("ReLUGrad") << "ReLUGrad"
-                              << "hh"
-                                 "h"
-                              << true;
+                              << "hh/h" << true;
     QTest::newRow("ReLUGrad float dy") << "ReLUGrad"
-                                       << "fh"
-                                          "f"
-                                       << true;
+                                       << "fh/f" << true;
     QTest::newRow("ReLU") << "ReLU"
-                          << "h"
-                             "h"
-                          << true;
+                          << "h/h" << true;
     QTest::newRow("Add") << "Add"
-                         << "hf"
-                            "h"
-                         << true;
+                         << "hf/h" << true;
     QTest::newRow("Dropout") << "Dropout"
-                             << "h"
-                                "h"
-                             << true;
+                             << "h/h" << true;
     QTest::newRow("Dropout to bf16") << "Dropout"
-                                     << "f"
-                                        "h"
-                                     << true;
+                                     << "f/h" << true;
     QTest::newRow("Flatten") << "Flatten"
-                             << "h"
-                                "h"
-                             << true;
+                             << "h/h" << true;
     QTest::newRow("Flatten to bf16") << "Flatten"
-                                     << "f"
-                                        "h"
-                                     << true;
+                                     << "f/h" << true;
     QTest::newRow("Softmax") << "Softmax"
-                             << "h"
-                                "h"
-                             << true;
+                             << "h/h" << true;
+    QTest::newRow("Transpose") << "Transpose"
+                               << "h/h" << true;
+    QTest::newRow("Transpose to bf16") << "Transpose"
+                                       << "f/h" << true;
     QTest::newRow("Conv2d") << "Conv2d"
-                            << "hff"
-                               "h"
-                            << false;
+                            << "hff/h" << false;
     QTest::newRow("Conv2dGradInput") << "Conv2dGradInput"
-                                     << "hhf"
-                                        "h"
-                                     << false;
+                                     << "hhf/h" << false;
     QTest::newRow("Conv2dGradWeight") << "Conv2dGradWeight"
-                                      << "hhf"
-                                         "f"
-                                      << false;
+                                      << "hhf/f" << false;
   }
-
   void bf16KernelsMatchTheFloatOnes() {
     QFETCH(QString, op);
     QFETCH(QString, types);
@@ -267,6 +230,10 @@ class TestBf16Kernels : public QObject {
       given.set("p", 0.5);
     }
     if (name == "Flatten") shapes = {x, Shape{n, c * h * h}};
+    if (name == "Transpose") {
+      shapes = {x, Shape{n, h, c, h}};
+      given.set("perm", Shape{0, 2, 1, 3});
+    }
     if (name == "Conv2d") shapes = {x, w, per, x};
     if (name == "Conv2dGradInput") shapes = {x, x, w, x};
     if (name == "Conv2dGradWeight") shapes = {x, x, w, w};
@@ -275,6 +242,7 @@ class TestBf16Kernels : public QObject {
       given.set("kernel_size", Shape{3});
       given.set("padding", Shape{1});
     }
+    types.remove('/');
     QCOMPARE(size_t(types.size()), shapes.size());
     const OpDef* def =
         OpRegistry::instance().find(name.rfind("Conv2dGrad", 0) == 0 ? "Conv2d" : name);
@@ -286,8 +254,8 @@ class TestBf16Kernels : public QObject {
     Rng rng(7);
     std::vector<std::vector<float>> values;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const bool activation =
-          shapes[i].size() == 4 && shapes[i] != w && name != "Flatten" && name != "Softmax";
+      const bool activation = shapes[i].size() == 4 && shapes[i] != w && name != "Flatten" &&
+                              name != "Softmax" && name != "Transpose";
       TensorDesc d{shapes[i],
                    types[int(i)] == 'h' ? DType::BF16 : DType::F32,
                    {},
