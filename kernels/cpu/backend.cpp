@@ -165,6 +165,7 @@ void registerCpuKernels(KernelRegistry& r) {
   cpu::registerShape(r);
   cpu::registerOptimizers(r);
   cpu::registerConv(r);
+  cpu::registerLayouts(r);
   cpu::registerPoolNorm(r);
   cpu::registerSequence(r);
   cpu::registerRmsNorm(r);

@@ -44,6 +44,11 @@ inline void parallelForElements(int64_t n, F&& body) {
   parallelFor(n, kParallelGrain, std::forward<F>(body), kLineFloats);
 }
 
+// Items per parallel chunk when each item is `workPerItem` elements of work.
+inline int64_t grainFor(int64_t workPerItem) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerItem));
+}
+
 // A kernel that accepts every configuration and needs no plan-time state beyond
 // what `make` captures from the signature.
 inline KernelImpl kernel(std::string name, std::function<KernelFn(const KernelSig&)> make) {
@@ -63,6 +68,7 @@ void registerLosses(KernelRegistry& r);
 void registerShape(KernelRegistry& r);
 void registerOptimizers(KernelRegistry& r);
 void registerConv(KernelRegistry& r);
+void registerLayouts(KernelRegistry& r);  // Reorder, ReduceChannels
 void registerPoolNorm(KernelRegistry& r);
 void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, positions, rotary
 void registerRmsNorm(KernelRegistry& r);

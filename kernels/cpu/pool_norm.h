@@ -8,11 +8,6 @@
 
 namespace netloom::cpu {
 
-// Items per parallel chunk when each item is `workPerItem` elements of work.
-inline int64_t grainFor(int64_t workPerItem) {
-  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, workPerItem));
-}
-
 void registerPooling(KernelRegistry& r);
 void registerNormalization(KernelRegistry& r);  // BatchNorm
 void registerLayerNorm(KernelRegistry& r);
