@@ -12,6 +12,7 @@
 #include "kernels/core/sequence_plan.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/half.h"
 
 namespace netloom::cpu {
 namespace {
@@ -400,6 +401,24 @@ KernelFn makeBatchMatMul(const KernelSig& s, bool reference) {
   };
 }
 
+// Column sums of a rows × n tensor of X (float or bf16) into n floats.
+template <class X>
+KernelFn reduceRows(const KernelSig& s) {
+  int64_t n = s.in[0].shape.back(), rows = numel(s.in[0].shape) / n;
+  return [n, rows](const KernelIO& io) {
+    const X* x = static_cast<const X*>(io.in[0].data);
+    float* y = io.out[0].f32();
+    parallelFor(n, rows * n < kParallelGrain ? n + 1 : 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) y[j] = 0.f;
+      for (int64_t i = 0; i < rows; ++i) {
+        const X* row = x + i * n;
+#pragma omp simd
+        for (int64_t j = lo; j < hi; ++j) y[j] += load(row, j);
+      }
+    });
+  };
+}
+
 }  // namespace
 
 void registerGemm(KernelRegistry& r) {
@@ -436,22 +455,18 @@ void registerGemm(KernelRegistry& r) {
 
   // Column sums: each thread owns a band of columns and walks all rows, so no
   // reduction across threads is needed and the result is thread-count independent.
-  r.add("ReduceRows", DeviceKind::Cpu,
-        kernel("cpu.reduce_rows", [](const KernelSig& s) -> KernelFn {
-          int64_t n = s.in[0].shape.back(), rows = numel(s.in[0].shape) / n;
-          return [n, rows](const KernelIO& io) {
-            const float* x = io.in[0].f32();
-            float* y = io.out[0].f32();
-            parallelFor(n, rows * n < kParallelGrain ? n + 1 : 16, [&](int64_t lo, int64_t hi) {
-              for (int64_t j = lo; j < hi; ++j) y[j] = 0.f;
-              for (int64_t i = 0; i < rows; ++i) {
-                const float* row = x + i * n;
-#pragma omp simd
-                for (int64_t j = lo; j < hi; ++j) y[j] += row[j];
-              }
-            });
-          };
-        }));
+  // The rows are float or bf16 (a bf16 gradient's bias gradient), the sums float.
+  KernelImpl columns = kernel("cpu.reduce_rows", [](const KernelSig& s) -> KernelFn {
+    KernelFn made;
+    withElement(s.in[0].dtype,
+                [&](auto* type) { made = reduceRows<ElementOf<decltype(type)>>(s); });
+    return made;
+  });
+  columns.halfTensors = true;
+  columns.decline = [](const KernelSig& s) -> std::string {
+    return s.out[0].dtype == DType::F32 ? "" : "sums into float32";
+  };
+  r.add("ReduceRows", DeviceKind::Cpu, std::move(columns));
 }
 
 }  // namespace netloom::cpu

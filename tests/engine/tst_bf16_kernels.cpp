@@ -193,6 +193,8 @@ class TestBf16Kernels : public QObject {
                                      << "f/h" << true;
     QTest::newRow("Softmax") << "Softmax"
                              << "h/h" << true;
+    QTest::newRow("ReduceRows") << "ReduceRows"
+                                << "h/f" << true;
     QTest::newRow("Transpose") << "Transpose"
                                << "h/h" << true;
     QTest::newRow("Transpose to bf16") << "Transpose"
@@ -230,6 +232,7 @@ class TestBf16Kernels : public QObject {
       given.set("p", 0.5);
     }
     if (name == "Flatten") shapes = {x, Shape{n, c * h * h}};
+    if (name == "ReduceRows") shapes = {Shape{n * h, c}, Shape{c}};
     if (name == "Transpose") {
       shapes = {x, Shape{n, h, c, h}};
       given.set("perm", Shape{0, 2, 1, 3});
