@@ -272,7 +272,8 @@ class Bf16Storer {
   // matrix op with one of its own (widening its operands would cost more than it saves).
   bool runsAsIs(const Node& n) const {
     const KernelImpl* k = firstKernel(m_g, n, m_kernels, m_context);
-    return k && !(n.op->autocast && k->widened);
+    const bool matrix = n.op->autocast || n.attrs.b("bf16_operands");  // or its gradient
+    return k && !(matrix && k->widened);
   }
   // Whether every reader of v but `except` (with `backwardOnly`, each a backward node)
   // runs as it stands.

@@ -343,6 +343,14 @@ class TestBf16Kernels : public QObject {
             QCOMPARE(g.values[n.outputs[0]].desc.dtype, DType::F32);
         }
         QCOMPARE(half > 0, p == Precision::BF16);
+        // A product or convolution, or a gradient of one, runs a kernel of its own: its
+        // operands are never widened around it.
+        for (const PlanStep& step : (*prog)->steps) {
+          const Node& n = g.nodes[size_t(step.node)];
+          if (n.op->autocast || n.attrs.b("bf16_operands"))
+            QVERIFY2(step.kernel.find("+bf16") == std::string::npos,
+                     (n.name + ": " + step.kernel).c_str());
+        }
         if (training) arena[p == Precision::BF16] = (*prog)->arenaBytes;
         if (p == Precision::BF16)
           QVERIFY2((*prog)->explain().find("stored in bf16") != std::string::npos,
