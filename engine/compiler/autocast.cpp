@@ -191,6 +191,30 @@ class Bf16Storer {
         m_readers(consumers(g)),
         m_dead(g.nodes.size(), false) {}
 
+  // Where the value a rounding rounds is read otherwise only by the backward pass, the
+  // backward pass reads the rounding (as PyTorch's autograd reads the 16-bit tensors
+  // autocast saved): the value then dies at its rounding, which writes over it, and
+  // the plan keeps one tensor, not two.
+  void readRoundingsBackward() {
+    for (size_t i = 0; i < m_g.nodes.size(); ++i) {
+      const Node& n = m_g.nodes[i];
+      if (m_dead[i] || !roundsToBf16(n)) continue;
+      const ValueId u = n.inputs[0], v = n.outputs[0];
+      if (m_keep.count(u) || m_g.values[size_t(u)].kind != ValueKind::Activation) continue;
+      bool backwardOnly = true;
+      for (NodeId r : m_readers[size_t(u)])
+        backwardOnly = backwardOnly && (r == NodeId(i) || m_g.nodes[size_t(r)].backward);
+      if (!backwardOnly) continue;
+      for (NodeId r : m_readers[size_t(u)]) {
+        if (r == NodeId(i)) continue;
+        for (ValueId& in : m_g.nodes[size_t(r)].inputs)
+          if (in == u) in = v;
+        m_readers[size_t(v)].push_back(r);
+      }
+      m_readers[size_t(u)] = {NodeId(i)};
+    }
+  }
+
   // A rounding of a rounding changes nothing: it goes.
   void dropDoubleRoundings() {
     for (size_t i = 0; i < m_g.nodes.size(); ++i) {
@@ -314,8 +338,11 @@ class Bf16Storer {
 }  // namespace
 
 Bf16Activations storeBf16Activations(Graph& g, const KernelRegistry& kernels,
-                                     const KernelSig& context, const std::set<ValueId>& keep) {
+                                     const KernelSig& context, const std::set<ValueId>& keep,
+                                     bool store) {
   Bf16Storer storer(g, kernels, context, keep);
+  storer.readRoundingsBackward();
+  if (!store) return storer.finish();
   storer.dropDoubleRoundings();
   storer.castRoundings();
   storer.moveCastsIntoProducers();

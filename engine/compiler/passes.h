@@ -82,8 +82,12 @@ struct Bf16Activations {
   int values = 0;     // activations stored in bf16
   int64_t bytes = 0;  // their bytes, half of what float would take
 };
+// First, in any case: where a value is read besides its rounding only by the backward
+// pass, the backward pass reads the rounding (one tensor kept, not two). Then, with
+// `store`, the rest.
 Bf16Activations storeBf16Activations(Graph& g, const KernelRegistry& kernels,
-                                     const KernelSig& context, const std::set<ValueId>& keep);
+                                     const KernelSig& context, const std::set<ValueId>& keep,
+                                     bool store);
 
 // Data parallelism: the parameters' gradients in buckets, in the order the backward
 // pass writes them (about `firstBytes` for the first, so its sum starts early, then

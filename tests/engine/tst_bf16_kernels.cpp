@@ -142,7 +142,7 @@ class TestBf16Kernels : public QObject {
     // Forward: both layers; backward: fc2's input gradient (fc1 has none to give) and
     // both weight gradients, each reading its operands in bf16.
     QCOMPARE(halfProducts, cpuHasBf16 ? 5 : 0);
-    QVERIFY(casts > 0);  // the activations are stored in bf16 on any CPU
+    QCOMPARE(casts > 0, cpuHasBf16);
     const std::string text = (*prog)->explain();
     QVERIFY2(text.find(cpuHasBf16 ? "read bf16 operands from 16-bit storage"
                                   : "no matrix op has a bf16 kernel") != std::string::npos,
@@ -300,8 +300,8 @@ class TestBf16Kernels : public QObject {
   }
 
   // Under bf16 the activations and their gradients that autocast rounds live in 16
-  // bits between launches, on any CPU (a float kernel reads them widened): a
-  // Conv+BatchNorm net's arena is little over half its float one. What the host reads
+  // bits between launches, on a CPU with bf16 units (a float kernel reads them
+  // widened): a Conv+BatchNorm net's arena is little over half its float one. What the host reads
   // (the loss, the model's output) and what the optimizer reads (the parameters'
   // gradients) stay float; the evaluation plan stores its activations alike.
   void activationsAreStoredInBf16() {
@@ -342,7 +342,7 @@ class TestBf16Kernels : public QObject {
           if (n.name == "loss" || n.name == "fc")
             QCOMPARE(g.values[n.outputs[0]].desc.dtype, DType::F32);
         }
-        QCOMPARE(half > 0, p == Precision::BF16);
+        QCOMPARE(half > 0, p == Precision::BF16 && cpuHasBf16Products());
         // A product or convolution, or a gradient of one, runs a kernel of its own: its
         // operands are never widened around it.
         for (const PlanStep& step : (*prog)->steps) {
@@ -353,14 +353,15 @@ class TestBf16Kernels : public QObject {
         }
         if (training) arena[p == Precision::BF16] = (*prog)->arenaBytes;
         if (p == Precision::BF16)
-          QVERIFY2((*prog)->explain().find("stored in bf16") != std::string::npos,
+          QVERIFY2(((*prog)->explain().find("stored in bf16") != std::string::npos) ==
+                       cpuHasBf16Products(),
                    "--explain says so");
       }
     qInfo("arena: %lld bytes in fp32, %lld in bf16 (%.2fx)", (long long)arena[0],
           (long long)arena[1], double(arena[1]) / double(arena[0]));
-    // Without bf16 units the convolutions read and write float, so less is stored in
-    // bf16 (here 0.70x).
-    QVERIFY(arena[1] <= arena[0] * (cpuHasBf16Products() ? 0.6 : 0.8));
+    // Without bf16 units every activation stays float, each rounding written over what
+    // it rounds: the float plan's size, and the weights' rounded copies (here 1.01x).
+    QVERIFY(arena[1] <= arena[0] * (cpuHasBf16Products() ? 0.6 : 1.05));
   }
 
   // Under bf16 the CPU's convolutions, each pass of them, read their operands (which

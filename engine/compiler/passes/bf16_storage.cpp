@@ -1,9 +1,12 @@
 // "bf16 storage": under bf16, after autodiff, the matrix ops whose operands are both
 // rounded to bf16 read them from 16-bit storage, where the device has a kernel for
 // that (storeBf16Operands, engine/compiler/autocast.cpp): the products run on the
-// CPU's bf16 units at about twice the float rate. Then the activations and gradients
-// autocast rounded to bf16 are stored in 16 bits wherever their readers run on bf16
-// tensors (storeBf16Activations): the memory plan holds half their bytes.
+// CPU's bf16 units at about twice the float rate. Then, where the products do, the
+// activations and gradients autocast rounded to bf16 are stored in 16 bits wherever
+// their readers run on bf16 tensors (storeBf16Activations): the memory plan holds half
+// their bytes. Where the products compute in float, so do the convolutions, and the
+// other kernels would convert much of what they read (without AVX-512, in plain
+// layouts, Conv+BN planned 1.23x the float arena so): every activation stays float.
 #include "engine/compiler/pass.h"
 #include "engine/compiler/passes.h"
 #include "engine/util/memory_budget.h"
@@ -24,11 +27,14 @@ class Bf16Storage : public Pass {
     keep.insert(c.roots.begin(), c.roots.end());
     for (const auto& [param, grad] : c.grads) keep.insert(grad);
     if (c.loss != kNoValue) keep.insert(c.loss);
-    const Bf16Activations stored = storeBf16Activations(c.g, kernels, c.context, keep);
-    std::string said =
-        ops.empty() ? "no matrix op has a bf16 kernel on this device: its operands stay "
-                      "float32, rounded to bf16 values"
-                    : counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
+    // Products in float: converting the activations would cost more than it saves.
+    const Bf16Activations stored =
+        storeBf16Activations(c.g, kernels, c.context, keep, !ops.empty());
+    if (ops.empty())
+      return std::string(
+          "no matrix op has a bf16 kernel on this device: its operands and every activation "
+          "stay float32, rounded to bf16 values");
+    std::string said = counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
     if (stored.values == 0)
       return said + "; every activation stays float32 (no kernel here reads bf16 tensors)";
     return said + "; " + counted(size_t(stored.values), "activation") + " stored in bf16 (" +
