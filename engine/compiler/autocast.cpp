@@ -198,7 +198,7 @@ class Bf16Storer {
   void readRoundingsBackward() {
     for (size_t i = 0; i < m_g.nodes.size(); ++i) {
       const Node& n = m_g.nodes[i];
-      if (m_dead[i] || !roundsToBf16(n)) continue;
+      if (m_dead[i] || n.op != &internal_ops::roundHalf()) continue;  // bf16 or fp16
       const ValueId u = n.inputs[0], v = n.outputs[0];
       if (m_keep.count(u) || m_g.values[size_t(u)].kind != ValueKind::Activation) continue;
       bool backwardOnly = true;

@@ -3,6 +3,7 @@
 // bf16 operands; and, on a CPU without bf16 units, the float kernels and why.
 #include <QtTest>
 #include <cmath>
+#include <map>
 
 #include "engine/compiler/compile.h"
 #include "kernels/core/functors.h"
@@ -317,9 +318,9 @@ class TestBf16Kernels : public QObject {
                 node("flat", "Flatten", "bpool") +
                 node("fc", "Linear", "flat", intAttr("out_features", 10)) +
                 node("loss", "SoftmaxCrossEntropy", "fc,label");
-    int64_t arena[2] = {};
+    std::map<Precision, int64_t> arena;
     for (bool training : {true, false})
-      for (Precision p : {Precision::F32, Precision::BF16}) {
+      for (Precision p : {Precision::F32, Precision::BF16, Precision::F16}) {
         ParamStore store;
         CompileOptions o;
         o.precision = p;
@@ -351,17 +352,20 @@ class TestBf16Kernels : public QObject {
             QVERIFY2(step.kernel.find("+bf16") == std::string::npos,
                      (n.name + ": " + step.kernel).c_str());
         }
-        if (training) arena[p == Precision::BF16] = (*prog)->arenaBytes;
+        if (training) arena[p] = (*prog)->arenaBytes;
         if (p == Precision::BF16)
           QVERIFY2(((*prog)->explain().find("stored in bf16") != std::string::npos) ==
                        cpuHasBf16Products(),
                    "--explain says so");
       }
-    qInfo("arena: %lld bytes in fp32, %lld in bf16 (%.2fx)", (long long)arena[0],
-          (long long)arena[1], double(arena[1]) / double(arena[0]));
+    const double f32 = double(arena[Precision::F32]), b16 = double(arena[Precision::BF16]);
+    qInfo("arena: %.0f bytes in fp32, %.0f in bf16 (%.2fx), %lld in fp16", f32, b16, b16 / f32,
+          (long long)arena[Precision::F16]);
     // Without bf16 units every activation stays float, each rounding written over what
     // it rounds: the float plan's size, and the weights' rounded copies (here 1.01x).
-    QVERIFY(arena[1] <= arena[0] * (cpuHasBf16Products() ? 0.6 : 1.05));
+    QVERIFY(b16 <= f32 * (cpuHasBf16Products() ? 0.6 : 1.05));
+    // fp16's tensors stay float, each rounding written over what it rounds.
+    QVERIFY(double(arena[Precision::F16]) <= f32 * 1.05);
   }
 
   // Under bf16 the CPU's convolutions, each pass of them, read their operands (which

@@ -7,6 +7,8 @@
 // their bytes. Where the products compute in float, so do the convolutions, and the
 // other kernels would convert much of what they read (without AVX-512, in plain
 // layouts, Conv+BN planned 1.23x the float arena so): every activation stays float.
+// Under bf16 and fp16 alike, first, the backward pass reads a value's rounding where
+// nothing else reads the value, so the rounding may write over it.
 #include "engine/compiler/pass.h"
 #include "engine/compiler/passes.h"
 #include "engine/util/memory_budget.h"
@@ -18,11 +20,13 @@ class Bf16Storage : public Pass {
  public:
   const char* name() const override { return "bf16 storage"; }
   bool applies(const PassContext& c) const override {
-    return c.opts.precision == Precision::BF16 && c.context.device != nullptr;
+    return c.opts.precision != Precision::F32 && c.context.device != nullptr;
   }
   Result<std::string> run(PassContext& c) override {
     const KernelRegistry& kernels = KernelRegistry::instance();
-    const std::vector<std::string> ops = storeBf16Operands(c.g, kernels, c.context);
+    const bool bf16 = c.opts.precision == Precision::BF16;
+    const std::vector<std::string> ops =
+        bf16 ? storeBf16Operands(c.g, kernels, c.context) : std::vector<std::string>();
     std::set<ValueId> keep(c.pinned.begin(), c.pinned.end());
     keep.insert(c.roots.begin(), c.roots.end());
     for (const auto& [param, grad] : c.grads) keep.insert(grad);
@@ -30,6 +34,7 @@ class Bf16Storage : public Pass {
     // Products in float: converting the activations would cost more than it saves.
     const Bf16Activations stored =
         storeBf16Activations(c.g, kernels, c.context, keep, !ops.empty());
+    if (!bf16) return std::string("under fp16 every tensor stays float32, holding fp16 values");
     if (ops.empty())
       return std::string(
           "no matrix op has a bf16 kernel on this device: its operands and every activation "
