@@ -175,10 +175,6 @@ bool computesAlone(const Node& n) {
   return n.op->role != OpRole::Optimizer && n.op->mutates.empty() && !moving.count(n.op);
 }
 
-}  // namespace
-
-namespace {
-
 // The steps of storeBf16Activations over one graph, marking the nodes they remove.
 class Bf16Storer {
  public:

@@ -2,7 +2,6 @@
 // ops, Dropout and Constant. Loops are written so the compiler vectorises them.
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/core/pointwise.h"
 #include "kernels/core/rng.h"
@@ -330,12 +329,7 @@ void registerElementwise(KernelRegistry& r) {
       [](const KernelSig& s) -> KernelFn {
         const int64_t n = storedElements(s.out[0]);
         return [n](const KernelIO& io) {
-          const float* x = io.in[0].f32();
-          auto* y = static_cast<uint16_t*>(io.out[0].data);
-          parallelForElements(n, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-            for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
-          });
+          narrowElements(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data), n);
         };
       },
       true, declineCast, true);

@@ -7,6 +7,7 @@
 
 #include "kernels/core/functors.h"
 #include "kernels/core/tensor.h"
+#include "kernels/cpu/cpu_util.h"
 
 namespace netloom::cpu {
 
@@ -34,5 +35,20 @@ void withElement(DType t, F&& f) {
 
 template <class P>
 using ElementOf = std::remove_pointer_t<P>;
+
+// n bf16 elements as floats, and n floats rounded into bf16 (as CastBf16 rounds), by
+// the threads of the step.
+inline void widenElements(const uint16_t* x, float* y, int64_t n) {
+  parallelForElements(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] = fn::FromBf16{}(x[i]);
+  });
+}
+inline void narrowElements(const float* x, uint16_t* y, int64_t n) {
+  parallelForElements(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
+  });
+}
 
 }  // namespace netloom::cpu

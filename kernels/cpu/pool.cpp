@@ -12,6 +12,7 @@
 #include "kernels/core/functors.h"
 #include "kernels/core/geometry.h"
 #include "kernels/core/pool_math.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/pool_norm.h"
 
 namespace netloom::cpu {
@@ -132,8 +133,7 @@ bool anyNan(const TensorRef& t, int64_t n) {
 const float* asFloats(const TensorRef& t, int64_t n, std::vector<float>& own) {
   if (t.dtype != DType::BF16) return t.f32();
   own.resize(size_t(n));
-  const auto* b = static_cast<const uint16_t*>(t.data);
-  for (int64_t i = 0; i < n; ++i) own[size_t(i)] = fn::FromBf16{}(b[i]);
+  widenElements(static_cast<const uint16_t*>(t.data), own.data(), n);
   return own.data();
 }
 
@@ -145,8 +145,7 @@ void inFloats(const TensorRef& y, int64_t n, Loop&& loop) {
   std::vector<float> own;
   own.resize(size_t(n));
   loop(own.data());
-  auto* b = static_cast<uint16_t*>(y.data);
-  for (int64_t i = 0; i < n; ++i) b[i] = fn::ToBf16{}(own[size_t(i)]);
+  narrowElements(own.data(), static_cast<uint16_t*>(y.data), n);
 }
 
 KernelFn maxPoolReference(const KernelSig& s) {

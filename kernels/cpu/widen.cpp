@@ -3,10 +3,9 @@
 // each bf16 output back (as CastBf16 rounds). The tensors live between launches in
 // 16 bits, so the memory plan holds half the bytes; the conversions cost a pass over
 // them each launch, which a kernel that reads bf16 itself saves.
-#include <cstring>
+#include <memory>
 
-#include "kernels/core/functors.h"
-#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/half.h"
 
 namespace netloom::cpu {
 
@@ -41,18 +40,16 @@ WidePlan widePlan(const KernelImpl& inner, const KernelSig& s) {
   return p;
 }
 
-void widen(const uint16_t* x, float* y, int64_t n) {
-  parallelForElements(n, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) y[i] = fn::FromBf16{}(x[i]);
-  });
-}
+// The float kernel's tensors, as the signature has them with bf16 as float, made once: a
+// launch only points them at the step's memory or the workspace.
+struct WideTensors {
+  std::vector<TensorRef> in, out;
+};
 
-void narrow(const float* x, uint16_t* y, int64_t n) {
-  parallelForElements(n, [&](int64_t lo, int64_t hi) {
-#pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) y[i] = fn::ToBf16{}(x[i]);
-  });
+std::vector<TensorRef> refsOf(const std::vector<TensorDesc>& ds) {
+  std::vector<TensorRef> refs;
+  for (const TensorDesc& d : ds) refs.push_back(TensorRef{nullptr, d.shape, d.dtype, d.device});
+  return refs;
 }
 
 KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
@@ -61,21 +58,19 @@ KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
   std::vector<int64_t> inCount, outCount;
   for (const TensorDesc& d : s.in) inCount.push_back(storedElements(d));
   for (const TensorDesc& d : s.out) outCount.push_back(storedElements(d));
-  return [plan, run, inCount, outCount](const KernelIO& io) {
+  // One launch at a time per prepared kernel (each program prepares its own).
+  const KernelSig wide = widenedSig(s);
+  auto refs = std::make_shared<WideTensors>(WideTensors{refsOf(wide.in), refsOf(wide.out)});
+  return [plan, run, inCount, outCount, refs](const KernelIO& io) {
     char* ws = static_cast<char*>(io.workspace);
-    std::vector<TensorRef> in(io.in, io.in + io.nin), out(io.out, io.out + io.nout);
+    std::vector<TensorRef>&in = refs->in, &out = refs->out;
     for (size_t k = 0; k < in.size(); ++k) {
-      if (plan.in[k] < 0) continue;
-      float* wide = reinterpret_cast<float*>(ws + plan.in[k]);
-      widen(static_cast<const uint16_t*>(in[k].data), wide, inCount[k]);
-      in[k].data = wide;
-      in[k].dtype = DType::F32;
+      in[k].data = plan.in[k] < 0 ? io.in[k].data : ws + plan.in[k];
+      if (plan.in[k] >= 0)
+        widenElements(static_cast<const uint16_t*>(io.in[k].data), in[k].f32(), inCount[k]);
     }
-    for (size_t k = 0; k < out.size(); ++k) {
-      if (plan.out[k] < 0) continue;
-      out[k].data = ws + plan.out[k];
-      out[k].dtype = DType::F32;
-    }
+    for (size_t k = 0; k < out.size(); ++k)
+      out[k].data = plan.out[k] < 0 ? io.out[k].data : ws + plan.out[k];
     KernelIO inner = io;
     inner.in = in.data();
     inner.out = out.data();
@@ -84,7 +79,7 @@ KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
     run(inner);
     for (size_t k = 0; k < out.size(); ++k)
       if (plan.out[k] >= 0)
-        narrow(out[k].f32(), static_cast<uint16_t*>(io.out[k].data), outCount[k]);
+        narrowElements(out[k].f32(), static_cast<uint16_t*>(io.out[k].data), outCount[k]);
   };
 }
 
