@@ -1,5 +1,5 @@
 // Shared helpers for the tests of files written: what a path is now, what a file
-// holds, and a FIFO's reader.
+// holds and how long it is, raw bytes written, and a FIFO's reader.
 #pragma once
 
 #include <fcntl.h>
@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <QFile>
+#include <QtTest>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace outputfixture {
@@ -22,6 +25,18 @@ inline std::string readAll(const std::string& path) {
   if (!f.open(QIODevice::ReadOnly)) return {};
   QByteArray b = f.readAll();
   return std::string(b.constData(), size_t(b.size()));
+}
+
+// Writes (or appends) bytes as they are, with no atomic replace.
+inline void writeRaw(const std::string& path, const std::string& bytes, bool append = false) {
+  std::FILE* f = std::fopen(path.c_str(), append ? "ab" : "wb");
+  QVERIFY(f);
+  QCOMPARE(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+}
+
+inline int64_t fileSize(const std::string& path) {
+  return int64_t(std::filesystem::file_size(path));
 }
 
 inline mode_t typeOf(const std::string& path) {

@@ -1,5 +1,6 @@
 // The IO layer: JSON, safetensors files (ours and ones laid out by hand as the Python
-// library writes them), atomic writes and the tailable event stream.
+// library writes them), project text and atomic writes (the event stream's tests are
+// in tst_event_stream.cpp).
 #include <google/protobuf/util/message_differencer.h>
 
 #include <QDir>
@@ -12,7 +13,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "engine/io/event_stream.h"
 #include "engine/io/json.h"
 #include "engine/io/output_file.h"
 #include "engine/io/project_file.h"
@@ -20,16 +20,11 @@
 #include "output_fixture.h"
 
 using namespace netloom;
+using outputfixture::fileSize;
 using outputfixture::readAll;
+using outputfixture::writeRaw;
 
 namespace {
-
-void writeRaw(const std::string& path, const std::string& bytes, bool append = false) {
-  std::FILE* f = std::fopen(path.c_str(), append ? "ab" : "wb");
-  QVERIFY(f);
-  QCOMPARE(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-  std::fclose(f);
-}
 
 // The byte layout the reference Python library produces: u64 little-endian header
 // length, space-padded JSON header, then the data.
@@ -57,33 +52,6 @@ NamedTensor makeTensor(const std::string& name, DType dtype, Shape shape) {
   return t;
 }
 
-proto::TrainEvent stepEvent(int64_t step) {
-  proto::TrainEvent e;
-  e.set_time(1.7e9 + double(step));
-  auto* s = e.mutable_step();
-  s->set_step(step);
-  s->set_epoch(int32_t(step / 10 + 1));
-  s->set_loss(1.0 / double(step));
-  (*s->mutable_metrics())["accuracy"] = double(step) / 100.0;
-  return e;
-}
-
-std::vector<int64_t> stepsOf(const std::vector<proto::TrainEvent>& events) {
-  std::vector<int64_t> out;
-  for (const auto& e : events) out.push_back(e.has_step() ? e.step().step() : -1);
-  return out;
-}
-
-std::vector<int64_t> range(int64_t first, int64_t last) {
-  std::vector<int64_t> out;
-  for (int64_t i = first; i <= last; ++i) out.push_back(i);
-  return out;
-}
-
-int64_t fileSize(const std::string& path) {
-  return int64_t(std::filesystem::file_size(path));
-}
-
 }  // namespace
 
 class TestIo : public QObject {
@@ -104,11 +72,6 @@ class TestIo : public QObject {
   void projectText();
   void atomicWrite();
   void atomicWriteFailureLeavesNothing();
-  void eventsReadAll();
-  void eventsFromOffset();
-  void eventsTornRecordThenResume();
-  void eventsTailLiveWriter();
-  void eventsCorrupt();
 };
 
 void TestIo::jsonRoundTrip() {
@@ -464,159 +427,6 @@ void TestIo::atomicWriteFailureLeavesNothing() {
   const QString msg = QString::fromStdString(st.message());
   QVERIFY2(msg.contains(QString::fromStdString(nowhere)), qPrintable(msg));
   QVERIFY2(msg.contains(std::strerror(ENOENT)), qPrintable(msg));
-}
-
-void TestIo::eventsReadAll() {
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("events.pb").toStdString();
-  EventWriter w;
-  QVERIFY(w.open(path).ok());
-  for (int i = 1; i <= 99; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  proto::TrainEvent log;
-  log.mutable_log()->set_level(proto::Log::WARNING);
-  log.mutable_log()->set_text(std::string(300, 'x'));  // a two-byte length prefix
-  QVERIFY(w.write(log).ok());
-  // Flushed per event: readable before close.
-  Result<EventReadResult> r = readEvents(path);
-  QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
-  QCOMPARE(r->events.size(), size_t(100));
-  QCOMPARE(r->nextOffset, fileSize(path));
-  for (int i = 0; i < 99; ++i) {
-    const proto::TrainEvent& e = r->events[size_t(i)];
-    QVERIFY(e.has_step());
-    QCOMPARE(e.step().step(), int64_t(i + 1));
-    QCOMPARE(e.step().loss(), 1.0 / double(i + 1));
-    QCOMPARE(e.step().metrics().at("accuracy"), double(i + 1) / 100.0);
-  }
-  QCOMPARE(r->events[99].log().text(), log.log().text());
-  w.close();
-
-  // Reopening truncates.
-  QVERIFY(w.open(path).ok());
-  QCOMPARE(fileSize(path), int64_t(0));
-  r = readEvents(path);
-  QVERIFY(r.ok() && r->events.empty() && r->nextOffset == 0);
-}
-
-void TestIo::eventsFromOffset() {
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("events.pb").toStdString();
-  EventWriter w;
-  QVERIFY(w.open(path).ok());
-  for (int i = 1; i <= 40; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  const int64_t mid = fileSize(path);
-  for (int i = 41; i <= 100; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  w.close();
-
-  Result<EventReadResult> rest = readEvents(path, mid);
-  QVERIFY(rest.ok());
-  QCOMPARE(stepsOf(rest->events), range(41, 100));
-  QCOMPARE(rest->nextOffset, fileSize(path));
-
-  Result<EventReadResult> atEnd = readEvents(path, fileSize(path));
-  QVERIFY(atEnd.ok() && atEnd->events.empty() && atEnd->nextOffset == fileSize(path));
-  Result<EventReadResult> past = readEvents(path, fileSize(path) + 1);
-  QVERIFY(!past.ok());
-  QVERIFY(QString::fromStdString(past.error().message).contains(QString::fromStdString(path)));
-  QVERIFY(!readEvents(dir.filePath("none.pb").toStdString()).ok());
-}
-
-void TestIo::eventsTornRecordThenResume() {
-  QTemporaryDir dir;
-  const std::string full = dir.filePath("full.pb").toStdString();
-  EventWriter w;
-  QVERIFY(w.open(full).ok());
-  for (int i = 1; i <= 40; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  const int64_t mid = fileSize(full);
-  for (int i = 41; i <= 100; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  w.close();
-  const std::string bytes = readAll(full);
-
-  // Cut inside record 41's body, and inside its length prefix (zero bytes of body).
-  for (int64_t cut : {mid + 5, mid + 1, mid}) {
-    const std::string torn = dir.filePath("torn.pb").toStdString();
-    writeRaw(torn, bytes.substr(0, size_t(cut)));
-    Result<EventReadResult> first = readEvents(torn);
-    QVERIFY2(first.ok(), first.ok() ? "" : first.error().message.c_str());
-    QCOMPARE(stepsOf(first->events), range(1, 40));
-    QCOMPARE(first->nextOffset, mid);
-
-    // The writer finishes: continuing from nextOffset loses and repeats nothing.
-    writeRaw(torn, bytes.substr(size_t(cut)), /*append=*/true);
-    Result<EventReadResult> second = readEvents(torn, first->nextOffset);
-    QVERIFY(second.ok());
-    QCOMPARE(stepsOf(second->events), range(41, 100));
-    QCOMPARE(second->nextOffset, int64_t(bytes.size()));
-  }
-
-  // A torn two-byte length prefix.
-  const std::string longPath = dir.filePath("long.pb").toStdString();
-  proto::TrainEvent log;
-  log.mutable_log()->set_text(std::string(500, 'y'));
-  QVERIFY(w.open(longPath).ok());
-  QVERIFY(w.write(stepEvent(1)).ok());
-  const int64_t before = fileSize(longPath);
-  QVERIFY(w.write(log).ok());
-  w.close();
-  const std::string longBytes = readAll(longPath);
-  writeRaw(longPath, longBytes.substr(0, size_t(before) + 1));
-  Result<EventReadResult> r = readEvents(longPath);
-  QVERIFY(r.ok());
-  QCOMPARE(r->events.size(), size_t(1));
-  QCOMPARE(r->nextOffset, before);
-}
-
-void TestIo::eventsTailLiveWriter() {
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("live.pb").toStdString();
-  EventWriter w;
-  QVERIFY(w.open(path).ok());
-  int64_t offset = 0;
-  std::vector<int64_t> seen;
-  int next = 1;
-  for (int batch : {3, 0, 10, 1, 25}) {
-    for (int i = 0; i < batch; ++i) QVERIFY(w.write(stepEvent(next++)).ok());
-    Result<EventReadResult> r = readEvents(path, offset);
-    QVERIFY(r.ok());
-    QCOMPARE(r->events.size(), size_t(batch));
-    for (int64_t s : stepsOf(r->events)) seen.push_back(s);
-    offset = r->nextOffset;
-  }
-  QCOMPARE(seen, range(1, next - 1));
-}
-
-void TestIo::eventsCorrupt() {
-  QTemporaryDir dir;
-  const std::string path = dir.filePath("bad.pb").toStdString();
-  EventWriter w;
-  QVERIFY(w.open(path).ok());
-  for (int i = 1; i <= 3; ++i) QVERIFY(w.write(stepEvent(i)).ok());
-  w.close();
-  const std::string good = readAll(path);
-  const QString at = QString("byte %1").arg(good.size());
-
-  // A complete record whose body is not a TrainEvent (field 0 is never valid).
-  writeRaw(path, good + std::string("\x03\x00\x00\x00", 4));
-  Result<EventReadResult> r = readEvents(path);
-  QVERIFY(!r.ok());
-  QString msg = QString::fromStdString(r.error().message);
-  QVERIFY2(msg.contains(QString::fromStdString(path)) && msg.contains(at), qPrintable(msg));
-
-  // A length prefix longer than any varint.
-  writeRaw(path, good + std::string(11, '\x80'));
-  r = readEvents(path);
-  QVERIFY(!r.ok());
-  msg = QString::fromStdString(r.error().message);
-  QVERIFY2(msg.contains(QString::fromStdString(path)) && msg.contains(at), qPrintable(msg));
-
-  // An absurd length is corruption, not a record still being written.
-  writeRaw(path, good + std::string("\xff\xff\xff\xff\x0f", 5));
-  r = readEvents(path);
-  QVERIFY(!r.ok());
-  QVERIFY(QString::fromStdString(r.error().message).contains(at));
-
-  // The writer refuses when closed.
-  QVERIFY(!w.write(stepEvent(1)).ok());
 }
 
 QTEST_APPLESS_MAIN(TestIo)
