@@ -164,7 +164,12 @@ class PreparedGemm {
   // where it is not cut. Each band's `then` runs on the thread that computed it,
   // right after.
   void run(const void* a, const void* b, float* c, const Epilogue& then) {
-    if (m_bands.size() <= 1) return m_whole.run(a, b, c, then);
+    if (m_bands.size() <= 1) {  // on this thread alone: oneDNN's own split (its gemm-based
+      const int had = omp_get_max_threads();  // matmul, without AVX-512) sums in another order
+      omp_set_num_threads(1);
+      m_whole.run(a, b, c, then);
+      return omp_set_num_threads(had);
+    }
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     const int team = int(std::min<size_t>(size_t(threads), m_bands.size()));
     if (team == 1) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "engine/compiler/compile.h"
 #include "kernels/core/rng.h"
 #include "model_text.h"
@@ -24,6 +25,7 @@ class TestFusion : public QObject {
   }
   void fusesBatchNormWithItsRelu() {
     QFETCH(bool, blocked);
+    if (blocked && !oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);
     const std::string body =
         input("x", "2,3,3") + labels() +
         node("conv", "Conv2d", "x", intAttr("out_channels", 16) + intAttr("kernel_size", 1)) +
@@ -94,6 +96,7 @@ class TestFusion : public QObject {
   }
   void foldsBatchNormIntoTheLayerForEvaluation() {
     QFETCH(bool, blocked);
+    if (blocked && !oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);
     QFETCH(bool, bias);
     QFETCH(bool, affine);
     const std::string flags =
@@ -174,6 +177,7 @@ class TestFusion : public QObject {
   }
   void fusesAddWithItsRelu() {
     QFETCH(bool, blocked);
+    if (blocked && !oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);
     const std::string conv = intAttr("out_channels", 16) + intAttr("kernel_size", 1);
     const std::string body = input("x", "2,3,3") + labels() + node("c1", "Conv2d", "x", conv) +
                              node("c2", "Conv2d", "x", conv) + node("sum", "Add", "c1,c2") +

@@ -6,6 +6,7 @@
 #include <QtTest>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "engine/compiler/compile.h"
 #include "kernels/core/pool_math.h"
 #include "kernels/core/rng.h"
@@ -370,6 +371,7 @@ class TestOps : public QObject {
   void nanPropagatesAsInPyTorch() {
     using namespace netloom;
     QFETCH(bool, blocked);
+    if (blocked && !oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);
     const Shape xs{2, 16, 4, 4}, ys{2, 16, 2, 2};
     Layout layout = blocked ? Layout::Blocked16 : Layout::Plain;
     std::vector<float> x(numel(xs));
@@ -461,6 +463,7 @@ class TestOps : public QObject {
   }
   void maxPoolingBlockedMatchesTheWindowMath() {
     using namespace netloom;
+    if (!oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);  // only oneDNN pools in nChw16c
     QFETCH(Shape, x);
     QFETCH(Shape, window);
     Attrs a;
@@ -537,6 +540,7 @@ class TestOps : public QObject {
     QFETCH(QString, op);
     QFETCH(int, inputs);
     QFETCH(bool, pooled);
+    if (pooled && !oneDnnRunsAvx512()) QSKIP(kNoBlockedLayouts);  // only oneDNN pools in nChw16c
     const Shape xs{2, 6, 6, 4}, ps{2, 6, 3, 2};
     Attrs a;
     if (pooled) a.set("kernel_size", Shape{2, 2});
