@@ -231,6 +231,7 @@ class GlooSends {
   std::deque<std::unique_ptr<Message>> m_queue;
   std::exception_ptr m_error;
   bool m_stop = false;
+  bool m_ringLast = false;  // on the communication thread: the last collective was a ring
   std::thread m_thread;
 };
 
@@ -257,6 +258,7 @@ class GlooCommunicator : public Communicator {
     }
     m_cv.notify_all();
     m_thread.join();
+    drain();
   }
 
   int rank() const override { return m_ctx->rank; }
@@ -419,6 +421,7 @@ class GlooCommunicator : public Communicator {
         std::memcpy(at, t.data, size_t(t.numel()) * sizeof(float));
         at += t.numel();
       }
+      m_ringLast = true;
       b.ring->run();
       at = b.flat.data();
       for (const TensorRef& t : b.tensors) {
@@ -438,6 +441,25 @@ class GlooCommunicator : public Communicator {
     m_stats.bucketSeconds += seconds() - t0;
     b.done = true;
     m_cv.notify_all();
+  }
+
+  // Where the last collective was a bucket's ring, before the pairs close each rank
+  // waits (a little) for the others to get this far: Gloo's ring returns while its last
+  // message to the neighbour on the left may still be on its way, and a pair closed
+  // under it failed that neighbour's sum ("connection closed by peer"). A barrier's own
+  // sends are waited for, as are the other collectives'. A rank that has gone, or stays
+  // in a collective of its own, keeps this one here for kDrain at most.
+  void drain() noexcept {
+    static constexpr std::chrono::milliseconds kDrain{10000};
+    static constexpr uint32_t kDrainTag = 0xfffffff0u;  // above every call's tag
+    if (size() < 2 || !m_ringLast) return;
+    try {
+      gloo::BarrierOptions o(m_ctx);
+      o.setTag(kDrainTag);
+      o.setTimeout(std::min(m_timeout, kDrain));
+      gloo::barrier(o);
+    } catch (const std::exception&) {  // the pairs close either way
+    }
   }
 
   // Gloo sizes a pair's socket send buffer (SO_SNDBUF, which turns off the kernel's
@@ -486,6 +508,7 @@ class GlooCommunicator : public Communicator {
     uint32_t tag = ++m_tag;
     m_jobs.push_back([&, tag] {
       try {
+        m_ringLast = false;
         fn(tag);
       } catch (const std::exception& e) {
         error = std::make_exception_ptr(CommError("rank " + std::to_string(rank()) + ": " + what +
@@ -527,6 +550,7 @@ class GlooCommunicator : public Communicator {
   std::vector<float> m_scatter;  // reduce-scatter: the blocks received, on the communication thread
   CommStats m_stats;
   bool m_stop = false;
+  bool m_ringLast = false;  // on the communication thread: the last collective was a ring
   std::thread m_thread;
 };
 
