@@ -22,8 +22,15 @@ const float* onHost(Device& device, const TensorRef& t, int64_t n, std::vector<f
 // the index where it is stored (a padded block's padding holds zeros).
 int64_t firstBad(Device& device, const TensorRef& t, const TensorDesc& d, float& value) {
   const int64_t n = storedElements(d);
-  if (t.data && t.dtype == DType::BF16 && device.hostAddressable()) {  // mixed precision's
+  if (t.data && t.dtype == DType::BF16) {  // mixed precision's storage
+    std::vector<uint16_t> copy;
     const auto* x = static_cast<const uint16_t*>(t.data);
+    if (!device.hostAddressable()) {
+      copy.resize(size_t(n));
+      device.copyToHost(copy.data(), t.data, n * int64_t(sizeof(uint16_t)));
+      device.synchronize();
+      x = copy.data();
+    }
     for (int64_t i = 0; i < n; ++i)
       if (!std::isfinite(fn::FromBf16{}(x[i]))) {
         value = fn::FromBf16{}(x[i]);

@@ -10,7 +10,9 @@
 #include <fstream>
 
 #include "kernels/core/collectives.h"
+#include "kernels/core/widen.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/half.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -24,6 +26,12 @@ void cpu::configureThreads(int threads) {
 #pragma omp parallel num_threads(threads)
   _mm_setcsr(_mm_getcsr() | 0x8040);  // flush-to-zero and denormals-are-zero
 #endif
+}
+
+KernelImpl cpu::widenBf16(const KernelImpl& inner) {
+  return widenedTwin(inner, [](const KernelSig&) {
+    return HalfCopies{widenElements, narrowElements};
+  });
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Element-wise CUDA kernels: the same functors the CPU runs (kernels/core/functors.h),
 // launched over the output's elements on the device's stream.
 #include "kernels/core/pointwise.h"
+#include "kernels/core/widen.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 
@@ -25,6 +26,13 @@ __global__ void fillKernel(float v, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = v;
+}
+
+// bfloat16 storage to float, exactly.
+__global__ void widenBf16Kernel(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fn::FromBf16{}(x[i]);
 }
 
 // Float to bfloat16 storage, rounded as on the CPU (fn::ToBf16).
@@ -148,7 +156,28 @@ KernelFn copy(const KernelSig& sig) {
   };
 }
 
+// The bf16 copies of widened twins and casts, on a kernel's stream.
+void widenBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  widenBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(x, y, n);
+  NL_CUDA(cudaGetLastError());
+}
+
+void narrowBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t st) {
+  if (n == 0) return;
+  castBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(x, y, n);
+  NL_CUDA(cudaGetLastError());
+}
+
 }  // namespace
+
+KernelImpl bf16Twin(const KernelImpl& inner) {
+  return widenedTwin(inner, [](const KernelSig& s) {
+    cudaStream_t st = streamOf(s);
+    return HalfCopies{[st](const uint16_t* x, float* y, int64_t n) { widenBf16(x, y, n, st); },
+                      [st](const float* x, uint16_t* y, int64_t n) { narrowBf16(x, y, n, st); }};
+  });
+}
 
 void registerElementwise(KernelRegistry& r) {
   auto add = [&](const std::string& op, std::function<KernelFn(const KernelSig&)> make) {
@@ -174,18 +203,22 @@ void registerElementwise(KernelRegistry& r) {
       NL_CUDA(cudaGetLastError());
     };
   });
-  // Mixed precision's bf16 storage places it only where the device has bf16 matrix
-  // kernels; it is here so that every op has a kernel on every device.
-  add("CastBf16", [](const KernelSig& s) -> KernelFn {
-    cudaStream_t st = streamOf(s);
-    return [st](const KernelIO& io) {
-      int64_t n = io.out[0].numel();
-      if (n == 0) return;
-      castBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(io.in[0].f32(),
-                                                    static_cast<uint16_t*>(io.out[0].data), n);
-      NL_CUDA(cudaGetLastError());
-    };
-  });
+  // Mixed precision's bf16 storage: a float tensor rounded into a bf16 one.
+  KernelImpl cast{"cuda.CastBf16",
+                  [](const KernelSig& s) -> std::string {
+                    if (s.in[0].dtype != DType::F32 || s.out[0].dtype != DType::BF16)
+                      return "casts float32 to bf16 only";
+                    return {};
+                  },
+                  [](const KernelSig& s) -> KernelFn {
+                    cudaStream_t st = streamOf(s);
+                    return [st](const KernelIO& io) {
+                      narrowBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data),
+                                 io.out[0].numel(), st);
+                    };
+                  }};
+  cast.halfTensors = true;
+  r.add("CastBf16", DeviceKind::Cuda, std::move(cast));
   add("Dropout", [](const KernelSig& s) -> KernelFn {
     float p = float(s.attrs->f("p"));
     uint64_t salt = uint64_t(s.attrs->i("__salt"));

@@ -2,9 +2,9 @@
 // (what the CPU's Linear+ReLU fusion computes in one pass), and MatMul, which
 // Linear's backward emits. Float32 with float32 accumulation (CUBLAS_COMPUTE_32F, no
 // TF32), as on the CPU; under autocast, whose 16-bit inputs TF32 holds exactly, on
-// TF32 tensor cores. The algorithm is chosen once per configuration and device
-// by cuBLASLt's heuristics and cached, so the workspace the plan reserves and the
-// algorithm a launch runs are the same.
+// TF32 tensor cores; with bf16 operands (bf16 storage), on bf16 tensor cores into float. The
+// algorithm is chosen once per configuration and device by cuBLASLt's heuristics and cached, so the
+// workspace the plan reserves and the algorithm a launch runs are the same.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +37,7 @@ bool hasBias(Epilogue e) {
 struct LtGemm {
   GemmPlan plan;
   bool tf32 = false;
+  bool bf16 = false;  // A and B in bf16 (mixed precision's CastBf16), D float
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -59,8 +60,8 @@ struct Choice {
   int64_t workspace = 0;
 };
 
-std::string keyOf(int device, const GemmPlan& p, bool tf32) {
-  std::string k = std::to_string(device) + (tf32 ? ":tf32:" : ":");
+std::string keyOf(int device, const GemmPlan& p, bool tf32, bool bf16) {
+  std::string k = std::to_string(device) + (tf32 ? ":tf32:" : ":") + (bf16 ? "bf16:" : "");
   for (int64_t v : {p.a.rows, p.a.cols, p.a.ld, p.b.rows, p.b.cols, p.b.ld, p.d.rows, p.d.cols,
                     p.d.ld, int64_t(p.transA), int64_t(p.transB), int64_t(p.epilogue)})
     k += std::to_string(v) + ",";
@@ -77,7 +78,7 @@ void setOp(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const v
 Choice choose(const LtGemm& g, int device) {
   static std::mutex mutex;
   static std::map<std::string, Choice> cache;
-  std::string key = keyOf(device, g.plan, g.tf32);
+  std::string key = keyOf(device, g.plan, g.tf32, g.bf16);
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -104,10 +105,11 @@ Choice choose(const LtGemm& g, int device) {
   return c;
 }
 
-std::shared_ptr<LtGemm> build(const KernelSig& s, const GemmPlan& plan) {
+std::shared_ptr<LtGemm> build(const KernelSig& s, const GemmPlan& plan, bool bf16) {
   auto g = std::make_shared<LtGemm>();
   g->plan = plan;
-  g->tf32 = s.autocast;
+  g->bf16 = bf16;
+  g->tf32 = s.autocast && !bf16;  // bf16 operands run on bf16 tensor cores
   g->handle = cublasLtFor(s);
   NL_CUBLAS(cublasLtMatmulDescCreate(
       &g->op, g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -123,12 +125,13 @@ std::shared_ptr<LtGemm> build(const KernelSig& s, const GemmPlan& plan) {
     const void* standIn = reinterpret_cast<const void*>(uintptr_t(kMinAlignment));
     setOp(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &standIn, sizeof(standIn));
   }
-  auto layout = [](cublasLtMatrixLayout_t* l, const LtMatrix& m) {
-    NL_CUBLAS(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, uint64_t(m.rows), uint64_t(m.cols), m.ld));
+  auto layout = [](cublasLtMatrixLayout_t* l, const LtMatrix& m, cudaDataType_t type) {
+    NL_CUBLAS(cublasLtMatrixLayoutCreate(l, type, uint64_t(m.rows), uint64_t(m.cols), m.ld));
   };
-  layout(&g->a, plan.a);
-  layout(&g->b, plan.b);
-  layout(&g->d, plan.d);
+  const cudaDataType_t operands = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  layout(&g->a, plan.a, operands);
+  layout(&g->b, plan.b, operands);
+  layout(&g->d, plan.d, CUDA_R_32F);
   Choice c = choose(*g, deviceIndexOf(s));
   g->algo = c.algo;
   g->workspace = c.workspace;
@@ -146,27 +149,42 @@ bool empty(const GemmPlan& p) {
   return p.m == 0 || p.n == 0 || p.k == 0;
 }
 
-std::string decline(const KernelSig& s, bool linear) {
-  for (const TensorDesc& t : s.in)
-    if (t.dtype != DType::F32) return "cuBLASLt kernels here take float32 only";
+// The float kernel takes float tensors; the bf16 one two bf16 operands, a float bias,
+// and writes float.
+std::string declineTypes(const KernelSig& s, bool bf16) {
+  if (!bf16) {
+    for (const TensorDesc& t : s.in)
+      if (t.dtype != DType::F32) return "cuBLASLt kernels here take float32 only";
+    return {};
+  }
+  if (s.in.size() < 2 || s.in[0].dtype != DType::BF16 || s.in[1].dtype != DType::BF16)
+    return "takes bf16 operands only";
+  for (size_t i = 2; i < s.in.size(); ++i)
+    if (s.in[i].dtype != DType::F32) return "takes a float bias only";
+  if (s.out[0].dtype != DType::F32) return "writes float32 only";
+  return {};
+}
+
+std::string decline(const KernelSig& s, bool linear, bool bf16) {
+  if (std::string why = declineTypes(s, bf16); !why.empty()) return why;
   GemmPlan plan = planOf(s, linear);
   if (empty(plan))
     return plan.k == 0 && hasBias(plan.epilogue)
                ? "a Linear with no input features and a bias is not a product cuBLASLt runs"
                : std::string();
   try {
-    build(s, plan);
+    build(s, plan, bf16);
   } catch (const CudaError& e) {
     return e.what();
   }
   return {};
 }
 
-int64_t workspace(const KernelSig& s, bool linear) {
+int64_t workspace(const KernelSig& s, bool linear, bool bf16) {
   GemmPlan plan = planOf(s, linear);
   if (empty(plan)) return 0;
   try {
-    return build(s, plan)->workspace;
+    return build(s, plan, bf16)->workspace;
   } catch (const CudaError&) {
     return 0;  // prepare() fails with the reason, naming the node
   }
@@ -182,10 +200,10 @@ KernelFn emptyProduct(const KernelSig& s) {
   };
 }
 
-KernelFn prepare(const KernelSig& s, bool linear) {
+KernelFn prepare(const KernelSig& s, bool linear, bool bf16) {
   GemmPlan plan = planOf(s, linear);
   if (empty(plan)) return emptyProduct(s);
-  std::shared_ptr<LtGemm> g = build(s, plan);
+  std::shared_ptr<LtGemm> g = build(s, plan, bf16);
   cudaStream_t st = streamOf(s);
   bool bias = hasBias(plan.epilogue);
   return [g, st, bias](const KernelIO& io) {
@@ -205,28 +223,33 @@ KernelFn prepare(const KernelSig& s, bool linear) {
   };
 }
 
-std::string describe(const KernelSig& s, bool linear) {
+std::string describe(const KernelSig& s, bool linear, bool bf16) {
   GemmPlan p = planOf(s, linear);
   return "cuBLASLt " + std::string(p.transA ? "T" : "N") + (p.transB ? "T" : "N") + " " +
          std::to_string(p.m) + "×" + std::to_string(p.n) + "×" + std::to_string(p.k) + ", " +
          epilogueName(p.epilogue) +
-         (s.autocast ? ", TF32 tensor cores (exact on autocast's 16-bit inputs)"
-                     : ", FP32 compute (no TF32)");
+         (bf16         ? ", bf16 operands on bf16 tensor cores, into float"
+          : s.autocast ? ", TF32 tensor cores (exact on autocast's 16-bit inputs)"
+                       : ", FP32 compute (no TF32)");
 }
 
-KernelImpl gemmKernel(const char* name, bool linear) {
-  KernelImpl k{name, [linear](const KernelSig& s) { return decline(s, linear); },
-               [linear](const KernelSig& s) { return prepare(s, linear); }};
-  k.workspace = [linear](const KernelSig& s) { return workspace(s, linear); };
-  k.detail = [linear](const KernelSig& s) { return describe(s, linear); };
+KernelImpl gemmKernel(const char* name, bool linear, bool bf16) {
+  KernelImpl k{name, [linear, bf16](const KernelSig& s) { return decline(s, linear, bf16); },
+               [linear, bf16](const KernelSig& s) { return prepare(s, linear, bf16); }};
+  k.workspace = [linear, bf16](const KernelSig& s) { return workspace(s, linear, bf16); };
+  k.detail = [linear, bf16](const KernelSig& s) { return describe(s, linear, bf16); };
+  k.halfTensors = bf16;
   return k;
 }
 
 }  // namespace
 
 void registerGemm(KernelRegistry& r) {
-  r.add("Linear", DeviceKind::Cuda, gemmKernel("cublaslt.linear", true));
-  r.add("MatMul", DeviceKind::Cuda, gemmKernel("cublaslt.matmul", false));
+  r.add("Linear", DeviceKind::Cuda, gemmKernel("cublaslt.linear", true, false));
+  r.add("MatMul", DeviceKind::Cuda, gemmKernel("cublaslt.matmul", false, false));
+  // Mixed precision's products on bf16 operands (the bf16 storage pass places them).
+  r.add("Linear", DeviceKind::Cuda, gemmKernel("cublaslt.linear_bf16", true, true));
+  r.add("MatMul", DeviceKind::Cuda, gemmKernel("cublaslt.matmul_bf16", false, true));
 }
 
 }  // namespace netloom::cuda

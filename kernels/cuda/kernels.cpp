@@ -22,6 +22,8 @@ void registerKernels(KernelRegistry& r) {
   registerBatchMatMul(r);
   registerAttention(r);
   registerCollectiveKernels(r, DeviceKind::Cuda, parallelMath());
+  // Last: every float kernel's twin for bf16 tensors, after the kernels that read them.
+  r.widenHalf(DeviceKind::Cuda, bf16Twin);
 }
 
 }  // namespace netloom::cuda

@@ -40,6 +40,10 @@ void registerSequence(KernelRegistry& r);  // Transpose, SumTo, Embedding, posit
 void registerBatchMatMul(KernelRegistry& r);
 void registerAttention(KernelRegistry& r);
 
+// A float kernel's widened twin for bf16 tensors (kernels/core/widen.h), its copies
+// on the kernel's stream; in elementwise.cu.
+KernelImpl bf16Twin(const KernelImpl& inner);
+
 // The parallel kernels' arithmetic (kernels/core/collectives.h), on the device's stream.
 ParallelMath parallelMath();
 void stepShard(void* stream, const ShardStep& s);  // ZeRO's update of a shard, in optimizers.cu

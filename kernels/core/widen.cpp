@@ -1,13 +1,12 @@
-// bf16 tensors for the float kernels: the widened twin of a kernel converts each bf16
-// input to float in its launch's workspace, runs the float kernel there, and rounds
-// each bf16 output back (as CastBf16 rounds). The tensors live between launches in
-// 16 bits, so the memory plan holds half the bytes; the conversions cost a pass over
-// them each launch, which a kernel that reads bf16 itself saves.
+// A float kernel's widened twin (widen.h). The tensors live between launches in 16
+// bits, so the memory plan holds half the bytes; the conversions cost a pass over them
+// each launch, which a kernel that reads bf16 itself saves.
+#include "kernels/core/widen.h"
+
+#include <algorithm>
 #include <memory>
 
-#include "kernels/cpu/half.h"
-
-namespace netloom::cpu {
+namespace netloom {
 
 namespace {
 
@@ -52,7 +51,7 @@ std::vector<TensorRef> refsOf(const std::vector<TensorDesc>& ds) {
   return refs;
 }
 
-KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
+KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s, const HalfCopies& copies) {
   const WidePlan plan = widePlan(inner, s);
   KernelFn run = inner.prepare(widenedSig(s));
   std::vector<int64_t> inCount, outCount;
@@ -61,13 +60,13 @@ KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
   // One launch at a time per prepared kernel (each program prepares its own).
   const KernelSig wide = widenedSig(s);
   auto refs = std::make_shared<WideTensors>(WideTensors{refsOf(wide.in), refsOf(wide.out)});
-  return [plan, run, inCount, outCount, refs](const KernelIO& io) {
+  return [plan, run, inCount, outCount, refs, copies](const KernelIO& io) {
     char* ws = static_cast<char*>(io.workspace);
     std::vector<TensorRef>&in = refs->in, &out = refs->out;
     for (size_t k = 0; k < in.size(); ++k) {
       in[k].data = plan.in[k] < 0 ? io.in[k].data : ws + plan.in[k];
       if (plan.in[k] >= 0)
-        widenElements(static_cast<const uint16_t*>(io.in[k].data), in[k].f32(), inCount[k]);
+        copies.widen(static_cast<const uint16_t*>(io.in[k].data), in[k].f32(), inCount[k]);
     }
     for (size_t k = 0; k < out.size(); ++k)
       out[k].data = plan.out[k] < 0 ? io.out[k].data : ws + plan.out[k];
@@ -79,13 +78,13 @@ KernelFn prepareWidened(const KernelImpl& inner, const KernelSig& s) {
     run(inner);
     for (size_t k = 0; k < out.size(); ++k)
       if (plan.out[k] >= 0)
-        narrowElements(out[k].f32(), static_cast<uint16_t*>(io.out[k].data), outCount[k]);
+        copies.narrow(out[k].f32(), static_cast<uint16_t*>(io.out[k].data), outCount[k]);
   };
 }
 
 }  // namespace
 
-KernelImpl widenBf16(const KernelImpl& inner) {
+KernelImpl widenedTwin(const KernelImpl& inner, const HalfCopiesFor& copies) {
   KernelImpl w;
   w.name = inner.name + "+bf16";
   w.halfTensors = true;
@@ -95,7 +94,7 @@ KernelImpl widenBf16(const KernelImpl& inner) {
     if (!hasHalfTensors(s)) return "is for bf16 tensors";
     return inner.decline(widenedSig(s));
   };
-  w.prepare = [inner](const KernelSig& s) { return prepareWidened(inner, s); };
+  w.prepare = [inner, copies](const KernelSig& s) { return prepareWidened(inner, s, copies(s)); };
   w.workspace = [inner](const KernelSig& s) { return widePlan(inner, s).bytes; };
   if (inner.packs)
     w.packs = [inner](const KernelSig& s, int input) { return inner.packs(widenedSig(s), input); };
@@ -106,4 +105,4 @@ KernelImpl widenBf16(const KernelImpl& inner) {
   return w;
 }
 
-}  // namespace netloom::cpu
+}  // namespace netloom
