@@ -1,7 +1,8 @@
 // "bf16 storage": under bf16, after autodiff, the matrix ops whose operands are both
 // rounded to bf16 read them from 16-bit storage, where the device has a kernel for
 // that (storeBf16Operands, engine/compiler/autocast.cpp): the products run on the
-// CPU's bf16 units at about twice the float rate. Then, where the products do, the
+// device's bf16 units (the CPU's AVX512_BF16 or AMX, a GPU's tensor cores) at about
+// twice the float rate. Then, where the products do, the
 // activations and gradients autocast rounded to bf16 are stored in 16 bits wherever
 // their readers run on bf16 tensors (storeBf16Activations): the memory plan holds half
 // their bytes. Where the products compute in float, so do the convolutions, and the
