@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <iterator>
 #include <set>
+#include <sstream>
 
 #include "engine/graph/blocks.h"
 #include "engine/interop/pytorch_gen.h"
@@ -51,49 +53,18 @@ struct Class {
 
 // Attributes nn.Module has already; a node so named gets another attribute name.
 const std::set<std::string>& moduleMembers() {
-  static const std::set<std::string> m = {"training",
-                                          "forward",
-                                          "eval",
-                                          "train",
-                                          "to",
-                                          "cuda",
-                                          "cpu",
-                                          "float",
-                                          "double",
-                                          "half",
-                                          "parameters",
-                                          "buffers",
-                                          "children",
-                                          "modules",
-                                          "state_dict",
-                                          "load_state_dict",
-                                          "apply",
-                                          "zero_grad",
-                                          "register_buffer",
-                                          "register_parameter",
-                                          "add_module",
-                                          "named_parameters",
-                                          "named_buffers",
-                                          "named_children",
-                                          "named_modules",
-                                          "requires_grad_",
-                                          "type",
-                                          "extra_repr",
-                                          "get_submodule",
-                                          "get_parameter",
-                                          "get_buffer",
-                                          "share_memory",
-                                          "dump_patches",
-                                          "T_destination",
-                                          "call_super_init",
-                                          "bfloat16",
-                                          "ipu",
-                                          "xpu",
-                                          "register_module",
-                                          "register_forward_hook",
-                                          "register_forward_pre_hook",
-                                          "register_full_backward_hook",
-                                          "register_backward_hook"};
+  static const std::set<std::string> m = [] {
+    std::istringstream words(
+        "training forward eval train to cuda cpu float double half bfloat16 parameters "
+        "buffers "
+        "children modules state_dict load_state_dict apply zero_grad register_buffer "
+        "register_parameter add_module named_parameters named_buffers named_children "
+        "named_modules requires_grad_ type extra_repr get_submodule get_parameter "
+        "get_buffer share_memory dump_patches T_destination call_super_init ipu xpu "
+        "register_module register_forward_hook register_forward_pre_hook "
+        "register_full_backward_hook register_backward_hook");
+    return std::set<std::string>(std::istream_iterator<std::string>(words), {});
+  }();
   return m;
 }
 
