@@ -66,9 +66,9 @@ limit_args=()
 [[ "$limit" -gt 0 ]] && limit_args=(--train-limit "$limit")
 batch=128
 
-printf '%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s\n' model \
+printf '%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s %10s\n' model \
   "graph s/s" "launches s/s" "checked s/s" "NL bf16" "PT eager" "PT compiled" "PT bf16" "NL/PT" \
-  "NL/PTc" "bf16 NL/PT" "host/step" "NL ms" "PT ms"
+  "NL/PTc" "bf16 NL/PT" "host/step" "NL ms" "PT ms" "bf16 arena"
 for m in $models; do
   checked="$tmp/fashion-$m-checked.nlproj"
   # NETLOOM_FASHION_DIR points the runs at a copy of Fashion-MNIST elsewhere than
@@ -127,8 +127,10 @@ if g and g.get("train_seconds"):
     host = "%.1f%%" % (100.0 * g["issue_seconds"] / g["train_seconds"])
 def step_ms(s):  # a step of the full batch, after the warm-up
     return "%.2f" % (1000.0 * batch / steady(s)) if s and steady(s) else "-"
-print("%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s" % (
+def arena(a, b):  # NetLoom's training arena in bf16 over fp32's
+    return "%.2fx" % (a["arena_bytes"] / b["arena_bytes"]) if a and b and b.get("arena_bytes") else "-"
+print("%-8s %10s %12s %11s %10s %10s %11s %10s %7s %7s %9s %9s %8s %8s %10s" % (
     model, rate(g), rate(l), rate(c), rate(b), rate(t, False), rate(tc, False), rate(tb, False),
-    ratio(g, t), ratio(g, tc), ratio(b, tb), host, step_ms(g), step_ms(t)))
+    ratio(g, t), ratio(g, tc), ratio(b, tb), host, step_ms(g), step_ms(t), arena(b, g)))
 PY
 done
