@@ -14,7 +14,7 @@
 
 namespace netloom::fm {
 
-NL_HD inline float asFloat(int32_t bits) {
+NL_HD NL_INLINE float asFloat(int32_t bits) {
 #ifdef __CUDA_ARCH__
   return __int_as_float(bits);
 #else
@@ -25,7 +25,7 @@ NL_HD inline float asFloat(int32_t bits) {
 }
 
 // 2^n for whole n in [-126, 127], through the exponent bits.
-NL_HD inline float pow2(int32_t n) {
+NL_HD NL_INLINE float pow2(int32_t n) {
   return asFloat((n + 127) << 23);
 }
 
@@ -34,7 +34,7 @@ NL_HD inline float pow2(int32_t n) {
 // polynomial of e^r to degree 7 is within 1e-8 relative. 2^n is applied as two halves,
 // so a result that overflows becomes infinity and one below the normal range a
 // subnormal or zero, as expf gives.
-NL_HD inline float exp(float x) {
+NL_HD NL_INLINE float exp(float x) {
   const bool nan = x != x;
   float c = nan ? 0.f : x;
   c = c < -104.f ? -104.f : c;
@@ -60,7 +60,7 @@ NL_HD inline float exp(float x) {
 // tanh: an odd polynomial below 0.625 (x + x³·P(x²), P fitted for relative error
 // under 5e-9 there), 1 - 2 / (e^{2|x|} + 1) with x's sign above, which is 1 once
 // e^{2|x|} overflows.
-NL_HD inline float tanh(float x) {
+NL_HD NL_INLINE float tanh(float x) {
   const float a = x < 0.f ? -x : x;
   const float u = x * x;
   float p = -0.005718978858116119f;
@@ -77,7 +77,7 @@ NL_HD inline float tanh(float x) {
 // erf: x + x·(P(x²) - 1) below 1 (relative error under 2e-9), 1 - e^{-x²}·Q(s) up to 3.92 with Q
 // fitted to erfc(x)·e^{x²} in s = a + b/x, which runs over [-1, 1] there (absolute
 // error under 3e-11), and ±1 beyond, where erf rounds to 1 in float.
-NL_HD inline float erf(float x) {
+NL_HD NL_INLINE float erf(float x) {
   const float a = x < 0.f ? -x : x;
   const float u = x * x;
   float p = 7.898202138911792e-05f;

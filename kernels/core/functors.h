@@ -13,42 +13,42 @@
 namespace netloom::fn {
 
 struct Copy {
-  NL_HD float operator()(float x) const { return x; }
+  NL_HD NL_INLINE float operator()(float x) const { return x; }
 };
 // NaN passes through ReLU as it does in PyTorch (clamp_min propagates it, and its
 // backward zeroes only where y <= 0): written `x > 0 ? x : 0`, a NaN weight would
 // vanish into zeros and the run would go on with a finite loss.
 struct Relu {
-  NL_HD float operator()(float x) const { return x <= 0.f ? 0.f : x; }
+  NL_HD NL_INLINE float operator()(float x) const { return x <= 0.f ? 0.f : x; }
 };
 struct ReluGrad {  // from the output y
-  NL_HD float operator()(float dy, float y) const { return y <= 0.f ? 0.f : dy; }
+  NL_HD NL_INLINE float operator()(float dy, float y) const { return y <= 0.f ? 0.f : dy; }
 };
 struct LeakyRelu {
   float slope;
-  NL_HD float operator()(float x) const { return x > 0.f ? x : slope * x; }
+  NL_HD NL_INLINE float operator()(float x) const { return x > 0.f ? x : slope * x; }
 };
 struct LeakyReluGrad {  // from the input x
   float slope;
-  NL_HD float operator()(float dy, float x) const { return x > 0.f ? dy : slope * dy; }
+  NL_HD NL_INLINE float operator()(float dy, float x) const { return x > 0.f ? dy : slope * dy; }
 };
 struct Sigmoid {
-  NL_HD float operator()(float x) const { return 1.f / (1.f + fm::exp(-x)); }
+  NL_HD NL_INLINE float operator()(float x) const { return 1.f / (1.f + fm::exp(-x)); }
 };
 struct SigmoidGrad {  // from the output y
-  NL_HD float operator()(float dy, float y) const { return dy * y * (1.f - y); }
+  NL_HD NL_INLINE float operator()(float dy, float y) const { return dy * y * (1.f - y); }
 };
 struct Add {
-  NL_HD float operator()(float a, float b) const { return a + b; }
+  NL_HD NL_INLINE float operator()(float a, float b) const { return a + b; }
 };
 struct AddRelu {  // Add with the ReLU after it fused (a residual block's sum)
-  NL_HD float operator()(float a, float b) const { return Relu{}(a + b); }
+  NL_HD NL_INLINE float operator()(float a, float b) const { return Relu{}(a + b); }
 };
 struct Tanh {
-  NL_HD float operator()(float x) const { return fm::tanh(x); }
+  NL_HD NL_INLINE float operator()(float x) const { return fm::tanh(x); }
 };
 struct TanhGrad {  // from the output y
-  NL_HD float operator()(float dy, float y) const { return dy * (1.f - y * y); }
+  NL_HD NL_INLINE float operator()(float dy, float y) const { return dy * (1.f - y * y); }
 };
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -56,23 +56,23 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 
 struct Gelu {
-  NL_HD float operator()(float x) const { return 0.5f * x * (1.f + fm::erf(x * kInvSqrt2)); }
+  NL_HD NL_INLINE float operator()(float x) const { return 0.5f * x * (1.f + fm::erf(x * kInvSqrt2)); }
 };
 struct GeluGrad {  // from the input x
-  NL_HD float operator()(float dy, float x) const {
+  NL_HD NL_INLINE float operator()(float dy, float x) const {
     float cdf = 0.5f * (1.f + fm::erf(x * kInvSqrt2));
     float pdf = kInvSqrt2Pi * fm::exp(-0.5f * x * x);
     return dy * (cdf + x * pdf);
   }
 };
 struct GeluTanh {
-  NL_HD float operator()(float x) const {
+  NL_HD NL_INLINE float operator()(float x) const {
     float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.f + fm::tanh(u));
   }
 };
 struct GeluTanhGrad {
-  NL_HD float operator()(float dy, float x) const {
+  NL_HD NL_INLINE float operator()(float dy, float x) const {
     float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
     float t = fm::tanh(u);
     float du = kSqrt2OverPi * (1.f + 3.f * 0.044715f * x * x);
@@ -85,7 +85,7 @@ struct GeluTanhGrad {
 struct Dropout {
   uint64_t key;
   float p, scale;  // scale = 1 / (1 - p)
-  NL_HD float operator()(float x, uint64_t at) const {
+  NL_HD NL_INLINE float operator()(float x, uint64_t at) const {
     return x * (uniformAt(key, at) < p ? 0.f : scale);
   }
 };
@@ -95,7 +95,7 @@ struct Dropout {
 // variance, which enters unbiased.
 struct RunningAverage {
   double momentum, scale;
-  NL_HD float operator()(float running, float batch) const {
+  NL_HD NL_INLINE float operator()(float running, float batch) const {
     return float((1 - momentum) * running + momentum * batch * scale);
   }
 };
@@ -104,10 +104,10 @@ struct RunningAverage {
 // std::max(a, b) is `a < b ? b : a`, so a NaN first argument is kept (fmax would drop
 // it), and NaN is the one value unequal to itself.
 template <class T>
-NL_HD inline T maxOf(T a, T b) {
+NL_HD NL_INLINE T maxOf(T a, T b) {
   return a < b ? b : a;
 }
-NL_HD inline bool isNan(float x) {
+NL_HD NL_INLINE bool isNan(float x) {
   return x != x;
 }
 
@@ -117,11 +117,11 @@ NL_HD inline bool isNan(float x) {
 
 // (p - t)²: the float difference squared in double, as MSELoss sums it.
 struct SquaredError {
-  NL_HD double operator()(float p, float t) const { return double(p - t) * (p - t); }
+  NL_HD NL_INLINE double operator()(float p, float t) const { return double(p - t) * (p - t); }
 };
 struct MseGrad {  // d/dp of the mean; scale = 2·dloss / n
   float scale;
-  NL_HD float operator()(float p, float t) const { return scale * (p - t); }
+  NL_HD NL_INLINE float operator()(float p, float t) const { return scale * (p - t); }
 };
 
 // Binary cross-entropy of one element in double: on logits through a stable
@@ -129,7 +129,7 @@ struct MseGrad {  // d/dp of the mean; scale = 2·dloss / n
 // PyTorch's BCELoss does, so a saturated probability stays finite.
 struct BceTerm {
   bool logits;
-  NL_HD double operator()(float x, float t) const {
+  NL_HD NL_INLINE double operator()(float x, float t) const {
     double xd = x;
     if (logits) return maxOf(xd, 0.0) - xd * t + log1p(exp(-fabs(xd)));
     double lp = maxOf(log(xd), -100.0), l1p = maxOf(log1p(-xd), -100.0);
@@ -142,7 +142,7 @@ struct BceTerm {
 struct BceGrad {
   float scale;
   bool logits, wrtTarget;
-  NL_HD float operator()(float x, float t) const {
+  NL_HD NL_INLINE float operator()(float x, float t) const {
     if (wrtTarget)
       return logits
                  ? -scale * x
@@ -163,7 +163,7 @@ struct XentGrad {
     float off = eps / float(classes), on = 1.f - eps + off;
     return {off, on - off, scale};
   }
-  NL_HD float operator()(float e, float inv, bool label) const {
+  NL_HD NL_INLINE float operator()(float e, float inv, bool label) const {
     float d = (e * inv - off) * scale;
     return label ? d - hit * scale : d;
   }
@@ -175,7 +175,7 @@ struct XentGrad {
 struct RanksAbove {
   float label;
   int64_t at;
-  NL_HD bool operator()(float x, int64_t j) const {
+  NL_HD NL_INLINE bool operator()(float x, int64_t j) const {
     bool nan = isNan(x), labelNan = isNan(label);
     bool above = labelNan ? false : nan || x > label;
     bool tie = labelNan ? nan : x == label;
@@ -199,13 +199,13 @@ struct FoldBatchNorm {
 // One row's statistics are reduced in double; these are its per-element steps, in float.
 struct LayerNormApply {
   float mean, invstd;
-  NL_HD float operator()(float x) const { return (x - mean) * invstd; }
-  NL_HD float operator()(float x, float w, float b) const { return (x - mean) * invstd * w + b; }
+  NL_HD NL_INLINE float operator()(float x) const { return (x - mean) * invstd; }
+  NL_HD NL_INLINE float operator()(float x, float w, float b) const { return (x - mean) * invstd * w + b; }
 };
 // dx = invstd·(g - mean(g) - x̂·mean(g·x̂)) with g = dy·w; mg and mgx are the two means.
 struct LayerNormGradApply {
   float mean, invstd, mg, mgx;
-  NL_HD float operator()(float dy, float x, float w) const {
+  NL_HD NL_INLINE float operator()(float dy, float x, float w) const {
     return invstd * (dy * w - mg - (x - mean) * invstd * mgx);
   }
 };
@@ -218,7 +218,7 @@ struct LayerNormGradApply {
 // even, kept in a float. NaN stays NaN; past the format's range is infinity; halves
 // below 2^-14 are subnormal, in steps of 2^-24. Every such value is exact in TF32,
 // whose 10-bit mantissa and 8-bit exponent hold both formats.
-NL_HD inline uint32_t floatBits(float x) {
+NL_HD NL_INLINE uint32_t floatBits(float x) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(x);
 #else
@@ -227,7 +227,7 @@ NL_HD inline uint32_t floatBits(float x) {
   return u;
 #endif
 }
-NL_HD inline float bitsFloat(uint32_t u) {
+NL_HD NL_INLINE float bitsFloat(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);
 #else
@@ -237,7 +237,7 @@ NL_HD inline float bitsFloat(uint32_t u) {
 #endif
 }
 struct RoundBf16 {
-  NL_HD float operator()(float x) const {
+  NL_HD NL_INLINE float operator()(float x) const {
     uint32_t u = floatBits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -245,7 +245,7 @@ struct RoundBf16 {
   }
 };
 struct RoundFp16 {
-  NL_HD float operator()(float x) const {
+  NL_HD NL_INLINE float operator()(float x) const {
     uint32_t u = floatBits(x);
     uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
     if (mag > 0x7f800000u) return x;  // NaN
@@ -263,7 +263,7 @@ struct RoundFp16 {
 // bfloat16 storage: a float rounded as RoundBf16 rounds it, kept as its top 16 bits,
 // and those bits read back as the float they are.
 struct ToBf16 {
-  NL_HD uint16_t operator()(float x) const {
+  NL_HD NL_INLINE uint16_t operator()(float x) const {
     const uint32_t u = floatBits(x);
     // A NaN whose payload is all in the low half would read as infinity: quiet NaN.
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);
@@ -271,11 +271,11 @@ struct ToBf16 {
   }
 };
 struct FromBf16 {
-  NL_HD float operator()(uint16_t b) const { return bitsFloat(uint32_t(b) << 16); }
+  NL_HD NL_INLINE float operator()(uint16_t b) const { return bitsFloat(uint32_t(b) << 16); }
 };
 struct RoundHalf {  // one of the two, chosen at plan time
   bool fp16;
-  NL_HD float operator()(float x) const { return fp16 ? RoundFp16{}(x) : RoundBf16{}(x); }
+  NL_HD NL_INLINE float operator()(float x) const { return fp16 ? RoundFp16{}(x) : RoundBf16{}(x); }
 };
 
 // A tensor's values in Histogram::kBins equal bins between their finite minimum
@@ -339,11 +339,11 @@ struct LossScale {
 struct SgdStep {
   float lr, momentum, weightDecay;
   bool nesterov;
-  NL_HD void operator()(float& p, float g) const {  // without a momentum buffer
+  NL_HD NL_INLINE void operator()(float& p, float g) const {  // without a momentum buffer
     float d = g + weightDecay * p;
     p -= lr * d;
   }
-  NL_HD void operator()(float& p, float g, float& buf) const {
+  NL_HD NL_INLINE void operator()(float& p, float g, float& buf) const {
     float d = g + weightDecay * p;
     buf = momentum * buf + d;
     d = nesterov ? d + momentum * buf : buf;
@@ -376,7 +376,7 @@ struct AdamStep {
             lrf / bc1,
             bc2Sqrt};
   }
-  NL_HD void operator()(float& p, float g, float& m, float& v) const {
+  NL_HD NL_INLINE void operator()(float& p, float g, float& m, float& v) const {
     float gi = g + l2 * p;
     m = beta1 * m + (1.f - beta1) * gi;
     v = beta2 * v + (1.f - beta2) * gi * gi;
@@ -387,7 +387,7 @@ struct AdamStep {
 
 // Σ_k blocks[k·n + i] for k = 0 … count−1, in that order: the stages holding a tied
 // weight sum their parts of its gradient alike, to the same bits.
-NL_HD inline float sumOfBlocks(const float* blocks, int count, int64_t n, int64_t i) {
+NL_HD NL_INLINE float sumOfBlocks(const float* blocks, int count, int64_t n, int64_t i) {
   float sum = blocks[i];
   for (int k = 1; k < count; ++k) sum += blocks[int64_t(k) * n + i];
   return sum;
