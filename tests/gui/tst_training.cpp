@@ -61,16 +61,12 @@ class TestTraining : public QObject {
 
   netloom::testing::ProjectFolder m_dir;
 
-  QString spirals(const QString& name, int epochs, double lr = 0.01) {
-    return m_dir.spirals(name, epochs, lr);
-  }
-
  private slots:
   void initTestCase() { qputenv("NETLOOM_TRAIN", NETLOOM_TRAIN_EXE); }
 
   void runFromTheActionTrainsToTheFloor() {
     MainWindow w;
-    QVERIFY(w.openFile(spirals("inproc", 30)));
+    QVERIFY(w.openFile(m_dir.spirals("inproc", 30)));
     QSignalSpy ended(w.runs(), &RunController::runEnded);
     trigger(w, "run");
     QVERIFY(w.runs()->running());
@@ -136,7 +132,7 @@ class TestTraining : public QObject {
 
   void killedChildIsReportedAndKeepsItsEvents() {
     MainWindow w;
-    QVERIFY(w.openFile(spirals("child", testing::kEndlessEpochs)));
+    QVERIFY(w.openFile(m_dir.spirals("child", testing::kEndlessEpochs)));
     trigger(w, "childProcess");
     QVERIFY(w.runs()->childProcess());
     trigger(w, "run");
@@ -175,7 +171,7 @@ class TestTraining : public QObject {
     QFETCH(bool, threads);
     if (QThread::idealThreadCount() < 2) QSKIP("one core: no two ranks");
     MainWindow w;
-    QVERIFY(w.openFile(spirals(threads ? "thread-ranks" : "ranks", 3)));
+    QVERIFY(w.openFile(m_dir.spirals(threads ? "thread-ranks" : "ranks", 3)));
     auto* selector = w.findChild<QComboBox*>("deviceSelector");
     const QString processes = "This computer — 2 CPU ranks (data parallel)";
     QVERIFY(selector);
@@ -219,7 +215,7 @@ class TestTraining : public QObject {
   void pauseStopAndResumeFromCheckpoint() {
     QFETCH(bool, child);
     MainWindow w;
-    QVERIFY(w.openFile(spirals(child ? "resume-child" : "resume", testing::kEndlessEpochs)));
+    QVERIFY(w.openFile(m_dir.spirals(child ? "resume-child" : "resume", testing::kEndlessEpochs)));
     if (child) trigger(w, "childProcess");
     trigger(w, "run");
     QVERIFY(waitForSteps(w, 60));
@@ -281,7 +277,7 @@ class TestTraining : public QObject {
   }
 
   void historyReloadsOverlaysAndCompares() {
-    QString path = spirals("history", 2);
+    QString path = m_dir.spirals("history", 2);
     {
       MainWindow w;
       QVERIFY(w.openFile(path));
@@ -379,7 +375,7 @@ class TestTraining : public QObject {
   // Closing the window during a run asks; yes stops the run cleanly (its stream
   // ends with Finished) and keeps a checkpoint; cancel keeps it running.
   void closingDuringARunAsksThenStopsCleanly() {
-    QString path = spirals("closing", testing::kEndlessEpochs);
+    QString path = m_dir.spirals("closing", testing::kEndlessEpochs);
     QString runDir;
     {
       MainWindow w;
@@ -411,7 +407,7 @@ class TestTraining : public QObject {
   // Two projects in one folder keep their runs apart: neither lists, overlays or
   // reports the other's; a run from before (directly in runs/) stays with its project.
   void runsOfTwoProjectsInOneFolderStayApart() {
-    const QString a = spirals("shared", 1);
+    const QString a = m_dir.spirals("shared", 1);
     QVERIFY(!a.isEmpty());
     auto p = loadProject(a.toStdString());
     p->set_name("Other spirals");
@@ -498,7 +494,7 @@ class TestTraining : public QObject {
 
   void invalidGraphIsRefused() {
     MainWindow w;
-    QVERIFY(w.openFile(spirals("invalid", 2)));
+    QVERIFY(w.openFile(m_dir.spirals("invalid", 2)));
     editor::GraphDocument* doc = w.document();
     doc->disconnectInput(doc->findNode("act1"), 0);
     QVERIFY(!doc->analysis().ok());

@@ -35,10 +35,6 @@ class TestTrainingViews : public QObject {
 
   netloom::testing::ProjectFolder m_dir;
 
-  QString spirals(const QString& name, int epochs, double lr = 0.01) {
-    return m_dir.spirals(name, epochs, lr);
-  }
-
  private slots:
   void initTestCase() { qputenv("NETLOOM_TRAIN", NETLOOM_TRAIN_EXE); }
 
@@ -46,7 +42,7 @@ class TestTrainingViews : public QObject {
   // sample, its accuracy is the run's, mistakes and confidence order the grid.
   void evaluationOfARun() {
     MainWindow w;
-    QVERIFY(w.openFile(spirals("evaluate", 10)));
+    QVERIFY(w.openFile(m_dir.spirals("evaluate", 10)));
     trigger(w, "run");
     QVERIFY(waitForEnd(w));
     trigger(w, "evaluateRun");
@@ -135,7 +131,7 @@ class TestTrainingViews : public QObject {
   // The Training and Data docks edit the project's settings: undoable, saved, and
   // read by the next run; the Data dock previews samples and counts classes.
   void settingsDocksEditTheProject() {
-    QString path = spirals("settings", 2);
+    QString path = m_dir.spirals("settings", 2);
     MainWindow w;
     QVERIFY(w.openFile(path));
     editor::GraphDocument* doc = w.document();
@@ -181,7 +177,7 @@ class TestTrainingViews : public QObject {
   // The docks check settings as a run would: the error names its field, which is
   // drawn red; accepted but suspicious values are warnings; fixing them clears it.
   void settingsDocksShowProblemsAsYouType() {
-    QString path = spirals("settings-problems", 2);
+    QString path = m_dir.spirals("settings-problems", 2);
     MainWindow w;
     QVERIFY(w.openFile(path));
     SettingsForm* train = w.trainingSettings();

@@ -1,11 +1,13 @@
 // What the remote job tests share, around the loopback sshd of sshd_fixture.h: a
 // session that takes the host's key, a trainer that holds at a step, the spirals
-// project, one-thread submit options, a follower to the job's end, and the job's
-// events as written on the host.
+// project, one-thread submit options, a follower to the job's end, the job's events
+// as written on the host, and netloom-job run as a person would.
 #pragma once
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QProcess>
+#include <QProcessEnvironment>
 #include <QtGlobal>
 #include <memory>
 #include <string>
@@ -74,6 +76,29 @@ inline std::string followToEnd(const remotepb::JobRecord& job, remote::FollowEnd
 inline QByteArray remoteEvents(const remotepb::JobRecord& job) {
   QFile f(QString::fromStdString(job.dir() + "/events.pb"));
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// netloom-job's environment in a test: its saved hosts under `config`, its job registry
+// under `data`, and no SSH agent.
+inline QProcessEnvironment jobCliEnvironment(const QString& config, const QString& data) {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("XDG_CONFIG_HOME", config);
+  env.insert("XDG_DATA_HOME", data);
+  env.remove("SSH_AUTH_SOCK");
+  return env;
+}
+
+// netloom-job with `args` in `env`, `input` typed on its standard input, run to its end
+// (or `boundMs`); owned by `parent`.
+inline QProcess* runJobCli(QObject* parent, const QProcessEnvironment& env, const QStringList& args,
+                           const QByteArray& input = {}, int boundMs = kHangMs) {
+  auto* p = new QProcess(parent);
+  p->setProcessEnvironment(env);
+  p->start(NETLOOM_JOB_EXE, args);
+  p->write(input);
+  p->closeWriteChannel();
+  p->waitForFinished(boundMs);
+  return p;
 }
 
 }  // namespace netloom::testing

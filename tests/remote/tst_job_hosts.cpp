@@ -119,24 +119,16 @@ class TestJobHosts : public QObject, LoopbackHost {
   // unknown host key is refused unless the user types yes.
   void netloomJobCommands() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable("no sshd here: " + m_skip));
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("XDG_CONFIG_HOME", m_dir.filePath("cli-config"));
-    env.insert("XDG_DATA_HOME", m_dir.filePath("cli-data"));
-    env.remove("SSH_AUTH_SOCK");
+    const QProcessEnvironment env =
+        jobCliEnvironment(m_dir.filePath("cli-config"), m_dir.filePath("cli-data"));
     remotepb::HostList list;
     remotepb::Host h = host();
     h.set_known_hosts(m_dir.filePath("cli_known_hosts").toStdString());
     h.set_work_dir(m_dir.filePath("cli").toStdString());
     *list.add_hosts() = h;
     QVERIFY(saveHosts(m_dir.filePath("cli-config/netloom/hosts.txtpb").toStdString(), list).ok());
-    auto job = [&](QStringList args, const QByteArray& input = {}) {
-      auto* p = new QProcess(this);
-      p->setProcessEnvironment(env);
-      p->start(NETLOOM_JOB_EXE, args);
-      p->write(input);
-      p->closeWriteChannel();
-      p->waitForFinished(120000);
-      return p;
+    auto job = [&](const QStringList& args, const QByteArray& input = {}) {
+      return runJobCli(this, env, args, input, 120000);
     };
     const QString project = NETLOOM_SOURCE_DIR "/projects/spirals.nlproj";
     QProcess* no = job({"submit", "--host", "loop", project}, "no\n");

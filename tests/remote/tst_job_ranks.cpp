@@ -81,10 +81,8 @@ class TestJobRanks : public QObject {
     QFETCH(QString, strategy);
     QFETCH(int, perHost);
     const QString tag = strategy == "data" ? QString() : "-" + strategy;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("XDG_CONFIG_HOME", m_dir.filePath("ranks-config" + tag));
-    env.insert("XDG_DATA_HOME", m_dir.filePath("ranks-data" + tag));
-    env.remove("SSH_AUTH_SOCK");
+    const QProcessEnvironment env =
+        jobCliEnvironment(m_dir.filePath("ranks-config" + tag), m_dir.filePath("ranks-data" + tag));
     remotepb::HostList list;
     for (const char* name : {"first", "second"}) {
       remotepb::Host h = host();
@@ -96,14 +94,8 @@ class TestJobRanks : public QObject {
     QVERIFY(
         saveHosts(m_dir.filePath("ranks-config" + tag + "/netloom/hosts.txtpb").toStdString(), list)
             .ok());
-    auto job = [&](QStringList args, const QByteArray& input = {}) {
-      auto* p = new QProcess(this);
-      p->setProcessEnvironment(env);
-      p->start(NETLOOM_JOB_EXE, args);
-      p->write(input);
-      p->closeWriteChannel();
-      p->waitForFinished(240000);
-      return p;
+    auto job = [&](const QStringList& args, const QByteArray& input = {}) {
+      return runJobCli(this, env, args, input, 240000);
     };
     proto::Project project = spirals(3);
     project.mutable_train()->set_threads(1);

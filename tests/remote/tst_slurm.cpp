@@ -322,10 +322,8 @@ class TestSlurm : public QObject {
   // list --host with the job's state; fetch.
   void netloomJobRunsAProjectOnTheCluster() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("XDG_CONFIG_HOME", m_dir.filePath("cli-config"));
-    env.insert("XDG_DATA_HOME", m_dir.filePath("cli-data"));
-    env.remove("SSH_AUTH_SOCK");
+    const QProcessEnvironment env =
+        jobCliEnvironment(m_dir.filePath("cli-config"), m_dir.filePath("cli-data"));
     remotepb::HostList list;
     remotepb::Host h = host();
     h.clear_slurm();  // the command line says it is a Slurm cluster
@@ -333,14 +331,8 @@ class TestSlurm : public QObject {
     QVERIFY(saveHosts(m_dir.filePath("cli-config/netloom/hosts.txtpb").toStdString(), list).ok());
     const QString path = m_dir.filePath("cli.nlproj");
     QVERIFY(saveProject(path.toStdString(), spirals(1)).ok());
-    auto job = [&](const QStringList& args) {
-      auto* p = new QProcess(this);
-      p->setProcessEnvironment(env);
-      p->start(NETLOOM_JOB_EXE, args);
-      p->write("yes\n");  // the login node's key, when it is not known yet
-      p->closeWriteChannel();
-      p->waitForFinished(testing::kHangMs);
-      return p;
+    auto job = [&](const QStringList& args) {  // "yes": the login node's key, when new
+      return runJobCli(this, env, args, "yes\n");
     };
     QProcess* bad = job({"submit", "--host", "cluster", "--slurm", "--partition", "a'b", path});
     QCOMPARE(bad->exitCode(), 1);
