@@ -172,13 +172,26 @@ std::string declineCast(const KernelSig& s) {
   return s.in[0].sameLayout(s.out[0]) ? "" : "keeps its input's layout";
 }
 
-// A copy keeps its input's type: a float into bf16 is a cast's (the widened twin's).
+// A copy keeps its input's type, or converts float and bf16 (where bf16 storage moved a
+// rounding into it) in the same pass.
 std::string declineRetype(const KernelSig& s) {
-  return s.in[0].dtype == s.out[0].dtype ? "" : "copies without changing the type";
+  const DType a = s.in[0].dtype, b = s.out[0].dtype;
+  if (a == b || (a == DType::F32 && b == DType::BF16) || (a == DType::BF16 && b == DType::F32))
+    return {};
+  return "copies, or converts between float32 and bf16, only";
 }
 
 KernelFn copy(const KernelSig& s) {
-  const int64_t bytes = bytesOf(s.out[0]);
+  const int64_t bytes = bytesOf(s.out[0]), n = storedElements(s.out[0]);
+  const DType from = s.in[0].dtype, to = s.out[0].dtype;
+  if (from == DType::F32 && to == DType::BF16)
+    return [n](const KernelIO& io) {
+      narrowElements(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data), n);
+    };
+  if (from == DType::BF16 && to == DType::F32)
+    return [n](const KernelIO& io) {
+      widenElements(static_cast<const uint16_t*>(io.in[0].data), io.out[0].f32(), n);
+    };
   return [bytes](const KernelIO& io) {
     if (io.out[0].data != io.in[0].data) std::memcpy(io.out[0].data, io.in[0].data, size_t(bytes));
   };

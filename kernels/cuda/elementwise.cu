@@ -169,6 +169,20 @@ void narrowBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t st) {
   NL_CUDA(cudaGetLastError());
 }
 
+// A copy, or a conversion between float and bf16 in the same pass.
+KernelFn convertingCopy(const KernelSig& s) {
+  const DType from = s.in[0].dtype, to = s.out[0].dtype;
+  if (from == to) return copy(s);
+  cudaStream_t st = streamOf(s);
+  if (from == DType::F32)
+    return [st](const KernelIO& io) {
+      narrowBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data), io.out[0].numel(), st);
+    };
+  return [st](const KernelIO& io) {
+    widenBf16(static_cast<const uint16_t*>(io.in[0].data), io.out[0].f32(), io.out[0].numel(), st);
+  };
+}
+
 }  // namespace
 
 KernelImpl bf16Twin(const KernelImpl& inner) {
@@ -191,8 +205,21 @@ void registerElementwise(KernelRegistry& r) {
     k.decline = declinePointwise;
     r.add("Pointwise", DeviceKind::Cuda, std::move(k));
   }
-  for (const char* op : {"Identity", "Flatten", "Reshape"})
-    add(op, [](const KernelSig& s) { return copy(s); });
+  // The shape ops copy, or convert between float and bf16 where bf16 storage moved a
+  // rounding into them.
+  for (const char* op : {"Identity", "Flatten", "Reshape"}) {
+    KernelImpl k{std::string("cuda.") + op,
+                 [](const KernelSig& s) -> std::string {
+                   const DType a = s.in[0].dtype, b = s.out[0].dtype;
+                   if (a == b || (a == DType::F32 && b == DType::BF16) ||
+                       (a == DType::BF16 && b == DType::F32))
+                     return {};
+                   return "copies, or converts between float32 and bf16, only";
+                 },
+                 [](const KernelSig& s) { return convertingCopy(s); }};
+    k.halfTensors = true;
+    r.add(op, DeviceKind::Cuda, std::move(k));
+  }
   add("Constant", [](const KernelSig& s) -> KernelFn {
     float v = float(s.attrs->f("value"));
     cudaStream_t st = streamOf(s);

@@ -194,6 +194,8 @@ class TestBf16Kernels : public QObject {
                              << "h/h" << true;
     QTest::newRow("Flatten to bf16") << "Flatten"
                                      << "f/h" << true;
+    QTest::newRow("Flatten to float") << "Flatten"
+                                      << "h/f" << true;
     QTest::newRow("Softmax") << "Softmax"
                              << "h/h" << true;
     QTest::newRow("ReduceRows") << "ReduceRows"
