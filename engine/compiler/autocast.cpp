@@ -71,6 +71,20 @@ std::vector<std::string> insertAutocast(Graph& g, const std::string& format) {
   return rounded;
 }
 
+int shareRoundings(Graph& g, const std::set<ValueId>& keep) {
+  std::map<std::pair<ValueId, std::string>, ValueId> first;  // (input, format) -> rounding
+  std::map<ValueId, ValueId> same;                           // a later rounding -> the first
+  for (Node& n : g.nodes) {
+    for (ValueId& v : n.inputs)
+      if (auto it = same.find(v); it != same.end()) v = it->second;
+    if (n.op != &internal_ops::roundHalf() || n.outputs.empty()) continue;
+    const ValueId out = n.outputs[0];
+    auto [it, fresh] = first.emplace(std::make_pair(n.inputs[0], n.attrs.s("format")), out);
+    if (!fresh && !keep.count(out) && !keep.count(it->second)) same[out] = it->second;
+  }
+  return int(same.size());
+}
+
 namespace {
 
 bool isMatrixOp(const Node& n) {

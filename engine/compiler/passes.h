@@ -62,6 +62,14 @@ Result<std::vector<std::string>> foldBatchNorms(Graph& g, const std::set<ValueId
 // it rounded around.
 std::vector<std::string> insertAutocast(Graph& g, const std::string& format);
 
+// After autodiff, under bf16 or fp16: roundings of one value to one format (autocast
+// makes one for each matrix op that reads the value) are one value: every reader reads
+// the first, and the others, unread, go as dead code. Three Linears reading one
+// LayerNorm's output kept three roundings of it for their weights' gradients. Gradients
+// are untouched (each reader's was rounded apart, as PyTorch's casts are). Values in
+// `keep` stay as they are. Returns how many roundings it shared.
+int shareRoundings(Graph& g, const std::set<ValueId>& keep);
+
 // After autodiff, under bf16: each matrix op (Linear, MatMul) whose two operands both
 // hold bf16 values (a RoundHalf to bf16, or a ReLU gradient of one), where the device
 // has a kernel for bf16 operands (oneDNN's bf16 product on a CPU with AVX512_BF16 or

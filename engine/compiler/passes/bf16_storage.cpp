@@ -26,25 +26,32 @@ class Bf16Storage : public Pass {
   Result<std::string> run(PassContext& c) override {
     const KernelRegistry& kernels = KernelRegistry::instance();
     const bool bf16 = c.opts.precision == Precision::BF16;
-    const std::vector<std::string> ops =
-        bf16 ? storeBf16Operands(c.g, kernels, c.context) : std::vector<std::string>();
     std::set<ValueId> keep(c.pinned.begin(), c.pinned.end());
     keep.insert(c.roots.begin(), c.roots.end());
     for (const auto& [param, grad] : c.grads) keep.insert(grad);
     if (c.loss != kNoValue) keep.insert(c.loss);
+    const int shared = shareRoundings(c.g, keep);
+    const std::vector<std::string> ops =
+        bf16 ? storeBf16Operands(c.g, kernels, c.context) : std::vector<std::string>();
     // Products in float: converting the activations would cost more than it saves.
     const Bf16Activations stored =
         storeBf16Activations(c.g, kernels, c.context, keep, !ops.empty());
-    if (!bf16) return std::string("under fp16 every tensor stays float32, holding fp16 values");
+    const std::string sharing =
+        shared > 0 ? "; " + counted(size_t(shared), "rounding") + " shared with another reader"
+                   : std::string();
+    if (!bf16)
+      return std::string("under fp16 every tensor stays float32, holding fp16 values") + sharing;
     if (ops.empty())
       return std::string(
-          "no matrix op has a bf16 kernel on this device: its operands and every activation "
-          "stay float32, rounded to bf16 values");
+                 "no matrix op has a bf16 kernel on this device: its operands and every "
+                 "activation stay float32, rounded to bf16 values") +
+             sharing;
     std::string said = counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
     if (stored.values == 0)
-      return said + "; every activation stays float32 (no kernel here reads bf16 tensors)";
+      return said + "; every activation stays float32 (no kernel here reads bf16 tensors)" +
+             sharing;
     return said + "; " + counted(size_t(stored.values), "activation") + " stored in bf16 (" +
-           formatBytes(stored.bytes) + ", half their float size)";
+           formatBytes(stored.bytes) + ", half their float size)" + sharing;
   }
 };
 
