@@ -56,7 +56,9 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 
 struct Gelu {
-  NL_HD NL_INLINE float operator()(float x) const { return 0.5f * x * (1.f + fm::erf(x * kInvSqrt2)); }
+  NL_HD NL_INLINE float operator()(float x) const {
+    return 0.5f * x * (1.f + fm::erf(x * kInvSqrt2));
+  }
 };
 struct GeluGrad {  // from the input x
   NL_HD NL_INLINE float operator()(float dy, float x) const {
@@ -200,7 +202,9 @@ struct FoldBatchNorm {
 struct LayerNormApply {
   float mean, invstd;
   NL_HD NL_INLINE float operator()(float x) const { return (x - mean) * invstd; }
-  NL_HD NL_INLINE float operator()(float x, float w, float b) const { return (x - mean) * invstd * w + b; }
+  NL_HD NL_INLINE float operator()(float x, float w, float b) const {
+    return (x - mean) * invstd * w + b;
+  }
 };
 // dx = invstd·(g - mean(g) - x̂·mean(g·x̂)) with g = dy·w; mg and mgx are the two means.
 struct LayerNormGradApply {
