@@ -4,6 +4,7 @@
 #include "kernels/core/widen.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/library.h"
 
 namespace netloom::cuda {
 namespace {
@@ -26,20 +27,6 @@ __global__ void fillKernel(float v, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = v;
-}
-
-// bfloat16 storage to float, exactly.
-__global__ void widenBf16Kernel(const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = fn::FromBf16{}(x[i]);
-}
-
-// Float to bfloat16 storage, rounded as on the CPU (fn::ToBf16).
-__global__ void castBf16Kernel(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = fn::ToBf16{}(x[i]);
 }
 
 // Keyed by each element's logical NCHW index, as on the CPU: the same mask. The
@@ -156,17 +143,13 @@ KernelFn copy(const KernelSig& sig) {
   };
 }
 
-// The bf16 copies of widened twins and casts, on a kernel's stream.
+// The bf16 copies of widened twins and casts, on a kernel's stream (library_kernels.cu).
 void widenBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t st) {
-  if (n == 0) return;
-  widenBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(x, y, n);
-  NL_CUDA(cudaGetLastError());
+  fromBf16(x, y, n, st);
 }
 
 void narrowBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t st) {
-  if (n == 0) return;
-  castBf16Kernel<<<gridFor(n), kBlock, 0, st>>>(x, y, n);
-  NL_CUDA(cudaGetLastError());
+  toBf16(x, y, n, st);
 }
 
 // A copy, or a conversion between float and bf16 in the same pass.

@@ -46,9 +46,9 @@ cublasLtHandle_t cublasLtFor(const KernelSig& sig) {
                                      [](cublasLtHandle_t* h) { NL_CUBLAS(cublasLtCreate(h)); });
 }
 
-void setTensor4d(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w) {
-  NL_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n), int(c),
-                                      int(h), int(w)));
+void setTensor4d(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w,
+                 cudnnDataType_t type) {
+  NL_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, int(n), int(c), int(h), int(w)));
 }
 
 }  // namespace netloom::cuda

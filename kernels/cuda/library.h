@@ -57,8 +57,10 @@ using CudnnConvolution =
 using CudnnPooling = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
                                      cudnnDestroyPoolingDescriptor>;
 
-// A packed float32 N×C×H×W descriptor (dimensions already checked by fitsCudnn).
-void setTensor4d(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w);
+// A packed N×C×H×W descriptor, float32 unless said (dimensions already checked by
+// fitsCudnn).
+void setTensor4d(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w,
+                 cudnnDataType_t type = CUDNN_DATA_FLOAT);
 
 // Small kernels of our own around the library calls (library_kernels.cu).
 // Copies a stack of planes srcH × srcW into one of dstH × dstW, top-left aligned,
@@ -67,6 +69,12 @@ void copyRegion(const float* src, float* dst, int64_t planes, const RegionCopy& 
 void invStdToVariance(const float* invStd, float* var, int64_t c, double eps, cudaStream_t s);
 void varianceToInvStd(const float* var, float* invStd, int64_t c, double eps, cudaStream_t s);
 void fillFloats(float* dst, float value, int64_t n, cudaStream_t s);
+// n floats rounded into bf16 (fn::ToBf16, as CastBf16 rounds), and n bf16 values widened.
+void toBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s);
+void fromBf16(const uint16_t* src, float* dst, int64_t n, cudaStream_t s);
+// y (N×C×area, bf16) plus bias[c] in float, rounded back: a bf16 convolution's bias.
+void addChannelBiasBf16(uint16_t* y, const float* bias, int64_t n, int64_t c, int64_t area,
+                        cudaStream_t s);
 // BatchNorm's running statistics from the batch's mean and biased variance.
 void updateRunning(const BatchNormPlan& p, float* runningMean, float* runningVar, const float* mean,
                    const float* var, cudaStream_t s);

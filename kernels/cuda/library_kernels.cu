@@ -1,7 +1,8 @@
 // Small kernels around the library calls: staging a convolution's input side where
 // cuDNN's symmetric padding needs it, converting batch-norm statistics between the
-// op's variance and cuDNN's inverse standard deviation, and fills. The math is in
-// plans.h, where CPU tests check it.
+// op's variance and cuDNN's inverse standard deviation, fills, and the bf16 conversions
+// (of bf16 storage and its convolutions). The math is in plans.h and functors.h, where
+// CPU tests check it.
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/library.h"
@@ -40,6 +41,25 @@ __global__ void updateRunningKernel(fn::RunningAverage meanAverage, fn::RunningA
   }
 }
 
+__global__ void toBf16Kernel(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fn::ToBf16{}(x[i]);
+}
+
+__global__ void fromBf16Kernel(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fn::FromBf16{}(x[i]);
+}
+
+__global__ void addChannelBiasBf16Kernel(uint16_t* y, const float* bias, int64_t c, int64_t area,
+                                         int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fn::ToBf16{}(fn::FromBf16{}(y[i]) + bias[i / area % c]);
+}
+
 template <class F>
 void map(F f, const float* x, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
@@ -75,6 +95,26 @@ void updateRunning(const BatchNormPlan& p, float* runningMean, float* runningVar
 void fillFloats(float* dst, float value, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   fillFloatsKernel<<<gridFor(n), kBlock, 0, s>>>(value, dst, n);
+  NL_CUDA(cudaGetLastError());
+}
+
+void toBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  toBf16Kernel<<<gridFor(n), kBlock, 0, s>>>(src, dst, n);
+  NL_CUDA(cudaGetLastError());
+}
+
+void fromBf16(const uint16_t* src, float* dst, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  fromBf16Kernel<<<gridFor(n), kBlock, 0, s>>>(src, dst, n);
+  NL_CUDA(cudaGetLastError());
+}
+
+void addChannelBiasBf16(uint16_t* y, const float* bias, int64_t n, int64_t c, int64_t area,
+                        cudaStream_t s) {
+  const int64_t total = n * c * area;
+  if (total == 0) return;
+  addChannelBiasBf16Kernel<<<gridFor(total), kBlock, 0, s>>>(y, bias, c, area, total);
   NL_CUDA(cudaGetLastError());
 }
 

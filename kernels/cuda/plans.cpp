@@ -81,6 +81,22 @@ std::string ConvPlan::key() const {
   return k;
 }
 
+ConvBf16Copies convBf16Copies(const ConvPlan& p, bool xBf16, bool wBf16, bool yBf16) {
+  ConvBf16Copies c;
+  c.xElements = p.n * p.ci * p.ih * p.iw;
+  c.wElements = p.co * (p.groups > 0 ? p.ci / p.groups : 0) * p.kh * p.kw;
+  c.yElements = p.n * p.co * p.oh * p.ow;
+  auto place = [&](bool bf16, int64_t elements, int64_t& at) {
+    if (bf16) return;
+    at = c.bytes;
+    c.bytes += alignLibrary(elements * int64_t(sizeof(uint16_t)));
+  };
+  place(xBf16, c.xElements, c.x);
+  place(wBf16, c.wElements, c.w);
+  place(yBf16, c.yElements, c.y);
+  return c;
+}
+
 std::string convPlan(const Attrs& attrs, const std::vector<Shape>& in, bool transposed,
                      ConvPass pass, ConvPlan& p) {
   int xi = pass == ConvPass::Forward ? 0 : 1, wi = xi + 1;

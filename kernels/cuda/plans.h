@@ -122,6 +122,18 @@ inline RegionCopy ConvPlan::stageOut() const {
   return {stagedH, stagedW, ih, iw, -stageTop, -stageLeft};
 }
 
+// A convolution on bf16 tensors (bf16 storage; Conv2d and its gradients): cuDNN reads
+// and writes the call's x, w and y in bf16 and computes in float. Each of the three
+// whose op tensor is float gets a bf16 copy in the launch's workspace, after the
+// algorithm's: an input is rounded into it before the call (exactly: autocast has
+// rounded its values), the output widened from it after.
+struct ConvBf16Copies {
+  int64_t xElements = 0, wElements = 0, yElements = 0;
+  int64_t x = -1, w = -1, y = -1;  // byte offsets of the copies; -1: the op's tensor is bf16
+  int64_t bytes = 0;               // of the copies together
+};
+ConvBf16Copies convBf16Copies(const ConvPlan& p, bool xBf16, bool wBf16, bool yBf16);
+
 // Pooling ----------------------------------------------------------------------------
 
 enum class PoolMode { Max, AverageIncludePad, AverageExcludePad };

@@ -7,8 +7,10 @@
 #include "kernels/core/functors.h"
 #include "kernels/core/kernel.h"
 #include "kernels/core/widen.h"
+#include "kernels/cuda/plans.h"
 
 using namespace netloom;
+using namespace netloom::cuda;
 
 class TestCudaBf16 : public QObject {
   Q_OBJECT
@@ -66,6 +68,83 @@ class TestCudaBf16 : public QObject {
       lists += 1;
     }
     QVERIFY(lists > 20);
+  }
+
+  // Conv2d and its gradients have bf16 kernels of their own (cuDNN on bf16 tensors), which
+  // refuse by name, before asking cuDNN: a signature without bf16 tensors, a bf16 bias and
+  // uneven padding (staged in float). The transposed convolutions have none.
+  void bf16ConvolutionsAreRegistered() {
+    const KernelRegistry& r = KernelRegistry::instance();
+    auto attrs = [](int64_t k, bool same) {
+      Attrs a;
+      a.set("out_channels", int64_t(6));
+      a.set("kernel_size", std::vector<int64_t>{k});
+      a.set("stride", std::vector<int64_t>{1});
+      a.set("padding", std::vector<int64_t>{k / 2});
+      a.set("dilation", std::vector<int64_t>{1});
+      a.set("groups", int64_t(1));
+      a.set("same_padding", same);
+      return a;
+    };
+    const Attrs odd = attrs(3, false), even = attrs(2, true);
+    const DType F = DType::F32, B = DType::BF16;
+    auto sig = [](const Attrs& a, std::vector<std::pair<Shape, DType>> in, Shape out, DType o) {
+      KernelSig s;
+      s.attrs = &a;
+      for (auto& [shape, t] : in) s.in.push_back(TensorDesc{shape, t, {DeviceKind::Cuda, 0}});
+      s.out = {TensorDesc{out, o, {DeviceKind::Cuda, 0}}};
+      return s;
+    };
+    const Shape x{2, 4, 8, 8}, w{6, 4, 3, 3}, y{2, 6, 8, 8};
+    for (const char* op : {"Conv2d", "Conv2dGradInput", "Conv2dGradWeight", "ConvTranspose2d"}) {
+      const KernelImpl* half = nullptr;
+      for (const KernelImpl& k : *r.list(op, DeviceKind::Cuda))
+        if (k.halfTensors && !k.widened) half = &k;
+      if (std::string(op) == "ConvTranspose2d") {
+        QVERIFY2(!half, op);
+        continue;
+      }
+      QVERIFY2(half, op);
+      QVERIFY(QString::fromStdString(half->name).endsWith("_bf16"));
+    }
+    const KernelImpl* conv = nullptr;
+    for (const KernelImpl& k : *r.list("Conv2d", DeviceKind::Cuda))
+      if (k.halfTensors && !k.widened) conv = &k;
+    QCOMPARE(QString::fromStdString(conv->decline(sig(odd, {{x, F}, {w, F}, {{6}, F}}, y, F))),
+             QString("is for bf16 tensors"));
+    QCOMPARE(QString::fromStdString(conv->decline(sig(odd, {{x, B}, {w, F}, {{6}, B}}, y, B))),
+             QString("takes a float bias only"));
+    const Shape w2{6, 4, 2, 2};
+    QCOMPARE(QString::fromStdString(conv->decline(sig(even, {{x, B}, {w2, F}}, y, B))),
+             QString("pads unevenly, which is staged in float"));
+  }
+
+  // A bf16 convolution's copies: one for each role whose op tensor is float, each as many
+  // bf16 values as the role's tensor holds, on the libraries' alignment, one after another.
+  void bf16ConvolutionCopiesFitTheirTensors() {
+    ConvPlan p;
+    Attrs a;
+    a.set("out_channels", int64_t(6));
+    a.set("kernel_size", std::vector<int64_t>{3});
+    a.set("stride", std::vector<int64_t>{2});
+    a.set("padding", std::vector<int64_t>{1});
+    a.set("dilation", std::vector<int64_t>{1});
+    a.set("groups", int64_t(2));
+    QVERIFY(convPlan(a, {{2, 4, 9, 9}, {6, 2, 3, 3}}, false, ConvPass::Forward, p).empty());
+    const ConvBf16Copies all = convBf16Copies(p, false, false, false);
+    QCOMPARE(all.xElements, int64_t(2 * 4 * 9 * 9));
+    QCOMPARE(all.wElements, int64_t(6 * 2 * 3 * 3));
+    QCOMPARE(all.yElements, int64_t(2 * 6 * 5 * 5));
+    QCOMPARE(all.x, int64_t(0));
+    QCOMPARE(all.w, alignLibrary(all.xElements * 2));
+    QCOMPARE(all.y, all.w + alignLibrary(all.wElements * 2));
+    QCOMPARE(all.bytes, all.y + alignLibrary(all.yElements * 2));
+    const ConvBf16Copies weightOnly = convBf16Copies(p, true, false, true);
+    QCOMPARE(weightOnly.x, int64_t(-1));
+    QCOMPARE(weightOnly.y, int64_t(-1));
+    QCOMPARE(weightOnly.w, int64_t(0));
+    QCOMPARE(weightOnly.bytes, alignLibrary(all.wElements * 2));
+    QCOMPARE(convBf16Copies(p, true, true, true).bytes, int64_t(0));
   }
 
   // A widened twin (what the GPU's are, its copies on the kernel's stream) runs the float
