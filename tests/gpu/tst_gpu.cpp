@@ -79,6 +79,38 @@ double weightDistance(const std::string& a, const std::string& b) {
   return worst;
 }
 
+// `body` compiled for `gpu` at `batch` in fp32 and in bf16: each plan's arena, the steps
+// whose kernel starts with `prefix` and is a bf16 one (…_bf16), and the values stored in
+// bf16; `error` says why a plan did not compile.
+struct PrecisionPlans {
+  std::map<Precision, int64_t> arena;
+  std::map<Precision, int> bf16Kernels, bf16Values;
+  std::string error;
+};
+PrecisionPlans precisionPlans(Device& gpu, const std::string& body, int64_t batch,
+                              const std::string& prefix) {
+  PrecisionPlans out;
+  for (Precision p : {Precision::F32, Precision::BF16}) {
+    ParamStore store(gpu);
+    CompileOptions o;
+    o.batch = batch;
+    o.precision = p;
+    auto prog = compile(testutil::model(body), o, store);
+    if (!prog.ok()) {
+      out.error = prog.error().message;
+      return out;
+    }
+    out.arena[p] = (*prog)->arenaBytes;
+    for (const PlanStep& s : (*prog)->steps)
+      out.bf16Kernels[p] +=
+          s.kernel.rfind(prefix, 0) == 0 && s.kernel.find("_bf16") != std::string::npos;
+    for (const Value& v : (*prog)->graph.values) out.bf16Values[p] += v.desc.dtype == DType::BF16;
+  }
+  qInfo("arena: %lld bytes in fp32, %lld in bf16", (long long)out.arena[Precision::F32],
+        (long long)out.arena[Precision::BF16]);
+  return out;
+}
+
 }  // namespace
 
 class TestGpu : public QObject {
@@ -300,30 +332,13 @@ class TestGpu : public QObject {
         node("a1", "ReLU", "fc1") + node("fc2", "Linear", "a1", intAttr("out_features", 128)) +
         node("a2", "GELU", "fc2") + node("fc3", "Linear", "a2", intAttr("out_features", 10)) +
         node("loss", "SoftmaxCrossEntropy", "fc3,label");
-    std::map<Precision, int64_t> arena;
-    for (Precision p : {Precision::F32, Precision::BF16}) {
-      ParamStore store(*cuda_);
-      CompileOptions o;
-      o.batch = 64;
-      o.precision = p;
-      auto prog = compile(model(body), o, store);
-      QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
-      arena[p] = (*prog)->arenaBytes;
-      int bf16Products = 0, bf16Tensors = 0;
-      for (const PlanStep& s : (*prog)->steps)
-        bf16Products +=
-            s.kernel.find("cublaslt.") == 0 && s.kernel.find("_bf16") != std::string::npos;
-      for (const Value& v : (*prog)->graph.values) bf16Tensors += v.desc.dtype == DType::BF16;
-      if (p == Precision::BF16) {
-        QVERIFY2(bf16Products >= 3, qPrintable(QString("%1 products on bf16").arg(bf16Products)));
-        QVERIFY(bf16Tensors > 0);
-      } else {
-        QCOMPARE(bf16Products + bf16Tensors, 0);
-      }
-    }
-    qInfo("arena: %lld bytes in fp32, %lld in bf16", (long long)arena[Precision::F32],
-          (long long)arena[Precision::BF16]);
-    QVERIFY(arena[Precision::BF16] < arena[Precision::F32]);
+    const PrecisionPlans plans = precisionPlans(*cuda_, body, 64, "cublaslt.");
+    QVERIFY2(plans.error.empty(), plans.error.c_str());
+    QCOMPARE(plans.bf16Kernels.at(Precision::F32) + plans.bf16Values.at(Precision::F32), 0);
+    QVERIFY2(plans.bf16Kernels.at(Precision::BF16) >= 3,
+             qPrintable(QString("%1 products on bf16").arg(plans.bf16Kernels.at(Precision::BF16))));
+    QVERIFY(plans.bf16Values.at(Precision::BF16) > 0);
+    QVERIFY(plans.arena.at(Precision::BF16) < plans.arena.at(Precision::F32));
     if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
     TrainOptions o;
     o.epochs = 1;
@@ -360,25 +375,14 @@ class TestGpu : public QObject {
         node("act2", "ReLU", "conv2") + node("flat", "Flatten", "act2") +
         node("fc", "Linear", "flat", intAttr("out_features", 3)) +
         node("loss", "SoftmaxCrossEntropy", "fc,label");
-    std::map<Precision, int64_t> arena;
-    for (Precision p : {Precision::F32, Precision::BF16}) {
-      ParamStore store(*cuda_);
-      CompileOptions o;
-      o.batch = 32;
-      o.precision = p;
-      auto prog = compile(model(body), o, store);
-      QVERIFY2(prog.ok(), prog.ok() ? "" : prog.error().message.c_str());
-      arena[p] = (*prog)->arenaBytes;
-      int convs = 0;
-      for (const PlanStep& s : (*prog)->steps)
-        convs +=
-            s.kernel.rfind("cudnn.conv_", 0) == 0 && s.kernel.find("_bf16") != std::string::npos;
-      QVERIFY2(p == Precision::F32 ? convs == 0 : convs >= 4,
-               qPrintable(QString("%1 convolution passes on bf16").arg(convs)));
-    }
-    qInfo("arena: %lld bytes in fp32, %lld in bf16", (long long)arena[Precision::F32],
-          (long long)arena[Precision::BF16]);
-    QVERIFY(arena[Precision::BF16] < arena[Precision::F32]);
+    const PrecisionPlans plans = precisionPlans(*cuda_, body, 32, "cudnn.conv_");
+    QVERIFY2(plans.error.empty(), plans.error.c_str());
+    QCOMPARE(plans.bf16Kernels.at(Precision::F32), 0);
+    QVERIFY2(
+        plans.bf16Kernels.at(Precision::BF16) >= 4,
+        qPrintable(
+            QString("%1 convolution passes on bf16").arg(plans.bf16Kernels.at(Precision::BF16))));
+    QVERIFY(plans.arena.at(Precision::BF16) < plans.arena.at(Precision::F32));
     if (!haveFashion()) QSKIP("Fashion-MNIST is not installed (dataset-fashion-mnist)");
     TrainOptions o;
     o.epochs = 1;
