@@ -4,43 +4,22 @@
 #include <map>
 #include <vector>
 
-#include "kernels/core/functors.h"
-
 namespace netloom {
 
 namespace {
 
-// A float tensor's values where the host can read them: in place on the CPU,
-// else copied into `copy`.
-const float* onHost(Device& device, const TensorRef& t, int64_t n, std::vector<float>& copy) {
-  if (device.hostAddressable()) return t.f32();
-  copy = readFloats(device, t.data, n);
-  return copy.data();
-}
-
-// The first NaN or infinity in a float tensor of `d` (its value in `value`), or -1:
-// the index where it is stored (a padded block's padding holds zeros).
+// The first NaN or infinity in a float or bf16 tensor of `d` (its value in `value`),
+// or -1: the index where it is stored (a padded block's padding holds zeros). A float
+// tensor the host can address is read in place, any other copied out.
 int64_t firstBad(Device& device, const TensorRef& t, const TensorDesc& d, float& value) {
   const int64_t n = storedElements(d);
-  if (t.data && t.dtype == DType::BF16) {  // mixed precision's storage
-    std::vector<uint16_t> copy;
-    const auto* x = static_cast<const uint16_t*>(t.data);
-    if (!device.hostAddressable()) {
-      copy.resize(size_t(n));
-      device.copyToHost(copy.data(), t.data, n * int64_t(sizeof(uint16_t)));
-      device.synchronize();
-      x = copy.data();
-    }
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(fn::FromBf16{}(x[i]))) {
-        value = fn::FromBf16{}(x[i]);
-        return i;
-      }
-    return -1;
-  }
-  if (!t.data || t.dtype != DType::F32) return -1;
+  if (!t.data || (t.dtype != DType::F32 && t.dtype != DType::BF16)) return -1;
   std::vector<float> copy;
-  const float* x = onHost(device, t, n, copy);
+  const float* x = t.f32();
+  if (t.dtype != DType::F32 || !device.hostAddressable()) {
+    copy = readAsFloats(device, t.data, t.dtype, n);
+    x = copy.data();
+  }
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) {
       value = x[i];

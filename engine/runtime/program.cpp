@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "engine/util/memory_budget.h"
-#include "kernels/core/functors.h"
 
 namespace netloom {
 
@@ -26,16 +25,7 @@ float Program::scalar(ValueId v) const {
 }
 
 std::vector<float> Program::read(ValueId v) const {
-  const TensorRef& t = refs[v];
-  if (t.dtype != DType::BF16) return readFloats(*device, t.data, t.numel());
-  std::vector<uint16_t> half(size_t(t.numel()));  // mixed precision's storage, widened
-  if (!half.empty()) {
-    device->copyToHost(half.data(), t.data, t.numel() * int64_t(sizeof(uint16_t)));
-    device->synchronize();
-  }
-  std::vector<float> out(half.size());
-  for (size_t i = 0; i < half.size(); ++i) out[i] = fn::FromBf16{}(half[i]);
-  return out;
+  return readAsFloats(*device, refs[v].data, refs[v].dtype, refs[v].numel());
 }
 
 namespace {

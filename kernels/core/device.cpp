@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include "kernels/core/functors.h"
+
 namespace netloom {
 
 DeviceBuffer::DeviceBuffer(Device& device, int64_t bytes) : m_device(&device), m_bytes(bytes) {
@@ -33,6 +35,18 @@ std::vector<float> readFloats(Device& device, const void* src, int64_t count) {
   if (count == 0) return out;
   device.copyToHost(out.data(), src, count * int64_t(sizeof(float)));
   device.synchronize();
+  return out;
+}
+
+std::vector<float> readAsFloats(Device& device, const void* src, DType type, int64_t count) {
+  if (type != DType::BF16) return readFloats(device, src, count);
+  std::vector<uint16_t> half(static_cast<size_t>(count));
+  if (count > 0) {
+    device.copyToHost(half.data(), src, count * int64_t(sizeof(uint16_t)));
+    device.synchronize();
+  }
+  std::vector<float> out(half.size());
+  for (size_t i = 0; i < half.size(); ++i) out[i] = fn::FromBf16{}(half[i]);
   return out;
 }
 

@@ -151,6 +151,8 @@ class DeviceBuffer {
 // A device's memory as host code reads it: `count` floats at `src`, copied out
 // where the host cannot address it.
 std::vector<float> readFloats(Device& device, const void* src, int64_t count);
+// The same of a tensor stored as `type`: float32 as it is, bf16 widened exactly.
+std::vector<float> readAsFloats(Device& device, const void* src, DType type, int64_t count);
 void writeFloats(Device& device, void* dst, const float* values, int64_t count);
 
 // This machine's devices of one kind, or why there are none.

@@ -105,4 +105,11 @@ KernelImpl widenedTwin(const KernelImpl& inner, const HalfCopiesFor& copies) {
   return w;
 }
 
+std::string declineConvertingCopy(const KernelSig& s) {
+  const DType a = s.in[0].dtype, b = s.out[0].dtype;
+  if (a == b || (a == DType::F32 && b == DType::BF16) || (a == DType::BF16 && b == DType::F32))
+    return {};
+  return "copies, or converts between float32 and bf16, only";
+}
+
 }  // namespace netloom

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "kernels/core/kernel.h"
 
@@ -24,5 +25,9 @@ using HalfCopiesFor = std::function<HalfCopies(const KernelSig& s)>;
 // declines a signature without them, and otherwise whatever `inner` declines of it
 // with bf16 read as float.
 KernelImpl widenedTwin(const KernelImpl& inner, const HalfCopiesFor& copies);
+
+// What a copy (the shape ops' kernels) declines: it keeps its input's type, or converts
+// between float32 and bf16 in the same pass, where bf16 storage moved a rounding into it.
+std::string declineConvertingCopy(const KernelSig& s);
 
 }  // namespace netloom

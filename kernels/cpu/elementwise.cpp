@@ -5,6 +5,7 @@
 
 #include "kernels/core/pointwise.h"
 #include "kernels/core/rng.h"
+#include "kernels/core/widen.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/half.h"
 
@@ -172,15 +173,6 @@ std::string declineCast(const KernelSig& s) {
   return s.in[0].sameLayout(s.out[0]) ? "" : "keeps its input's layout";
 }
 
-// A copy keeps its input's type, or converts float and bf16 (where bf16 storage moved a
-// rounding into it) in the same pass.
-std::string declineRetype(const KernelSig& s) {
-  const DType a = s.in[0].dtype, b = s.out[0].dtype;
-  if (a == b || (a == DType::F32 && b == DType::BF16) || (a == DType::BF16 && b == DType::F32))
-    return {};
-  return "copies, or converts between float32 and bf16, only";
-}
-
 KernelFn copy(const KernelSig& s) {
   const int64_t bytes = bytesOf(s.out[0]), n = storedElements(s.out[0]);
   const DType from = s.in[0].dtype, to = s.out[0].dtype;
@@ -320,7 +312,7 @@ void registerElementwise(KernelRegistry& r) {
   for (const char* op : {"Identity", "Flatten", "Reshape"})
     add(
         op, [](const KernelSig& s) { return copy(s); }, std::string(op) == "Identity",
-        declineRetype, true);
+        declineConvertingCopy, true);
 
   add(
       "Constant",

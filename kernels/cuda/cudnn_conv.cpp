@@ -216,54 +216,68 @@ int64_t workspace(const KernelSig& s, bool transposed, ConvPass pass, bool bf16 
   }
 }
 
+// Before a launch: the plan reserved the workspace the algorithm asks for (it must, as
+// both were asked of one cached choice), and cuDNN runs on the launch's stream.
+void startLaunch(const CudnnConv& c, const KernelIO& io, cudaStream_t st) {
+  if (io.workspaceBytes < c.workspaceBytes())
+    throw CudaError("the cuDNN convolution needs " + std::to_string(c.workspaceBytes()) +
+                    " bytes of workspace, the plan reserved " + std::to_string(io.workspaceBytes));
+  NL_CUDNN(cudnnSetStream(c.handle, st));
+}
+
+// The cuDNN call itself on x, w and y as it reads and writes them (the op's tensors,
+// or copies), the algorithm's workspace at the start of `ws`.
+void callCudnn(const CudnnConv& c, const void* x, const void* w, const void* y, void* out,
+               void* ws) {
+  const size_t algoBytes = size_t(c.choice.bytes);
+  const auto algo = c.choice.algo;
+  float one = 1.f, zero = 0.f;
+  switch (c.plan.call) {
+    case ConvCall::Forward:
+      NL_CUDNN(cudnnConvolutionForward(c.handle, &one, c.x, x, c.w, w, c.conv,
+                                       cudnnConvolutionFwdAlgo_t(algo), ws, algoBytes, &zero, c.y,
+                                       out));
+      break;
+    case ConvCall::BackwardData:
+      NL_CUDNN(cudnnConvolutionBackwardData(c.handle, &one, c.w, w, c.y, y, c.conv,
+                                            cudnnConvolutionBwdDataAlgo_t(algo), ws, algoBytes,
+                                            &zero, c.x, out));
+      break;
+    case ConvCall::BackwardFilter:
+      NL_CUDNN(cudnnConvolutionBackwardFilter(c.handle, &one, c.x, x, c.y, y, c.conv,
+                                              cudnnConvolutionBwdFilterAlgo_t(algo), ws, algoBytes,
+                                              &zero, c.w, out));
+      break;
+  }
+}
+
+// A forward op's bias, added to its float output.
+void addBias(const CudnnConv& c, const KernelIO& io) {
+  float one = 1.f;
+  NL_CUDNN(
+      cudnnAddTensor(c.handle, &one, c.bias, io.in[c.plan.bias].data, &one, c.out, io.out[0].data));
+}
+
 KernelFn prepare(const KernelSig& s, bool transposed, ConvPass pass) {
   std::shared_ptr<CudnnConv> c = build(s, transposed, pass);
   cudaStream_t st = streamOf(s);
   return [c, st](const KernelIO& io) {
     const ConvPlan& p = c->plan;
-    if (io.workspaceBytes < c->workspaceBytes())
-      throw CudaError("the cuDNN convolution needs " + std::to_string(c->workspaceBytes()) +
-                      " bytes of workspace, the plan reserved " +
-                      std::to_string(io.workspaceBytes));
-    NL_CUDNN(cudnnSetStream(c->handle, st));
+    startLaunch(*c, io, st);
     auto at = [&](int slot) { return slot == kOpOutput ? io.out[0].data : io.in[slot].data; };
     char* ws = static_cast<char*>(io.workspace);
-    size_t algoBytes = size_t(c->choice.bytes);
     float* stage =
         p.staged() ? reinterpret_cast<float*>(ws + alignLibrary(c->choice.bytes)) : nullptr;
-    int64_t planes = p.n * p.ci;
-    // The input side as cuDNN reads it: the tensor, or its staged copy.
-    auto readInput = [&]() -> const void* {
-      const float* x = static_cast<const float*>(at(p.x));
-      if (!stage) return x;
-      copyRegion(x, stage, planes, p.stageIn(), st);
-      return stage;
-    };
-    const auto algo = c->choice.algo;
-    float one = 1.f, zero = 0.f;
-    switch (p.call) {
-      case ConvCall::Forward:
-        NL_CUDNN(cudnnConvolutionForward(c->handle, &one, c->x, readInput(), c->w, at(p.w), c->conv,
-                                         cudnnConvolutionFwdAlgo_t(algo), ws, algoBytes, &zero,
-                                         c->y, at(p.y)));
-        break;
-      case ConvCall::BackwardData: {
-        void* dx = stage ? static_cast<void*>(stage) : at(p.x);
-        NL_CUDNN(cudnnConvolutionBackwardData(c->handle, &one, c->w, at(p.w), c->y, at(p.y),
-                                              c->conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
-                                              algoBytes, &zero, c->x, dx));
-        if (stage) copyRegion(stage, static_cast<float*>(at(p.x)), planes, p.stageOut(), st);
-        break;
-      }
-      case ConvCall::BackwardFilter:
-        NL_CUDNN(cudnnConvolutionBackwardFilter(c->handle, &one, c->x, readInput(), c->y, at(p.y),
-                                                c->conv, cudnnConvolutionBwdFilterAlgo_t(algo), ws,
-                                                algoBytes, &zero, c->w, at(p.w)));
-        break;
-    }
-    if (p.bias >= 0)
-      NL_CUDNN(cudnnAddTensor(c->handle, &one, c->bias, io.in[p.bias].data, &one, c->out,
-                              io.out[0].data));
+    const int64_t planes = p.n * p.ci;
+    // The input side as cuDNN sees it: the tensor, or its staged copy (filled first where
+    // the call reads it, copied back where it writes it).
+    void* x = stage ? static_cast<void*>(stage) : at(p.x);
+    if (stage && !p.writesInput())
+      copyRegion(static_cast<const float*>(at(p.x)), stage, planes, p.stageIn(), st);
+    callCudnn(*c, x, at(p.w), at(p.y), p.writesInput() ? x : at(kOpOutput), ws);
+    if (stage && p.writesInput())
+      copyRegion(stage, static_cast<float*>(at(p.x)), planes, p.stageOut(), st);
+    if (p.bias >= 0) addBias(*c, io);
   };
 }
 
@@ -314,11 +328,7 @@ KernelFn prepareBf16(const KernelSig& s, ConvPass pass) {
   return [c, st, floatOut](const KernelIO& io) {
     const ConvPlan& p = c->plan;
     const ConvBf16Copies& k = c->copies;
-    if (io.workspaceBytes < c->workspaceBytes())
-      throw CudaError("the cuDNN convolution needs " + std::to_string(c->workspaceBytes()) +
-                      " bytes of workspace, the plan reserved " +
-                      std::to_string(io.workspaceBytes));
-    NL_CUDNN(cudnnSetStream(c->handle, st));
+    startLaunch(*c, io, st);
     char* ws = static_cast<char*>(io.workspace);
     char* copies = ws + alignLibrary(c->choice.bytes);  // never staged
     // A role's bf16 data: the op's own tensor, or its copy (an input rounded into it).
@@ -333,35 +343,19 @@ KernelFn prepareBf16(const KernelSig& s, ConvPass pass) {
     void* x = role(p.x, k.x, k.xElements);
     void* w = role(p.w, k.w, k.wElements);
     void* y = role(p.y, k.y, k.yElements);
-    const size_t algoBytes = size_t(c->choice.bytes);
-    const auto algo = c->choice.algo;
-    float one = 1.f, zero = 0.f;
-    switch (p.call) {
-      case ConvCall::Forward:
-        NL_CUDNN(cudnnConvolutionForward(c->handle, &one, c->x, x, c->w, w, c->conv,
-                                         cudnnConvolutionFwdAlgo_t(algo), ws, algoBytes, &zero,
-                                         c->y, y));
-        break;
-      case ConvCall::BackwardData:
-        NL_CUDNN(cudnnConvolutionBackwardData(c->handle, &one, c->w, w, c->y, y, c->conv,
-                                              cudnnConvolutionBwdDataAlgo_t(algo), ws, algoBytes,
-                                              &zero, c->x, x));
-        break;
-      case ConvCall::BackwardFilter:
-        NL_CUDNN(cudnnConvolutionBackwardFilter(c->handle, &one, c->x, x, c->y, y, c->conv,
-                                                cudnnConvolutionBwdFilterAlgo_t(algo), ws,
-                                                algoBytes, &zero, c->w, w));
-        break;
-    }
-    // The output's role, where the op's tensor is float: widened from its copy.
     const bool outX = p.x == kOpOutput, outW = p.w == kOpOutput;
-    const int64_t at = outX ? k.x : outW ? k.w : k.y;
-    const int64_t n = outX ? k.xElements : outW ? k.wElements : k.yElements;
-    if (at >= 0) fromBf16(reinterpret_cast<const uint16_t*>(copies + at), io.out[0].f32(), n, st);
+    void* out = outX ? x : outW ? w : y;
+    callCudnn(*c, x, w, y, out, ws);
+    // The output, where the op's tensor is float: widened from its copy.
+    if (out != io.out[0].data)
+      fromBf16(static_cast<const uint16_t*>(out), io.out[0].f32(),
+               outX   ? k.xElements
+               : outW ? k.wElements
+                      : k.yElements,
+               st);
     if (p.bias < 0) return;
     if (floatOut)
-      NL_CUDNN(cudnnAddTensor(c->handle, &one, c->bias, io.in[p.bias].data, &one, c->out,
-                              io.out[0].data));
+      addBias(*c, io);
     else
       addChannelBiasBf16(static_cast<uint16_t*>(io.out[0].data), io.in[p.bias].f32(), p.n, p.co,
                          p.oh * p.ow, st);

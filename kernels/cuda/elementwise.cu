@@ -143,15 +143,6 @@ KernelFn copy(const KernelSig& sig) {
   };
 }
 
-// The bf16 copies of widened twins and casts, on a kernel's stream (library_kernels.cu).
-void widenBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t st) {
-  fromBf16(x, y, n, st);
-}
-
-void narrowBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t st) {
-  toBf16(x, y, n, st);
-}
-
 // A copy, or a conversion between float and bf16 in the same pass.
 KernelFn convertingCopy(const KernelSig& s) {
   const DType from = s.in[0].dtype, to = s.out[0].dtype;
@@ -159,10 +150,10 @@ KernelFn convertingCopy(const KernelSig& s) {
   cudaStream_t st = streamOf(s);
   if (from == DType::F32)
     return [st](const KernelIO& io) {
-      narrowBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data), io.out[0].numel(), st);
+      toBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data), io.out[0].numel(), st);
     };
   return [st](const KernelIO& io) {
-    widenBf16(static_cast<const uint16_t*>(io.in[0].data), io.out[0].f32(), io.out[0].numel(), st);
+    fromBf16(static_cast<const uint16_t*>(io.in[0].data), io.out[0].f32(), io.out[0].numel(), st);
   };
 }
 
@@ -171,8 +162,8 @@ KernelFn convertingCopy(const KernelSig& s) {
 KernelImpl bf16Twin(const KernelImpl& inner) {
   return widenedTwin(inner, [](const KernelSig& s) {
     cudaStream_t st = streamOf(s);
-    return HalfCopies{[st](const uint16_t* x, float* y, int64_t n) { widenBf16(x, y, n, st); },
-                      [st](const float* x, uint16_t* y, int64_t n) { narrowBf16(x, y, n, st); }};
+    return HalfCopies{[st](const uint16_t* x, float* y, int64_t n) { fromBf16(x, y, n, st); },
+                      [st](const float* x, uint16_t* y, int64_t n) { toBf16(x, y, n, st); }};
   });
 }
 
@@ -191,14 +182,7 @@ void registerElementwise(KernelRegistry& r) {
   // The shape ops copy, or convert between float and bf16 where bf16 storage moved a
   // rounding into them.
   for (const char* op : {"Identity", "Flatten", "Reshape"}) {
-    KernelImpl k{std::string("cuda.") + op,
-                 [](const KernelSig& s) -> std::string {
-                   const DType a = s.in[0].dtype, b = s.out[0].dtype;
-                   if (a == b || (a == DType::F32 && b == DType::BF16) ||
-                       (a == DType::BF16 && b == DType::F32))
-                     return {};
-                   return "copies, or converts between float32 and bf16, only";
-                 },
+    KernelImpl k{std::string("cuda.") + op, declineConvertingCopy,
                  [](const KernelSig& s) { return convertingCopy(s); }};
     k.halfTensors = true;
     r.add(op, DeviceKind::Cuda, std::move(k));
@@ -223,8 +207,8 @@ void registerElementwise(KernelRegistry& r) {
                   [](const KernelSig& s) -> KernelFn {
                     cudaStream_t st = streamOf(s);
                     return [st](const KernelIO& io) {
-                      narrowBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data),
-                                 io.out[0].numel(), st);
+                      toBf16(io.in[0].f32(), static_cast<uint16_t*>(io.out[0].data),
+                             io.out[0].numel(), st);
                     };
                   }};
   cast.halfTensors = true;

@@ -36,22 +36,24 @@ class Bf16Storage : public Pass {
     // Products in float: converting the activations would cost more than it saves.
     const Bf16Activations stored =
         storeBf16Activations(c.g, kernels, c.context, keep, !ops.empty());
-    const std::string sharing =
-        shared > 0 ? "; " + counted(size_t(shared), "rounding") + " shared with another reader"
-                   : std::string();
-    if (!bf16)
-      return std::string("under fp16 every tensor stays float32, holding fp16 values") + sharing;
-    if (ops.empty())
-      return std::string(
-                 "no matrix op has a bf16 kernel on this device: its operands and every "
-                 "activation stay float32, rounded to bf16 values") +
-             sharing;
-    std::string said = counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage";
-    if (stored.values == 0)
-      return said + "; every activation stays float32 (no kernel here reads bf16 tensors)" +
-             sharing;
-    return said + "; " + counted(size_t(stored.values), "activation") + " stored in bf16 (" +
-           formatBytes(stored.bytes) + ", half their float size)" + sharing;
+    std::string said;
+    if (!bf16) {
+      said = "under fp16 every tensor stays float32, holding fp16 values";
+    } else if (ops.empty()) {
+      said =
+          "no matrix op has a bf16 kernel on this device: its operands and every activation "
+          "stay float32, rounded to bf16 values";
+    } else {
+      said =
+          counted(ops.size(), "matrix op") + " read bf16 operands from 16-bit storage; " +
+          (stored.values == 0 ? "every activation stays float32 (no kernel here reads bf16 "
+                                "tensors)"
+                              : counted(size_t(stored.values), "activation") + " stored in bf16 (" +
+                                    formatBytes(stored.bytes) + ", half their float size)");
+    }
+    if (shared > 0)
+      said += "; " + counted(size_t(shared), "rounding") + " shared with another reader";
+    return said;
   }
 };
 
